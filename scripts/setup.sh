@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Idempotent set-up: installs only the missing Debian packages, then configures and builds into build/.
+# Usage: scripts/setup.sh [extra cmake args...]   (env BUILD_DIR, MOEBENCH_CUDA=AUTO|ON|OFF)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libopenblas-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMOEBENCH_CUDA="${MOEBENCH_CUDA:-AUTO}" "$@" >/dev/null
+cmake --build "$BUILD_DIR" -j"$jobs"
+echo "setup: built $BUILD_DIR/moebench"

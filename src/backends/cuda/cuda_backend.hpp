@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend (built only with MOEBENCH_HAS_CUDA): bf16 weights, cuBLAS GEMMs, own kernels, CUDA events per phase.
+#pragma once
+#include "engine/backend.hpp"
+
+#include <memory>
+#include <string>
+
+namespace moebench {
+
+/// True when a usable GPU is present; `reason` says what was found (or why not: no driver, no device).
+/// Never throws; maps cudaErrorNoDevice / cudaErrorInsufficientDriver to "no GPU".
+bool cuda_available(std::string* reason);
+
+std::unique_ptr<Backend> make_cuda_backend();
+
+}  // namespace moebench

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+// One file per subcommand; each adds itself to the app and sets its callback.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace moebench::cli {
+
+void add_plan_command(CLI::App& app);
+void add_devices_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_trace_command(CLI::App& app);
+
+}  // namespace moebench::cli

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0
+// Whole-or-nothing file writes: write to a temporary file in the same folder, fsync, then rename.
+#pragma once
+#include <string>
+
+namespace moebench {
+
+/// Writes `content` to `path` atomically; creates parent folders. Throws ConfigError naming the path on failure.
+/// `path` "-" writes to stdout.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+/// Appends one line (a '\n' is added) and fsyncs, so a killed process loses no finished line.
+void append_line_durable(const std::string& path, const std::string& line);
+
+}  // namespace moebench

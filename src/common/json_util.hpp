@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// Typed reads from JSON with errors that name the field path, the value and the fix.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace moebench {
+
+using json = nlohmann::json;
+
+/// Parses a whole file as JSON. Missing file or invalid JSON -> ConfigError naming the path.
+json load_json_file(const std::string& path);
+
+/// A view on an object being read, with its dotted path for messages ("model.num_experts").
+class JsonReader {
+public:
+    JsonReader(const json& j, std::string path);
+
+    bool has(const std::string& key) const;  // present and not null
+    const json& raw() const { return j_; }
+    const std::string& path() const { return path_; }
+    std::string field(const std::string& key) const;  // "path.key"
+
+    int64_t req_int(const std::string& key) const;
+    int64_t opt_int(const std::string& key, int64_t dflt) const;
+    int64_t req_positive(const std::string& key) const;           // > 0
+    int64_t opt_nonneg(const std::string& key, int64_t dflt) const;  // >= 0
+    double req_double(const std::string& key) const;
+    double opt_double(const std::string& key, double dflt) const;
+    bool opt_bool(const std::string& key, bool dflt) const;
+    std::string req_string(const std::string& key) const;
+    std::string opt_string(const std::string& key, const std::string& dflt) const;
+    JsonReader child(const std::string& key) const;  // required object
+    std::optional<JsonReader> opt_child(const std::string& key) const;
+
+private:
+    const json& at(const std::string& key) const;  // required; throws naming the field
+    const json& j_;
+    std::string path_;
+};
+
+/// Short, printable form of a JSON value for error messages.
+std::string json_brief(const json& v);
+
+}  // namespace moebench

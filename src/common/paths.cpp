@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "common/paths.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace moebench {
+
+std::string configs_dir() {
+    if (const char* env = std::getenv("MOEBENCH_CONFIG_DIR"); env && *env) return env;
+    fs::path src = fs::path(MOEBENCH_SOURCE_DIR) / "configs";
+    if (fs::is_directory(src)) return src.string();
+    return "configs";
+}
+
+std::vector<std::string> list_configs(const std::string& kind) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(configs_dir()) / kind, ec)) {
+        if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::string resolve_config(const std::string& kind, const std::string& name_or_path, const std::string& field) {
+    if (name_or_path.empty()) config_error(field, "is empty", "", "give a short name or a path to a JSON file");
+    std::error_code ec;
+    if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
+    fs::path shipped = fs::path(configs_dir()) / kind / (name_or_path + ".json");
+    if (fs::is_regular_file(shipped, ec)) return shipped.string();
+    std::string avail;
+    for (const auto& n : list_configs(kind)) avail += (avail.empty() ? "" : ", ") + n;
+    bool looks_like_path = name_or_path.find('/') != std::string::npos ||
+                           (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
+    if (looks_like_path)
+        config_error(field, "file not found", name_or_path, "check the path");
+    config_error(field, "unknown " + kind + " name", name_or_path,
+                 "use a path to a JSON file or one of: " + avail);
+}
+
+}  // namespace moebench

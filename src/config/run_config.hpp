@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// RunConfig: everything one benchmark point needs. Read from configs/runs/*.json (schema in docs/config-schemas.md);
+// command-line flags override its fields.
+#pragma once
+#include "common/json_util.hpp"
+#include "engine/step.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace moebench {
+
+struct RunConfig {
+    std::string model = "mixtral-8x7b";   // short name, moebench model file or HF config.json
+    std::string hardware;                 // optional profile for floors / peaks ("" = none)
+    std::string backend = "auto";         // auto | cpu | cuda
+    StepShape shape;                      // mode, batch, seq_len, context
+    int64_t layers = 0;                   // run the first N layers (0 = all)
+    std::string routing = "router";       // workload spec, see docs/workloads.md
+    RunOptions options;                   // seed, capacity factor, soft top-N, threads, ep ...
+    int64_t warmup = 2;
+    int64_t iters = 10;
+    double min_time_s = 0;                // keep iterating until this much measured time (bounded by max_iters)
+    double max_noise = 0;                 // stop early once CV of the step time is below this (0 = off)
+    int64_t max_iters = 1000;
+    bool include_lm_head = true;          // embed/final_norm/lm_head run once per step
+    std::string out;                      // report path ("" = results/run-<time>.json, "-" = stdout)
+    std::string dump_tensors;             // folder for moe_layer.safetensors ("" = off)
+    bool check = false;                   // cuda: compare against the cpu backend
+};
+
+/// Parses a run config object; `path` prefixes field names in errors.
+RunConfig run_config_from_json(const json& j, const std::string& path);
+json run_config_to_json(const RunConfig& r);
+/// Checks values (batch >= 1, iters >= 1, ...); ConfigError naming the field.
+void validate(const RunConfig& r);
+
+}  // namespace moebench

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shapes and options of one forward step, and the routing handed between workload, backend and metrics.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+enum class Mode { decode, prefill };
+const char* to_string(Mode m);
+
+/// decode: `batch` tokens, each attending to a KV cache of `context` tokens.
+/// prefill: `batch` sequences of `seq_len` tokens, causal.
+struct StepShape {
+    Mode mode = Mode::decode;
+    int64_t batch = 1;
+    int64_t seq_len = 1;
+    int64_t context = 0;
+    int64_t num_tokens() const { return mode == Mode::decode ? batch : batch * seq_len; }
+};
+
+/// Options a backend needs beyond the model and shape.
+struct RunOptions {
+    uint64_t seed = 0;
+    double capacity_factor = 0.0;        // 0 = dropless; else capacity = ceil(cf * T * k / E) per expert
+    int64_t soft_topn = 0;               // 0 = the family's top-k; N = weighted mix of the N most probable experts
+    int64_t num_threads = 0;             // cpu: 0 = all cores
+    int64_t ep_size = 1;                 // expert-parallel ranks
+    std::string expert_gemm = "auto";    // cuda: auto | grouped | loop
+    bool cuda_graph = false;
+    bool cold_l2 = false;
+};
+
+/// Routing of one layer: row-major [num_tokens, k] expert ids and combine weights.
+struct LayerRouting {
+    int64_t num_tokens = 0;
+    int64_t k = 0;
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+};
+
+/// Routing for every layer slot of a step (slot = index into the layers being run). Dense slots have k == 0.
+struct StepRouting {
+    std::vector<LayerRouting> per_layer;
+};
+
+/// What a backend observed in one MoE layer of the last step: for metrics, --check and --dump-tensors.
+struct MoeLayerResult {
+    LayerRouting routing;                    // final selection after override, soft top-N and capacity (dropped ids are -1)
+    std::vector<int64_t> tokens_per_expert;  // after drops
+    int64_t dropped = 0;                     // (token, expert) assignments dropped by capacity
+    std::vector<float> router_logits;        // [T, E] as computed by the router GEMM (before any override)
+    std::vector<double> expert_gemm_us;      // per expert, measured; empty when the backend cannot split it
+};
+
+}  // namespace moebench

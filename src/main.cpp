@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// moebench entry point: subcommands, and the mapping of errors to exit codes (2 = bad input, 3 = --check failed).
+#include "build_info.hpp"
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+
+#include <fmt/core.h>
+
+#include <exception>
+#include <iostream>
+
+int main(int argc, char** argv) {
+    CLI::App app{"moebench: benchmark and profile Mixture-of-Experts inference, phase by phase", "moebench"};
+    app.set_version_flag("--version", std::string(MOEBENCH_VERSION) + " (" + MOEBENCH_GIT_REV + ")");
+    app.require_subcommand(1);
+    moebench::cli::add_plan_command(app);
+    moebench::cli::add_devices_command(app);
+    moebench::cli::add_run_command(app);
+    moebench::cli::add_trace_command(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;
+    } catch (const moebench::Error& e) {
+        std::cerr << "moebench: error: " << e.what() << "\n";
+        return e.exit_code();
+    } catch (const std::bad_alloc&) {
+        std::cerr << "moebench: error: out of host memory; use fewer --layers or a smaller --batch\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "moebench: internal error: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}

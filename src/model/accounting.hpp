@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pure accounting of a ModelConfig: parameters, FLOPs and KV bytes. No I/O, no timing.
+// Every count here is "counted" (derived from shapes), never measured.
+#pragma once
+#include "config/model_config.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace moebench {
+
+enum class Component : int { embedding, lm_head, attention, norms, router, dense_mlp, routed_experts, shared_experts, mtp, count_ };
+inline constexpr int kNumComponents = static_cast<int>(Component::count_);
+inline constexpr std::array<std::string_view, kNumComponents> kComponentNames = {
+    "embedding", "lm_head", "attention", "norms", "router", "dense_mlp", "routed_experts", "shared_experts", "mtp"};
+
+struct AccountingOptions {
+    bool include_mtp = false;   // count the multi-token-prediction modules (DeepSeek-V3) in total/active
+};
+
+/// Parameter counts of the whole model. by_component[mtp] is always filled; it enters total/active only with include_mtp.
+/// active = everything a token touches: all non-expert weights + top_k routed experts + shared experts per MoE layer.
+struct ParamCounts {
+    std::array<int64_t, kNumComponents> by_component{};
+    std::array<int64_t, kNumComponents> active_by_component{};
+    int64_t total = 0;
+    int64_t active = 0;
+    int64_t active_excluding_embedding = 0;   // active minus the input embedding
+    int64_t total_excluding_embedding = 0;    // total minus the input embedding (and the untied head? no: only embedding)
+};
+ParamCounts count_params(const ModelConfig& m, const AccountingOptions& opt = {});
+
+/// Per-layer pieces (one layer, one expert) for the engine, memory plan and floors.
+int64_t attention_params_per_layer(const ModelConfig& m);
+int64_t routed_expert_params(const ModelConfig& m);     // one routed expert (gate, up, down [+ biases])
+int64_t shared_expert_params(const ModelConfig& m);     // all shared experts of one layer (+ gate)
+int64_t router_params_per_layer(const ModelConfig& m);
+int64_t dense_mlp_params_per_layer(const ModelConfig& m);
+int64_t norm_params_per_layer(const ModelConfig& m);
+
+/// Forward FLOPs of one token (2 per multiply-add), by component, attending to `context_len` earlier tokens
+/// (score and value products over the context count in "attention").
+struct FlopsPerToken {
+    std::array<double, kNumComponents> by_component{};
+    double total = 0;
+    double attention_context = 0;   // the context-dependent part of the attention FLOPs
+};
+FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const AccountingOptions& opt = {});
+
+/// KV-cache elements stored per token per layer (MLA: kv_lora_rank + qk_rope_head_dim; GQA: 2 * kv_heads * head_dim).
+int64_t kv_elems_per_token_per_layer(const ModelConfig& m);
+/// KV-cache bytes per token for the whole model at `bytes_per_elem`.
+double kv_bytes_per_token(const ModelConfig& m, double bytes_per_elem);
+
+}  // namespace moebench
