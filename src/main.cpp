@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
     moebench::cli::add_devices_command(app);
     moebench::cli::add_run_command(app);
     moebench::cli::add_trace_command(app);
+    moebench::cli::add_sweep_command(app);
+    moebench::cli::add_compare_command(app);
+    moebench::cli::add_report_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

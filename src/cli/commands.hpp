@@ -9,5 +9,8 @@ void add_plan_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace moebench::cli

@@ -39,6 +39,7 @@ struct AttentionConfig {
     bool qkv_bias = false;
     bool o_bias = false;
     bool qk_norm = false;          // per-head RMSNorm weights on q and k (Qwen3)
+    bool qk_norm_full = false;     // RMSNorm over all q heads and all k heads jointly (OLMoE: weights nh*hd + nkv*hd)
     // MLA (kind == mla). q_lora_rank 0 means q is projected directly (DeepSeek-V2-Lite).
     int64_t q_lora_rank = 0;
     int64_t kv_lora_rank = 0;

@@ -27,7 +27,7 @@ struct ParamCounts {
     int64_t total = 0;
     int64_t active = 0;
     int64_t active_excluding_embedding = 0;   // active minus the input embedding
-    int64_t total_excluding_embedding = 0;    // total minus the input embedding (and the untied head? no: only embedding)
+    int64_t total_excluding_embedding = 0;    // total minus the input embedding only (the LM head stays in)
 };
 ParamCounts count_params(const ModelConfig& m, const AccountingOptions& opt = {});
 
@@ -50,7 +50,16 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
 
 /// KV-cache elements stored per token per layer (MLA: kv_lora_rank + qk_rope_head_dim; GQA: 2 * kv_heads * head_dim).
 int64_t kv_elems_per_token_per_layer(const ModelConfig& m);
-/// KV-cache bytes per token for the whole model at `bytes_per_elem`.
+/// KV-cache bytes per token for the whole model at `bytes_per_elem` (every layer keeps every token; MTP layers excluded).
 double kv_bytes_per_token(const ModelConfig& m, double bytes_per_elem);
+/// KV-cache bytes of ONE sequence of `context_len` tokens: sliding-window / chunked layers keep at most
+/// sliding_window (attention_chunk) tokens, every other layer keeps all of them.
+double kv_bytes_per_sequence(const ModelConfig& m, int64_t context_len, double bytes_per_elem);
+
+/// Parameters of one MTP module (its decoder layer, enorm/hnorm, eh_proj, head norm), excluding the embedding and
+/// head it shares with the main model; `active` counts top_k routed experts instead of all.
+int64_t mtp_params_per_module(const ModelConfig& m, bool active);
+/// Tokens one layer attends to at `context_len` (the window on sliding / chunked layers).
+int64_t attended_tokens(const ModelConfig& m, int64_t layer_idx, int64_t context_len);
 
 }  // namespace moebench

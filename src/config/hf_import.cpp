@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hugging Face config.json -> ModelConfig, one function per family, each following that family's reference
+// modelling code (which layers are MoE, which projections carry biases, what the shared expert looks like).
+#include "common/error.hpp"
+#include "config/model_config.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+
+namespace moebench {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Reads a list of integers (e.g. mlp_only_layers); null or absent -> empty.
+std::vector<int64_t> int_list(const JsonReader& r, const std::string& key) {
+    std::vector<int64_t> out;
+    if (!r.has(key)) return out;
+    const json& v = r.raw().at(key);
+    if (!v.is_array()) config_error(r.field(key), "must be a list of integers", json_brief(v), "");
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_number_integer())
+            config_error(r.field(key) + "[" + std::to_string(i) + "]", "must be an integer", json_brief(v[i]), "");
+        out.push_back(v[i].get<int64_t>());
+    }
+    return out;
+}
+
+// Reads a list of strings (e.g. layer_types); null or absent -> empty.
+std::vector<std::string> string_list(const JsonReader& r, const std::string& key) {
+    std::vector<std::string> out;
+    if (!r.has(key)) return out;
+    const json& v = r.raw().at(key);
+    if (!v.is_array()) config_error(r.field(key), "must be a list of strings", json_brief(v), "");
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_string())
+            config_error(r.field(key) + "[" + std::to_string(i) + "]", "must be a string", json_brief(v[i]), "");
+        out.push_back(v[i].get<std::string>());
+    }
+    return out;
+}
+
+// Gated FFN activation named by hidden_act.
+Activation activation_from(const JsonReader& r, const std::string& key, Activation dflt) {
+    if (!r.has(key)) return dflt;
+    std::string act = r.req_string(key);
+    if (act == "silu" || act == "swish") return Activation::swiglu;
+    if (act.rfind("gelu", 0) == 0) return Activation::geglu;
+    config_error(r.field(key), "unsupported activation", "\"" + act + "\"",
+                 "moebench models gated FFNs with silu (SwiGLU) or gelu (GeGLU)");
+}
+
+// Fields nearly every family spells the Llama way.
+void read_llama_common(const JsonReader& r, ModelConfig& m) {
+    m.vocab_size = r.req_positive("vocab_size");
+    m.hidden_size = r.req_positive("hidden_size");
+    m.num_layers = r.req_positive("num_hidden_layers");
+    m.max_position_embeddings = r.opt_nonneg("max_position_embeddings", 0);
+    AttentionConfig& a = m.attn;
+    a.kind = AttentionKind::gqa;
+    a.num_heads = r.req_positive("num_attention_heads");
+    a.num_kv_heads = r.has("num_key_value_heads") ? r.req_positive("num_key_value_heads") : a.num_heads;
+    a.head_dim = r.has("head_dim") ? r.req_positive("head_dim") : m.hidden_size / a.num_heads;
+    if (!r.has("head_dim") && m.hidden_size % a.num_heads != 0)
+        config_error(r.field("num_attention_heads"), "does not divide hidden_size (" + str(m.hidden_size) + ")",
+                     str(a.num_heads), "set head_dim explicitly");
+    a.rope_theta = r.opt_double("rope_theta", 10000.0);
+    m.norm = NormKind::rmsnorm;
+    m.norm_eps = r.opt_double("rms_norm_eps", 1e-6);
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
+    m.activation = activation_from(r, "hidden_act", Activation::swiglu);
+}
+
+void all_layers(ModelConfig& m, uint8_t is_moe) { m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), is_moe); }
+
+// Experts and top-k for families with num_local_experts / num_experts_per_tok (Mixtral, PhiMoE, gpt-oss).
+void read_experts(const JsonReader& r, ModelConfig& m, const std::string& experts_key, const std::string& topk_key) {
+    m.moe.num_experts = r.req_positive(experts_key);
+    m.moe.top_k = r.req_positive(topk_key);
+    if (m.moe.top_k > m.moe.num_experts)
+        config_error(r.field(topk_key), "is larger than " + experts_key + " (" + str(m.moe.num_experts) + ")",
+                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+}
+
+// Sliding window for every layer when the config sets one (Mixtral, PhiMoE); null = full attention.
+void uniform_sliding(const JsonReader& r, ModelConfig& m) {
+    if (r.has("sliding_window") && r.opt_bool("use_sliding_window", true)) {
+        m.attn.sliding_window = r.req_positive("sliding_window");
+        m.layer_sliding.assign(static_cast<size_t>(m.num_layers), 1);
+    }
+}
+
+// Qwen2 / Qwen2-MoE / Qwen3-MoE: layer_types if present, else sliding from max_window_layers on when enabled.
+void qwen_sliding(const JsonReader& r, ModelConfig& m) {
+    auto types = string_list(r, "layer_types");
+    if (!types.empty()) {
+        if (static_cast<int64_t>(types.size()) != m.num_layers)
+            config_error(r.field("layer_types"), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
+                         str(static_cast<int64_t>(types.size())), "");
+        m.layer_sliding.assign(types.size(), 0);
+        for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
+    } else if (r.opt_bool("use_sliding_window", false) && r.has("sliding_window")) {
+        int64_t from = r.opt_nonneg("max_window_layers", 0);
+        m.layer_sliding.assign(static_cast<size_t>(m.num_layers), 0);
+        for (int64_t i = from; i < m.num_layers; ++i) m.layer_sliding[static_cast<size_t>(i)] = 1;
+    }
+    bool any = std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; });
+    if (any) m.attn.sliding_window = r.req_positive("sliding_window");
+    else m.layer_sliding.clear();
+}
+
+// Qwen MoE layer pattern: MoE unless listed in mlp_only_layers, and only every decoder_sparse_step-th layer.
+void qwen_moe_layers(const JsonReader& r, ModelConfig& m) {
+    int64_t step = r.has("decoder_sparse_step") ? r.req_positive("decoder_sparse_step") : 1;
+    auto mlp_only = int_list(r, "mlp_only_layers");
+    m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+        bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+        m.layer_is_moe[static_cast<size_t>(i)] = (!dense && (i + 1) % step == 0) ? 1 : 0;
+    }
+}
+
+ModelConfig import_mixtral(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    read_experts(r, m, "num_local_experts", "num_experts_per_tok");
+    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.routing = RoutingKind::topk_softmax;
+    m.moe.norm_topk_prob = true;
+    all_layers(m, 1);
+    uniform_sliding(r, m);
+    return m;
+}
+
+ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    m.moe.num_experts = r.req_positive("num_experts");
+    m.moe.top_k = r.req_positive("num_experts_per_tok");
+    if (m.moe.top_k > m.moe.num_experts)
+        config_error(r.field("num_experts_per_tok"), "is larger than num_experts (" + str(m.moe.num_experts) + ")",
+                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    m.moe.expert_intermediate_size = r.req_positive("moe_intermediate_size");
+    m.moe.routing = RoutingKind::softmax_topk;
+    m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
+    qwen_moe_layers(r, m);
+    m.dense_intermediate_size = m.num_dense_layers() > 0 ? r.req_positive("intermediate_size")
+                                                         : r.opt_nonneg("intermediate_size", 0);
+    if (qwen3) {
+        m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+        m.attn.qk_norm = true;  // Qwen3 q_norm / k_norm: RMSNorm(head_dim) shared by all heads
+    } else {
+        m.attn.qkv_bias = true;  // Qwen2: q/k/v projections always carry a bias, o does not
+        int64_t shared = r.opt_nonneg("shared_expert_intermediate_size", 0);
+        if (shared > 0) {
+            m.moe.num_shared_experts = 1;
+            m.moe.shared_intermediate_size = shared;
+            m.moe.shared_expert_gate = true;  // sigmoid(Linear(hidden, 1)) scales the shared output
+        }
+    }
+    qwen_sliding(r, m);
+    return m;
+}
+
+// DeepSeekMoE (deepseek), DeepSeek-V2, DeepSeek-V3 and Kimi-K2 share the layer pattern and shared experts.
+ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    bool v1 = type == "deepseek";
+    bool v3 = type == "deepseek_v3" || type == "kimi_k2";
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    if (!v1) {
+        AttentionConfig& a = m.attn;
+        a.kind = AttentionKind::mla;
+        a.num_kv_heads = a.num_heads;
+        a.q_lora_rank = r.opt_nonneg("q_lora_rank", 0);  // null -> q projected directly (V2-Lite)
+        a.kv_lora_rank = r.req_positive("kv_lora_rank");
+        a.qk_nope_head_dim = r.req_positive("qk_nope_head_dim");
+        a.qk_rope_head_dim = r.req_positive("qk_rope_head_dim");
+        a.v_head_dim = r.req_positive("v_head_dim");
+        a.head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    }
+    MoeConfig& e = m.moe;
+    e.num_experts = r.opt_nonneg("n_routed_experts", 0);
+    int64_t first_dense = r.opt_nonneg("first_k_dense_replace", 0);
+    int64_t freq = r.has("moe_layer_freq") ? r.req_positive("moe_layer_freq") : 1;
+    m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
+    if (e.num_experts > 0) {
+        for (int64_t i = first_dense; i < m.num_layers; ++i)
+            m.layer_is_moe[static_cast<size_t>(i)] = i % freq == 0 ? 1 : 0;
+        e.top_k = r.req_positive("num_experts_per_tok");
+        if (e.top_k > e.num_experts)
+            config_error(r.field("num_experts_per_tok"), "is larger than n_routed_experts (" + str(e.num_experts) + ")",
+                         str(e.top_k), "use a value between 1 and " + str(e.num_experts));
+        e.expert_intermediate_size = r.req_positive("moe_intermediate_size");
+        e.num_shared_experts = r.opt_nonneg("n_shared_experts", 0);
+        if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
+        e.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
+        e.routed_scaling_factor = r.opt_double("routed_scaling_factor", 1.0);
+        std::string method = r.opt_string("topk_method", v3 ? "noaux_tc" : "greedy");
+        std::string scoring = r.opt_string("scoring_func", v3 ? "sigmoid" : "softmax");
+        if (method == "noaux_tc" || scoring == "sigmoid") {
+            e.routing = RoutingKind::sigmoid_group_topk;
+            e.router_correction_bias = method == "noaux_tc";
+        } else if (method == "group_limited_greedy") {
+            e.routing = RoutingKind::softmax_group_greedy;
+        } else {
+            e.routing = RoutingKind::softmax_topk;
+        }
+        if (e.routing != RoutingKind::softmax_topk) {
+            e.num_groups = r.has("n_group") ? r.req_positive("n_group") : 1;
+            e.topk_groups = r.has("topk_group") ? r.req_positive("topk_group") : 1;
+        }
+    }
+    if (m.num_dense_layers() > 0) m.dense_intermediate_size = r.req_positive("intermediate_size");
+    if (v3) m.num_mtp_layers = r.opt_nonneg("num_nextn_predict_layers", 0);
+    return m;
+}
+
+ModelConfig import_dbrx(const JsonReader& r) {
+    ModelConfig m;
+    m.vocab_size = r.req_positive("vocab_size");
+    m.hidden_size = r.req_positive("d_model");
+    m.num_layers = r.req_positive("n_layers");
+    m.max_position_embeddings = r.opt_nonneg("max_seq_len", 0);
+    m.attn.num_heads = r.req_positive("n_heads");
+    m.attn.head_dim = m.hidden_size / m.attn.num_heads;
+    JsonReader a = r.child("attn_config");
+    m.attn.num_kv_heads = a.has("kv_n_heads") ? a.req_positive("kv_n_heads") : m.attn.num_heads;
+    m.attn.rope_theta = a.opt_double("rope_theta", 10000.0);
+    JsonReader f = r.child("ffn_config");
+    m.moe.num_experts = f.req_positive("moe_num_experts");
+    m.moe.top_k = f.req_positive("moe_top_k");
+    if (m.moe.top_k > m.moe.num_experts)
+        config_error(f.field("moe_top_k"), "is larger than moe_num_experts (" + str(m.moe.num_experts) + ")",
+                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    m.moe.expert_intermediate_size = f.req_positive("ffn_hidden_size");
+    m.moe.routing = RoutingKind::softmax_topk;
+    m.moe.norm_topk_prob = f.opt_double("moe_normalize_expert_weights", 0.0) > 0;
+    all_layers(m, 1);
+    m.norm = NormKind::layernorm;  // nn.LayerNorm(bias=False)
+    m.norm_eps = 1e-5;
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
+    m.activation = Activation::swiglu;
+    return m;
+}
+
+ModelConfig import_olmoe(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    m.moe.num_experts = r.req_positive("num_experts");
+    m.moe.top_k = r.req_positive("num_experts_per_tok");
+    if (m.moe.top_k > m.moe.num_experts)
+        config_error(r.field("num_experts_per_tok"), "is larger than num_experts (" + str(m.moe.num_experts) + ")",
+                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.routing = RoutingKind::softmax_topk;
+    m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    m.attn.qk_norm_full = true;  // q_norm = RMSNorm(nh*hd), k_norm = RMSNorm(nkv*hd)
+    all_layers(m, 1);
+    return m;
+}
+
+ModelConfig import_gpt_oss(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    std::string topk_key = r.has("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
+    read_experts(r, m, "num_local_experts", topk_key);
+    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.routing = RoutingKind::topk_softmax;
+    m.moe.norm_topk_prob = true;
+    m.moe.expert_bias = true;   // gate_up_proj_bias (2I) and down_proj_bias (H)
+    m.moe.router_bias = true;
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", true);
+    m.attn.sinks = true;
+    m.activation = Activation::swiglu_oai;
+    m.swiglu_limit = r.opt_double("swiglu_limit", 7.0);
+    all_layers(m, 1);
+    auto types = string_list(r, "layer_types");
+    if (types.empty()) {  // the reference alternates sliding (even) and full (odd) layers
+        for (int64_t i = 0; i < m.num_layers; ++i) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    }
+    if (static_cast<int64_t>(types.size()) != m.num_layers)
+        config_error(r.field("layer_types"), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
+                     str(static_cast<int64_t>(types.size())), "");
+    m.layer_sliding.assign(types.size(), 0);
+    for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
+    if (std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; }))
+        m.attn.sliding_window = r.req_positive("sliding_window");
+    else
+        m.layer_sliding.clear();
+    return m;
+}
+
+// Llama-4: the text model sits in text_config (the vision tower is out of scope).
+ModelConfig import_llama4(const JsonReader& top) {
+    std::optional<JsonReader> nested = top.opt_child("text_config");
+    const JsonReader& r = nested ? *nested : top;
+    ModelConfig m;
+    read_llama_common(r, m);
+    if (top.has("tie_word_embeddings") && !r.has("tie_word_embeddings"))
+        m.tie_word_embeddings = top.opt_bool("tie_word_embeddings", false);
+    read_experts(r, m, "num_local_experts", "num_experts_per_tok");
+    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.num_shared_experts = 1;  // Llama4TextMoe.shared_expert, same width as a routed expert
+    m.moe.shared_intermediate_size = m.moe.expert_intermediate_size;
+    m.moe.routing = RoutingKind::topk_sigmoid;
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    // use_qk_norm is an L2 norm without weights: no parameters, so qk_norm stays false.
+    std::vector<int64_t> moe_layers = int_list(r, "moe_layers");
+    if (!r.has("moe_layers")) {
+        int64_t step = r.has("interleave_moe_layer_step") ? r.req_positive("interleave_moe_layer_step") : 1;
+        for (int64_t i = step - 1; i < m.num_layers; i += step) moe_layers.push_back(i);
+    }
+    m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
+    for (size_t i = 0; i < moe_layers.size(); ++i) {
+        int64_t l = moe_layers[i];
+        if (l < 0 || l >= m.num_layers)
+            config_error(r.field("moe_layers") + "[" + std::to_string(i) + "]", "layer index out of range", str(l),
+                         "use 0.." + str(m.num_layers - 1));
+        m.layer_is_moe[static_cast<size_t>(l)] = 1;
+    }
+    if (m.num_dense_layers() > 0) m.dense_intermediate_size = r.req_positive("intermediate_size_mlp");
+    // Chunked local attention on the RoPE layers; every no_rope_layer_interval-th layer is global NoPE.
+    if (r.has("attention_chunk_size")) {
+        m.attn.attention_chunk = r.req_positive("attention_chunk_size");
+        std::vector<int64_t> rope = int_list(r, "no_rope_layers");
+        if (rope.empty()) {
+            int64_t interval = r.has("no_rope_layer_interval") ? r.req_positive("no_rope_layer_interval") : 4;
+            for (int64_t i = 0; i < m.num_layers; ++i) rope.push_back((i + 1) % interval != 0 ? 1 : 0);
+        }
+        if (static_cast<int64_t>(rope.size()) != m.num_layers)
+            config_error(r.field("no_rope_layers"), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
+                         str(static_cast<int64_t>(rope.size())), "");
+        m.layer_sliding.assign(rope.size(), 0);
+        for (size_t i = 0; i < rope.size(); ++i) m.layer_sliding[i] = rope[i] != 0;
+    }
+    return m;
+}
+
+// Grok-1 (hpcai-tech/grok-1 and converted checkpoints): GeGLU experts, 4 RMSNorms per layer, tied head.
+ModelConfig import_grok1(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    read_experts(r, m, r.has("num_experts") ? "num_experts" : "num_local_experts", "num_experts_per_tok");
+    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.routing = RoutingKind::softmax_topk;  // softmax over all experts, top-2, no renormalisation
+    m.moe.norm_topk_prob = false;
+    m.activation = Activation::geglu;
+    m.norms_per_layer = 4;
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
+    all_layers(m, 1);
+    return m;
+}
+
+ModelConfig import_phimoe(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    read_experts(r, m, "num_local_experts", "num_experts_per_tok");
+    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.routing = RoutingKind::topk_softmax;  // SparseMixer at training; top-k + softmax at inference
+    m.moe.norm_topk_prob = true;
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    m.lm_head_bias = r.opt_bool("lm_head_bias", false);
+    m.norm = NormKind::layernorm;  // nn.LayerNorm with bias
+    m.norm_bias = true;
+    all_layers(m, 1);
+    uniform_sliding(r, m);
+    return m;
+}
+
+ModelConfig import_llama(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    m.dense_intermediate_size = r.req_positive("intermediate_size");
+    all_layers(m, 0);
+    return m;
+}
+
+ModelConfig import_qwen2(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    m.attn.qkv_bias = true;
+    m.dense_intermediate_size = r.req_positive("intermediate_size");
+    all_layers(m, 0);
+    qwen_sliding(r, m);
+    return m;
+}
+
+using Importer = std::function<ModelConfig(const JsonReader&)>;
+
+const std::map<std::string, Importer>& importers() {
+    static const std::map<std::string, Importer> table = {
+        {"mixtral", import_mixtral},
+        {"qwen2_moe", [](const JsonReader& r) { return import_qwen_moe(r, false); }},
+        {"qwen3_moe", [](const JsonReader& r) { return import_qwen_moe(r, true); }},
+        {"deepseek", [](const JsonReader& r) { return import_deepseek(r, "deepseek"); }},
+        {"deepseek_v2", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v2"); }},
+        {"deepseek_v3", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v3"); }},
+        {"kimi_k2", [](const JsonReader& r) { return import_deepseek(r, "kimi_k2"); }},
+        {"dbrx", import_dbrx},
+        {"olmoe", import_olmoe},
+        {"gpt_oss", import_gpt_oss},
+        {"llama4", import_llama4},
+        {"llama4_text", import_llama4},
+        {"grok-1", import_grok1},
+        {"phimoe", import_phimoe},
+        {"llama", import_llama},
+        {"qwen2", import_qwen2},
+    };
+    return table;
+}
+
+// architectures[0] -> model_type, for configs without (or with a misleading) model_type.
+const std::map<std::string, std::string>& architecture_types() {
+    static const std::map<std::string, std::string> table = {
+        {"MixtralForCausalLM", "mixtral"},       {"Qwen2MoeForCausalLM", "qwen2_moe"},
+        {"Qwen3MoeForCausalLM", "qwen3_moe"},    {"DeepseekForCausalLM", "deepseek"},
+        {"DeepseekV2ForCausalLM", "deepseek_v2"}, {"DeepseekV3ForCausalLM", "deepseek_v3"},
+        {"DbrxForCausalLM", "dbrx"},             {"OlmoeForCausalLM", "olmoe"},
+        {"GptOssForCausalLM", "gpt_oss"},        {"Llama4ForConditionalGeneration", "llama4"},
+        {"Llama4ForCausalLM", "llama4_text"},    {"Grok1ModelForCausalLM", "grok-1"},
+        {"Grok1ForCausalLM", "grok-1"},          {"PhiMoEForCausalLM", "phimoe"},
+        {"LlamaForCausalLM", "llama"},           {"Qwen2ForCausalLM", "qwen2"},
+    };
+    return table;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_hf_model_types() {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : importers()) out.push_back(k);
+    for (const auto& [k, v] : architecture_types()) out.push_back(k);
+    return out;
+}
+
+ModelConfig model_from_hf(const json& j, const std::string& path) {
+    JsonReader r(j, path);
+    std::string type = r.opt_string("model_type", "");
+    std::string arch;
+    if (r.has("architectures")) {
+        const json& a = j.at("architectures");
+        if (!a.is_array() || a.empty() || !a[0].is_string())
+            config_error(r.field("architectures"), "must be a non-empty list of class names", json_brief(a), "");
+        arch = a[0].get<std::string>();
+    }
+    // Grok-1 checkpoints are sometimes labelled model_type "mixtral"; the architecture is the reliable signal.
+    if (arch.rfind("Grok1", 0) == 0) type = "grok-1";
+    if (!importers().count(type)) {  // no or unknown model_type: fall back to the architecture name
+        auto it = architecture_types().find(arch);
+        if (it != architecture_types().end()) type = it->second;
+    }
+    auto imp = importers().find(type);
+    if (imp == importers().end()) {
+        std::string list;
+        for (const auto& [k, v] : importers()) list += (list.empty() ? "" : ", ") + k;
+        std::string shown = type.empty() ? (arch.empty() ? "none" : "architectures " + arch) : "\"" + type + "\"";
+        config_error(r.field("model_type"), "unsupported model family", shown,
+                     "supported model_type values: " + list + " (or a moebench model file)");
+    }
+    ModelConfig m = imp->second(r);
+    m.family = type == "llama4_text" ? "llama4" : type;
+    m.notes = "imported from Hugging Face config.json (" + (arch.empty() ? type : arch) + ")";
+    return m;
+}
+
+}  // namespace moebench

@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: Apache-2.0
+// moebench's own model schema (docs/model-schema.md): parse, serialise, validate, and load by name or path
+// (a Hugging Face config.json is detected and handed to hf_import.cpp).
+#include "config/model_config.hpp"
+
+#include "common/error.hpp"
+#include "common/paths.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+namespace moebench {
+
+const char* to_string(AttentionKind k) {
+    switch (k) {
+        case AttentionKind::gqa: return "gqa";
+        case AttentionKind::mla: return "mla";
+    }
+    return "?";
+}
+const char* to_string(NormKind k) {
+    switch (k) {
+        case NormKind::rmsnorm: return "rmsnorm";
+        case NormKind::layernorm: return "layernorm";
+    }
+    return "?";
+}
+const char* to_string(Activation a) {
+    switch (a) {
+        case Activation::swiglu: return "swiglu";
+        case Activation::geglu: return "geglu";
+        case Activation::swiglu_oai: return "swiglu_oai";
+    }
+    return "?";
+}
+const char* to_string(RoutingKind r) {
+    switch (r) {
+        case RoutingKind::softmax_topk: return "softmax_topk";
+        case RoutingKind::topk_softmax: return "topk_softmax";
+        case RoutingKind::sigmoid_group_topk: return "sigmoid_group_topk";
+        case RoutingKind::softmax_group_greedy: return "softmax_group_greedy";
+        case RoutingKind::topk_sigmoid: return "topk_sigmoid";
+    }
+    return "?";
+}
+
+int64_t ModelConfig::num_moe_layers() const {
+    return static_cast<int64_t>(std::count(layer_is_moe.begin(), layer_is_moe.end(), uint8_t{1}));
+}
+int64_t ModelConfig::num_dense_layers() const { return num_layers - num_moe_layers(); }
+
+namespace {
+
+// Parses an enum from its to_string() spelling; unknown -> ConfigError listing the choices.
+template <typename E, size_t N>
+E parse_enum(const JsonReader& r, const std::string& key, const E (&choices)[N], E dflt) {
+    if (!r.has(key)) return dflt;
+    std::string v = r.req_string(key);
+    std::string list;
+    for (E c : choices) {
+        if (v == to_string(c)) return c;
+        list += (list.empty() ? "" : ", ") + std::string(to_string(c));
+    }
+    config_error(r.field(key), "unknown value", "\"" + v + "\"", "use one of: " + list);
+}
+
+// Rejects keys not in `known` so that a typo does not silently become a default. Keys starting with '_'
+// or named "comment" are free-form.
+void reject_unknown_keys(const JsonReader& r, const std::set<std::string>& known) {
+    for (auto it = r.raw().begin(); it != r.raw().end(); ++it) {
+        const std::string& k = it.key();
+        if (known.count(k) || k == "comment" || (!k.empty() && k[0] == '_')) continue;
+        std::string list;
+        for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+        config_error(r.field(k), "unknown field", "", "remove it or use one of: " + list);
+    }
+}
+
+// Reads a list of layer indices (each in [0, num_layers)) into a 0/1 mask.
+std::vector<uint8_t> read_layer_list(const JsonReader& r, const std::string& key, int64_t num_layers,
+                                     uint8_t listed, uint8_t unlisted) {
+    std::vector<uint8_t> mask(static_cast<size_t>(std::max<int64_t>(num_layers, 0)), unlisted);
+    if (!r.has(key)) return mask;
+    const json& v = r.raw().at(key);
+    if (!v.is_array()) config_error(r.field(key), "must be a list of layer indices", json_brief(v), "e.g. [0, 1, 2]");
+    for (size_t i = 0; i < v.size(); ++i) {
+        const json& e = v[i];
+        std::string f = r.field(key) + "[" + std::to_string(i) + "]";
+        if (!e.is_number_integer()) config_error(f, "must be an integer layer index", json_brief(e), "");
+        int64_t idx = e.get<int64_t>();
+        if (idx < 0 || idx >= num_layers)
+            config_error(f, "layer index out of range", std::to_string(idx),
+                         "use 0.." + std::to_string(num_layers - 1) + " (num_layers = " + std::to_string(num_layers) + ")");
+        mask[static_cast<size_t>(idx)] = listed;
+    }
+    return mask;
+}
+
+json layer_list(const std::vector<uint8_t>& mask, uint8_t want) {
+    json out = json::array();
+    for (size_t i = 0; i < mask.size(); ++i)
+        if (mask[i] == want) out.push_back(static_cast<int64_t>(i));
+    return out;
+}
+
+constexpr AttentionKind kAttnKinds[] = {AttentionKind::gqa, AttentionKind::mla};
+constexpr NormKind kNormKinds[] = {NormKind::rmsnorm, NormKind::layernorm};
+constexpr Activation kActivations[] = {Activation::swiglu, Activation::geglu, Activation::swiglu_oai};
+constexpr RoutingKind kRoutings[] = {RoutingKind::softmax_topk, RoutingKind::topk_softmax,
+                                     RoutingKind::sigmoid_group_topk, RoutingKind::softmax_group_greedy,
+                                     RoutingKind::topk_sigmoid};
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+ModelConfig model_from_json(const json& j, const std::string& path) {
+    JsonReader r(j, path);
+    reject_unknown_keys(r, {"moebench", "name", "family", "notes", "unconfirmed", "vocab_size", "hidden_size",
+                            "num_layers", "max_position_embeddings", "attention", "moe", "dense_intermediate_size",
+                            "dense_layers", "sliding_layers", "activation", "swiglu_limit", "norm", "norm_bias",
+                            "norms_per_layer", "norm_eps", "tie_word_embeddings", "lm_head_bias", "num_mtp_layers"});
+    if (r.has("moebench")) {
+        std::string s = r.req_string("moebench");
+        if (s != "model/1")
+            config_error(r.field("moebench"), "unsupported schema version", "\"" + s + "\"", "use \"model/1\"");
+    }
+    ModelConfig m;
+    m.name = r.req_string("name");
+    m.family = r.opt_string("family", "custom");
+    m.notes = r.opt_string("notes", "");
+    m.unconfirmed = r.opt_bool("unconfirmed", false);
+    m.vocab_size = r.req_positive("vocab_size");
+    m.hidden_size = r.req_positive("hidden_size");
+    m.num_layers = r.req_positive("num_layers");
+    m.max_position_embeddings = r.opt_nonneg("max_position_embeddings", 0);
+
+    JsonReader a = r.child("attention");
+    reject_unknown_keys(a, {"kind", "num_heads", "num_kv_heads", "head_dim", "qkv_bias", "o_bias", "qk_norm",
+                            "qk_norm_full", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                            "v_head_dim", "sinks", "sliding_window", "attention_chunk", "rope_theta"});
+    AttentionConfig& at = m.attn;
+    at.kind = parse_enum(a, "kind", kAttnKinds, AttentionKind::gqa);
+    at.num_heads = a.req_positive("num_heads");
+    if (at.kind == AttentionKind::gqa) {
+        at.num_kv_heads = a.has("num_kv_heads") ? a.req_positive("num_kv_heads") : at.num_heads;
+        at.head_dim = a.has("head_dim") ? a.req_positive("head_dim") : m.hidden_size / at.num_heads;
+    } else {
+        at.num_kv_heads = a.opt_nonneg("num_kv_heads", at.num_heads);
+        at.head_dim = a.opt_nonneg("head_dim", 0);
+        at.q_lora_rank = a.opt_nonneg("q_lora_rank", 0);
+        at.kv_lora_rank = a.req_positive("kv_lora_rank");
+        at.qk_nope_head_dim = a.opt_nonneg("qk_nope_head_dim", 0);
+        at.qk_rope_head_dim = a.req_positive("qk_rope_head_dim");
+        at.v_head_dim = a.req_positive("v_head_dim");
+    }
+    at.qkv_bias = a.opt_bool("qkv_bias", false);
+    at.o_bias = a.opt_bool("o_bias", false);
+    at.qk_norm = a.opt_bool("qk_norm", false);
+    at.qk_norm_full = a.opt_bool("qk_norm_full", false);
+    at.sinks = a.opt_bool("sinks", false);
+    at.sliding_window = a.opt_nonneg("sliding_window", 0);
+    at.attention_chunk = a.opt_nonneg("attention_chunk", 0);
+    at.rope_theta = a.opt_double("rope_theta", 10000.0);
+
+    if (auto mo = r.opt_child("moe")) {
+        reject_unknown_keys(*mo, {"num_experts", "top_k", "expert_intermediate_size", "num_shared_experts",
+                                  "shared_intermediate_size", "shared_expert_gate", "expert_bias", "router_bias",
+                                  "router_correction_bias", "routing", "norm_topk_prob", "routed_scaling_factor",
+                                  "num_groups", "topk_groups"});
+        MoeConfig& e = m.moe;
+        e.num_experts = mo->req_positive("num_experts");
+        e.top_k = mo->req_positive("top_k");
+        e.expert_intermediate_size = mo->req_positive("expert_intermediate_size");
+        e.num_shared_experts = mo->opt_nonneg("num_shared_experts", 0);
+        e.shared_intermediate_size =
+            e.num_shared_experts > 0 ? mo->opt_nonneg("shared_intermediate_size", e.expert_intermediate_size)
+                                     : mo->opt_nonneg("shared_intermediate_size", 0);
+        e.shared_expert_gate = mo->opt_bool("shared_expert_gate", false);
+        e.expert_bias = mo->opt_bool("expert_bias", false);
+        e.router_bias = mo->opt_bool("router_bias", false);
+        e.router_correction_bias = mo->opt_bool("router_correction_bias", false);
+        e.routing = parse_enum(*mo, "routing", kRoutings, RoutingKind::softmax_topk);
+        e.norm_topk_prob = mo->opt_bool("norm_topk_prob", false);
+        e.routed_scaling_factor = mo->opt_double("routed_scaling_factor", 1.0);
+        e.num_groups = mo->opt_int("num_groups", 1);
+        e.topk_groups = mo->opt_int("topk_groups", 1);
+    }
+    m.dense_intermediate_size = r.opt_nonneg("dense_intermediate_size", 0);
+    // Without a "moe" block every layer is dense; with one, only the listed dense_layers are.
+    if (m.moe.num_experts > 0) {
+        m.layer_is_moe = read_layer_list(r, "dense_layers", m.num_layers, 0, 1);
+    } else {
+        m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
+        if (r.has("dense_layers")) read_layer_list(r, "dense_layers", m.num_layers, 0, 0);  // still range-checked
+    }
+    if (r.has("sliding_layers")) m.layer_sliding = read_layer_list(r, "sliding_layers", m.num_layers, 1, 0);
+
+    m.activation = parse_enum(r, "activation", kActivations, Activation::swiglu);
+    m.swiglu_limit = r.opt_double("swiglu_limit", 0.0);
+    m.norm = parse_enum(r, "norm", kNormKinds, NormKind::rmsnorm);
+    m.norm_bias = r.opt_bool("norm_bias", false);
+    m.norms_per_layer = r.opt_int("norms_per_layer", 2);
+    m.norm_eps = r.opt_double("norm_eps", 1e-6);
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
+    m.lm_head_bias = r.opt_bool("lm_head_bias", false);
+    m.num_mtp_layers = r.opt_nonneg("num_mtp_layers", 0);
+    return m;
+}
+
+json model_to_json(const ModelConfig& m) {
+    json j;
+    j["moebench"] = "model/1";
+    j["name"] = m.name;
+    j["family"] = m.family;
+    j["notes"] = m.notes;
+    j["unconfirmed"] = m.unconfirmed;
+    j["vocab_size"] = m.vocab_size;
+    j["hidden_size"] = m.hidden_size;
+    j["num_layers"] = m.num_layers;
+    j["max_position_embeddings"] = m.max_position_embeddings;
+
+    const AttentionConfig& at = m.attn;
+    json a;
+    a["kind"] = to_string(at.kind);
+    a["num_heads"] = at.num_heads;
+    a["num_kv_heads"] = at.num_kv_heads;
+    a["head_dim"] = at.head_dim;
+    if (at.kind == AttentionKind::mla) {
+        a["q_lora_rank"] = at.q_lora_rank;
+        a["kv_lora_rank"] = at.kv_lora_rank;
+        a["qk_nope_head_dim"] = at.qk_nope_head_dim;
+        a["qk_rope_head_dim"] = at.qk_rope_head_dim;
+        a["v_head_dim"] = at.v_head_dim;
+    }
+    a["qkv_bias"] = at.qkv_bias;
+    a["o_bias"] = at.o_bias;
+    a["qk_norm"] = at.qk_norm;
+    a["qk_norm_full"] = at.qk_norm_full;
+    a["sinks"] = at.sinks;
+    a["sliding_window"] = at.sliding_window;
+    a["attention_chunk"] = at.attention_chunk;
+    a["rope_theta"] = at.rope_theta;
+    j["attention"] = a;
+
+    if (m.moe.num_experts > 0) {
+        const MoeConfig& e = m.moe;
+        json mo;
+        mo["num_experts"] = e.num_experts;
+        mo["top_k"] = e.top_k;
+        mo["expert_intermediate_size"] = e.expert_intermediate_size;
+        mo["num_shared_experts"] = e.num_shared_experts;
+        mo["shared_intermediate_size"] = e.shared_intermediate_size;
+        mo["shared_expert_gate"] = e.shared_expert_gate;
+        mo["expert_bias"] = e.expert_bias;
+        mo["router_bias"] = e.router_bias;
+        mo["router_correction_bias"] = e.router_correction_bias;
+        mo["routing"] = to_string(e.routing);
+        mo["norm_topk_prob"] = e.norm_topk_prob;
+        mo["routed_scaling_factor"] = e.routed_scaling_factor;
+        mo["num_groups"] = e.num_groups;
+        mo["topk_groups"] = e.topk_groups;
+        j["moe"] = mo;
+        j["dense_layers"] = layer_list(m.layer_is_moe, 0);
+    }
+    j["dense_intermediate_size"] = m.dense_intermediate_size;
+    if (!m.layer_sliding.empty()) j["sliding_layers"] = layer_list(m.layer_sliding, 1);
+    j["activation"] = to_string(m.activation);
+    j["swiglu_limit"] = m.swiglu_limit;
+    j["norm"] = to_string(m.norm);
+    j["norm_bias"] = m.norm_bias;
+    j["norms_per_layer"] = m.norms_per_layer;
+    j["norm_eps"] = m.norm_eps;
+    j["tie_word_embeddings"] = m.tie_word_embeddings;
+    j["lm_head_bias"] = m.lm_head_bias;
+    j["num_mtp_layers"] = m.num_mtp_layers;
+    return j;
+}
+
+bool is_hf_config(const json& j) {
+    if (!j.is_object() || j.contains("moebench")) return false;
+    return j.contains("model_type") || j.contains("architectures");
+}
+
+void validate(const ModelConfig& m, const std::string& path) {
+    auto f = [&](const std::string& name) { return path.empty() ? name : path + "." + name; };
+    auto positive = [&](const std::string& name, int64_t v) {
+        if (v <= 0) config_error(f(name), "must be positive", str(v), "use a value >= 1");
+    };
+    auto nonneg = [&](const std::string& name, int64_t v) {
+        if (v < 0) config_error(f(name), "must not be negative", str(v), "use a value >= 0");
+    };
+    positive("vocab_size", m.vocab_size);
+    positive("hidden_size", m.hidden_size);
+    positive("num_layers", m.num_layers);
+    nonneg("max_position_embeddings", m.max_position_embeddings);
+
+    const AttentionConfig& at = m.attn;
+    positive("attention.num_heads", at.num_heads);
+    if (at.kind == AttentionKind::gqa) {
+        positive("attention.num_kv_heads", at.num_kv_heads);
+        positive("attention.head_dim", at.head_dim);
+        if (at.num_kv_heads > at.num_heads || at.num_heads % at.num_kv_heads != 0)
+            config_error(f("attention.num_kv_heads"), "must divide attention.num_heads (" + str(at.num_heads) + ")",
+                         str(at.num_kv_heads), "use a divisor of num_heads (num_heads for MHA, 1 for MQA)");
+    } else {
+        nonneg("attention.q_lora_rank", at.q_lora_rank);
+        positive("attention.kv_lora_rank", at.kv_lora_rank);
+        nonneg("attention.qk_nope_head_dim", at.qk_nope_head_dim);
+        positive("attention.qk_rope_head_dim", at.qk_rope_head_dim);
+        positive("attention.v_head_dim", at.v_head_dim);
+    }
+    nonneg("attention.sliding_window", at.sliding_window);
+    nonneg("attention.attention_chunk", at.attention_chunk);
+    if (!(at.rope_theta > 0))
+        config_error(f("attention.rope_theta"), "must be positive", fmt::format("{}", at.rope_theta), "e.g. 10000");
+
+    if (static_cast<int64_t>(m.layer_is_moe.size()) != m.num_layers)
+        config_error(f("layer_is_moe"), "must have one entry per layer (num_layers = " + str(m.num_layers) + ")",
+                     str(static_cast<int64_t>(m.layer_is_moe.size())) + " entries", "give exactly num_layers entries");
+    for (size_t i = 0; i < m.layer_is_moe.size(); ++i)
+        if (m.layer_is_moe[i] > 1)
+            config_error(f("layer_is_moe[" + std::to_string(i) + "]"), "must be 0 or 1", str(m.layer_is_moe[i]), "");
+    if (!m.layer_sliding.empty()) {
+        if (static_cast<int64_t>(m.layer_sliding.size()) != m.num_layers)
+            config_error(f("layer_sliding"), "must be empty or have one entry per layer (num_layers = " +
+                         str(m.num_layers) + ")", str(static_cast<int64_t>(m.layer_sliding.size())) + " entries",
+                         "give exactly num_layers entries or none");
+        bool any = std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; });
+        if (any && at.sliding_window <= 0 && at.attention_chunk <= 0)
+            config_error(f("attention.sliding_window"), "sliding layers are listed but no window is set", "0",
+                         "set attention.sliding_window (or attention.attention_chunk) to the window in tokens");
+    }
+
+    const MoeConfig& e = m.moe;
+    int64_t moe_layers = m.num_moe_layers();
+    if (moe_layers > 0 || e.num_experts > 0) {
+        positive("moe.num_experts", e.num_experts);
+        positive("moe.top_k", e.top_k);
+        if (e.top_k > e.num_experts)
+            config_error(f("moe.top_k"), "is larger than moe.num_experts (" + str(e.num_experts) + ")", str(e.top_k),
+                         "use a top_k between 1 and " + str(e.num_experts));
+        positive("moe.expert_intermediate_size", e.expert_intermediate_size);
+        nonneg("moe.num_shared_experts", e.num_shared_experts);
+        if (e.num_shared_experts > 0) positive("moe.shared_intermediate_size", e.shared_intermediate_size);
+        else nonneg("moe.shared_intermediate_size", e.shared_intermediate_size);
+        if (e.shared_expert_gate && e.num_shared_experts == 0)
+            config_error(f("moe.shared_expert_gate"), "is set but there is no shared expert", "true",
+                         "set moe.num_shared_experts >= 1 or shared_expert_gate to false");
+        positive("moe.num_groups", e.num_groups);
+        if (e.num_experts % e.num_groups != 0)
+            config_error(f("moe.num_groups"), "must divide moe.num_experts (" + str(e.num_experts) + ")",
+                         str(e.num_groups), "use a divisor of num_experts (1 = no groups)");
+        positive("moe.topk_groups", e.topk_groups);
+        if (e.topk_groups > e.num_groups)
+            config_error(f("moe.topk_groups"), "is larger than moe.num_groups (" + str(e.num_groups) + ")",
+                         str(e.topk_groups), "use a value between 1 and num_groups");
+        int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
+        if (e.top_k > reachable)
+            config_error(f("moe.top_k"), "exceeds the experts in the selected groups (topk_groups * num_experts / "
+                         "num_groups = " + str(reachable) + ")", str(e.top_k), "raise moe.topk_groups or lower top_k");
+        if (!(e.routed_scaling_factor > 0))
+            config_error(f("moe.routed_scaling_factor"), "must be positive",
+                         fmt::format("{}", e.routed_scaling_factor), "use 1.0 for no scaling");
+    }
+    if (moe_layers == 0 && e.num_experts > 0)
+        config_error(f("dense_layers"), "lists every layer although moe.num_experts > 0", "", "drop the moe block or "
+                     "make at least one layer MoE");
+    if (m.num_dense_layers() > 0) positive("dense_intermediate_size", m.dense_intermediate_size);
+    else nonneg("dense_intermediate_size", m.dense_intermediate_size);
+
+    if (m.activation == Activation::swiglu_oai && !(m.swiglu_limit > 0))
+        config_error(f("swiglu_limit"), "must be positive for activation swiglu_oai",
+                     fmt::format("{}", m.swiglu_limit), "gpt-oss uses 7.0");
+    if (m.swiglu_limit < 0)
+        config_error(f("swiglu_limit"), "must not be negative", fmt::format("{}", m.swiglu_limit), "use 0 for no clamp");
+    nonneg("norms_per_layer", m.norms_per_layer);
+    if (!(m.norm_eps > 0)) config_error(f("norm_eps"), "must be positive", fmt::format("{}", m.norm_eps), "e.g. 1e-6");
+    nonneg("num_mtp_layers", m.num_mtp_layers);
+}
+
+ModelConfig load_model(const std::string& name_or_path) {
+    std::string path = resolve_config("models", name_or_path, "model");
+    json j = load_json_file(path);
+    ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
+    m.source = path;
+    if (m.name.empty()) {
+        // An HF config.json is named after its folder (".../Mixtral-8x7B-v0.1/config.json"), else after the file.
+        std::filesystem::path p(path);
+        std::string stem = p.stem().string();
+        if (stem == "config" && p.has_parent_path() && !p.parent_path().filename().empty())
+            stem = p.parent_path().filename().string();
+        m.name = stem;
+    }
+    validate(m, path);
+    return m;
+}
+
+}  // namespace moebench

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hugging Face config.json import: each family's semantics, the vendor-published totals of more real models,
+// and the errors for unknown families and wrong field types.
+#include "common/error.hpp"
+#include "config/model_config.hpp"
+#include "model/accounting.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+using namespace moebench;
+
+namespace {
+
+ModelConfig hf(const std::string& name) { return load_model(std::string(MOEBENCH_TEST_DATA) + "/hf-configs/" + name); }
+ModelConfig hf_json(const json& j) {
+    ModelConfig m = model_from_hf(j, "config.json");
+    validate(m, "config.json");
+    return m;
+}
+int64_t comp(const ParamCounts& p, Component c) { return p.by_component[static_cast<int>(c)]; }
+double rel_err(double counted, double published) { return std::fabs(counted - published) / published; }
+
+// Vendors print counts to 2-3 significant digits, some rounding and some truncating. `unit` is the value of the
+// last printed digit; the count is consistent with the figure if rounding or truncating it there gives the figure.
+bool consistent(double counted, double published, double unit) {
+    return counted >= published - unit / 2 && counted < published + unit;
+}
+
+std::string error_of(const json& j) {
+    try {
+        hf_json(j);
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("family detection: model_type, else architectures; Grok-1 by architecture", "[hf_import]") {
+    CHECK(hf("mixtral-8x7b-v0.1.json").family == "mixtral");
+    CHECK(hf("grok-1.json").family == "grok-1");
+    json j = {{"architectures", {"MixtralForCausalLM"}}, {"hidden_size", 64}, {"intermediate_size", 32},
+              {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+              {"num_local_experts", 4}, {"num_experts_per_tok", 2}, {"vocab_size", 100}};
+    CHECK(hf_json(j).family == "mixtral");  // no model_type: architectures decides
+    // Grok-1 checkpoints sometimes say model_type "mixtral"; the architecture wins (4 norms, GeGLU).
+    json g = j;
+    g["architectures"] = {"Grok1ModelForCausalLM"};
+    g["model_type"] = "mixtral";
+    ModelConfig grok = hf_json(g);
+    CHECK(grok.family == "grok-1");
+    CHECK(grok.norms_per_layer == 4);
+    CHECK(grok.activation == Activation::geglu);
+    CHECK(is_hf_config(j));
+    CHECK_FALSE(is_hf_config(json{{"moebench", "model/1"}, {"model_type", "x"}}));
+}
+
+TEST_CASE("unknown model_type lists the supported families", "[hf_import]") {
+    std::string msg = error_of({{"model_type", "bert"}, {"architectures", {"BertModel"}}});
+    CHECK(msg.find("model_type") != std::string::npos);
+    CHECK(msg.find("bert") != std::string::npos);
+    for (const char* t : {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "kimi_k2", "dbrx", "olmoe", "gpt_oss",
+                          "llama4", "grok-1", "phimoe", "llama", "qwen2"})
+        CHECK(msg.find(t) != std::string::npos);
+}
+
+TEST_CASE("wrong field types name the field", "[hf_import]") {
+    json j = json::parse(R"({"model_type": "mixtral", "hidden_size": "4096", "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_local_experts": 8, "num_experts_per_tok": 2,
+        "vocab_size": 32000})");
+    std::string msg = error_of(j);
+    CHECK(msg.find("hidden_size") != std::string::npos);
+    CHECK(msg.find("integer") != std::string::npos);
+    j["hidden_size"] = 4096;
+    j["num_experts_per_tok"] = 9;
+    msg = error_of(j);
+    CHECK(msg.find("num_experts_per_tok") != std::string::npos);
+    CHECK(msg.find("9") != std::string::npos);
+    j["num_experts_per_tok"] = 2;
+    j["num_hidden_layers"] = 0;
+    CHECK(error_of(j).find("num_hidden_layers") != std::string::npos);
+    j["num_hidden_layers"] = 32;
+    j["mlp_only_layers"] = "none";
+    j["model_type"] = "qwen3_moe";
+    j["num_experts"] = 8;
+    j["moe_intermediate_size"] = 64;
+    CHECK(error_of(j).find("mlp_only_layers") != std::string::npos);
+    CHECK(error_of({{"model_type", "dbrx"}, {"d_model", 64}, {"n_heads", 4}, {"n_layers", 2}, {"vocab_size", 10},
+                    {"attn_config", 5}}).find("attn_config") != std::string::npos);
+}
+
+TEST_CASE("layer patterns: first_k_dense_replace, decoder_sparse_step, mlp_only_layers, interleave step", "[hf_import]") {
+    ModelConfig v3 = hf("deepseek-v3.json");
+    CHECK(v3.num_dense_layers() == 3);
+    CHECK(v3.layer_is_moe[2] == 0);
+    CHECK(v3.layer_is_moe[3] == 1);
+    ModelConfig mav = hf("llama4-maverick-17b-128e.json");  // interleave_moe_layer_step 2: layers 1, 3, ... MoE
+    CHECK(mav.num_moe_layers() == 24);
+    CHECK(mav.layer_is_moe[0] == 0);
+    CHECK(mav.layer_is_moe[1] == 1);
+    CHECK(mav.dense_intermediate_size == 16384);
+    json q = json::parse(R"({"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128, "head_dim": 16,
+        "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 32, "vocab_size": 100, "decoder_sparse_step": 2,
+        "mlp_only_layers": [3]})");
+    ModelConfig m = hf_json(q);
+    // (i+1) % 2 == 0 -> 1, 3, 5; layer 3 is mlp_only -> MoE layers 1 and 5
+    CHECK(m.layer_is_moe == std::vector<uint8_t>{0, 1, 0, 0, 0, 1});
+    CHECK(m.dense_intermediate_size == 128);
+    json d = json::parse(R"({"model_type": "deepseek", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 5, "num_attention_heads": 4, "n_routed_experts": 4, "n_shared_experts": 2,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 32, "vocab_size": 100, "first_k_dense_replace": 1,
+        "moe_layer_freq": 2})");
+    m = hf_json(d);
+    CHECK(m.layer_is_moe == std::vector<uint8_t>{0, 0, 1, 0, 1});  // i >= 1 and i % 2 == 0
+    CHECK(m.moe.num_shared_experts == 2);
+    CHECK(m.moe.shared_intermediate_size == 32);
+}
+
+TEST_CASE("family semantics: MLA without q_lora, q/k norms, biases, sinks, windows, norms", "[hf_import]") {
+    ModelConfig lite = hf("deepseek-v2-lite.json");
+    CHECK(lite.attn.kind == AttentionKind::mla);
+    CHECK(lite.attn.q_lora_rank == 0);
+    // direct q: 2048*16*192; kv_a 2048*576 + norm 512; kv_b 512*16*256; o 16*128*2048
+    CHECK(attention_params_per_layer(lite) == 2048LL * 16 * 192 + 2048LL * 576 + 512 + 512LL * 16 * 256 + 16LL * 128 * 2048);
+    CHECK(kv_elems_per_token_per_layer(lite) == 576);
+    ModelConfig v2 = hf("deepseek-v2.json");
+    CHECK(v2.moe.routing == RoutingKind::softmax_group_greedy);
+    CHECK(v2.moe.num_groups == 8);
+    CHECK(v2.moe.topk_groups == 3);
+    ModelConfig v3 = hf("deepseek-v3.json");
+    CHECK(v3.moe.routing == RoutingKind::sigmoid_group_topk);
+    CHECK(v3.moe.router_correction_bias);
+    CHECK(hf("kimi-k2-instruct.json").moe.routing == RoutingKind::sigmoid_group_topk);
+
+    ModelConfig q3 = hf("qwen3-30b-a3b.json");
+    CHECK(q3.attn.qk_norm);
+    CHECK(q3.attn.head_dim * q3.attn.num_heads != q3.hidden_size);  // 128 * 32 = 4096 != 2048
+    CHECK(kv_elems_per_token_per_layer(q3) == 2 * 4 * 128);
+    ModelConfig ol = hf("olmoe-1b-7b-0924.json");
+    CHECK(ol.attn.qk_norm_full);
+    CHECK(attention_params_per_layer(ol) == 4LL * 2048 * 2048 + 2048 + 2048);
+
+    ModelConfig oss = hf("gpt-oss-20b.json");
+    CHECK(oss.activation == Activation::swiglu_oai);
+    CHECK(oss.swiglu_limit == 7.0);
+    CHECK(oss.attn.sliding_window == 128);
+    CHECK(oss.layer_sliding.size() == 24);
+    CHECK(oss.layer_sliding[0] == 1);
+    CHECK(oss.layer_sliding[1] == 0);
+
+    ModelConfig phi = hf("phi-3.5-moe-instruct.json");
+    CHECK(phi.norm == NormKind::layernorm);
+    CHECK(phi.norm_bias);
+    CHECK(phi.lm_head_bias);
+    CHECK(phi.attn.qkv_bias);
+    CHECK(phi.attn.o_bias);
+    ModelConfig dbrx = hf("dbrx-base.json");
+    CHECK(dbrx.norm == NormKind::layernorm);
+    CHECK_FALSE(dbrx.norm_bias);
+    CHECK(dbrx.attn.num_kv_heads == 8);
+    CHECK(dbrx.moe.expert_intermediate_size == 10752);
+    ModelConfig scout = hf("llama4-scout-17b-16e.json");
+    CHECK(scout.moe.num_shared_experts == 1);
+    CHECK(scout.moe.routing == RoutingKind::topk_sigmoid);
+    CHECK(scout.attn.attention_chunk == 8192);
+    CHECK(scout.layer_sliding[3] == 0);  // every 4th layer is global NoPE attention
+    CHECK(scout.layer_sliding[0] == 1);
+    ModelConfig grok = hf("grok-1.json");
+    CHECK(grok.tie_word_embeddings);
+    CHECK(comp(count_params(grok), Component::lm_head) == 0);
+    ModelConfig q2 = hf("qwen2-7b.json");
+    CHECK(q2.attn.qkv_bias);
+    CHECK_FALSE(q2.is_moe_model());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Vendor totals of more real models (0.5 % for totals; active under each vendor's convention).
+
+TEST_CASE("Mixtral-8x22B: 141B total, 39B active", "[hf_import][vendor]") {
+    // Source: Mistral AI "Cheaper, Better, Faster, Stronger" (Mixtral 8x22B): 141B total, 39B active.
+    ParamCounts p = count_params(hf("mixtral-8x22b-v0.1.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 141e9) < 0.005);
+    CHECK(rel_err(static_cast<double>(p.active), 39e9) < 0.01);
+}
+
+TEST_CASE("Qwen1.5-MoE-A2.7B: 14.3B total, 2.7B active", "[hf_import][vendor]") {
+    // Source: Qwen1.5-MoE-A2.7B model card ("14.3B parameters in total and 2.7B activated parameters").
+    ParamCounts p = count_params(hf("qwen1.5-moe-a2.7b.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 14.3e9) < 0.005);
+    CHECK(rel_err(static_cast<double>(p.active), 2.7e9) < 0.01);
+}
+
+TEST_CASE("Qwen3-235B-A22B: 235B total, 22B active", "[hf_import][vendor]") {
+    // Source: Qwen3-235B-A22B model card (235B total, 22B activated, 94 layers, 128 experts, 8 activated).
+    ParamCounts p = count_params(hf("qwen3-235b-a22b.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 235e9) < 0.005);
+    CHECK(rel_err(static_cast<double>(p.active), 22e9) < 0.01);
+}
+
+TEST_CASE("DeepSeek-V2: 236B total, 21B active", "[hf_import][vendor]") {
+    // Source: DeepSeek-V2 README ("236B total parameters, of which 21B are activated for each token").
+    ParamCounts p = count_params(hf("deepseek-v2.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 236e9) < 0.005);
+    // Like V3 (README_WEIGHTS), DeepSeek's activated count leaves out the input embedding.
+    CHECK(rel_err(static_cast<double>(p.active_excluding_embedding), 21e9) < 0.01);
+}
+
+TEST_CASE("DeepSeek-V2-Lite: 15.7B total, 2.4B active", "[hf_import][vendor]") {
+    // Source: DeepSeek-V2 README model table (V2-Lite: 15.7B total, 2.4B activated).
+    ParamCounts p = count_params(hf("deepseek-v2-lite.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 15.7e9) < 0.005);
+    CHECK(consistent(static_cast<double>(p.active_excluding_embedding), 2.4e9, 0.1e9));  // counted 2.45B
+}
+
+TEST_CASE("DeepSeekMoE-16B: 16.4B total, 2.8B active", "[hf_import][vendor]") {
+    // Source: DeepSeek-MoE README ("DeepSeekMoE 16B ... total parameter 16.4B", ~2.8B activated (40% of 7B compute)).
+    ParamCounts p = count_params(hf("deepseek-moe-16b-base.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 16.4e9) < 0.005);
+    CHECK(consistent(static_cast<double>(p.active), 2.8e9, 0.1e9));  // counted 2.83B, embedding included
+}
+
+TEST_CASE("Kimi-K2: 1T total, 32B active", "[hf_import][vendor]") {
+    // Source: Kimi-K2 model card ("32 billion activated parameters and 1 trillion total parameters").
+    ParamCounts p = count_params(hf("kimi-k2-instruct.json"));
+    CHECK(consistent(static_cast<double>(p.total), 1e12, 0.1e12));  // counted 1.026T; published to one digit
+    CHECK(consistent(static_cast<double>(p.active), 32e9, 1e9));     // counted 32.86B
+}
+
+TEST_CASE("DBRX: 132B total, 36B active", "[hf_import][vendor]") {
+    // Source: Databricks DBRX model card ("132B total parameters of which 36B parameters are active on any input").
+    ParamCounts p = count_params(hf("dbrx-base.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 132e9) < 0.005);
+    CHECK(consistent(static_cast<double>(p.active), 36e9, 1e9));  // counted 36.46B
+}
+
+TEST_CASE("OLMoE-1B-7B: 6.9B total, 1.3B active", "[hf_import][vendor]") {
+    // Source: OLMoE paper / model card (6.9B total, 1.3B active parameters).
+    ParamCounts p = count_params(hf("olmoe-1b-7b-0924.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 6.9e9) < 0.005);
+    CHECK(consistent(static_cast<double>(p.active), 1.3e9, 0.1e9));  // counted 1.28B
+}
+
+TEST_CASE("gpt-oss-120b: 116.83B total, 5.13B active", "[hf_import][vendor]") {
+    // Source: gpt-oss model card, table of parameter counts (120b: 116.83B total, 5.13B active per token).
+    ParamCounts p = count_params(hf("gpt-oss-120b.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 116.83e9) < 0.005);
+    CHECK(rel_err(static_cast<double>(p.active_excluding_embedding), 5.13e9) < 0.01);
+}
+
+TEST_CASE("Llama-4 Maverick: 400B total, 17B active (text model)", "[hf_import][vendor]") {
+    // Source: Llama 4 model card (Maverick: 17B active, 400B total; Scout: 17B active, 109B total).
+    ParamCounts p = count_params(hf("llama4-maverick-17b-128e.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 400e9) < 0.005);
+    CHECK(consistent(static_cast<double>(p.active), 17e9, 1e9));  // counted 17.18B
+    ParamCounts s = count_params(hf("llama4-scout-17b-16e.json"));
+    CHECK(consistent(static_cast<double>(s.active), 17e9, 1e9));
+    // Scout's 109B includes the vision encoder (out of scope): the text model alone is 107.8B, about 1.1 % less.
+    CHECK(s.total < 109e9);
+    CHECK(rel_err(static_cast<double>(s.total), 109e9) < 0.015);
+}
+
+TEST_CASE("Grok-1: 314B published; the shapes give 315.7B", "[hf_import][vendor]") {
+    // Source: xAI grok-1 README ("314B parameters", 8 experts, 2 per token, 64 layers, 48 query / 8 KV heads).
+    ParamCounts p = count_params(hf("grok-1.json"));
+    // By hand: experts 64 * 8 * 3*6144*32768 = 309,237,645,312; attention 64 * (2*6144*6144 + 2*6144*1024) =
+    // 5,637,144,576; tied embedding 131072*6144 = 805,306,368; router 64*6144*8 = 3,145,728; norms 4*64*6144 + 6144.
+    CHECK(p.total == 309237645312LL + 5637144576LL + 805306368LL + 3145728LL + 4LL * 64 * 6144 + 6144);
+    // xAI's 314B is 0.54 % below what its own published shapes give; we report the count, not the headline.
+    CHECK(rel_err(static_cast<double>(p.total), 314e9) < 0.006);
+}
+
+TEST_CASE("Phi-3.5-MoE: 41.9B total, 6.6B active", "[hf_import][vendor]") {
+    // Source: Phi-3.5-MoE-instruct model card ("6.6B active parameters ... 42B total"; 41.9B in the Phi-3 report).
+    ParamCounts p = count_params(hf("phi-3.5-moe-instruct.json"));
+    CHECK(rel_err(static_cast<double>(p.total), 41.9e9) < 0.005);
+    CHECK(rel_err(static_cast<double>(p.active), 6.6e9) < 0.01);
+}
+
+TEST_CASE("dense baselines: Llama-3-8B 8.03B, Qwen2-7B 7.6B / 7.07B non-embedding", "[hf_import][vendor]") {
+    // Sources: Meta Llama 3 model card (8B; 8.03B on the Hub); Qwen2 blog table (7.6B params, 7.07B non-embedding).
+    ParamCounts l = count_params(hf("llama3-8b.json"));
+    CHECK(rel_err(static_cast<double>(l.total), 8.03e9) < 0.005);
+    CHECK(l.active == l.total);
+    ParamCounts q = count_params(hf("qwen2-7b.json"));
+    CHECK(rel_err(static_cast<double>(q.total), 7.6e9) < 0.005);
+    CHECK(rel_err(static_cast<double>(q.total_excluding_embedding), 7.07e9) < 0.005);
+}
