@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+// Expert-load statistics: plain loops, written to be checked by hand on small cases.
+#include "metrics/expert_load.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace moebench {
+
+double coefficient_of_variation(const std::vector<int64_t>& counts) {
+    if (counts.empty()) return 0;
+    double mean = 0;
+    for (int64_t c : counts) mean += static_cast<double>(c);
+    mean /= static_cast<double>(counts.size());
+    if (mean <= 0) return 0;
+    double var = 0;
+    for (int64_t c : counts) var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
+    var /= static_cast<double>(counts.size());
+    return std::sqrt(var) / mean;
+}
+
+double gini_coefficient(const std::vector<int64_t>& counts) {
+    // sum_ij |x_i - x_j| / (2 n^2 mean), computed on sorted values: sum_i (2i - n + 1) x_(i) / (n^2 mean).
+    const int64_t n = static_cast<int64_t>(counts.size());
+    if (n == 0) return 0;
+    std::vector<int64_t> sorted(counts);
+    std::sort(sorted.begin(), sorted.end());
+    double total = 0, weighted = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        total += static_cast<double>(sorted[i]);
+        weighted += static_cast<double>(2 * i - n + 1) * static_cast<double>(sorted[i]);
+    }
+    if (total <= 0) return 0;
+    return weighted / (static_cast<double>(n) * total);
+}
+
+ExpertLoad expert_load_from_counts(std::vector<int64_t> tokens_per_expert, int64_t dropped) {
+    ExpertLoad l;
+    l.num_experts = static_cast<int64_t>(tokens_per_expert.size());
+    l.tokens_per_expert = std::move(tokens_per_expert);
+    l.dropped = dropped;
+    const auto& c = l.tokens_per_expert;
+    l.num_assignments = std::accumulate(c.begin(), c.end(), int64_t{0});
+    if (l.num_experts == 0) return l;
+    l.max = *std::max_element(c.begin(), c.end());
+    l.idle_experts = std::count(c.begin(), c.end(), int64_t{0});
+    l.mean = static_cast<double>(l.num_assignments) / static_cast<double>(l.num_experts);
+    if (l.num_assignments == 0) return l;
+    l.max_over_mean = static_cast<double>(l.max) / l.mean;
+    l.cv = coefficient_of_variation(c);
+    l.gini = gini_coefficient(c);
+    std::vector<int64_t> sorted(c);
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    int64_t top3 = 0;
+    for (size_t i = 0; i < sorted.size() && i < 3; ++i) top3 += sorted[i];
+    l.top3_share = static_cast<double>(top3) / static_cast<double>(l.num_assignments);
+    for (int64_t v : c) {
+        if (v == 0) continue;
+        double p = static_cast<double>(v) / static_cast<double>(l.num_assignments);
+        l.entropy_bits -= p * std::log2(p);
+    }
+    l.entropy_norm = l.num_experts > 1 ? l.entropy_bits / std::log2(static_cast<double>(l.num_experts)) : 1.0;
+    return l;
+}
+
+std::vector<int64_t> count_tokens_per_expert(const int32_t* ids, int64_t num_tokens, int64_t k,
+                                             int64_t num_experts, int64_t* num_missing) {
+    std::vector<int64_t> counts(static_cast<size_t>(num_experts), 0);
+    int64_t missing = 0;
+    for (int64_t i = 0; i < num_tokens * k; ++i) {
+        int32_t e = ids[i];
+        if (e < 0) {
+            MOEBENCH_CHECK(e == -1, "expert id {} below -1", e);
+            ++missing;
+            continue;
+        }
+        MOEBENCH_CHECK(e < num_experts, "expert id {} >= num_experts {}", e, num_experts);
+        ++counts[static_cast<size_t>(e)];
+    }
+    if (num_missing) *num_missing = missing;
+    return counts;
+}
+
+ExpertLoad expert_load(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts) {
+    int64_t missing = 0;
+    auto counts = count_tokens_per_expert(ids, num_tokens, k, num_experts, &missing);
+    return expert_load_from_counts(std::move(counts), missing);
+}
+
+LoadWindows load_windows(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts,
+                         int64_t window_tokens) {
+    MOEBENCH_CHECK(window_tokens > 0, "window of {} tokens", window_tokens);
+    LoadWindows w;
+    w.window_tokens = window_tokens;
+    for (int64_t start = 0; start < num_tokens; start += window_tokens) {
+        int64_t n = std::min(window_tokens, num_tokens - start);
+        auto counts = count_tokens_per_expert(ids + start * k, n, k, num_experts);
+        w.start_token.push_back(start);
+        w.num_tokens.push_back(n);
+        w.max_over_mean.push_back(expert_load_from_counts(counts).max_over_mean);
+        w.counts.push_back(std::move(counts));
+    }
+    return w;
+}
+
+std::vector<int64_t> coactivation_counts(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts) {
+    std::vector<int64_t> m(static_cast<size_t>(num_experts * num_experts), 0);
+    std::vector<int32_t> set;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+        // The token's distinct valid experts; each unordered pair counts once per token.
+        set.clear();
+        for (int64_t j = 0; j < k; ++j)
+            if (ids[t * k + j] >= 0) set.push_back(ids[t * k + j]);
+        std::sort(set.begin(), set.end());
+        set.erase(std::unique(set.begin(), set.end()), set.end());
+        for (size_t i = 0; i < set.size(); ++i)
+            for (size_t j = i + 1; j < set.size(); ++j) {
+                ++m[static_cast<size_t>(set[i] * num_experts + set[j])];
+                ++m[static_cast<size_t>(set[j] * num_experts + set[i])];
+            }
+    }
+    return m;
+}
+
+std::vector<ExpertPair> top_coactivation_pairs(const std::vector<int64_t>& coact, int64_t num_experts, int64_t n) {
+    std::vector<ExpertPair> pairs;
+    for (int64_t a = 0; a < num_experts; ++a)
+        for (int64_t b = a + 1; b < num_experts; ++b) {
+            int64_t c = coact[static_cast<size_t>(a * num_experts + b)];
+            if (c > 0) pairs.push_back({static_cast<int32_t>(a), static_cast<int32_t>(b), c});
+        }
+    std::stable_sort(pairs.begin(), pairs.end(),
+                     [](const ExpertPair& x, const ExpertPair& y) { return x.count > y.count; });
+    if (static_cast<int64_t>(pairs.size()) > n) pairs.resize(static_cast<size_t>(n));
+    return pairs;
+}
+
+json to_json(const ExpertLoad& l) {
+    return json{{"source", "counted"},
+                {"num_experts", l.num_experts},
+                {"tokens_per_expert", l.tokens_per_expert},
+                {"num_assignments", l.num_assignments},
+                {"dropped", l.dropped},
+                {"mean", l.mean},
+                {"max", l.max},
+                {"max_over_mean", l.max_over_mean},
+                {"cv", l.cv},
+                {"gini", l.gini},
+                {"top3_share", l.top3_share},
+                {"idle_experts", l.idle_experts},
+                {"entropy_bits", l.entropy_bits},
+                {"entropy_norm", l.entropy_norm}};
+}
+
+json to_json(const LoadWindows& w) {
+    return json{{"source", "counted"},
+                {"window_tokens", w.window_tokens},
+                {"start_token", w.start_token},
+                {"num_tokens", w.num_tokens},
+                {"counts", w.counts},
+                {"max_over_mean", w.max_over_mean}};
+}
+
+}  // namespace moebench

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// Expert-load statistics (counted): tokens per expert, imbalance, Gini, windows over the stream, co-activation.
+// Pure functions shared by the run report and `moebench trace info`; definitions are in docs/trace-format.md.
+#pragma once
+#include "common/json_util.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace moebench {
+
+/// Load of one layer. Every figure is `counted` (derived from the expert ids, no timing involved).
+struct ExpertLoad {
+    int64_t num_experts = 0;
+    std::vector<int64_t> tokens_per_expert;  // [E]: (token, expert) assignments that reached each expert
+    int64_t num_assignments = 0;             // sum of tokens_per_expert
+    int64_t dropped = 0;                     // assignments that reached no expert (capacity drops, -1 ids)
+    double mean = 0;                         // num_assignments / E
+    int64_t max = 0;
+    double max_over_mean = 0;                // 0 when nothing was assigned
+    double cv = 0;                           // population stdev / mean
+    double gini = 0;                         // sum_ij |x_i - x_j| / (2 E^2 mean): 0 = even, (E-1)/E = one expert
+    double top3_share = 0;                   // share of assignments taken by the 3 busiest experts
+    int64_t idle_experts = 0;                // experts with no assignment
+    double entropy_bits = 0;                 // entropy of the load distribution, in bits
+    double entropy_norm = 0;                 // entropy_bits / log2(E): 1 = perfectly even
+};
+
+/// Statistics of a given count vector; `dropped` is carried through.
+ExpertLoad expert_load_from_counts(std::vector<int64_t> tokens_per_expert, int64_t dropped = 0);
+
+/// Counts ids in a row-major [num_tokens, k] array. Ids of -1 are counted in *num_missing; ids outside
+/// [-1, num_experts) are an internal error (callers validate first).
+std::vector<int64_t> count_tokens_per_expert(const int32_t* ids, int64_t num_tokens, int64_t k,
+                                             int64_t num_experts, int64_t* num_missing = nullptr);
+
+/// count_tokens_per_expert + expert_load_from_counts; -1 ids count as dropped.
+ExpertLoad expert_load(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts);
+
+double gini_coefficient(const std::vector<int64_t>& counts);
+double coefficient_of_variation(const std::vector<int64_t>& counts);
+
+/// Load over successive windows of the stream (heatmap data: experts x time). The last window may be short.
+struct LoadWindows {
+    int64_t window_tokens = 0;
+    std::vector<int64_t> start_token;                // [W]
+    std::vector<int64_t> num_tokens;                 // [W]
+    std::vector<std::vector<int64_t>> counts;        // [W][E]
+    std::vector<double> max_over_mean;               // [W]
+};
+LoadWindows load_windows(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts,
+                         int64_t window_tokens);
+
+/// Co-activation: entry [a * E + b] counts the tokens that chose both a and b (a != b; symmetric; diagonal 0).
+std::vector<int64_t> coactivation_counts(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts);
+
+struct ExpertPair {
+    int32_t a = 0, b = 0;  // a < b
+    int64_t count = 0;
+};
+/// The n most frequent pairs, most frequent first; ties by (a, b) ascending. Pairs with count 0 are left out.
+std::vector<ExpertPair> top_coactivation_pairs(const std::vector<int64_t>& coact, int64_t num_experts, int64_t n);
+
+/// {"source":"counted", tokens_per_expert, max_over_mean, cv, gini, top3_share, idle_experts, dropped, ...}
+json to_json(const ExpertLoad& load);
+json to_json(const LoadWindows& windows);
+
+}  // namespace moebench

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+// Routing statistics: switch rate between consecutive tokens, and router entropy / confidence from logits.
+#include "metrics/routing_stats.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace moebench {
+
+namespace {
+
+/// Sorted, de-duplicated valid ids of one token.
+std::vector<int32_t> expert_set(const int32_t* row, int64_t k) {
+    std::vector<int32_t> s;
+    for (int64_t j = 0; j < k; ++j)
+        if (row[j] >= 0) s.push_back(row[j]);
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    return s;
+}
+
+}  // namespace
+
+SwitchStats switch_stats(const int32_t* ids, int64_t num_tokens, int64_t k, const std::vector<int64_t>& seq_starts) {
+    SwitchStats s;
+    if (k <= 0) return s;
+    size_t next_start = 0;
+    double overlap_sum = 0;
+    std::vector<int32_t> prev;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+        bool starts_sequence = (t == 0);
+        while (next_start < seq_starts.size() && seq_starts[next_start] <= t) {
+            if (seq_starts[next_start] == t) starts_sequence = true;
+            ++next_start;
+        }
+        std::vector<int32_t> cur = expert_set(ids + t * k, k);
+        if (!starts_sequence) {
+            std::vector<int32_t> common;
+            std::set_intersection(prev.begin(), prev.end(), cur.begin(), cur.end(), std::back_inserter(common));
+            ++s.num_pairs;
+            if (cur != prev) ++s.num_switches;
+            overlap_sum += static_cast<double>(common.size()) / static_cast<double>(k);
+        }
+        prev = std::move(cur);
+    }
+    if (s.num_pairs > 0) {
+        s.switch_rate = static_cast<double>(s.num_switches) / static_cast<double>(s.num_pairs);
+        s.mean_overlap = overlap_sum / static_cast<double>(s.num_pairs);
+    }
+    return s;
+}
+
+double percentile_nearest_rank(std::vector<double> values, double q) {
+    if (values.empty()) return 0;
+    std::sort(values.begin(), values.end());
+    double rank = std::ceil(q * static_cast<double>(values.size()));
+    int64_t idx = std::clamp<int64_t>(static_cast<int64_t>(rank) - 1, 0, static_cast<int64_t>(values.size()) - 1);
+    return values[static_cast<size_t>(idx)];
+}
+
+RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_experts) {
+    RouterStats r;
+    r.num_tokens = num_tokens;
+    r.num_experts = num_experts;
+    if (num_tokens <= 0 || num_experts <= 0) return r;
+    std::vector<double> entropies;
+    entropies.reserve(static_cast<size_t>(num_tokens));
+    double top1_sum = 0, range_sum = 0;
+    r.logit_min = logits[0];
+    r.logit_max = logits[0];
+    for (int64_t t = 0; t < num_tokens; ++t) {
+        const float* row = logits + t * num_experts;
+        double mx = row[0], mn = row[0];
+        for (int64_t e = 1; e < num_experts; ++e) {
+            mx = std::max(mx, static_cast<double>(row[e]));
+            mn = std::min(mn, static_cast<double>(row[e]));
+        }
+        double z = 0;
+        for (int64_t e = 0; e < num_experts; ++e) z += std::exp(static_cast<double>(row[e]) - mx);
+        double h = 0;
+        for (int64_t e = 0; e < num_experts; ++e) {
+            double p = std::exp(static_cast<double>(row[e]) - mx) / z;
+            if (p > 0) h -= p * std::log2(p);
+        }
+        entropies.push_back(h);
+        top1_sum += 1.0 / z;  // the largest probability is exp(0) / z
+        range_sum += mx - mn;
+        r.logit_min = std::min(r.logit_min, mn);
+        r.logit_max = std::max(r.logit_max, mx);
+    }
+    double n = static_cast<double>(num_tokens);
+    double h_sum = 0;
+    for (double h : entropies) h_sum += h;
+    r.entropy_bits_mean = h_sum / n;
+    r.entropy_bits_p95 = percentile_nearest_rank(entropies, 0.95);
+    r.entropy_norm_mean = num_experts > 1 ? r.entropy_bits_mean / std::log2(static_cast<double>(num_experts)) : 0.0;
+    r.top1_prob_mean = top1_sum / n;
+    r.logit_range_mean = range_sum / n;
+    return r;
+}
+
+json to_json(const SwitchStats& s) {
+    return json{{"source", "counted"},
+                {"num_pairs", s.num_pairs},
+                {"num_switches", s.num_switches},
+                {"switch_rate", s.switch_rate},
+                {"mean_overlap", s.mean_overlap}};
+}
+
+json to_json(const RouterStats& r) {
+    return json{{"source", "counted"},
+                {"num_tokens", r.num_tokens},
+                {"num_experts", r.num_experts},
+                {"entropy_bits_mean", r.entropy_bits_mean},
+                {"entropy_bits_p95", r.entropy_bits_p95},
+                {"entropy_norm_mean", r.entropy_norm_mean},
+                {"top1_prob_mean", r.top1_prob_mean},
+                {"logit_min", r.logit_min},
+                {"logit_max", r.logit_max},
+                {"logit_range_mean", r.logit_range_mean}};
+}
+
+}  // namespace moebench

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// Routing traces on disk: safetensors tensors topk_ids / topk_weights / token_ids / seq_starts plus string metadata.
+#include "workload/trace.hpp"
+
+#include "common/error.hpp"
+#include "common/tensor_file.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace moebench {
+
+namespace {
+
+const char* const kKnownMetadata[] = {"model", "num_experts", "num_layers", "top_k", "source", "moebench_trace_version"};
+
+int64_t metadata_int(const TensorFile& f, const std::string& key, const std::string& path) {
+    const std::string& v = f.metadata.at(key);
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || end != v.c_str() + v.size() || x < 0)
+        config_error(path, "metadata '" + key + "' is not a non-negative integer", v,
+                     "write it as a decimal string, e.g. \"8\"");
+    return x;
+}
+
+}  // namespace
+
+int64_t RoutingTrace::num_missing() const {
+    return std::count(topk_ids.begin(), topk_ids.end(), -1);
+}
+
+void validate_trace(const RoutingTrace& t, const std::string& where) {
+    auto bad = [&](const std::string& what, const std::string& value, const std::string& fix) {
+        config_error(where, "invalid routing trace: " + what, value, fix);
+    };
+    if (t.num_layers < 1) bad("it has no layers", std::to_string(t.num_layers), "record at least one MoE layer");
+    if (t.top_k < 1) bad("top_k must be >= 1", std::to_string(t.top_k), "topk_ids is [layers, tokens, k]");
+    if (t.num_tokens < 0) bad("negative token count", std::to_string(t.num_tokens), "");
+    if (t.num_experts < 1) bad("num_experts must be >= 1", std::to_string(t.num_experts), "set the num_experts metadata");
+    if (t.top_k > t.num_experts)
+        bad("top_k exceeds num_experts", std::to_string(t.top_k) + " > " + std::to_string(t.num_experts), "");
+    const size_t n = static_cast<size_t>(t.num_layers * t.num_tokens * t.top_k);
+    if (t.topk_ids.size() != n)
+        bad("topk_ids holds " + std::to_string(t.topk_ids.size()) + " values", "", "expected layers*tokens*k = " +
+            std::to_string(n));
+    if (!t.topk_weights.empty() && t.topk_weights.size() != n)
+        bad("topk_weights does not match topk_ids", std::to_string(t.topk_weights.size()), "use the same shape");
+    if (!t.token_ids.empty() && static_cast<int64_t>(t.token_ids.size()) != t.num_tokens)
+        bad("token_ids length differs from the token count", std::to_string(t.token_ids.size()),
+            "give one id per token or leave it out");
+    for (size_t i = 0; i < t.topk_ids.size(); ++i) {
+        int32_t e = t.topk_ids[i];
+        if (e < -1 || e >= t.num_experts) {
+            int64_t per_layer = t.num_tokens * t.top_k;
+            bad("expert id " + std::to_string(e) + " at layer " + std::to_string(static_cast<int64_t>(i) / per_layer) +
+                    ", token " + std::to_string((static_cast<int64_t>(i) % per_layer) / t.top_k) +
+                    " is outside [0, num_experts = " + std::to_string(t.num_experts) + ")",
+                std::to_string(e), "ids must be < num_experts; -1 marks a missing selection");
+        }
+    }
+    if (t.num_tokens > 0 && (t.seq_starts.empty() || t.seq_starts[0] != 0))
+        bad("seq_starts must begin with 0", t.seq_starts.empty() ? "empty" : std::to_string(t.seq_starts[0]),
+            "list the first token of every sequence, starting with 0");
+    for (size_t i = 0; i < t.seq_starts.size(); ++i) {
+        if (t.seq_starts[i] < 0 || t.seq_starts[i] >= std::max<int64_t>(t.num_tokens, 1) ||
+            (i > 0 && t.seq_starts[i] <= t.seq_starts[i - 1]))
+            bad("seq_starts must be strictly increasing token indices below the token count",
+                std::to_string(t.seq_starts[i]), "fix entry " + std::to_string(i));
+    }
+}
+
+void write_trace(const std::string& path, const RoutingTrace& t) {
+    validate_trace(t, path);
+    TensorFile f;
+    f.tensors.push_back(NamedTensor::i32("topk_ids", {t.num_layers, t.num_tokens, t.top_k}, t.topk_ids.data()));
+    if (!t.topk_weights.empty())
+        f.tensors.push_back(
+            NamedTensor::f32("topk_weights", {t.num_layers, t.num_tokens, t.top_k}, t.topk_weights.data()));
+    if (!t.token_ids.empty()) f.tensors.push_back(NamedTensor::i32("token_ids", {t.num_tokens}, t.token_ids.data()));
+    f.tensors.push_back(
+        NamedTensor::i64("seq_starts", {static_cast<int64_t>(t.seq_starts.size())}, t.seq_starts.data()));
+    f.metadata = t.extra_metadata;
+    f.metadata["model"] = t.model;
+    f.metadata["num_experts"] = std::to_string(t.num_experts);
+    f.metadata["num_layers"] = std::to_string(t.num_layers);
+    f.metadata["top_k"] = std::to_string(t.top_k);
+    f.metadata["source"] = t.source;
+    f.metadata["moebench_trace_version"] = kTraceFormatVersion;
+    write_safetensors(path, f);
+}
+
+RoutingTrace read_trace(const std::string& path) {
+    TensorFile f = read_safetensors(path);
+    auto fix = std::string("see docs/trace-format.md");
+    const NamedTensor* ids = f.find("topk_ids");
+    if (!ids) config_error(path, "routing trace has no 'topk_ids' tensor", "", fix);
+    if (ids->shape.size() != 3)
+        config_error(path, "topk_ids must be 3-D [layers, tokens, k]", std::to_string(ids->shape.size()) + "-D", fix);
+    if (f.metadata.count("moebench_trace_version") && f.metadata.at("moebench_trace_version") != kTraceFormatVersion)
+        config_error(path, "unsupported moebench_trace_version", f.metadata.at("moebench_trace_version"),
+                     std::string("this moebench reads version ") + kTraceFormatVersion);
+    RoutingTrace t;
+    t.num_layers = ids->shape[0];
+    t.num_tokens = ids->shape[1];
+    t.top_k = ids->shape[2];
+    t.topk_ids = ids->as_i32();
+    if (const NamedTensor* w = f.find("topk_weights")) {
+        if (w->shape != ids->shape) config_error(path, "topk_weights shape differs from topk_ids", "", fix);
+        t.topk_weights = w->as_f32();
+    }
+    if (const NamedTensor* tok = f.find("token_ids")) {
+        if (tok->shape.size() != 1 || tok->shape[0] != t.num_tokens)
+            config_error(path, "token_ids must be [tokens]", "", fix);
+        t.token_ids = tok->as_i32();
+    }
+    if (const NamedTensor* s = f.find("seq_starts")) {
+        if (s->shape.size() != 1) config_error(path, "seq_starts must be 1-D", "", fix);
+        t.seq_starts = s->as_i64();
+    } else if (t.num_tokens > 0) {
+        t.seq_starts = {0};  // no boundaries recorded: one sequence
+    }
+    // Metadata: the shape is authoritative; metadata that contradicts it is an error.
+    for (const char* key : {"num_layers", "top_k"}) {
+        if (!f.metadata.count(key)) continue;
+        int64_t v = metadata_int(f, key, path);
+        int64_t actual = std::string(key) == "num_layers" ? t.num_layers : t.top_k;
+        if (v != actual)
+            config_error(path, std::string("metadata '") + key + "' contradicts the topk_ids shape",
+                         std::to_string(v) + " vs " + std::to_string(actual), fix);
+    }
+    int32_t max_id = -1;
+    for (int32_t e : t.topk_ids) max_id = std::max(max_id, e);
+    t.num_experts = f.metadata.count("num_experts") ? metadata_int(f, "num_experts", path) : int64_t{max_id} + 1;
+    if (f.metadata.count("model")) t.model = f.metadata.at("model");
+    if (f.metadata.count("source")) t.source = f.metadata.at("source");
+    for (const auto& [k, v] : f.metadata) {
+        bool known = false;
+        for (const char* kk : kKnownMetadata) known |= (k == kk);
+        if (!known) t.extra_metadata[k] = v;
+    }
+    validate_trace(t, path);
+    return t;
+}
+
+}  // namespace moebench

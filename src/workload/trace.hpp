@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// RoutingTrace: a recorded (or generated) routing stream, and its on-disk form (safetensors, docs/trace-format.md).
+// Layer slot j of a trace is the j-th MoE layer of the model it was recorded on.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+inline constexpr const char* kTraceFormatVersion = "1";
+
+struct RoutingTrace {
+    int64_t num_layers = 0;               // MoE layers recorded
+    int64_t num_tokens = 0;
+    int64_t top_k = 0;
+    int64_t num_experts = 0;              // of the model it was recorded on (ids are < num_experts, or -1)
+    std::vector<int32_t> topk_ids;        // [layers, tokens, k]; -1 = no selection recorded
+    std::vector<float> topk_weights;      // empty, or [layers, tokens, k]
+    std::vector<int32_t> token_ids;       // empty, or [tokens]
+    std::vector<int64_t> seq_starts;      // first token of each sequence; starts with 0 when num_tokens > 0
+    std::string model;
+    std::string source;                   // how it was made ("moebench trace gen zipf:1.2 seed=0", "convert x.jsonl")
+    std::map<std::string, std::string> extra_metadata;  // any other metadata, kept on round trips
+
+    const int32_t* layer_ids(int64_t layer) const { return topk_ids.data() + layer * num_tokens * top_k; }
+    const float* layer_weights(int64_t layer) const {
+        return topk_weights.empty() ? nullptr : topk_weights.data() + layer * num_tokens * top_k;
+    }
+    /// Selections equal to -1 (all layers).
+    int64_t num_missing() const;
+};
+
+/// Checks sizes and ranges (ids in [-1, num_experts), sequences sorted and starting at 0);
+/// ConfigError naming `where` (a file) and the problem.
+void validate_trace(const RoutingTrace& t, const std::string& where);
+
+/// Writes the safetensors form atomically (validates first).
+void write_trace(const std::string& path, const RoutingTrace& t);
+/// Reads and validates; a malformed file or inconsistent metadata is a ConfigError naming the file.
+RoutingTrace read_trace(const std::string& path);
+
+}  // namespace moebench

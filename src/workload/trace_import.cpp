@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: Apache-2.0
+// Trace import from JSONL records and from the token-per-line text form.
+#include "workload/trace_import.hpp"
+
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace moebench {
+
+std::string ImportSummary::describe() const {
+    std::string s = fmt::format("read {} lines ({}): {} records, {} malformed, {} duplicate\n", lines, format, records,
+                                malformed, duplicates);
+    s += fmt::format("{} sequences, {} layers, {} tokens seen; kept {} tokens present in every layer\n", num_sequences,
+                     num_layers, tokens_seen, tokens_kept);
+    if (tokens_incomplete > 0 || missing_records > 0)
+        s += fmt::format("missing: {} (token, layer) records; dropped {} incomplete tokens\n", missing_records,
+                         tokens_incomplete);
+    if (position_gaps > 0) s += fmt::format("gaps: {} token positions have no record in any layer\n", position_gaps);
+    for (const auto& e : examples) s += "  " + e + "\n";
+    return s;
+}
+
+namespace {
+
+std::ifstream open_text(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) config_error(path, "cannot open trace file", "", "check the path");
+    return in;
+}
+
+void note(ImportSummary& s, std::string msg) {
+    if (s.examples.size() < 5) s.examples.push_back(std::move(msg));
+}
+
+void finish_metadata(RoutingTrace& t, const ImportSummary& s) {
+    t.extra_metadata["import_format"] = s.format;
+    t.extra_metadata["import_records"] = std::to_string(s.records);
+    t.extra_metadata["import_malformed_lines"] = std::to_string(s.malformed);
+    t.extra_metadata["import_missing_records"] = std::to_string(s.missing_records);
+    t.extra_metadata["import_dropped_tokens"] = std::to_string(s.tokens_incomplete);
+}
+
+void check_experts(RoutingTrace& t, int64_t num_experts, int32_t max_id, const std::string& path) {
+    if (num_experts > 0) {
+        if (max_id >= num_experts)
+            config_error(path, "expert id " + std::to_string(max_id) + " is beyond --num-experts",
+                         std::to_string(num_experts), "pass the model's expert count");
+        t.num_experts = num_experts;
+    } else {
+        t.num_experts = int64_t{max_id} + 1;
+    }
+}
+
+}  // namespace
+
+RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, ImportSummary* summary) {
+    ImportSummary local;
+    ImportSummary& s = summary ? *summary : local;
+    s = ImportSummary{};
+    s.format = "jsonl";
+    struct Record {
+        int64_t seq, token, layer;
+        std::vector<int32_t> ids;
+        std::vector<float> probs;
+    };
+    std::vector<Record> records;
+    std::map<std::string, int64_t> seq_index;  // "dataset/problem_id" -> sequence number (first appearance)
+    std::vector<std::string> seq_names;
+    int64_t k = -1;
+    std::ifstream in = open_text(path);
+    std::string line;
+    int64_t line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        ++s.lines;
+        auto malformed = [&](const std::string& why) {
+            ++s.malformed;
+            note(s, fmt::format("line {}: skipped, {}", line_no, why));
+        };
+        json j;
+        try {
+            j = json::parse(line);
+        } catch (const json::exception&) {
+            malformed("not valid JSON");
+            continue;
+        }
+        if (!j.is_object() || !j.contains("layer") || !j.contains("experts") || !j.contains("token_idx") ||
+            !j["layer"].is_number_integer() || !j["token_idx"].is_number_integer() || !j["experts"].is_array()) {
+            malformed("needs integer layer and token_idx and an experts array");
+            continue;
+        }
+        Record r;
+        r.layer = j["layer"].get<int64_t>();
+        r.token = j["token_idx"].get<int64_t>();
+        bool ok = r.layer >= 0 && r.layer < 4096 && r.token >= 0;
+        for (const auto& e : j["experts"]) {
+            if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 1'000'000) ok = false;
+            else r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+        }
+        if (j.contains("gating_probs") && j["gating_probs"].is_array()) {
+            for (const auto& p : j["gating_probs"])
+                if (p.is_number()) r.probs.push_back(p.get<float>());
+            if (r.probs.size() != r.ids.size()) r.probs.clear();
+        }
+        if (!ok || r.ids.empty()) {
+            malformed("layer, token_idx or expert ids out of range");
+            continue;
+        }
+        if (k < 0) k = static_cast<int64_t>(r.ids.size());
+        if (static_cast<int64_t>(r.ids.size()) != k) {
+            malformed(fmt::format("{} experts where earlier records have {}", r.ids.size(), k));
+            continue;
+        }
+        std::string dataset = j.contains("dataset") && j["dataset"].is_string() ? j["dataset"].get<std::string>() : "";
+        std::string problem = j.contains("problem_id") ? j["problem_id"].dump() : "0";
+        std::string key = dataset + "/" + problem;
+        auto [it, inserted] = seq_index.emplace(key, static_cast<int64_t>(seq_names.size()));
+        if (inserted) seq_names.push_back(key);
+        r.seq = it->second;
+        records.push_back(std::move(r));
+    }
+    s.records = static_cast<int64_t>(records.size());
+    if (records.empty())
+        config_error(path, "no usable JSONL routing records", fmt::format("{} lines, {} malformed", s.lines, s.malformed),
+                     "one object per line with layer, token_idx and experts (docs/trace-format.md)");
+
+    int64_t num_layers = 0;
+    int32_t max_id = -1;
+    for (const auto& r : records) {
+        num_layers = std::max(num_layers, r.layer + 1);
+        for (int32_t e : r.ids) max_id = std::max(max_id, e);
+    }
+    s.num_layers = num_layers;
+    s.num_sequences = static_cast<int64_t>(seq_names.size());
+
+    // Gather per (sequence, token): the record of each layer (first one wins; repeats are counted).
+    struct TokenSlot {
+        std::vector<int32_t> rec_of_layer;  // index into records, -1 = missing
+    };
+    std::map<std::pair<int64_t, int64_t>, TokenSlot> tokens;
+    for (size_t i = 0; i < records.size(); ++i) {
+        auto& slot = tokens[{records[i].seq, records[i].token}];
+        if (slot.rec_of_layer.empty()) slot.rec_of_layer.assign(static_cast<size_t>(num_layers), -1);
+        auto& cell = slot.rec_of_layer[static_cast<size_t>(records[i].layer)];
+        if (cell >= 0) {
+            ++s.duplicates;
+            note(s, fmt::format("duplicate record: sequence {} token {} layer {} (kept the first)",
+                                seq_names[static_cast<size_t>(records[i].seq)], records[i].token, records[i].layer));
+            continue;
+        }
+        cell = static_cast<int32_t>(i);
+    }
+    s.tokens_seen = static_cast<int64_t>(tokens.size());
+
+    // Keep complete tokens, in (sequence, token_idx) order; each sequence of the input is one sequence of the trace.
+    RoutingTrace t;
+    t.num_layers = num_layers;
+    t.top_k = k;
+    bool all_probs = true;
+    std::vector<const TokenSlot*> kept;
+    int64_t prev_seq = -1, prev_token = -1, last_kept_seq = -1;
+    for (const auto& [key, slot] : tokens) {
+        if (key.first != prev_seq) prev_token = -1;
+        s.position_gaps += key.second - prev_token - 1;
+        prev_seq = key.first;
+        prev_token = key.second;
+        int64_t missing = std::count(slot.rec_of_layer.begin(), slot.rec_of_layer.end(), -1);
+        if (missing > 0) {
+            s.missing_records += missing;
+            ++s.tokens_incomplete;
+            note(s, fmt::format("sequence {} token {}: {} of {} layers missing, token dropped",
+                                seq_names[static_cast<size_t>(key.first)], key.second, missing, num_layers));
+            continue;
+        }
+        if (key.first != last_kept_seq) t.seq_starts.push_back(static_cast<int64_t>(kept.size()));
+        last_kept_seq = key.first;
+        for (int32_t idx : slot.rec_of_layer) all_probs &= !records[static_cast<size_t>(idx)].probs.empty();
+        kept.push_back(&slot);
+    }
+    s.tokens_kept = static_cast<int64_t>(kept.size());
+    t.num_tokens = s.tokens_kept;
+    if (t.num_tokens == 0)
+        config_error(path, "no token has records for every layer", fmt::format("{} tokens seen", s.tokens_seen),
+                     "check that the file holds one record per (token, layer)");
+    t.topk_ids.assign(static_cast<size_t>(num_layers * t.num_tokens * k), -1);
+    if (all_probs) t.topk_weights.assign(t.topk_ids.size(), 0.0f);
+    for (int64_t tok = 0; tok < t.num_tokens; ++tok)
+        for (int64_t l = 0; l < num_layers; ++l) {
+            const Record& r = records[static_cast<size_t>(kept[static_cast<size_t>(tok)]->rec_of_layer[l])];
+            for (int64_t j = 0; j < k; ++j) {
+                size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
+                t.topk_ids[at] = r.ids[static_cast<size_t>(j)];
+                if (all_probs) t.topk_weights[at] = r.probs[static_cast<size_t>(j)];
+            }
+        }
+    check_experts(t, num_experts, max_id, path);
+    t.source = "moebench trace convert " + path;
+    std::string names;
+    for (const auto& n : seq_names) names += (names.empty() ? "" : ",") + n;
+    t.extra_metadata["sequences"] = names;
+    finish_metadata(t, s);
+    validate_trace(t, path);
+    return t;
+}
+
+RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, ImportSummary* summary) {
+    ImportSummary local;
+    ImportSummary& s = summary ? *summary : local;
+    s = ImportSummary{};
+    s.format = "text";
+    std::ifstream in = open_text(path);
+    std::string line;
+    int64_t line_no = 0, k = -1, num_layers = -1;
+    bool has_weights = false, new_sequence = true;
+    std::vector<std::vector<int32_t>> token_ids;   // per token: [layers * k]
+    std::vector<std::vector<float>> token_weights;
+    RoutingTrace t;
+    int32_t max_id = -1;
+    while (std::getline(in, line)) {
+        ++line_no;
+        const size_t hash = line.find('#');
+        if (hash != std::string::npos) line.resize(hash);
+        if (line.find_first_not_of(" \t\r") == std::string::npos) {
+            // A blank line ends a sequence (comment-only lines do not).
+            if (hash == std::string::npos && !token_ids.empty()) new_sequence = true;
+            continue;
+        }
+        ++s.lines;
+        auto fail = [&](const std::string& what) {
+            config_error(fmt::format("{}:{}", path, line_no), what, line,
+                         "one line per token: k ids per layer, layers separated by '|' (docs/trace-format.md)");
+        };
+        std::vector<int32_t> ids;
+        std::vector<float> weights;
+        int64_t layers_here = 0, weighted = 0, plain = 0;
+        std::stringstream groups(line);
+        std::string group;
+        while (std::getline(groups, group, '|')) {
+            std::stringstream items(group);
+            std::string item;
+            int64_t in_group = 0;
+            while (items >> item) {
+                size_t colon = item.find(':');
+                std::string id_text = item.substr(0, colon);
+                char* end = nullptr;
+                long v = std::strtol(id_text.c_str(), &end, 10);
+                if (id_text.empty() || *end != '\0' || v < -1 || v > 1'000'000) fail("bad expert id '" + id_text + "'");
+                ids.push_back(static_cast<int32_t>(v));
+                max_id = std::max<int32_t>(max_id, static_cast<int32_t>(v));
+                if (colon != std::string::npos) {
+                    std::string w_text = item.substr(colon + 1);
+                    float w = std::strtof(w_text.c_str(), &end);
+                    if (w_text.empty() || *end != '\0') fail("bad weight '" + w_text + "'");
+                    weights.push_back(w);
+                    ++weighted;
+                } else {
+                    ++plain;
+                }
+                ++in_group;
+            }
+            if (k < 0) k = in_group;
+            if (in_group != k || k == 0)
+                fail(fmt::format("layer group {} has {} ids, expected {}", layers_here, in_group, k));
+            ++layers_here;
+        }
+        if (num_layers < 0) {
+            num_layers = layers_here;
+            has_weights = weighted > 0;
+        }
+        if (layers_here != num_layers) fail(fmt::format("{} layer groups, expected {}", layers_here, num_layers));
+        if ((has_weights && plain > 0) || (!has_weights && weighted > 0))
+            fail("give weights for every id (id:weight) or for none");
+        if (new_sequence) t.seq_starts.push_back(static_cast<int64_t>(token_ids.size()));
+        new_sequence = false;
+        token_ids.push_back(std::move(ids));
+        token_weights.push_back(std::move(weights));
+        ++s.records;
+    }
+    if (token_ids.empty())
+        config_error(path, "no token lines found", "", "one line per token: k ids per layer, layers separated by '|'");
+    t.num_layers = num_layers;
+    t.top_k = k;
+    t.num_tokens = static_cast<int64_t>(token_ids.size());
+    t.topk_ids.resize(static_cast<size_t>(num_layers * t.num_tokens * k));
+    if (has_weights) t.topk_weights.resize(t.topk_ids.size());
+    for (int64_t tok = 0; tok < t.num_tokens; ++tok)
+        for (int64_t l = 0; l < num_layers; ++l)
+            for (int64_t j = 0; j < k; ++j) {
+                size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
+                t.topk_ids[at] = token_ids[static_cast<size_t>(tok)][static_cast<size_t>(l * k + j)];
+                if (has_weights) t.topk_weights[at] = token_weights[static_cast<size_t>(tok)][static_cast<size_t>(l * k + j)];
+            }
+    s.num_layers = num_layers;
+    s.num_sequences = static_cast<int64_t>(t.seq_starts.size());
+    s.tokens_seen = s.tokens_kept = t.num_tokens;
+    if (max_id < 0 && num_experts <= 0)
+        config_error(path, "every selection is -1, so the expert count is unknown", "", "pass --num-experts");
+    check_experts(t, num_experts, max_id, path);
+    t.source = "moebench trace convert " + path;
+    finish_metadata(t, s);
+    validate_trace(t, path);
+    return t;
+}
+
+RoutingTrace import_trace(const std::string& path, int64_t num_experts, ImportSummary* summary) {
+    std::ifstream in = open_text(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        size_t pos = line.find_first_not_of(" \t\r");
+        if (pos == std::string::npos || line[pos] == '#') continue;
+        if (line[pos] == '{') return trace_from_jsonl(path, num_experts, summary);
+        break;
+    }
+    return trace_from_text(path, num_experts, summary);
+}
+
+}  // namespace moebench

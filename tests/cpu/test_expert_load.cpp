@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// Expert-load and routing statistics against hand-computed small cases.
+#include "metrics/expert_load.hpp"
+#include "metrics/routing_stats.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace moebench;
+using Catch::Detail::Approx;
+
+TEST_CASE("load statistics of [0,0,0,4] by hand", "[expert_load]") {
+    ExpertLoad l = expert_load_from_counts({0, 0, 0, 4});
+    CHECK(l.num_assignments == 4);
+    CHECK(l.mean == Approx(1.0));
+    CHECK(l.max == 4);
+    CHECK(l.max_over_mean == Approx(4.0));
+    // sum_ij |xi - xj| = 2 * 3 * 4 = 24; / (2 * 4^2 * 1) = 0.75
+    CHECK(l.gini == Approx(0.75));
+    // variance = (1 + 1 + 1 + 9) / 4 = 3
+    CHECK(l.cv == Approx(std::sqrt(3.0)));
+    CHECK(l.top3_share == Approx(1.0));
+    CHECK(l.idle_experts == 3);
+    CHECK(l.entropy_bits == Approx(0.0).margin(1e-12));
+    CHECK(l.entropy_norm == Approx(0.0).margin(1e-12));
+}
+
+TEST_CASE("load statistics of even and graded loads", "[expert_load]") {
+    ExpertLoad even = expert_load_from_counts({5, 5, 5, 5});
+    CHECK(even.gini == Approx(0.0).margin(1e-12));
+    CHECK(even.cv == Approx(0.0).margin(1e-12));
+    CHECK(even.max_over_mean == Approx(1.0));
+    CHECK(even.entropy_bits == Approx(2.0));
+    CHECK(even.entropy_norm == Approx(1.0));
+    CHECK(even.top3_share == Approx(0.75));
+    CHECK(even.idle_experts == 0);
+
+    // [1,2,3,4]: ordered-pair differences sum to 20; / (2 * 16 * 2.5) = 0.25
+    ExpertLoad graded = expert_load_from_counts({4, 1, 3, 2});
+    CHECK(graded.gini == Approx(0.25));
+    CHECK(graded.max_over_mean == Approx(4.0 / 2.5));
+    CHECK(graded.top3_share == Approx(9.0 / 10.0));
+    // variance = (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25
+    CHECK(graded.cv == Approx(std::sqrt(1.25) / 2.5));
+    double h = 0;
+    for (double c : {1.0, 2.0, 3.0, 4.0}) h -= c / 10 * std::log2(c / 10);
+    CHECK(graded.entropy_bits == Approx(h));
+
+    ExpertLoad empty = expert_load_from_counts({0, 0, 0});
+    CHECK(empty.max_over_mean == 0);
+    CHECK(empty.idle_experts == 3);
+}
+
+TEST_CASE("counting ids: -1 is a dropped selection", "[expert_load]") {
+    const int32_t ids[] = {0, 1, 1, -1, 2, 1};  // 3 tokens, k = 2
+    ExpertLoad l = expert_load(ids, 3, 2, 4);
+    CHECK(l.tokens_per_expert == std::vector<int64_t>{1, 3, 1, 0});
+    CHECK(l.dropped == 1);
+    CHECK(l.num_assignments == 5);
+    CHECK(l.idle_experts == 1);
+}
+
+TEST_CASE("load over windows", "[expert_load]") {
+    const int32_t ids[] = {0, 0, 1, 1, 1};  // k = 1
+    LoadWindows w = load_windows(ids, 5, 1, 2, 2);
+    REQUIRE(w.counts.size() == 3);
+    CHECK(w.counts[0] == std::vector<int64_t>{2, 0});
+    CHECK(w.counts[1] == std::vector<int64_t>{0, 2});
+    CHECK(w.counts[2] == std::vector<int64_t>{0, 1});
+    CHECK(w.start_token == std::vector<int64_t>{0, 2, 4});
+    CHECK(w.num_tokens == std::vector<int64_t>{2, 2, 1});
+    CHECK(w.max_over_mean[0] == Approx(2.0));
+    CHECK(w.max_over_mean[2] == Approx(2.0));
+}
+
+TEST_CASE("co-activation counts and top pairs", "[expert_load]") {
+    const int32_t ids[] = {0, 1, 1, 0, 2, 3, 3, 3, 0, -1};  // k = 2; a repeated id and a -1 make no pair
+    auto m = coactivation_counts(ids, 5, 2, 4);
+    CHECK(m[0 * 4 + 1] == 2);
+    CHECK(m[1 * 4 + 0] == 2);
+    CHECK(m[2 * 4 + 3] == 1);
+    CHECK(m[3 * 4 + 3] == 0);
+    int64_t total = 0;
+    for (int64_t v : m) total += v;
+    CHECK(total == 6);
+    auto top = top_coactivation_pairs(m, 4, 5);
+    REQUIRE(top.size() == 2);
+    CHECK((top[0].a == 0 && top[0].b == 1 && top[0].count == 2));
+    CHECK((top[1].a == 2 && top[1].b == 3 && top[1].count == 1));
+}
+
+TEST_CASE("switch rate between consecutive tokens of a sequence", "[expert_load]") {
+    const int32_t ids[] = {0, 1, 1, 0, 1, 2, 2, 1};  // sets {0,1} {0,1} {1,2} {1,2}
+    SwitchStats one = switch_stats(ids, 4, 2, {});
+    CHECK(one.num_pairs == 3);
+    CHECK(one.num_switches == 1);
+    CHECK(one.switch_rate == Approx(1.0 / 3.0));
+    CHECK(one.mean_overlap == Approx((1.0 + 0.5 + 1.0) / 3.0));
+    // Two sequences [0, 2) and [2, 4): the pair across the boundary does not count.
+    SwitchStats two = switch_stats(ids, 4, 2, {0, 2});
+    CHECK(two.num_pairs == 2);
+    CHECK(two.num_switches == 0);
+    CHECK(two.switch_rate == 0);
+}
+
+TEST_CASE("router entropy, top-1 probability and logit range", "[expert_load]") {
+    const float flat[] = {0, 0, 0, 0};
+    RouterStats f = router_stats(flat, 1, 4);
+    CHECK(f.entropy_bits_mean == Approx(2.0));
+    CHECK(f.entropy_norm_mean == Approx(1.0));
+    CHECK(f.top1_prob_mean == Approx(0.25));
+    CHECK(f.logit_range_mean == Approx(0.0));
+
+    // Token 0 flat; token 1 logits [ln 4, 0, 0, 0] -> p = [4/7, 1/7, 1/7, 1/7].
+    const float two[] = {0, 0, 0, 0, static_cast<float>(std::log(4.0)), 0, 0, 0};
+    RouterStats r = router_stats(two, 2, 4);
+    double h1 = -(4.0 / 7 * std::log2(4.0 / 7) + 3.0 / 7 * std::log2(1.0 / 7));
+    CHECK(r.entropy_bits_mean == Approx((2.0 + h1) / 2).epsilon(1e-6));
+    CHECK(r.entropy_bits_p95 == Approx(2.0));  // nearest rank: the larger of two
+    CHECK(r.top1_prob_mean == Approx((0.25 + 4.0 / 7) / 2).epsilon(1e-6));
+    CHECK(r.logit_min == Approx(0.0));
+    CHECK(r.logit_max == Approx(std::log(4.0)).epsilon(1e-6));
+    CHECK(r.logit_range_mean == Approx(std::log(4.0) / 2).epsilon(1e-6));
+
+    CHECK(percentile_nearest_rank({5, 1, 3, 2, 4}, 0.5) == 3);
+    CHECK(percentile_nearest_rank({}, 0.5) == 0);
+}
