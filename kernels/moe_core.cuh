@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: Apache-2.0
+// The per-row and per-element semantics shared by the CPU backend (g++) and the CUDA kernels (nvcc): tie-break,
+// top-k, each family's routing, soft top-N, capacity drops, permutation maps, activations and the weight RNG.
+#pragma once
+#include "common/hd.hpp"
+
+#include <math.h>
+#include <stdint.h>
+
+// Rules (style.md 2.3): inline, allocation-free, exception-free; scalars or raw pointers + extents; C math only.
+// Callers own the parallel decomposition; these functions define what one row (or one element) must produce.
+
+namespace moebench {
+namespace core {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tie-break rule, stated once: the higher score wins; on equal scores the lower expert id wins.
+// ---------------------------------------------------------------------------------------------------------------
+MOEBENCH_HD inline bool topk_better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
+
+/// Inserts (score, id) into best_scores/best_ids, kept sorted best-first by topk_better; `count` is the number
+/// held so far (<= k) and is updated. A candidate worse than all k held ones is ignored.
+MOEBENCH_HD inline void topk_insert(float score, int id, float* best_scores, int* best_ids, int k, int* count) {
+    int n = *count;
+    if (n == k) {
+        if (!topk_better(score, id, best_scores[k - 1], best_ids[k - 1])) return;
+        n = k - 1;  // the last one falls out
+    }
+    int pos = n;
+    while (pos > 0 && topk_better(score, id, best_scores[pos - 1], best_ids[pos - 1])) {
+        best_scores[pos] = best_scores[pos - 1];
+        best_ids[pos] = best_ids[pos - 1];
+        --pos;
+    }
+    best_scores[pos] = score;
+    best_ids[pos] = id;
+    *count = n + 1;
+}
+
+/// Top-k of scores[0..n) (k <= n), best first. Entries with keep != nullptr && !keep[i] are skipped.
+MOEBENCH_HD inline int topk_row(const float* scores, int n, int k, const unsigned char* keep, float* out_scores,
+                                int* out_ids) {
+    int count = 0;
+    for (int i = 0; i < n; ++i) {
+        if (keep && !keep[i]) continue;
+        topk_insert(scores[i], i, out_scores, out_ids, k, &count);
+    }
+    return count;
+}
+
+MOEBENCH_HD inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/// Numerically stable softmax of in[0..n) into out (may alias in).
+MOEBENCH_HD inline void softmax_row(const float* in, int n, float* out) {
+    float mx = in[0];
+    for (int i = 1; i < n; ++i) mx = fmaxf(mx, in[i]);
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        out[i] = expf(in[i] - mx);
+        sum += out[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < n; ++i) out[i] *= inv;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Routing of one token row. Values equal the int values of moebench::RoutingKind (config/model_config.hpp);
+// the CPU backend static_asserts that they match.
+// ---------------------------------------------------------------------------------------------------------------
+enum RouteKind : int {
+    kRouteSoftmaxTopk = 0,        // Qwen2/3-MoE, OLMoE, DBRX, DeepSeekMoE
+    kRouteTopkSoftmax = 1,        // Mixtral, gpt-oss (router bias already in the logits)
+    kRouteSigmoidGroupTopk = 2,   // DeepSeek-V3, Kimi-K2
+    kRouteSoftmaxGroupGreedy = 3, // DeepSeek-V2
+    kRouteTopkSigmoid = 4,        // Llama-4
+};
+
+struct RouteParams {
+    int kind = kRouteSoftmaxTopk;
+    int num_experts = 0;
+    int top_k = 0;
+    int norm_topk_prob = 0;
+    float routed_scaling_factor = 1.0f;
+    int num_groups = 1;
+    int topk_groups = 1;
+};
+
+/// Floats of scratch route_row needs: scores, choice scores, group scores (+ a byte mask stored in floats).
+MOEBENCH_HD inline int route_scratch_floats(int num_experts, int num_groups) {
+    return 2 * num_experts + 2 * num_groups + num_experts;
+}
+
+/// Llama-4 multiplies the expert INPUT by the router weight (routed_in = x * score) instead of the output;
+/// with a non-linear expert the two differ, so the backend must know.
+MOEBENCH_HD inline bool route_scales_input(int kind) { return kind == kRouteTopkSigmoid; }
+
+/// Chooses `num_groups`' best `topk_groups` groups by group_scores and marks the experts of the others as not kept.
+MOEBENCH_HD inline void group_mask(const float* group_scores, int num_groups, int topk_groups, int group_size,
+                                   float* gscratch_scores, int* gscratch_ids, unsigned char* keep) {
+    const int got = topk_row(group_scores, num_groups, topk_groups, nullptr, gscratch_scores, gscratch_ids);
+    for (int g = 0; g < num_groups; ++g) {
+        unsigned char chosen = 0;
+        for (int j = 0; j < got; ++j) chosen |= (gscratch_ids[j] == g);
+        for (int i = 0; i < group_size; ++i) keep[g * group_size + i] = chosen;
+    }
+}
+
+/// One row of the family's routing: logits[E] -> ids[k], weights[k] (best first). correction_bias[E] may be null
+/// (DeepSeek-V3's e_score_correction_bias: added for selection only). scratch: route_scratch_floats() floats.
+MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, const float* correction_bias,
+                                  float* scratch, int* ids, float* weights) {
+    const int E = p.num_experts, K = p.top_k, G = p.num_groups > 0 ? p.num_groups : 1;
+    float* scores = scratch;             // [E]
+    float* choice = scratch + E;         // [E]
+    float* gscores = scratch + 2 * E;    // [G]
+    float* gsel = gscores + G;           // [G] (scores of chosen groups; ids reuse `ids` temporarily is unsafe)
+    unsigned char* keep = reinterpret_cast<unsigned char*>(gsel + G);  // [E] bytes
+    int gids[64];                        // topk_groups <= 64 (checked by the host; real models have <= 8 groups)
+    const int group_size = E / G;
+
+    switch (p.kind) {
+    case kRouteTopkSoftmax: {
+        // gpt-oss: topk(logits) then softmax over the k values; Mixtral's softmax->topk->renorm is the same math.
+        topk_row(logits, E, K, nullptr, weights, ids);
+        softmax_row(weights, K, weights);
+        break;
+    }
+    case kRouteTopkSigmoid: {
+        // Llama-4: topk(logits), weight = sigmoid(selected logit).
+        topk_row(logits, E, K, nullptr, weights, ids);
+        for (int j = 0; j < K; ++j) weights[j] = sigmoidf_(weights[j]);
+        break;
+    }
+    case kRouteSigmoidGroupTopk: {
+        // DeepSeek-V3 (reference inference/model.py Gate): s = sigmoid(l); choice = s + bias; group score = sum of
+        // the top-2 choice scores in the group; keep topk_groups groups (others excluded, i.e. -inf); top-k by
+        // choice; weights are the un-biased s of the chosen; renormalise (+1e-20, as HF) if norm_topk_prob; scale.
+        for (int i = 0; i < E; ++i) {
+            scores[i] = sigmoidf_(logits[i]);
+            choice[i] = scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
+        }
+        for (int i = 0; i < E; ++i) keep[i] = 1;
+        if (G > 1 && p.topk_groups < G) {
+            for (int g = 0; g < G; ++g) {
+                float b2[2];
+                int i2[2];
+                const int n2 = topk_row(choice + g * group_size, group_size, group_size >= 2 ? 2 : 1, nullptr, b2, i2);
+                gscores[g] = n2 == 2 ? b2[0] + b2[1] : b2[0];
+            }
+            group_mask(gscores, G, p.topk_groups, group_size, gsel, gids, keep);
+        }
+        topk_row(choice, E, K, keep, weights, ids);
+        float sum = 0.0f;
+        for (int j = 0; j < K; ++j) {
+            weights[j] = scores[ids[j]];
+            sum += weights[j];
+        }
+        const float norm = p.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
+        for (int j = 0; j < K; ++j) weights[j] = weights[j] * norm * p.routed_scaling_factor;
+        break;
+    }
+    case kRouteSoftmaxGroupGreedy: {
+        // DeepSeek-V2 (modeling_deepseek.py MoEGate, group_limited_greedy): s = softmax(l); group score = max of
+        // the group; keep topk_groups groups; top-k of s among them. Then, as the reference: if top_k > 1 and
+        // norm_topk_prob, w /= (sum + 1e-20); otherwise w *= routed_scaling_factor.
+        softmax_row(logits, E, scores);
+        for (int i = 0; i < E; ++i) keep[i] = 1;
+        if (G > 1 && p.topk_groups < G) {
+            for (int g = 0; g < G; ++g) {
+                float mx = scores[g * group_size];
+                for (int i = 1; i < group_size; ++i) mx = fmaxf(mx, scores[g * group_size + i]);
+                gscores[g] = mx;
+            }
+            group_mask(gscores, G, p.topk_groups, group_size, gsel, gids, keep);
+        }
+        topk_row(scores, E, K, keep, weights, ids);
+        if (K > 1 && p.norm_topk_prob) {
+            float sum = 0.0f;
+            for (int j = 0; j < K; ++j) sum += weights[j];
+            for (int j = 0; j < K; ++j) weights[j] /= (sum + 1e-20f);
+        } else {
+            for (int j = 0; j < K; ++j) weights[j] *= p.routed_scaling_factor;
+        }
+        break;
+    }
+    case kRouteSoftmaxTopk:
+    default: {
+        // Qwen/OLMoE/DBRX/DeepSeekMoE: softmax over all experts, top-k, renormalise if norm_topk_prob
+        // (HF: w /= w.sum(), no epsilon), then routed_scaling_factor (1.0 for these families).
+        softmax_row(logits, E, scores);
+        topk_row(scores, E, K, nullptr, weights, ids);
+        if (p.norm_topk_prob) {
+            float sum = 0.0f;
+            for (int j = 0; j < K; ++j) sum += weights[j];
+            for (int j = 0; j < K; ++j) weights[j] /= sum;
+        }
+        for (int j = 0; j < K; ++j) weights[j] *= p.routed_scaling_factor;
+        break;
+    }
+    }
+}
+
+/// Soft top-N (the seeds' option): softmax over all E experts, keep the N most probable, renormalise over the N.
+/// scratch: E floats.
+MOEBENCH_HD inline void soft_topn_row(const float* logits, int num_experts, int n, float* scratch, int* ids,
+                                      float* weights) {
+    softmax_row(logits, num_experts, scratch);
+    topk_row(scratch, num_experts, n, nullptr, weights, ids);
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += weights[j];
+    for (int j = 0; j < n; ++j) weights[j] /= sum;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Capacity and permutation.
+// ---------------------------------------------------------------------------------------------------------------
+/// capacity = ceil(capacity_factor * T * k / E) per expert; capacity_factor <= 0 means dropless (returns -1).
+MOEBENCH_HD inline int64_t expert_capacity(double capacity_factor, int64_t num_tokens, int k, int num_experts) {
+    if (capacity_factor <= 0.0) return -1;
+    // Round the product before ceil so that e.g. 1.0 * 16 / 8 stays exactly 2 under any FP contraction.
+    const double c = capacity_factor * static_cast<double>(num_tokens) * k / num_experts;
+    const double r = floor(c * 1e9 + 0.5) / 1e9;
+    return static_cast<int64_t>(ceil(r));
+}
+
+/// Drops assignments beyond `capacity` in arrival order (token order, then slot order): their id becomes -1 and
+/// their weight 0. counts[E] receives the kept tokens per expert. Returns the number dropped. capacity < 0: none.
+/// ids already -1 (e.g. from an override) are skipped and not counted as drops.
+MOEBENCH_HD inline int64_t apply_capacity(int32_t* ids, float* weights, int64_t num_tokens, int k, int num_experts,
+                                          int64_t capacity, int64_t* counts) {
+    for (int e = 0; e < num_experts; ++e) counts[e] = 0;
+    int64_t dropped = 0;
+    for (int64_t a = 0; a < num_tokens * k; ++a) {
+        const int e = ids[a];
+        if (e < 0) continue;
+        if (capacity >= 0 && counts[e] >= capacity) {
+            ids[a] = -1;
+            weights[a] = 0.0f;
+            ++dropped;
+        } else {
+            ++counts[e];
+        }
+    }
+    return dropped;
+}
+
+/// Exclusive prefix sum: offsets[0] = 0, offsets[e+1] = offsets[e] + counts[e] (offsets has E+1 entries).
+MOEBENCH_HD inline void exclusive_offsets(const int64_t* counts, int num_experts, int64_t* offsets) {
+    offsets[0] = 0;
+    for (int e = 0; e < num_experts; ++e) offsets[e + 1] = offsets[e] + counts[e];
+}
+
+/// Stable permutation: rows grouped by expert, ascending (token, slot) within an expert.
+/// slot_of[t*k+j] = row in the permuted buffer (-1 when dropped); token_of_row[row] = t.
+/// cursor: E int64 of scratch.
+MOEBENCH_HD inline void permutation_map(const int32_t* ids, int64_t num_tokens, int k, int num_experts,
+                                        const int64_t* offsets, int64_t* cursor, int64_t* slot_of,
+                                        int32_t* token_of_row) {
+    for (int e = 0; e < num_experts; ++e) cursor[e] = offsets[e];
+    for (int64_t a = 0; a < num_tokens * k; ++a) {
+        const int e = ids[a];
+        if (e < 0) {
+            slot_of[a] = -1;
+            continue;
+        }
+        const int64_t row = cursor[e]++;
+        slot_of[a] = row;
+        token_of_row[row] = static_cast<int32_t>(a / k);
+    }
+}
+
+/// The same row as permutation_map computes, for one assignment (parallel form: O(a) scan).
+MOEBENCH_HD inline int64_t permuted_row(const int32_t* ids, int64_t a, const int64_t* offsets) {
+    const int e = ids[a];
+    if (e < 0) return -1;
+    int64_t before = 0;
+    for (int64_t b = 0; b < a; ++b) before += (ids[b] == e);
+    return offsets[e] + before;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Activations (elementwise).
+// ---------------------------------------------------------------------------------------------------------------
+MOEBENCH_HD inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/// GELU, tanh approximation (jax.nn.gelu default, as Grok-1 uses): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+MOEBENCH_HD inline float gelu_tanh(float x) {
+    const float c = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+MOEBENCH_HD inline float swiglu(float gate, float up) { return silu(gate) * up; }
+MOEBENCH_HD inline float geglu(float gate, float up) { return gelu_tanh(gate) * up; }
+/// gpt-oss: gate clamped to <= limit, up to [-limit, limit]; gate * sigmoid(alpha * gate) * (up + 1).
+MOEBENCH_HD inline float swiglu_oai(float gate, float up, float limit, float alpha) {
+    gate = fminf(gate, limit);
+    up = fminf(fmaxf(up, -limit), limit);
+    return gate * sigmoidf_(alpha * gate) * (up + 1.0f);
+}
+inline constexpr float kSwigluOaiLimit = 7.0f;
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+
+/// Activation selector; values equal moebench::Activation (swiglu, geglu, swiglu_oai).
+enum ActKind : int { kActSwiglu = 0, kActGeglu = 1, kActSwigluOai = 2 };
+MOEBENCH_HD inline float activate(int kind, float gate, float up, float limit) {
+    if (kind == kActGeglu) return geglu(gate, up);
+    if (kind == kActSwigluOai) return swiglu_oai(gate, up, limit, kSwigluOaiAlpha);
+    return swiglu(gate, up);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Weights from the seed: a counter-based RNG, so any element of any tensor can be generated alone (CPU threads or
+// CUDA threads) and both backends hold identical weights for --check.
+// ---------------------------------------------------------------------------------------------------------------
+MOEBENCH_HD inline uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/// Tensor identities; a tensor's stream is weight_stream(layer, id) (layer -1 for model-level tensors).
+enum WeightId : uint32_t {
+    kWEmbed = 1, kWLmHead, kWFinalNorm, kWFinalNormBias, kWTokenIds,
+    kWAttnNorm = 16, kWAttnNormBias, kWFfnNorm, kWFfnNormBias, kWPostAttnNorm, kWPostFfnNorm,
+    kWQ = 32, kWK, kWV, kWO, kWQBias, kWKBias, kWVBias, kWOBias, kWQNorm, kWKNorm, kWSinks,
+    kWQA, kWQANorm, kWQB, kWKVA, kWKVANorm, kWKVB, kWKCache, kWVCache,
+    kWRouter = 64, kWRouterBias, kWCorrectionBias,
+    kWGate, kWUp, kWDown, kWBGate, kWBUp, kWBDown,
+    kWSharedGate, kWSharedUp, kWSharedDown, kWSharedGateWeight,
+    kWDenseGate = 96, kWDenseUp, kWDenseDown,
+};
+
+MOEBENCH_HD inline uint64_t weight_stream(int64_t layer, uint32_t id) {
+    return (static_cast<uint64_t>(layer + 1) << 16) | id;
+}
+
+/// Base of a tensor's sequence; element i is uniform_pm1(base, i).
+MOEBENCH_HD inline uint64_t rng_base(uint64_t seed, uint64_t stream) { return mix64(mix64(seed) ^ stream); }
+
+/// Uniform in [-1, 1) from 24 random bits (exactly representable in fp32 and bf16-friendly).
+MOEBENCH_HD inline float uniform_pm1(uint64_t base, uint64_t index) {
+    const uint64_t h = mix64(base + index * 0xD1B54A32D192ED03ull);
+    return static_cast<float>(static_cast<int32_t>(h >> 40)) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+/// Half-width of the uniform for a linear layer with `fan_in` inputs: variance 1/fan_in keeps activations O(1).
+MOEBENCH_HD inline float linear_init_scale(int64_t fan_in) { return sqrtf(3.0f / static_cast<float>(fan_in)); }
+
+}  // namespace core
+}  // namespace moebench

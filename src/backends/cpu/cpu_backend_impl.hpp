@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU backend's state: weights, activation buffers and per-MoE-layer results. Internal to src/backends/cpu
+// and to the tests (which read hidden() to check whole phases against reference loops).
+#pragma once
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/cpu_weights.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace moebench::cpu {
+
+/// Per MoE layer slot: the block's input and output (kept for --dump-tensors) and what routing did.
+struct MoeSlotState {
+    FBuf moe_in;                 // [T, H] ffn_norm output
+    FBuf moe_out;                // [T, H] routed + shared, before the residual add
+    MoeLayerResult result;
+    int64_t k = 0;               // k of the selection used in the last step (family k, soft top-N or override)
+};
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend() = default;
+    std::string name() const override { return "cpu"; }
+    json describe() const override;
+    void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                 const RunOptions& opt) override;
+    void set_routing_override(const StepRouting* routing) override;
+    void begin_step() override;
+    void run_phase(Phase phase, int64_t layer_slot) override;
+    void mark() override;
+    std::vector<double> end_step() override;
+    MoeLayerResult moe_result(int64_t layer_slot) const override;
+    std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const override;
+
+    // For tests and tools.
+    const float* hidden() const { return x_.data(); }        // residual stream [T, H]
+    float* hidden_mut() { return x_.data(); }
+    const float* lm_logits() const { return lm_logits_.data(); }  // [lm_rows, V]
+    int64_t lm_rows() const { return lm_rows_; }
+    const int32_t* token_ids() const { return token_ids_.data(); }
+    const ModelWeights& weights() const { return w_; }
+    const Dims& dims() const { return d_; }
+    int64_t num_tokens() const { return T_; }
+
+private:
+    void phase_embed();
+    void phase_attn_norm(int64_t slot);
+    void phase_qkv(int64_t slot);
+    void phase_attention(int64_t slot);
+    void phase_o_proj(int64_t slot);
+    void phase_ffn_norm(int64_t slot);
+    void phase_router(int64_t slot);
+    void phase_topk(int64_t slot);
+    void phase_permute(int64_t slot);
+    void phase_expert_up(int64_t slot);
+    void phase_activation(int64_t slot);
+    void phase_expert_down(int64_t slot);
+    void phase_shared(int64_t slot);
+    void phase_unpermute(int64_t slot);
+    void phase_dense(int64_t slot);
+    void phase_final_norm();
+    void phase_lm_head();
+
+    void norm(const float* x, const FBuf& w, const FBuf& b, float* out, int64_t rows) const;
+    void ensure_routing_capacity(int64_t k);
+    float* ffn_in(int64_t slot);
+    LayerWeights& lw(int64_t slot);
+
+    ModelConfig m_;
+    Dims d_;
+    StepShape shape_;
+    RunOptions opt_;
+    std::vector<int64_t> layers_;
+    int64_t T_ = 0;
+    std::unique_ptr<ThreadPool> pool_;
+    ModelWeights w_;
+
+    // Activations, row-major. T = tokens of the step; Kmax = largest k a selection may have.
+    FBuf x_, xn_, fin_, tmp_h_;              // [T, H]
+    FBuf x0_;                                // [T, H] embedding output: each step starts from it
+    FBuf qkv_, q_, k_, v_, attn_out_;         // [T, qkv_width], [T, nh*dq], [T, nkv*dq], [T, nkv*dv], [T, nh*dv]
+    FBuf q_a_, kv_a_, kv_lat_, kvb_;         // MLA: [T, q_lora], [T, kv_lora+rope], [T, kv_lora], [T, nh*(nope+dv)]
+    FBuf logits_;                             // [T, E]
+    std::vector<int32_t> ids_;                // [T, Kmax]
+    std::vector<float> wts_;                  // [T, Kmax]
+    std::vector<int64_t> slot_of_, counts_, offsets_, cursor_;
+    std::vector<int32_t> token_of_row_;
+    FBuf xperm_, gu_, act_, yperm_;           // [T*Kmax, H], [T*Kmax, 2I], [T*Kmax, I], [T*Kmax, H]
+    FBuf sgu_, sact_, sout_;                  // shared: [T, 2*SI], [T, SI], [T, H]
+    FBuf dgu_, dact_;                         // dense: [T, 2*Id], [T, Id]
+    FBuf lm_in_, lm_logits_;                  // [lm_rows, H], [lm_rows, V]
+    int64_t lm_rows_ = 0;
+    int64_t kmax_ = 0;
+    std::vector<int32_t> token_ids_;          // [T]
+    std::vector<int64_t> positions_;          // [T]
+    FBuf rope_cs_;                            // [num_positions, rot_dim]
+    std::vector<MoeSlotState> moe_;           // per layer slot (empty buffers for dense slots)
+    bool has_override_ = false;
+    StepRouting override_;
+    std::vector<std::chrono::steady_clock::time_point> marks_;
+};
+
+/// Activation floats the buffers above take (for the memory preflight).
+int64_t activation_floats(const ModelConfig& m, const std::vector<int64_t>& layers, const StepShape& shape,
+                          int64_t kmax);
+
+}  // namespace moebench::cpu

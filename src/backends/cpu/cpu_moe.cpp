@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+// FFN phases of the CPU backend: ffn_norm, router_gemm, topk (family routing / soft top-N / override, then
+// capacity), permute, per-expert GEMMs (timed per expert), activation, shared experts, unpermute_reduce, dense_mlp.
+#include "backends/cpu/cpu_backend_impl.hpp"
+
+#include "backends/cpu/cpu_ops.hpp"
+#include "kernels/moe_core.cuh"
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+namespace moebench::cpu {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+}  // namespace
+
+void CpuBackend::phase_ffn_norm(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    norm(x_.data(), w.ffn_norm_w, w.ffn_norm_b, ffn_in(slot), T_);
+}
+
+void CpuBackend::phase_router(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    gemm_auto(*pool_, T_, d_.E, d_.H, ffn_in(slot), w.router_w.data(), logits_.data());
+    if (!w.router_b.empty()) add_bias_rows(*pool_, logits_.data(), w.router_b.data(), T_, d_.E);  // gpt-oss
+}
+
+void CpuBackend::phase_topk(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    MoeSlotState& st = moe_[static_cast<size_t>(slot)];
+    const int E = static_cast<int>(d_.E);
+    core::RouteParams rp;
+    rp.kind = static_cast<int>(m_.moe.routing);
+    rp.num_experts = E;
+    rp.top_k = static_cast<int>(d_.K);
+    rp.norm_topk_prob = m_.moe.norm_topk_prob ? 1 : 0;
+    rp.routed_scaling_factor = static_cast<float>(m_.moe.routed_scaling_factor);
+    rp.num_groups = static_cast<int>(std::max<int64_t>(1, m_.moe.num_groups));
+    rp.topk_groups = static_cast<int>(std::max<int64_t>(1, m_.moe.topk_groups));
+    const int64_t soft = opt_.soft_topn;
+    int64_t k = soft > 0 ? soft : d_.K;
+    const float* logits = logits_.data();
+    const float* corr = w.correction_b.empty() ? nullptr : w.correction_b.data();
+    int32_t* ids = ids_.data();
+    float* wts = wts_.data();
+    // 1. The family's routing (or soft top-N) on every token row; runs even when an override follows.
+    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
+        std::vector<float> scratch(static_cast<size_t>(core::route_scratch_floats(E, rp.num_groups)));
+        std::vector<int> row_ids(static_cast<size_t>(k));
+        for (int64_t t = b; t < e; ++t) {
+            if (soft > 0)
+                core::soft_topn_row(logits + t * E, E, static_cast<int>(k), scratch.data(), row_ids.data(), wts + t * k);
+            else
+                core::route_row(rp, logits + t * E, corr, scratch.data(), row_ids.data(), wts + t * k);
+            for (int64_t j = 0; j < k; ++j) ids[t * k + j] = row_ids[static_cast<size_t>(j)];
+        }
+    }, 8);
+    // 2. A workload's routing replaces the selection.
+    if (has_override_ && slot < static_cast<int64_t>(override_.per_layer.size()) &&
+        override_.per_layer[static_cast<size_t>(slot)].k > 0) {
+        const LayerRouting& r = override_.per_layer[static_cast<size_t>(slot)];
+        k = r.k;
+        std::memcpy(ids, r.ids.data(), sizeof(int32_t) * T_ * k);
+        if (static_cast<int64_t>(r.weights.size()) == T_ * k)
+            std::memcpy(wts, r.weights.data(), sizeof(float) * T_ * k);
+        else
+            for (int64_t a = 0; a < T_ * k; ++a) wts[a] = 1.0f / static_cast<float>(k);  // no weights given: uniform
+    }
+    // 3. Capacity: drops in arrival order (token, then slot), counted.
+    const int64_t cap = core::expert_capacity(opt_.capacity_factor, T_, static_cast<int>(k), E);
+    const int64_t dropped = core::apply_capacity(ids, wts, T_, static_cast<int>(k), E, cap, counts_.data());
+    st.k = k;
+    MoeLayerResult& res = st.result;
+    res.routing.num_tokens = T_;
+    res.routing.k = k;
+    res.routing.ids.assign(ids, ids + T_ * k);
+    res.routing.weights.assign(wts, wts + T_ * k);
+    res.tokens_per_expert.assign(counts_.begin(), counts_.end());
+    res.dropped = dropped;
+    res.router_logits.assign(logits, logits + T_ * E);
+    res.expert_gemm_us.assign(static_cast<size_t>(E), 0.0);
+}
+
+void CpuBackend::phase_permute(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    const MoeSlotState& st = moe_[static_cast<size_t>(slot)];
+    const int64_t k = st.k, H = d_.H;
+    const int E = static_cast<int>(d_.E);
+    // counts_ already holds the kept tokens per expert (apply_capacity); offsets and the stable map follow.
+    core::exclusive_offsets(counts_.data(), E, offsets_.data());
+    core::permutation_map(ids_.data(), T_, static_cast<int>(k), E, offsets_.data(), cursor_.data(), slot_of_.data(),
+                          token_of_row_.data());
+    const bool scale_in = core::route_scales_input(static_cast<int>(m_.moe.routing));
+    const float* src = ffn_in(slot);
+    float* dst = xperm_.data();
+    const int64_t* slot_of = slot_of_.data();
+    const float* wts = wts_.data();
+    pool_->parallel_for(T_ * k, [&](int64_t b, int64_t e) {
+        for (int64_t a = b; a < e; ++a) {
+            const int64_t row = slot_of[a];
+            if (row < 0) continue;
+            const float* xr = src + (a / k) * H;
+            float* dr = dst + row * H;
+            if (scale_in) {  // Llama-4: routed_in = x * router score
+                const float s = wts[a];
+                for (int64_t i = 0; i < H; ++i) dr[i] = xr[i] * s;
+            } else {
+                std::memcpy(dr, xr, sizeof(float) * H);
+            }
+        }
+    }, 16);
+}
+
+void CpuBackend::phase_expert_up(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    MoeSlotState& st = moe_[static_cast<size_t>(slot)];
+    const int64_t H = d_.H, I2 = 2 * d_.I;
+    for (int64_t e = 0; e < d_.E; ++e) {
+        const int64_t m = counts_[e], off = offsets_[e];
+        if (m == 0) continue;  // only the tokens routed to each expert; idle experts cost nothing
+        const auto t0 = Clock::now();
+        gemm_auto(*pool_, m, I2, H, xperm_.data() + off * H, w.w_gu.data() + e * I2 * H, gu_.data() + off * I2);
+        if (!w.b_gu.empty()) add_bias_rows(*pool_, gu_.data() + off * I2, w.b_gu.data() + e * I2, m, I2);
+        st.result.expert_gemm_us[static_cast<size_t>(e)] += us_since(t0);
+    }
+}
+
+void CpuBackend::phase_activation(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    const int64_t rows = offsets_[d_.E], I = d_.I;
+    const int kind = static_cast<int>(m_.activation);
+    const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    const float* gu = gu_.data();
+    float* act = act_.data();
+    pool_->parallel_for(rows, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r)
+            for (int64_t i = 0; i < I; ++i) act[r * I + i] = core::activate(kind, gu[r * 2 * I + i], gu[r * 2 * I + I + i], limit);
+    }, 4);
+}
+
+void CpuBackend::phase_expert_down(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    MoeSlotState& st = moe_[static_cast<size_t>(slot)];
+    const int64_t H = d_.H, I = d_.I;
+    for (int64_t e = 0; e < d_.E; ++e) {
+        const int64_t m = counts_[e], off = offsets_[e];
+        if (m == 0) continue;
+        const auto t0 = Clock::now();
+        gemm_auto(*pool_, m, H, I, act_.data() + off * I, w.w_down.data() + e * H * I, yperm_.data() + off * H);
+        if (!w.b_down.empty()) add_bias_rows(*pool_, yperm_.data() + off * H, w.b_down.data() + e * H, m, H);
+        st.result.expert_gemm_us[static_cast<size_t>(e)] += us_since(t0);
+    }
+}
+
+void CpuBackend::phase_shared(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe || d_.shared_I == 0) return;
+    const int64_t H = d_.H, SI = d_.shared_I;
+    const float* xin = ffn_in(slot);
+    // The S shared experts as one MLP of width S * Is: the same sum, one GEMM each way.
+    gemm_auto(*pool_, T_, 2 * SI, H, xin, w.shared_gu.data(), sgu_.data());
+    const int kind = static_cast<int>(m_.activation);
+    const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    const float* sgu = sgu_.data();
+    float* sact = sact_.data();
+    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+            for (int64_t i = 0; i < SI; ++i) sact[t * SI + i] = core::activate(kind, sgu[t * 2 * SI + i], sgu[t * 2 * SI + SI + i], limit);
+    }, 4);
+    gemm_auto(*pool_, T_, H, SI, sact_.data(), w.shared_down.data(), sout_.data());
+    if (!w.shared_gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w_gate) scales the shared output
+        const float* gw = w.shared_gate_w.data();
+        float* so = sout_.data();
+        pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t) {
+                double z = 0.0;
+                for (int64_t i = 0; i < H; ++i) z += static_cast<double>(xin[t * H + i]) * gw[i];
+                const float g = core::sigmoidf_(static_cast<float>(z));
+                for (int64_t i = 0; i < H; ++i) so[t * H + i] *= g;
+            }
+        }, 4);
+    }
+}
+
+void CpuBackend::phase_unpermute(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (!w.is_moe) return;
+    MoeSlotState& st = moe_[static_cast<size_t>(slot)];
+    const int64_t k = st.k, H = d_.H;
+    const bool scale_in = core::route_scales_input(static_cast<int>(m_.moe.routing));
+    const bool shared = d_.shared_I > 0;
+    const int64_t* slot_of = slot_of_.data();
+    const float *wts = wts_.data(), *y = yperm_.data(), *so = shared ? sout_.data() : nullptr;
+    float* out = st.moe_out.data();
+    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            float* o = out + t * H;
+            if (so) std::memcpy(o, so + t * H, sizeof(float) * H);
+            else std::memset(o, 0, sizeof(float) * H);
+            for (int64_t j = 0; j < k; ++j) {  // slot order, so the sum order is fixed
+                const int64_t row = slot_of[t * k + j];
+                if (row < 0) continue;  // dropped by capacity
+                const float s = scale_in ? 1.0f : wts[t * k + j];
+                const float* yr = y + row * H;
+                for (int64_t i = 0; i < H; ++i) o[i] += s * yr[i];
+            }
+        }
+    }, 4);
+    // Residual add (Grok-1 normalises the block output first).
+    const float* add = out;
+    if (!w.post_ffn_norm_w.empty()) {
+        norm(out, w.post_ffn_norm_w, FBuf{}, tmp_h_.data(), T_);
+        add = tmp_h_.data();
+    }
+    float* x = x_.data();
+    pool_->parallel_for(T_ * H, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] += add[i];
+    }, 1 << 14);
+}
+
+void CpuBackend::phase_dense(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    if (w.is_moe || d_.dense_I == 0) return;
+    const int64_t H = d_.H, Id = d_.dense_I;
+    gemm_auto(*pool_, T_, 2 * Id, H, ffn_in(slot), w.dense_gu.data(), dgu_.data());
+    const int kind = static_cast<int>(m_.activation);
+    const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    const float* gu = dgu_.data();
+    float* act = dact_.data();
+    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+            for (int64_t i = 0; i < Id; ++i) act[t * Id + i] = core::activate(kind, gu[t * 2 * Id + i], gu[t * 2 * Id + Id + i], limit);
+    }, 4);
+    if (w.post_ffn_norm_w.empty()) {
+        gemm_auto(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), x_.data(), 1.0f);  // residual add inside the GEMM
+        return;
+    }
+    gemm_auto(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), tmp_h_.data());
+    norm(tmp_h_.data(), w.post_ffn_norm_w, FBuf{}, tmp_h_.data(), T_);
+    float *x = x_.data(), *o = tmp_h_.data();
+    pool_->parallel_for(T_ * H, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] += o[i];
+    }, 1 << 14);
+}
+
+}  // namespace moebench::cpu

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// Random fp32 weights of the layers being run, generated from the run seed with the shared counter-based RNG
+// (kernels/moe_core.cuh), so the CUDA backend can produce the same values. Also the memory preflight.
+#pragma once
+#include "backends/cpu/thread_pool.hpp"
+#include "config/model_config.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moebench::cpu {
+
+/// An uninitialised float buffer (no zero-fill: generation touches pages in parallel).
+struct FBuf {
+    std::unique_ptr<float[]> p;
+    int64_t n = 0;
+    void alloc(int64_t count) {
+        p.reset(count > 0 ? new float[static_cast<size_t>(count)] : nullptr);
+        n = count;
+    }
+    float* data() { return p.get(); }
+    const float* data() const { return p.get(); }
+    bool empty() const { return n == 0; }
+};
+
+/// Every dimension the phases need, resolved once from the ModelConfig.
+struct Dims {
+    int64_t H = 0, V = 0;
+    // attention
+    bool mla = false;
+    int64_t nh = 0, nkv = 0, qk_dim = 0, v_dim = 0;   // per head; MLA: nkv == nh after kv_b expansion
+    int64_t rot_dim = 0, rot_offset = 0;              // RoPE part of each q/k head
+    int64_t q_lora = 0, kv_lora = 0, nope = 0;        // MLA
+    int64_t qkv_width = 0;                            // GQA fused q|k|v width
+    // FFN
+    int64_t E = 0, K = 0, I = 0, shared_I = 0, dense_I = 0;  // shared_I = S * Is (shared experts concatenated)
+};
+Dims resolve_dims(const ModelConfig& m);
+
+/// Weights of one decoder layer. Linear weights are [out, in] (PyTorch layout). Gate and up are fused per expert
+/// as [2I, H] (rows 0..I-1 gate, I..2I-1 up) so one GEMM per expert computes both.
+struct LayerWeights {
+    int64_t layer = 0;  // model layer index
+    bool is_moe = false;
+    FBuf attn_norm_w, attn_norm_b, ffn_norm_w, ffn_norm_b, post_attn_norm_w, post_ffn_norm_w;
+    // GQA: fused [qkv_width, H] = q [nh*hd] | k [nkv*hd] | v [nkv*hd], bias likewise
+    FBuf w_qkv, b_qkv, q_norm, k_norm, sinks;
+    // MLA
+    FBuf w_q_a, q_a_norm, w_q_b, w_q, w_kv_a, kv_a_norm, w_kv_b;
+    FBuf w_o, b_o;
+    // MoE
+    FBuf router_w, router_b, correction_b;
+    FBuf w_gu, w_down, b_gu, b_down;         // [E, 2I, H], [E, H, I], [E, 2I], [E, H]
+    FBuf shared_gu, shared_down, shared_gate_w;  // [2*S*Is, H], [H, S*Is], [H]
+    // dense FFN
+    FBuf dense_gu, dense_down;               // [2*Id, H], [H, Id]
+    // decode KV cache of `context` random tokens per sequence: [B, nkv, L, qk_dim], [B, nkv, L, v_dim]
+    FBuf k_cache, v_cache;
+};
+
+struct ModelWeights {
+    FBuf embed;          // [V, H]
+    FBuf lm_head;        // [V, H]; empty when tied (embed is used)
+    FBuf final_norm_w, final_norm_b;
+    std::vector<LayerWeights> layers;
+};
+
+/// Floats the weights of `layers` (and the decode cache of batch x context) will take, without allocating.
+int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context);
+/// Generates all weights in parallel from `seed`.
+ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
+                          int64_t batch, int64_t context, uint64_t seed);
+
+/// MemAvailable from /proc/meminfo in bytes (0 if unreadable).
+int64_t mem_available_bytes();
+
+}  // namespace moebench::cpu

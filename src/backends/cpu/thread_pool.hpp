@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// A small persistent thread pool for the CPU backend's elementwise and row-parallel phases.
+// GEMMs do not run here: they go to OpenBLAS, which has its own threads.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moebench::cpu {
+
+class ThreadPool {
+public:
+    /// num_threads <= 0: std::thread::hardware_concurrency().
+    explicit ThreadPool(int64_t num_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int64_t size() const { return num_threads_; }
+
+    /// Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done. The caller's thread
+    /// takes part. `min_chunk` avoids waking threads for tiny ranges. Exceptions in fn are rethrown here.
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
+
+private:
+    void worker(int64_t idx);
+    void run_chunks();
+
+    int64_t num_threads_ = 1;
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable cv_work_, cv_done_;
+    uint64_t generation_ = 0;
+    bool stop_ = false;
+    // current job
+    const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+    int64_t n_ = 0, chunk_ = 1, next_ = 0, pending_workers_ = 0;
+    std::exception_ptr error_;
+};
+
+}  // namespace moebench::cpu

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// Each family's routing (kernels/moe_core.cuh route_row) against hand-computed cases: small E, explicit logits,
+// expected ids and weights worked out by hand (values from the formulas of each family's reference code).
+#include "kernels/moe_core.cuh"
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+using namespace moebench::core;
+
+namespace {
+struct Routed {
+    std::vector<int> ids;
+    std::vector<float> w;
+};
+Routed route(const RouteParams& p, std::vector<float> logits, const float* bias = nullptr) {
+    std::vector<float> scratch(static_cast<size_t>(route_scratch_floats(p.num_experts, p.num_groups)));
+    Routed r{std::vector<int>(static_cast<size_t>(p.top_k)), std::vector<float>(static_cast<size_t>(p.top_k))};
+    route_row(p, logits.data(), bias, scratch.data(), r.ids.data(), r.w.data());
+    return r;
+}
+RouteParams params(int kind, int E, int k) {
+    RouteParams p;
+    p.kind = kind;
+    p.num_experts = E;
+    p.top_k = k;
+    return p;
+}
+}  // namespace
+
+TEST_CASE("softmax_topk (Qwen/OLMoE/DBRX): softmax over all, top-k, optional renormalisation", "[routing]") {
+    // softmax([1,2,3,0]) = [0.087144, 0.236883, 0.643914, 0.032059]
+    auto p = params(kRouteSoftmaxTopk, 4, 2);
+    auto r = route(p, {1, 2, 3, 0});
+    CHECK(r.ids == std::vector<int>{2, 1});
+    CHECK(r.w[0] == Approx(0.6439143f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.2368828f).epsilon(1e-5));
+    p.norm_topk_prob = 1;  // Qwen3 / DBRX: renormalised over the two = sigmoid(1), sigmoid(-1)
+    r = route(p, {1, 2, 3, 0});
+    CHECK(r.ids == std::vector<int>{2, 1});
+    CHECK(r.w[0] == Approx(0.7310586f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.2689414f).epsilon(1e-5));
+}
+
+TEST_CASE("topk_softmax (Mixtral/gpt-oss): top-k of logits, softmax over the k", "[routing]") {
+    auto r = route(params(kRouteTopkSoftmax, 4, 2), {1, 2, 3, 0});
+    CHECK(r.ids == std::vector<int>{2, 1});
+    CHECK(r.w[0] == Approx(0.7310586f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.2689414f).epsilon(1e-5));
+    // Tie-break: three equal logits, the two lowest ids win, equal weights.
+    r = route(params(kRouteTopkSoftmax, 4, 2), {5, 5, 1, 5});
+    CHECK(r.ids == std::vector<int>{0, 1});
+    CHECK(r.w[0] == Approx(0.5f));
+    CHECK(r.w[1] == Approx(0.5f));
+}
+
+TEST_CASE("topk_sigmoid (Llama-4): top-1 of logits, sigmoid of the chosen logit; input scaling flagged", "[routing]") {
+    auto r = route(params(kRouteTopkSigmoid, 4, 1), {0.5f, -1.0f, 2.0f, 2.0f});
+    CHECK(r.ids == std::vector<int>{2});  // tie between 2 and 3: lower id
+    CHECK(r.w[0] == Approx(0.8807971f).epsilon(1e-5));
+    CHECK(route_scales_input(kRouteTopkSigmoid));
+    CHECK_FALSE(route_scales_input(kRouteTopkSoftmax));
+}
+
+TEST_CASE("sigmoid_group_topk (DeepSeek-V3): bias for selection only, groups by top-2 sum, renorm, scale", "[routing]") {
+    // E = 8 in 4 groups of 2, keep 2 groups, top-2, norm_topk_prob, routed_scaling_factor 2.5.
+    // s = sigmoid(l) = [.952574 .047426 | .731059 .5 | .880797 .268941 | .622459 .377541]
+    // choice = s + bias = [.952574 .047426 | .731059 .8 | .380797 .268941 | .622459 .577541]
+    // group scores = [1.0, 1.531059, 0.649738, 1.2] -> groups 1 and 3; expert 0 (best choice) is excluded.
+    // top-2 of kept by choice: 3 (0.8), 2 (0.731); weights = s: 0.5, 0.731059 -> /1.231059 * 2.5.
+    auto p = params(kRouteSigmoidGroupTopk, 8, 2);
+    p.num_groups = 4;
+    p.topk_groups = 2;
+    p.norm_topk_prob = 1;
+    p.routed_scaling_factor = 2.5f;
+    const std::vector<float> bias = {0, 0, 0, 0.3f, -0.5f, 0, 0, 0.2f};
+    auto r = route(p, {3, -3, 1, 0, 2, -1, 0.5f, -0.5f}, bias.data());
+    CHECK(r.ids == std::vector<int>{3, 2});
+    CHECK(r.w[0] == Approx(1.0153863f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(1.4846137f).epsilon(1e-5));
+    // Without groups the global best (expert 0) is chosen; without renorm the weights are s * scale.
+    p.num_groups = 1;
+    p.topk_groups = 1;
+    p.norm_topk_prob = 0;
+    r = route(p, {3, -3, 1, 0, 2, -1, 0.5f, -0.5f}, bias.data());
+    CHECK(r.ids == std::vector<int>{0, 3});
+    CHECK(r.w[0] == Approx(0.9525741f * 2.5f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.5f * 2.5f).epsilon(1e-5));
+}
+
+TEST_CASE("softmax_group_greedy (DeepSeek-V2): softmax, groups by max, scale when not renormalised", "[routing]") {
+    // softmax([0,1,2,-1,1.5,1.6]) = [.047824 .130000 | .353375 .017594 | .214333 .236875]
+    // group maxes: .13, .353, .237 -> group 1 only -> experts 2, 3 (the global second, expert 5, is excluded).
+    auto p = params(kRouteSoftmaxGroupGreedy, 6, 2);
+    p.num_groups = 3;
+    p.topk_groups = 1;
+    p.routed_scaling_factor = 16.0f;
+    auto r = route(p, {0, 1, 2, -1, 1.5f, 1.6f});
+    CHECK(r.ids == std::vector<int>{2, 3});
+    CHECK(r.w[0] == Approx(5.6540049f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.2814963f).epsilon(1e-5));
+    p.norm_topk_prob = 1;  // reference: renormalised, and then NOT scaled
+    r = route(p, {0, 1, 2, -1, 1.5f, 1.6f});
+    CHECK(r.w[0] == Approx(0.353375f / (0.353375f + 0.0175935f)).epsilon(1e-4));
+    CHECK(r.w[0] + r.w[1] == Approx(1.0f));
+}
+
+TEST_CASE("soft top-N: softmax over all experts, the N most probable, renormalised", "[routing]") {
+    std::vector<float> logits = {1, 2, 3, 0}, scratch(4), w(3);
+    std::vector<int> ids(3);
+    soft_topn_row(logits.data(), 4, 3, scratch.data(), ids.data(), w.data());
+    CHECK(ids == std::vector<int>{2, 1, 0});
+    CHECK(w[0] == Approx(0.6652410f).epsilon(1e-5));
+    CHECK(w[1] == Approx(0.2447285f).epsilon(1e-5));
+    CHECK(w[2] == Approx(0.0900306f).epsilon(1e-5));
+}
