@@ -1,13 +1,366 @@
 // SPDX-License-Identifier: Apache-2.0
-// PLACEHOLDER: replaced by the real 'plan' command.
+// `moebench plan`: the accounting of one model on one hardware profile (params, FLOPs, memory per GPU, decode floor),
+// as a pasteable text table or the stable JSON document "moebench.plan/1" (docs/plan-schema.md).
+#include "build_info.hpp"
 #include "cli/commands.hpp"
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
+#include "config/hardware.hpp"
+#include "config/model_config.hpp"
+#include "model/accounting.hpp"
+#include "model/decode_floor.hpp"
+#include "model/memory_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <iostream>
+#include <memory>
 
 namespace moebench::cli {
 
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct PlanArgs {
+    std::string model = "mixtral-8x7b";
+    std::string hardware = "h200-sxm";
+    std::string ep = "1", tp = "1", batch = "1", context = "4096";
+    std::string dtype = "bf16", kv_dtype = "bf16";
+    bool include_mtp = false;
+    bool layout_given = false;  // --ep or --tp on the command line
+    std::string format = "text";
+    std::string out;
+};
+
+// Integer flags are read as strings so that every bad value gets the same one-line error with the flag named.
+int64_t parse_int_flag(const std::string& flag, const std::string& s, int64_t min_value, const std::string& fix) {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size()) config_error(flag, "must be a whole number", s, fix);
+    if (v < min_value) config_error(flag, "must be at least " + std::to_string(min_value), s, fix);
+    return v;
+}
+
+std::string human_count(double v) {
+    double a = std::fabs(v);
+    if (a >= 1e12) return fmt::format("{:.3f} T", v / 1e12);
+    if (a >= 1e9) return fmt::format("{:.2f} B", v / 1e9);
+    if (a >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
+    if (a >= 1e3) return fmt::format("{:.2f} K", v / 1e3);
+    return fmt::format("{:.0f}", v);
+}
+std::string human_bytes(double v) {
+    double a = std::fabs(v);
+    if (a >= 1024.0 * kGiB) return fmt::format("{:.2f} TiB", v / (1024.0 * kGiB));
+    if (a >= kGiB) return fmt::format("{:.2f} GiB", v / kGiB);
+    if (a >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", v / (1024.0 * 1024.0));
+    if (a >= 1024.0) return fmt::format("{:.2f} KiB", v / 1024.0);
+    return fmt::format("{:.0f} B", v);
+}
+std::string human_flops(double v) {
+    double a = std::fabs(v);
+    if (a >= 1e12) return fmt::format("{:.2f} TFLOP", v / 1e12);
+    if (a >= 1e9) return fmt::format("{:.2f} GFLOP", v / 1e9);
+    if (a >= 1e6) return fmt::format("{:.2f} MFLOP", v / 1e6);
+    return fmt::format("{:.0f} FLOP", v);
+}
+std::string human_time_us(double us) {
+    if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
+    if (us >= 1e3) return fmt::format("{:.2f} ms", us / 1e3);
+    return fmt::format("{:.1f} µs", us);
+}
+std::string pct(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+int64_t round_bytes(double b) { return int64_t(std::llround(b)); }
+
+struct Plan {
+    ModelConfig model;
+    HardwareProfile hw;
+    PlanInput in;
+    ParamCounts params;
+    FlopsPerToken flops;
+    MemoryPlan mem;
+    DecodeFloor floor;
+    std::string explanation;
+    std::string layout_note;  // set when the layout was chosen automatically
+};
+
+// Two or three sentences, with the model's own numbers, on why "% of parameters" and "% of FLOPs" per token differ.
+std::string explain(const Plan& p) {
+    const ParamCounts& pc = p.params;
+    double total = double(pc.total), active = double(pc.active);
+    double dense_flops = 2.0 * total;
+    double emb = double(pc.active_by_component[int(Component::embedding)]);
+    std::string s = fmt::format(
+        "Per token {} uses {} of its {} parameters ({}), but spends {} per token, {} of the {} (2 x parameters) a dense "
+        "model of the same size would. ",
+        p.model.name, human_count(active), human_count(total), pct(active / total), human_flops(p.flops.total),
+        pct(p.flops.total / dense_flops), human_flops(dense_flops));
+    s += fmt::format(
+        "The two differ because the input embedding ({} parameters, {} of the active ones) is a table lookup that costs "
+        "no FLOPs, while attention over the {}-token context adds {} per token ({} of its FLOPs) that no parameter "
+        "accounts for.",
+        human_count(emb), pct(emb / active), p.in.context, human_flops(p.flops.attention_context),
+        pct(p.flops.attention_context / p.flops.total));
+    if (p.model.is_moe_model()) {
+        double routed = double(pc.by_component[int(Component::routed_experts)]);
+        s += fmt::format(" Routed experts hold {} of all parameters, and a token uses {} of the {} in each MoE layer.",
+                         pct(routed / total), p.model.moe.top_k, p.model.moe.num_experts);
+    }
+    return s;
+}
+
+json component_json_int(const std::array<int64_t, kNumComponents>& a) {
+    json j = json::object();
+    for (int c = 0; c < kNumComponents; ++c) j[std::string(kComponentNames[c])] = a[c];
+    return j;
+}
+json component_json_double(const std::array<double, kNumComponents>& a, bool as_bytes) {
+    json j = json::object();
+    for (int c = 0; c < kNumComponents; ++c) {
+        if (as_bytes) j[std::string(kComponentNames[c])] = round_bytes(a[c]);
+        else j[std::string(kComponentNames[c])] = a[c];
+    }
+    return j;
+}
+
+json plan_to_json(const Plan& p) {
+    const auto& m = p.model;
+    const auto& par = p.in.par;
+    json j;
+    j["schema"] = "moebench.plan/1";
+    j["tool"] = {{"name", "moebench"}, {"version", MOEBENCH_VERSION}, {"git_rev", MOEBENCH_GIT_REV}};
+    j["model"] = {{"name", m.name}, {"family", m.family}, {"source", m.source}, {"unconfirmed", m.unconfirmed},
+                  {"notes", m.notes}, {"num_layers", m.num_layers}, {"num_moe_layers", m.num_moe_layers()},
+                  {"num_experts", m.moe.num_experts}, {"top_k", m.moe.top_k},
+                  {"attention", to_string(m.attn.kind)}, {"num_mtp_layers", m.num_mtp_layers}};
+    j["hardware"] = {{"name", p.hw.name}, {"display_name", p.hw.display_name}, {"source", p.hw.source}};
+    j["inputs"] = {{"dtype", to_string(p.in.dtype)}, {"kv_dtype", to_string(p.in.kv_dtype)}, {"ep", par.ep},
+                   {"tp", par.tp}, {"num_gpus", par.num_gpus()}, {"dp", par.dp()}, {"expert_tp", par.expert_tp()},
+                   {"batch", p.in.batch}, {"context", p.in.context}, {"include_mtp", p.in.include_mtp},
+                   {"layout_auto", !p.layout_note.empty()}, {"layout_note", p.layout_note}};
+    const ParamCounts& pc = p.params;
+    j["params"] = {{"source", "counted"},
+                   {"total", pc.total},
+                   {"active", pc.active},
+                   {"active_excluding_embedding", pc.active_excluding_embedding},
+                   {"total_excluding_embedding", pc.total_excluding_embedding},
+                   {"active_fraction", double(pc.active) / double(pc.total)},
+                   {"by_component", component_json_int(pc.by_component)},
+                   {"active_by_component", component_json_int(pc.active_by_component)}};
+    double dense_flops = 2.0 * double(pc.total);
+    j["flops_per_token"] = {{"source", "counted"},
+                            {"context", p.in.context},
+                            {"total", p.flops.total},
+                            {"attention_context", p.flops.attention_context},
+                            {"by_component", component_json_double(p.flops.by_component, false)},
+                            {"dense_equivalent", dense_flops},
+                            {"fraction_of_dense_equivalent", p.flops.total / dense_flops}};
+    j["sparsity"] = {{"source", "counted"},
+                     {"active_param_fraction", double(pc.active) / double(pc.total)},
+                     {"flops_fraction_of_dense_equivalent", p.flops.total / dense_flops},
+                     {"explanation", p.explanation}};
+    const MemoryPlan& mem = p.mem;
+    j["memory"] = {
+        {"source", "modeled"},
+        {"assumptions",
+         "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
+         "over all GPUs (ep ranks x expert-tp); norms and router replicated. Quantised dtypes apply to linear layers; "
+         "embedding, head, norms and router stay bf16 (fp32 with --dtype fp32); int4 = 4-bit weights + one bf16 scale "
+         "per group of 128. KV: GQA heads split over tp, MLA latent replicated; batch split over dp = GPUs/tp replicas."},
+        {"capacity_bytes", round_bytes(mem.capacity_bytes)},
+        {"per_gpu",
+         {{"weights_bytes", round_bytes(mem.weights_bytes)},
+          {"weights_by_component_bytes", component_json_double(mem.weights_by_component_bytes, true)},
+          {"kv_cache_bytes", round_bytes(mem.kv_cache_bytes)},
+          {"activation_bytes", round_bytes(mem.activation_bytes)},
+          {"activation_only_bytes", round_bytes(mem.activation_only_bytes)},
+          {"workspace_bytes", round_bytes(mem.workspace_bytes)},
+          {"free_bytes", round_bytes(mem.free_bytes)},
+          {"sequences", mem.sequences_per_gpu}}},
+        {"kv_bytes_per_token", mem.kv_bytes_per_token},
+        {"kv_bytes_per_token_per_gpu", mem.kv_bytes_per_token_per_gpu},
+        {"kv_bytes_per_sequence_per_gpu", mem.kv_bytes_per_sequence_per_gpu},
+        {"activation_tokens", mem.activation_tokens},
+        {"fits", mem.fits},
+        {"max_concurrent_sequences", mem.max_concurrent_sequences}};
+    const DecodeFloor& f = p.floor;
+    j["decode_floor"] = {
+        {"source", "modeled"},
+        {"assumptions",
+         "Uniform routing, top-k without replacement per token; expected unique experts E*(1-(1-k/E)^B) per MoE layer; "
+         "each GPU reads its non-expert weights, its share of the touched experts and the KV of its sequences once; "
+         "work spread evenly over GPUs; no communication, activation traffic or launch overhead (a lower bound). "
+         "MTP modules excluded."},
+        {"batch", f.batch},
+        {"context", f.context},
+        {"num_experts", m.moe.num_experts},
+        {"top_k", m.moe.top_k},
+        {"unique_experts_per_layer", f.unique_experts_per_layer},
+        {"bytes_per_step", f.bytes_per_step},
+        {"flops_per_step", f.flops_per_step},
+        {"bytes_per_gpu", f.bytes_per_gpu},
+        {"flops_per_gpu", f.flops_per_gpu},
+        {"weight_bytes_per_gpu", f.weight_bytes_per_gpu},
+        {"expert_bytes_per_gpu", f.expert_bytes_per_gpu},
+        {"kv_bytes_per_gpu", f.kv_bytes_per_gpu},
+        {"mem_bw_bytes_per_s", f.mem_bw_bytes_per_s},
+        {"peak_flops", f.peak_flops},
+        {"memory_time_us", f.memory_time_us},
+        {"compute_time_us", f.compute_time_us},
+        {"time_us", f.time_us},
+        {"bound", f.bound}};
+    return j;
+}
+
+std::string plan_to_text(const Plan& p) {
+    const auto& m = p.model;
+    const auto& par = p.in.par;
+    const ParamCounts& pc = p.params;
+    std::string s;
+    auto line = [&](const std::string& l) { s += l + "\n"; };
+    line(fmt::format("moebench plan: {} on {} ({})", m.name, p.hw.name, p.hw.display_name));
+    if (!p.layout_note.empty()) line("  NOTE: " + p.layout_note);
+    if (m.unconfirmed) line(fmt::format("  NOTE: unconfirmed model shape. {}", m.notes));
+    line(fmt::format("  weights {}, KV {}, EP {} x TP {} = {} GPU{}, batch {}, context {}{}", to_string(p.in.dtype),
+                     to_string(p.in.kv_dtype), par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "",
+                     p.in.batch, p.in.context, p.in.include_mtp ? ", MTP included" : ""));
+    line("");
+    line(fmt::format("{:<26} {:>12} {:>14}   {:>12}", "Parameters (counted)", "total", "active/token", "FLOPs/token"));
+    for (int c = 0; c < kNumComponents; ++c) {
+        if (pc.by_component[c] == 0 && p.flops.by_component[c] == 0) continue;
+        std::string name(kComponentNames[c]);
+        if (c == int(Component::mtp) && !p.in.include_mtp) name += " (excl.)";
+        line(fmt::format("  {:<24} {:>12} {:>14}   {:>12}", name, human_count(double(pc.by_component[c])),
+                         human_count(double(pc.active_by_component[c])), human_flops(p.flops.by_component[c])));
+    }
+    line(fmt::format("  {:<24} {:>12} {:>14}   {:>12}", "total", human_count(double(pc.total)),
+                     human_count(double(pc.active)), human_flops(p.flops.total)));
+    line(fmt::format("  active per token: {} of total ({} excluding the input embedding: {})",
+                     pct(double(pc.active) / double(pc.total)), human_count(double(pc.active_excluding_embedding)),
+                     pct(double(pc.active_excluding_embedding) / double(pc.total))));
+    double dense_flops = 2.0 * double(pc.total);
+    line(fmt::format("  FLOPs per token at context {}: {} = {} of a dense {} model ({}); attention over the context: {}",
+                     p.in.context, human_flops(p.flops.total), pct(p.flops.total / dense_flops),
+                     human_count(double(pc.total)), human_flops(dense_flops), human_flops(p.flops.attention_context)));
+    line("");
+    line("Why % of parameters and % of FLOPs differ:");
+    line("  " + p.explanation);
+    line("");
+    const MemoryPlan& mem = p.mem;
+    line(fmt::format("Memory per GPU (modeled) on {} ({} capacity)", p.hw.name, human_bytes(mem.capacity_bytes)));
+    auto row = [&](const std::string& label, double bytes, const std::string& note) {
+        line(fmt::format("  {:<30} {:>12}{}", label, human_bytes(bytes), note.empty() ? "" : "   " + note));
+    };
+    row(fmt::format("weights ({})", to_string(p.in.dtype)), mem.weights_bytes, "");
+    row(fmt::format("KV cache ({} seq x {} tok)", mem.sequences_per_gpu, p.in.context), mem.kv_cache_bytes,
+        fmt::format("{}/token on this GPU, {}/token whole model", human_bytes(mem.kv_bytes_per_token_per_gpu),
+                    human_bytes(mem.kv_bytes_per_token)));
+    row("activations + workspace", mem.activation_bytes,
+        fmt::format("{} for {} tokens/step + {} workspace", human_bytes(mem.activation_only_bytes),
+                    mem.activation_tokens, human_bytes(mem.workspace_bytes)));
+    row("free", mem.free_bytes, mem.fits ? "" : "DOES NOT FIT: lower --batch or --context, or add GPUs");
+    line(fmt::format("  max concurrent sequences at context {}: {}", p.in.context, mem.max_concurrent_sequences));
+    line("");
+    const DecodeFloor& f = p.floor;
+    line(fmt::format("Decode-step floor (modeled, uniform routing, batch {}, context {})", f.batch, f.context));
+    if (m.is_moe_model())
+        line(fmt::format("  unique experts per MoE layer  {:.2f} of {} (E*(1-(1-k/E)^B), k = {})",
+                         f.unique_experts_per_layer, m.moe.num_experts, m.moe.top_k));
+    line(fmt::format("  bytes read per GPU            {}  (weights {}, touched experts {}, KV {})",
+                     human_bytes(f.bytes_per_gpu), human_bytes(f.weight_bytes_per_gpu),
+                     human_bytes(f.expert_bytes_per_gpu), human_bytes(f.kv_bytes_per_gpu)));
+    line(fmt::format("  FLOPs per step                {}  ({} per GPU)", human_flops(f.flops_per_step),
+                     human_flops(f.flops_per_gpu)));
+    line(fmt::format("  memory time {} at {:.0f} GB/s; compute time {} at {:.0f} TFLOP/s ({})",
+                     human_time_us(f.memory_time_us), f.mem_bw_bytes_per_s / 1e9, human_time_us(f.compute_time_us),
+                     f.peak_flops / 1e12, to_string(p.in.dtype)));
+    line(fmt::format("  floor {} per step, {}-bound: at most {:.0f} tokens/s per sequence, {:.0f} tokens/s total",
+                     human_time_us(f.time_us), f.bound, 1e6 / f.time_us, double(f.batch) * 1e6 / f.time_us));
+    line("  (a lower bound: no communication, activation traffic or kernel overheads; see docs/plan-schema.md)");
+    return s;
+}
+
+void run_plan(const PlanArgs& a) {
+    Plan p;
+    if (a.format != "text" && a.format != "json")
+        config_error("--format", "unknown output format", a.format, "use text or json");
+    p.in.dtype = parse_dtype(a.dtype, "--dtype");
+    p.in.kv_dtype = parse_dtype(a.kv_dtype, "--kv-dtype");
+    if (p.in.kv_dtype == DType::int4)
+        config_error("--kv-dtype", "int4 KV cache is not modeled", a.kv_dtype, "use bf16, fp8 or fp32");
+    p.in.par.ep = parse_int_flag("--ep", a.ep, 1, "use --ep 1 for no expert parallelism");
+    p.in.par.tp = parse_int_flag("--tp", a.tp, 1, "use --tp 1 for no tensor parallelism");
+    p.in.batch = parse_int_flag("--batch", a.batch, 1, "use the number of concurrent sequences, e.g. --batch 1");
+    p.in.context = parse_int_flag("--context", a.context, 1, "use the KV length in tokens, e.g. --context 4096");
+    p.in.include_mtp = a.include_mtp;
+
+    // Resolve here so a missing file or unknown short name names the flag the user typed.
+    p.model = load_model(resolve_config("models", a.model, "--model"));
+    p.hw = load_hardware(a.hardware);
+    validate_layout(p.model, p.in.par);
+
+    AccountingOptions opt;
+    opt.include_mtp = p.in.include_mtp;
+    p.params = count_params(p.model, opt);
+    if (p.params.total <= 0) config_error("--model", "has no parameters", a.model, "check the model config");
+    p.flops = flops_per_token(p.model, p.in.context, opt);
+    p.mem = plan_memory(p.model, p.hw, p.in);
+    if (!p.mem.weights_fit && !a.layout_given) {
+        // No layout asked for: use the smallest one that fits (so the accounting is always shown), and say so.
+        MinLayout ml = min_layout_for_weights(p.model, p.hw, p.in);
+        if (ml.found) {
+            p.layout_note = fmt::format(
+                "layout chosen automatically: {} {} weights do not fit on one {}; the fewest GPUs that fit is {} "
+                "(--ep {} --tp {})",
+                p.model.name, to_string(p.in.dtype), p.hw.name, ml.par.num_gpus(), ml.par.ep, ml.par.tp);
+            p.in.par = ml.par;
+            p.mem = plan_memory(p.model, p.hw, p.in);
+        }
+    }
+    require_weights_fit(p.model, p.hw, p.in, p.mem);
+    p.floor = decode_floor(p.model, p.hw, p.in);
+    p.explanation = explain(p);
+
+    std::string text = a.format == "json" ? plan_to_json(p).dump(2) + "\n" : plan_to_text(p);
+    if (a.out.empty() || a.out == "-") {
+        std::cout << text;
+    } else {
+        write_file_atomic(a.out, text);
+        std::cerr << "moebench: wrote " << a.out << "\n";
+    }
+}
+
+}  // namespace
+
 void add_plan_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("plan", "(not implemented yet)");
-    cmd->callback([] { throw Error("plan: not implemented yet"); });
+    auto args = std::make_shared<PlanArgs>();
+    auto* cmd = app.add_subcommand(
+        "plan", "Parameters, FLOPs, memory per GPU and the decode-step floor of a model on a hardware profile (no GPU needed)");
+    cmd->add_option("--model", args->model,
+                    "Model: short name in configs/models, a moebench model JSON or a Hugging Face config.json "
+                    "(default mixtral-8x7b)");
+    cmd->add_option("--hardware", args->hardware,
+                    "Hardware profile: short name in configs/hardware or a JSON path (default h200-sxm)");
+    auto* ep_opt = cmd->add_option("--ep", args->ep, "Expert-parallel ranks; must divide the routed experts. GPUs = max(ep, tp). Default 1, or the fewest GPUs that fit "
+                    "when neither --ep nor --tp is given and one GPU is too small");
+    auto* tp_opt = cmd->add_option("--tp", args->tp, "Tensor-parallel ranks for attention/dense/shared/embedding (default 1)");
+    cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16|fp8|int4|fp32 (default bf16; int4 = W4A16, 128-group bf16 scales)");
+    cmd->add_option("--kv-dtype", args->kv_dtype, "KV-cache dtype: bf16|fp8|fp32 (default bf16)");
+    cmd->add_option("--batch", args->batch, "Concurrent sequences (default 1)")->type_name("INT");
+    cmd->add_option("--context", args->context, "Tokens per sequence in the KV cache (default 4096)")->type_name("INT");
+    cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
+    cmd->add_option("--format", args->format, "Output: text|json (default text; json schema moebench.plan/1)");
+    cmd->add_option("--out", args->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
+    ep_opt->type_name("INT");
+    tp_opt->type_name("INT");
+    cmd->callback([args, ep_opt, tp_opt] {
+        args->layout_given = ep_opt->count() > 0 || tp_opt->count() > 0;
+        run_plan(*args);
+    });
 }
 
 }  // namespace moebench::cli

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory plan per GPU: weights by dtype and sharding, KV cache, activation estimate, headroom, minimum layout that fits.
+#include "model/memory_plan.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+namespace moebench {
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Fraction of the per-token KV one GPU stores: GQA splits KV heads over tp (a GPU keeps at least one head, so tp > kv_heads
+// replicates); MLA's latent is shared by all heads and is replicated on every tp rank.
+double kv_shard_fraction(const ModelConfig& m, int64_t tp) {
+    if (m.attn.kind == AttentionKind::mla || m.attn.num_kv_heads <= 0) return 1.0;
+    int64_t heads_per_gpu = ceil_div(m.attn.num_kv_heads, tp);
+    return double(heads_per_gpu) / double(m.attn.num_kv_heads);
+}
+}  // namespace
+
+const char* to_string(DType d) {
+    switch (d) {
+        case DType::bf16: return "bf16";
+        case DType::fp8: return "fp8";
+        case DType::int4: return "int4";
+        case DType::fp32: return "fp32";
+    }
+    return "?";
+}
+
+DType parse_dtype(const std::string& s, const std::string& field) {
+    if (s == "bf16") return DType::bf16;
+    if (s == "fp8") return DType::fp8;
+    if (s == "int4") return DType::int4;
+    if (s == "fp32") return DType::fp32;
+    config_error(field, "unknown dtype", s, "use one of: bf16, fp8, int4, fp32");
+}
+
+double linear_bytes_per_param(DType d) {
+    switch (d) {
+        case DType::bf16: return 2.0;
+        case DType::fp8: return 1.0;
+        case DType::int4: return 0.5 + 2.0 / double(kInt4GroupSize);
+        case DType::fp32: return 4.0;
+    }
+    return 2.0;
+}
+double high_precision_bytes_per_param(DType d) { return d == DType::fp32 ? 4.0 : 2.0; }
+double kv_bytes_per_elem(DType d) {
+    switch (d) {
+        case DType::fp8: return 1.0;
+        case DType::fp32: return 4.0;
+        case DType::int4: return 0.5 + 2.0 / double(kInt4GroupSize);
+        case DType::bf16: return 2.0;
+    }
+    return 2.0;
+}
+
+void validate_layout(const ModelConfig& m, const ParallelLayout& p) {
+    if (p.ep < 1) config_error("--ep", "must be at least 1", std::to_string(p.ep), "use --ep 1 for no expert parallelism");
+    if (p.tp < 1) config_error("--tp", "must be at least 1", std::to_string(p.tp), "use --tp 1 for no tensor parallelism");
+    int64_t lo = std::min(p.ep, p.tp), hi = std::max(p.ep, p.tp);
+    if (hi % lo != 0)
+        config_error("--ep/--tp", "the smaller must divide the larger (GPUs = max(ep, tp))",
+                     "--ep " + std::to_string(p.ep) + " --tp " + std::to_string(p.tp),
+                     "use e.g. --ep " + std::to_string(hi) + " --tp " + std::to_string(hi));
+    if (!m.is_moe_model() && p.ep > 1)
+        config_error("--ep", "expert parallelism needs a MoE model", std::to_string(p.ep),
+                     m.name + " has no routed experts; use --tp instead");
+    if (m.is_moe_model() && m.moe.num_experts % p.ep != 0) {
+        std::string divisors;
+        for (int64_t d = 1; d <= m.moe.num_experts; ++d)
+            if (m.moe.num_experts % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+        config_error("--ep", "does not divide the " + std::to_string(m.moe.num_experts) + " routed experts",
+                     std::to_string(p.ep), "use one of: " + divisors);
+    }
+    if (m.attn.num_heads > 0 && m.attn.num_heads % p.tp != 0)
+        config_error("--tp", "does not divide the " + std::to_string(m.attn.num_heads) + " attention heads",
+                     std::to_string(p.tp), "use a divisor of the head count");
+}
+
+MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in) {
+    MemoryPlan p;
+    const ParallelLayout& par = in.par;
+    const double n = double(par.num_gpus()), tp = double(par.tp);
+    const double lin = linear_bytes_per_param(in.dtype), hp = high_precision_bytes_per_param(in.dtype);
+
+    // Weights: quantised dtype for linear layers; embedding, head, norms and router stay in high precision.
+    AccountingOptions opt;
+    opt.include_mtp = in.include_mtp;
+    ParamCounts pc = count_params(m, opt);
+    auto params = [&](Component c) { return double(pc.by_component[int(c)]); };
+    auto& w = p.weights_by_component_bytes;
+    w[int(Component::embedding)] = params(Component::embedding) * hp / tp;
+    w[int(Component::lm_head)] = params(Component::lm_head) * hp / tp;
+    w[int(Component::attention)] = params(Component::attention) * lin / tp;
+    w[int(Component::norms)] = params(Component::norms) * hp;     // replicated, tiny
+    w[int(Component::router)] = params(Component::router) * hp;   // replicated, tiny
+    w[int(Component::dense_mlp)] = params(Component::dense_mlp) * lin / tp;
+    w[int(Component::routed_experts)] = params(Component::routed_experts) * lin / n;
+    w[int(Component::shared_experts)] = params(Component::shared_experts) * lin / tp;
+    if (in.include_mtp) {
+        // The MTP module is one MoE decoder layer plus projections: its experts shard like routed experts, the rest over tp.
+        double mtp_experts = m.is_moe_model() ? double(m.num_mtp_layers) * double(m.moe.num_experts) *
+                                                    double(routed_expert_params(m))
+                                              : 0.0;
+        mtp_experts = std::min(mtp_experts, params(Component::mtp));
+        w[int(Component::mtp)] = mtp_experts * lin / n + (params(Component::mtp) - mtp_experts) * lin / tp;
+    }
+    for (double b : w) p.weights_bytes += b;
+
+    // KV cache.
+    const double kvb = kv_bytes_per_elem(in.kv_dtype);
+    const double elems_per_layer = double(kv_elems_per_token_per_layer(m));
+    const int64_t mtp_layers = in.include_mtp ? m.num_mtp_layers : 0;
+    const double shard = kv_shard_fraction(m, par.tp);
+    p.kv_bytes_per_token = kv_bytes_per_token(m, kvb) + double(mtp_layers) * elems_per_layer * kvb;
+    p.kv_bytes_per_token_per_gpu = p.kv_bytes_per_token * shard;
+    // Sliding-window / chunked layers keep at most their window (accounting's kv_bytes_per_sequence).
+    p.kv_bytes_per_sequence_per_gpu =
+        (kv_bytes_per_sequence(m, in.context, kvb) + double(mtp_layers) * elems_per_layer * double(in.context) * kvb) *
+        shard;
+    p.sequences_per_gpu = ceil_div(in.batch, par.dp());
+    p.kv_cache_bytes = double(p.sequences_per_gpu) * p.kv_bytes_per_sequence_per_gpu;
+
+    // Activations: the live buffers of one layer for the tokens of one step (decode rows, or a prefill chunk), plus fp32
+    // router logits and fp32 LM-head logits for the decode rows, plus a fixed workspace.
+    const int64_t rows = p.sequences_per_gpu;
+    p.activation_tokens = std::max(rows, std::min(in.context, kPrefillChunkTokens));
+    const double h = double(m.hidden_size), heads = double(m.attn.num_heads);
+    double q_dim = heads * double(m.attn.q_head_dim());
+    double kv_dim, o_in;
+    if (m.attn.kind == AttentionKind::mla) {
+        kv_dim = double(m.attn.kv_lora_rank + m.attn.qk_rope_head_dim) +
+                 heads * double(m.attn.qk_nope_head_dim + m.attn.v_head_dim);  // latent + expanded K/V
+        o_in = heads * double(m.attn.v_head_dim);
+    } else {
+        kv_dim = 2.0 * double(m.attn.num_kv_heads) * double(m.attn.head_dim);
+        o_in = heads * double(m.attn.head_dim);
+    }
+    double attn_elems = (q_dim + kv_dim + o_in) / tp;
+    double moe_elems = 0, dense_elems = 0;
+    if (m.is_moe_model()) {
+        moe_elems = double(m.moe.top_k) * (h + 3.0 * double(m.moe.expert_intermediate_size) / double(par.expert_tp())) +
+                    3.0 * double(m.moe.num_shared_experts) * double(m.moe.shared_intermediate_size) / tp;
+    }
+    if (m.dense_intermediate_size > 0) dense_elems = 3.0 * double(m.dense_intermediate_size) / tp;
+    double per_token_elems = 4.0 * h + attn_elems + std::max(moe_elems, dense_elems);
+    double act_elem_bytes = in.dtype == DType::fp32 ? 4.0 : 2.0;
+    double router_logits = m.is_moe_model() ? double(m.moe.num_experts) * 4.0 : 0.0;
+    p.activation_only_bytes = double(p.activation_tokens) * (per_token_elems * act_elem_bytes + router_logits) +
+                              double(rows) * double(m.vocab_size) / tp * 4.0;
+    p.workspace_bytes = kWorkspaceBytes;
+    p.activation_bytes = p.activation_only_bytes + p.workspace_bytes;
+
+    p.capacity_bytes = hw.memory_bytes;
+    p.free_bytes = p.capacity_bytes - p.weights_bytes - p.kv_cache_bytes - p.activation_bytes;
+    p.weights_fit = p.weights_bytes + p.activation_bytes <= p.capacity_bytes;
+    p.fits = p.free_bytes >= 0;
+    double for_kv = p.capacity_bytes - p.weights_bytes - p.activation_bytes;
+    if (for_kv > 0 && p.kv_bytes_per_sequence_per_gpu > 0) {
+        double per_replica = std::floor(for_kv / p.kv_bytes_per_sequence_per_gpu);
+        p.max_concurrent_sequences = int64_t(std::min(per_replica * double(par.dp()), 9e18));
+    }
+    return p;
+}
+
+MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in) {
+    std::vector<int64_t> eps{1}, tps{1};
+    if (m.is_moe_model())
+        for (int64_t d = 2; d <= m.moe.num_experts; ++d)
+            if (m.moe.num_experts % d == 0) eps.push_back(d);
+    for (int64_t t = 2; t <= m.attn.num_heads; ++t)
+        if (m.attn.num_heads % t == 0) tps.push_back(t);
+
+    MinLayout best;
+    for (int64_t ep : eps) {
+        for (int64_t tp : tps) {
+            ParallelLayout par{ep, tp};
+            if (std::max(ep, tp) % std::min(ep, tp) != 0) continue;
+            PlanInput trial = in;
+            trial.par = par;
+            if (!plan_memory(m, hw, trial).weights_fit) continue;
+            auto rank = [&](const ParallelLayout& q) {
+                // fewest GPUs; then the user's tp; then more expert parallelism (less tensor parallelism)
+                return std::tuple(q.num_gpus(), q.tp == in.par.tp ? 0 : 1, -q.ep);
+            };
+            if (!best.found || rank(par) < rank(best.par)) best = MinLayout{true, par};
+        }
+    }
+    return best;
+}
+
+void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan) {
+    if (plan.weights_fit) return;
+    const ParallelLayout& par = in.par;
+    std::string what = fmt::format(
+        "{} weights need {:.1f} GiB per GPU plus {:.1f} GiB activations/workspace, more than the {:.1f} GiB of {}",
+        to_string(in.dtype), plan.weights_bytes / kGiB, plan.activation_bytes / kGiB, plan.capacity_bytes / kGiB, hw.name);
+    std::string got = fmt::format("--ep {} --tp {} = {} GPU{}", par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "");
+    MinLayout ml = min_layout_for_weights(m, hw, in);
+    std::string fix;
+    if (ml.found)
+        fix = fmt::format("use at least {} GPUs: --ep {} --tp {} (or a smaller --dtype)", ml.par.num_gpus(), ml.par.ep,
+                          ml.par.tp);
+    else
+        fix = fmt::format("no EP/TP layout of up to {} GPUs fits {} in {} (pipeline parallelism is not modeled); "
+                          "use a smaller --dtype or a larger GPU",
+                          std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads), m.name,
+                          to_string(in.dtype));
+    config_error("--ep/--tp", what, got, fix);
+}
+
+}  // namespace moebench
