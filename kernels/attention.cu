@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+// Attention kernels: RoPE (rotate-half), KV-cache append, and a split-context attention (flash-decoding style:
+// per-chunk partial softmax, then a merge) used for decode and, with a causal key range per query, for prefill.
+#include "kernels/common.cuh"
+
+#include <cmath>
+
+namespace moebench::kernels {
+namespace {
+
+constexpr int kAttnThreads = 128;
+constexpr int kMaxDk = 1024;
+constexpr int kMaxDv = 512;
+constexpr int kAccPerThread = kMaxDv / kAttnThreads;  // 4
+constexpr int kMaxChunk = 512;
+
+__global__ void rope_kernel(bf16* x, int64_t num_tokens, int64_t num_heads, int64_t token_stride, int64_t head_stride,
+                            int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, int64_t pos_base,
+                            float theta) {
+    const int64_t half = rot_dim / 2;
+    const int64_t n = num_tokens * num_heads * half;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t d = i % half, th = i / half, h = th % num_heads, t = th / num_heads;
+        const int64_t pos = pos_base + t % tokens_per_seq;
+        // Angle in double: positions up to ~1e5 times inv_freq ~1 lose radians in fp32.
+        const double inv_freq = pow(static_cast<double>(theta), -2.0 * static_cast<double>(d) / static_cast<double>(rot_dim));
+        double s, c;
+        sincos(static_cast<double>(pos) * inv_freq, &s, &c);
+        bf16* base = x + t * token_stride + h * head_stride + dim_offset;
+        const float x1 = to_f(base[d]), x2 = to_f(base[d + half]);
+        base[d] = to_bf(x1 * static_cast<float>(c) - x2 * static_cast<float>(s));
+        base[d + half] = to_bf(x2 * static_cast<float>(c) + x1 * static_cast<float>(s));
+    }
+}
+
+__global__ void kv_append_kernel(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_elems, int64_t num_tokens,
+                                 int64_t tokens_per_seq, int64_t cache_len, int64_t pos_base) {
+    const int64_t n = num_tokens * row_elems;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / row_elems, c = i % row_elems;
+        const int64_t b = t / tokens_per_seq, s = t % tokens_per_seq;
+        cache[(b * cache_len + pos_base + s) * row_elems + c] = src[t * src_ld + c];
+    }
+}
+
+__device__ inline float block_max(float v, float* shm) {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) shm[warp] = v;
+    __syncthreads();
+    const int num_warps = blockDim.x / kWarp;
+    float t = lane < num_warps ? shm[lane] : -INFINITY;
+    return warp_max(t);
+}
+
+// Grid: x = token * num_heads + head, y = split. Block: kAttnThreads.
+// Steps: 1) q to shared (fp32); 2) each warp scores keys j = warp, warp + 4, ... of the chunk (lanes split dk);
+// 3) chunk max and exp-sum; 4) threads split dv and accumulate p_j * v_j; 5) partial (m, l, o[dv]) to workspace.
+__global__ void attention_split_kernel(AttentionArgs a, float* ws_ml, float* ws_o, int num_splits) {
+    __shared__ float q_s[kMaxDk];
+    __shared__ float p_s[kMaxChunk];
+    __shared__ float red[32];
+    const int64_t th = blockIdx.x;
+    const int64_t t = th / a.num_heads, h = th % a.num_heads;
+    const int split = blockIdx.y;
+    const int64_t b = t / a.tokens_per_seq;
+    const int64_t pos = a.pos_base + t % a.tokens_per_seq;
+    const int64_t lo = a.window > 0 ? max(int64_t(0), pos - a.window + 1) : int64_t(0);
+    const int64_t k0 = lo + static_cast<int64_t>(split) * a.chunk;
+    const int64_t k1 = min(k0 + a.chunk, pos + 1);
+    float* ml = ws_ml + (th * num_splits + split) * 2;
+    float* o = ws_o + (th * num_splits + split) * a.dv;
+    if (k0 >= k1) {  // this split holds no key of this query
+        if (threadIdx.x == 0) {
+            ml[0] = -INFINITY;
+            ml[1] = 0.0f;
+        }
+        return;
+    }
+    const int64_t g = h / (a.num_heads / a.num_kv_heads);
+    const bf16* qp = a.q + t * a.q_token_stride + h * a.q_head_stride;
+    for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x) q_s[d] = to_f(qp[d]);
+    __syncthreads();
+
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, num_warps = blockDim.x / kWarp;
+    const int64_t n = k1 - k0;
+    for (int64_t j = warp; j < n; j += num_warps) {
+        const bf16* kp = a.k + (b * a.cache_len + k0 + j) * a.kv_row_stride + g * a.kv_head_stride;
+        float s = 0.0f;
+        for (int64_t d = lane; d < a.dk; d += kWarp) s += q_s[d] * to_f(kp[d]);
+        s = warp_sum(s);
+        if (lane == 0) p_s[j] = s * a.scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, p_s[j]);
+    m = block_max(m, red);
+    float l = 0.0f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float p = __expf(p_s[j] - m);
+        p_s[j] = p;
+        l += p;
+    }
+    l = block_sum(l, red);  // block_sum syncs before and after its shared write: p_s is complete afterwards
+    __syncthreads();
+
+    float acc[kAccPerThread];
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) acc[i] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        const float p = p_s[j];
+        const bf16* vp = a.v + (b * a.cache_len + k0 + j) * a.kv_row_stride + g * a.kv_head_stride;
+#pragma unroll
+        for (int i = 0; i < kAccPerThread; ++i) {
+            const int64_t d = threadIdx.x + i * kAttnThreads;
+            if (d < a.dv) acc[i] += p * to_f(vp[d]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+        const int64_t d = threadIdx.x + i * kAttnThreads;
+        if (d < a.dv) o[d] = acc[i];
+    }
+    if (threadIdx.x == 0) {
+        ml[0] = m;
+        ml[1] = l;
+    }
+}
+
+// Grid: token * num_heads. Merges the splits: M = max m_s (and the sink), L = sum l_s e^(m_s - M) (+ e^(sink - M)),
+// out = sum o_s e^(m_s - M) / L.
+__global__ void attention_merge_kernel(AttentionArgs a, const float* ws_ml, const float* ws_o, int num_splits) {
+    const int64_t th = blockIdx.x;
+    const int64_t h = th % a.num_heads;
+    const float* ml = ws_ml + th * num_splits * 2;
+    float M = a.sinks ? a.sinks[h] : -INFINITY;
+    for (int s = 0; s < num_splits; ++s) M = fmaxf(M, ml[2 * s]);
+    float L = a.sinks ? __expf(a.sinks[h] - M) : 0.0f;
+    for (int s = 0; s < num_splits; ++s)
+        if (ml[2 * s + 1] > 0.0f) L += ml[2 * s + 1] * __expf(ml[2 * s] - M);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int64_t d = threadIdx.x; d < a.dv; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < num_splits; ++s)
+            if (ml[2 * s + 1] > 0.0f) acc += ws_o[(th * num_splits + s) * a.dv + d] * __expf(ml[2 * s] - M);
+        a.out[th * a.dv + d] = to_bf(acc * inv);
+    }
+}
+
+int num_splits_of(const AttentionArgs& a) {
+    int64_t max_keys = a.pos_base + a.tokens_per_seq;  // the last query of a sequence sees every key up to itself
+    if (a.window > 0) max_keys = std::min(max_keys, a.window);
+    return static_cast<int>((max_keys + a.chunk - 1) / a.chunk);
+}
+
+}  // namespace
+
+int64_t attention_max_dk() { return kMaxDv; }
+
+size_t attention_workspace_bytes(const AttentionArgs& a) {
+    const int64_t rows = a.num_tokens * a.num_heads * num_splits_of(a);
+    return static_cast<size_t>(rows) * (2 + a.dv) * sizeof(float);
+}
+
+void launch_rope(bf16* x, int64_t num_tokens, int64_t num_heads, int64_t token_stride, int64_t head_stride,
+                 int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, int64_t pos_base, float theta,
+                 cudaStream_t stream) {
+    const int64_t n = num_tokens * num_heads * (rot_dim / 2);
+    if (n <= 0) return;
+    rope_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, num_tokens, num_heads, token_stride, head_stride, dim_offset,
+                                                      rot_dim, tokens_per_seq, pos_base, theta);
+    MOEBENCH_LAUNCH_CHECK();
+}
+
+void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_elems, int64_t num_tokens,
+                      int64_t tokens_per_seq, int64_t cache_len, int64_t pos_base, cudaStream_t stream) {
+    const int64_t n = num_tokens * row_elems;
+    if (n <= 0) return;
+    kv_append_kernel<<<grid_for(n, 256), 256, 0, stream>>>(src, src_ld, cache, row_elems, num_tokens, tokens_per_seq,
+                                                           cache_len, pos_base);
+    MOEBENCH_LAUNCH_CHECK();
+}
+
+void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stream) {
+    if (a.num_tokens <= 0) return;
+    MOEBENCH_CHECK(a.dk > 0 && a.dk <= kMaxDk && a.dv > 0 && a.dv <= kMaxDv,
+                   "attention: head dims dk={} dv={} exceed the kernel's limits ({} / {})", a.dk, a.dv, kMaxDk, kMaxDv);
+    MOEBENCH_CHECK(a.chunk > 0 && a.chunk <= kMaxChunk, "attention: chunk {} not in [1, {}]", a.chunk, kMaxChunk);
+    MOEBENCH_CHECK(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0, "attention: heads {} not a multiple of kv heads {}",
+                   a.num_heads, a.num_kv_heads);
+    const int splits = num_splits_of(a);
+    const int64_t rows = a.num_tokens * a.num_heads;
+    MOEBENCH_CHECK(rows < (int64_t(1) << 31) && splits < 65536, "attention: grid too large ({} x {})", rows, splits);
+    float* ws_ml = static_cast<float*>(workspace);
+    float* ws_o = ws_ml + rows * splits * 2;
+    attention_split_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(splits)), kAttnThreads, 0, stream>>>(
+        a, ws_ml, ws_o, splits);
+    MOEBENCH_LAUNCH_CHECK();
+    attention_merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(a, ws_ml, ws_o, splits);
+    MOEBENCH_LAUNCH_CHECK();
+}
+
+}  // namespace moebench::kernels

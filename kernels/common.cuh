@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// Small device helpers shared by kernels/*.cu: launch checks, grid sizing, warp and block reductions.
+#pragma once
+#include "backends/cuda/cuda_check.hpp"
+#include "kernels/launch.hpp"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace moebench::kernels {
+
+constexpr int kWarp = 32;
+
+/// Blocks for a grid-stride loop over n items: enough to fill the GPU, capped (the loop covers the rest).
+inline unsigned grid_for(int64_t n, int block) {
+    const int64_t blocks = (n + block - 1) / block;
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535 * 8)));
+}
+
+#define MOEBENCH_LAUNCH_CHECK() MOEBENCH_CUDA_CHECK(cudaGetLastError())
+
+__device__ inline float warp_sum(float v) {
+    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ inline float warp_max(float v) {
+    for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/// Sum over the block (blockDim.x a multiple of 32, <= 1024). `shm` holds 32 floats. Every thread gets the result.
+__device__ inline float block_sum(float v, float* shm) {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    v = warp_sum(v);
+    __syncthreads();  // shm may still be read by a previous call
+    if (lane == 0) shm[warp] = v;
+    __syncthreads();
+    const int num_warps = (blockDim.x + kWarp - 1) / kWarp;
+    float t = lane < num_warps ? shm[lane] : 0.0f;
+    return warp_sum(t);
+}
+
+__device__ inline float to_f(bf16 x) { return __bfloat162float(x); }
+__device__ inline bf16 to_bf(float x) { return __float2bfloat16(x); }
+
+}  // namespace moebench::kernels

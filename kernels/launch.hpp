@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host-callable launchers of moebench's own CUDA kernels (kernels/*.cu). Plain C++ header: g++ includes it.
+// All pointers are device pointers; all launches are asynchronous on `stream` and check the launch status.
+// Layouts are row-major; "bf16" is __nv_bfloat16; accumulation is fp32 everywhere.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace moebench::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// ---- rng.cu: weights and inputs from the seed, with moe_core.cuh's counter-based RNG --------------------------------
+/// dst[i] = bf16(offset + scale * core::uniform_pm1(base, first_index + i)), i < n
+/// (base = core::rng_base(seed, core::weight_stream(layer, id)), exactly as the CPU backend fills its fp32 copy).
+void launch_fill_bf16(bf16* dst, int64_t n, uint64_t base, uint64_t first_index, float scale, float offset,
+                      cudaStream_t stream);
+/// Same, fp32 destination (biases, router correction bias, sinks).
+void launch_fill_f32(float* dst, int64_t n, uint64_t base, uint64_t first_index, float scale, float offset,
+                     cudaStream_t stream);
+/// dst[i] = core::mix64(base + i) mod vocab (token ids).
+void launch_fill_token_ids(int32_t* dst, int64_t n, int64_t vocab, uint64_t base, cudaStream_t stream);
+/// fp32 -> bf16 and bf16 -> fp32 element-wise conversions.
+void launch_f32_to_bf16(const float* src, bf16* dst, int64_t n, cudaStream_t stream);
+void launch_bf16_to_f32(const bf16* src, float* dst, int64_t n, cudaStream_t stream);
+
+// ---- basic.cu: embedding, norms, bias, residual --------------------------------------------------------------------
+/// out[t, :] = table[ids[t], :]  (table [vocab, hidden]).
+void launch_embed(const int32_t* ids, const bf16* table, bf16* out, int64_t num_tokens, int64_t hidden,
+                  cudaStream_t stream);
+/// RMSNorm (or LayerNorm when `layernorm`) over `cols` of each of `rows` rows. Row r lives at
+/// base + (r / heads_per_row) * row_stride + (r % heads_per_row) * cols (heads_per_row = 1: plain rows), in x and y alike.
+/// y = x_hat * w (+ b when b != nullptr). y may alias x.
+void launch_norm(const bf16* x, int64_t x_row_stride, const bf16* w, const bf16* b, bf16* y, int64_t y_row_stride,
+                 int64_t rows, int64_t cols, int64_t heads_per_row, float eps, bool layernorm, cudaStream_t stream);
+/// x[t, c] += bias[c] for a [rows, cols] block with row stride `ld`.
+void launch_add_bias(bf16* x, int64_t ld, const bf16* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+/// y[i] += x[i] (bf16, fp32 add).
+void launch_add_inplace(bf16* y, const bf16* x, int64_t n, cudaStream_t stream);
+/// Copies a [rows, cols] block between strided buffers (bf16).
+void launch_copy_2d(const bf16* src, int64_t src_ld, bf16* dst, int64_t dst_ld, int64_t rows, int64_t cols,
+                    cudaStream_t stream);
+
+// ---- attention.cu: RoPE, KV cache append, split-context attention ---------------------------------------------------
+/// Rotate-half (NeoX) RoPE on `rot_dim` dims starting at `dim_offset` of each head. Head h of token t lives at
+/// x + t * token_stride + h * head_stride. Position of token t = pos_base + (t % tokens_per_seq).
+void launch_rope(bf16* x, int64_t num_tokens, int64_t num_heads, int64_t token_stride, int64_t head_stride,
+                 int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, int64_t pos_base, float theta,
+                 cudaStream_t stream);
+/// Writes the new tokens' rows into the cache. Token t (sequence t / tokens_per_seq, step s = t % tokens_per_seq)
+/// goes to cache row (seq * cache_len + pos_base + s); each row is `row_elems` wide, read from src + t * src_ld.
+void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_elems, int64_t num_tokens,
+                      int64_t tokens_per_seq, int64_t cache_len, int64_t pos_base, cudaStream_t stream);
+
+/// Attention of `num_tokens` query tokens (token t: sequence t / tokens_per_seq, causal position
+/// pos_base + t % tokens_per_seq; it sees keys [max(0, pos - window + 1), pos]). q: head h of token t at
+/// q + t * q_token_stride + h * q_head_stride, dk wide. Keys of sequence b, position j, kv head g:
+/// k + (b * cache_len + j) * kv_row_stride + g * kv_head_stride (dk wide); values likewise from v (dv wide).
+/// GQA: query head h uses kv head h / (num_heads / num_kv_heads). sinks (may be null): one logit per head added to
+/// the softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16).
+/// Split over the context in chunks of `chunk` keys; partials go to workspace (attention_workspace_bytes()).
+struct AttentionArgs {
+    const bf16* q = nullptr;
+    int64_t q_token_stride = 0, q_head_stride = 0;
+    const bf16* k = nullptr;
+    const bf16* v = nullptr;
+    int64_t kv_row_stride = 0, kv_head_stride = 0;
+    bf16* out = nullptr;
+    const float* sinks = nullptr;
+    int64_t num_tokens = 0, tokens_per_seq = 1, cache_len = 0, pos_base = 0;
+    int64_t num_heads = 0, num_kv_heads = 0, dk = 0, dv = 0;
+    int64_t window = 0;  // 0 = unlimited
+    float scale = 1.0f;
+    int64_t chunk = 256;
+};
+int64_t attention_max_dk();   // largest dk / dv the kernel supports
+size_t attention_workspace_bytes(const AttentionArgs& a);
+void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stream);
+
+// ---- moe.cu: router top-k, permutation, activation, combine -------------------------------------------------------
+/// Routing semantics, copied from the model config (one struct so the kernel sees every family's knobs).
+struct RoutingParams {
+    int kind = 0;  // moebench::RoutingKind as int
+    int num_experts = 0, top_k = 0, num_groups = 1, topk_groups = 1;
+    bool norm_topk_prob = false;
+    float routed_scaling_factor = 1.0f;
+    int soft_topn = 0;
+};
+/// logits [T, E] fp32 (+ bias [E] fp32 added before scoring when non-null; correction [E] fp32 for selection only).
+/// Writes ids [T, k_out] int32 and weights [T, k_out] fp32 (k_out = soft_topn when > 0, else top_k).
+/// scratch: T * topk_scratch_floats(E, groups) floats. Returns the kernel variant name.
+int64_t topk_scratch_floats(int64_t num_experts, int64_t num_groups);
+const char* launch_topk(const float* logits, const float* bias, const float* correction, const RoutingParams& p,
+                        int64_t num_tokens, int32_t* ids, float* weights, float* scratch, cudaStream_t stream);
+
+/// Permutation by expert, deterministic (moe_core permutation_map semantics): rows grouped by expert, assignments
+/// a = t*k + j ascending within an expert; with capacity >= 0 (moe_core::expert_capacity; -1 = dropless), an expert's assignments past `capacity` (arrival order)
+/// are dropped: ids[a] = -1 and weights[a] = 0. Outputs: counts[E] (kept), offsets[E+1], perm_slot[N] (assignment of
+/// each permuted row; token = slot / k), perm_expert[N], slot_pos[T*k] (row of each assignment, -1 if none),
+/// dropped[1]. N = offsets[E] <= T*k. raw_counts: E ints of scratch.
+void launch_permute_index(int32_t* ids, float* weights, int64_t num_tokens, int64_t k, int64_t num_experts,
+                          int64_t capacity, int32_t* raw_counts, int32_t* counts, int32_t* offsets, int32_t* perm_slot,
+                          int32_t* perm_expert, int32_t* slot_pos, int32_t* dropped, cudaStream_t stream);
+/// x_perm[r, :] = x[perm_slot[r] / k, :] (times weights[perm_slot[r]] when scale_by_weight: Llama-4 scales the
+/// expert input) for r < num_rows (num_rows known on the host).
+void launch_gather_rows(const bf16* x, const int32_t* perm_slot, const float* weights, bool scale_by_weight,
+                        bf16* x_perm, int64_t num_rows, int64_t k, int64_t hidden, cudaStream_t stream);
+
+/// Activation: a[r, c] = act(h[r, c] + bg, h[r, inter + c] + bu) for c < inter (h = [gate | up], 2*inter wide).
+/// act: moebench::Activation as int. bias (optional, [E, 2*inter]) indexed by row_expert[r] (or expert 0 when null).
+void launch_activation(const bf16* h, bf16* a, int64_t rows, int64_t inter, int act, float limit, const bf16* bias,
+                       const int32_t* row_expert, cudaStream_t stream);
+
+/// moe_out[t] = sum_j w(t,j) * (y_perm[slot_pos[t*k+j]] + down_bias[id]) + shared_scale(t) * shared[t], with
+/// w = weights[t*k+j] (1 when unit_weights: the weight was applied to the input); shared_scale(t) =
+/// sigmoid(shared_gate_logit[t]) when non-null, else 1; shared may be null. Then residual[t] += moe_out[t]
+/// (residual may be null). moe_out is bf16 [T, H].
+void launch_combine(const bf16* y_perm, const int32_t* slot_pos, const int32_t* ids, const float* weights,
+                    bool unit_weights, const bf16* down_bias, const bf16* shared, const float* shared_gate_logit,
+                    bf16* moe_out, bf16* residual, int64_t num_tokens, int64_t k, int64_t hidden,
+                    cudaStream_t stream);
+/// logit[t] = dot(x[t, :], w) in fp32 (shared expert gate, Qwen2-MoE).
+void launch_row_dot(const bf16* x, const bf16* w, float* logit, int64_t num_tokens, int64_t hidden,
+                    cudaStream_t stream);
+
+// ---- measure.cu: device ceilings for `moebench devices --measure` --------------------------------------------------
+/// Reads `bytes` (multiple of 16) from src with 16-byte loads; writes one checksum word to sink so nothing is elided.
+void launch_read_bytes(const void* src, size_t bytes, unsigned long long* sink, int num_sms, cudaStream_t stream);
+
+}  // namespace moebench::kernels

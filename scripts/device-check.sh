@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One-call GPU check (one H200, < 8 minutes): build for sm_90, GPU tests, devices --measure, --check on three families,
+# a decode batch sweep and a prefill point (Mixtral-8x7B and DeepSeek-V3 layer shapes), the PyTorch peer comparison,
+# and a markdown summary. Usage: scripts/device-check.sh [OUT_DIR]   (default results/device-<UTC date>/)
+# Every step logs its status to OUT/steps.log and the script goes on after a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+OUT=${1:-results/device-$(date -u +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT/reports" "$OUT/configs" "$OUT/logs"
+OUT=$(cd "$OUT" && pwd)
+BUILD=${BUILD_DIR:-build-device}
+JOBS=${JOBS:-$(nproc)}
+BIN="$ROOT/$BUILD/moebench"
+STEPS="$OUT/steps.log"
+: >"$STEPS"
+START=$(date +%s)
+
+log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$STEPS"; }
+
+# step NAME TIMEOUT_S CMD...: runs CMD with a timeout, output to logs/NAME.log, status to steps.log.
+step() {
+    local name=$1 limit=$2
+    shift 2
+    log "start $name"
+    local t0=$(date +%s)
+    timeout --kill-after=10 "$limit" "$@" >"$OUT/logs/$name.log" 2>&1
+    local rc=$?
+    local dt=$(( $(date +%s) - t0 ))
+    if [ $rc -eq 0 ]; then
+        log "ok    $name (${dt}s)"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        log "FAIL  $name: timed out after ${limit}s (log: logs/$name.log)"
+    elif [ $rc -eq 77 ]; then
+        log "SKIP  $name (rc 77; log: logs/$name.log)"
+    else
+        log "FAIL  $name: exit $rc (${dt}s; last lines below; log: logs/$name.log)"
+        tail -n 5 "$OUT/logs/$name.log" | sed 's/^/        /' | tee -a "$STEPS"
+    fi
+    return 0
+}
+
+# run_cfg NAME JSON [extra moebench run flags...]: writes the run config and runs it; report -> reports/NAME.json.
+run_cfg() {
+    local name=$1 cfg=$2
+    shift 2
+    echo "$cfg" >"$OUT/configs/$name.json"
+    step "run-$name" 150 "$BIN" run --config "$OUT/configs/$name.json" --out "$OUT/reports/$name.json" "$@"
+}
+
+{
+    echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(hostname)"
+    echo "git: $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) uncommitted files"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || echo "nvidia-smi: not available"
+    nvcc --version 2>/dev/null | tail -n 2 || echo "nvcc: not on PATH"
+} >"$OUT/machine.txt" 2>&1
+
+# 1. Build (sm_90 only; the shared dev build is not touched).
+step build-configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON
+step build 300 cmake --build "$BUILD" -j"$JOBS" --target moebench moebench_tests_cuda
+if [ ! -x "$BIN" ]; then
+    log "moebench was not built: nothing else can run"
+fi
+
+# 2. GPU tests (exit 77 = skipped, with the reason in the log).
+step gpu-tests 120 "$ROOT/$BUILD/tests/moebench_tests_cuda" --reporter compact --durations yes
+
+# 3. Devices and measured ceilings.
+step devices 60 "$BIN" devices --measure --format json --out "$OUT/devices.json"
+
+# 4. --check on three families: softmax top-k (Mixtral), sigmoid group-limited + shared expert (DeepSeek-V3: layers 0-2
+#    are dense, so 4 layers reach the first MoE layer), MLA attention (DeepSeek-V2-Lite; layer 0 dense).
+run_cfg check-mixtral '{"model": "mixtral-8x7b", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 1, "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v3 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v2-lite '{"model": "deepseek-v2-lite", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 2, "warmup": 1, "iters": 3}' --check
+
+# 5. Decode batch sweep and one prefill point, both expert GEMM variants; then CUDA graph and cold L2 at batch 64.
+for model in mixtral-8x7b deepseek-v3; do
+    layers=1
+    [ "$model" = deepseek-v3 ] && layers=4
+    for batch in 1 8 64 256; do
+        for variant in loop grouped; do
+            run_cfg "decode-$model-b$batch-$variant" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 3, \"iters\": 20}"
+        done
+    done
+    for variant in loop grouped; do
+        run_cfg "prefill-$model-4096-$variant" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 2, \"iters\": 5}"
+    done
+    run_cfg "decode-$model-b64-graph" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 3, \"iters\": 20}"
+    run_cfg "decode-$model-b64-coldl2" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cold_l2\": true, \"warmup\": 3, \"iters\": 20}"
+done
+
+# 6. PyTorch peers on the same shapes (skips cleanly without torch or a GPU).
+step torch-peer 150 python3 bench/torch_moe_peer.py --out "$OUT/torch_peer.json"
+
+# 7. Summary table.
+step summary 60 python3 - "$OUT" <<'PY'
+import json, os, sys, glob
+out = sys.argv[1]
+rows = []
+MOE = ["router_gemm", "topk", "permute", "expert_up", "activation", "expert_down", "shared_expert", "unpermute_reduce"]
+SMALL = ["router_gemm", "topk", "permute", "unpermute_reduce"]
+def get(d, *ks):
+    for k in ks:
+        if not isinstance(d, dict) or k not in d: return None
+        d = d[k]
+    return d
+devices = {}
+try:
+    devices = json.load(open(os.path.join(out, "devices.json")))
+except Exception as e:
+    pass
+dev0 = (get(devices, "gpus", "devices") or get(devices, "devices") or [{}])
+dev0 = dev0[0] if isinstance(dev0, list) and dev0 else {}
+copy_bw = get(dev0, "measured", "copy_bw_bytes_per_s")
+gemm = get(dev0, "measured", "bf16_gemm_flops")
+for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
+    name = os.path.basename(path)[:-5]
+    try:
+        rep = json.load(open(path))
+    except Exception as e:
+        rows.append((name, "unreadable: %s" % e)); continue
+    run = (rep.get("runs") or [{}])[0]
+    ph = get(run, "latency", "phases") or {}
+    mean = lambda p: (ph.get(p) or {}).get("mean_us") or 0.0
+    step = get(run, "latency", "step", "mean_us")
+    moe = sum(mean(p) for p in MOE)
+    small = sum(mean(p) for p in SMALL)
+    variant = get(run, "backend_info", "kernel_variant", "expert_gemm") or ""
+    chk = get(run, "check") or get(rep, "check")
+    chk_s = json.dumps(chk)[:80] if chk is not None else ""
+    rows.append((name, run.get("status", "?"), run.get("mode", ""), run.get("batch", ""),
+                 "%.1f" % step if step else "", "%.1f" % moe, "%.1f" % (mean("expert_up") + mean("expert_down")),
+                 ("%.1f%%" % (100 * small / moe)) if moe else "", variant.split(" ")[0], chk_s))
+with open(os.path.join(out, "summary.md"), "w") as f:
+    f.write("# moebench device check\n\n")
+    f.write("Device: %s. Measured copy bandwidth: %s GB/s; bf16 GEMM: %s TFLOP/s (source: measured).\n\n" % (
+        dev0.get("name", "unknown"), "%.0f" % (copy_bw / 1e9) if copy_bw else "n/a", "%.0f" % (gemm / 1e12) if gemm else "n/a"))
+    f.write("Times are means over measured steps (CUDA events, us). moe = sum of the MoE phases of all layers run; "
+            "small = router_gemm + topk + permute + unpermute_reduce as a share of moe.\n\n")
+    f.write("| run | status | mode | batch | step_us | moe_us | expert_gemm_us | small/moe | expert_gemm | check |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        f.write("| " + " | ".join(str(x) for x in r) + " |\n")
+    try:
+        peer = json.load(open(os.path.join(out, "torch_peer.json")))
+        f.write("\n## PyTorch peers (same shapes and routing)\n\n")
+        if peer.get("skipped"):
+            f.write("skipped: %s\n" % peer["skipped"])
+        else:
+            f.write("| shape | tokens | eager_loop_us | grouped_mm_us |\n|---|---|---|---|\n")
+            for p in peer.get("points", []):
+                f.write("| %s | %s | %s | %s |\n" % (p.get("shape"), p.get("tokens"), p.get("eager_loop_us"), p.get("grouped_mm_us")))
+    except Exception as e:
+        f.write("\nPyTorch peers: no result (%s)\n" % e)
+    f.write("\nSteps: see steps.log.\n")
+print(open(os.path.join(out, "summary.md")).read())
+PY
+
+log "done in $(( $(date +%s) - START ))s; results in $OUT"
+cat "$STEPS" >>"$OUT/summary.md" 2>/dev/null || true
+exit 0
