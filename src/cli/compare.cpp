@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// 'moebench compare A.json B.json': matched points side by side with noise-aware verdicts; exit 1 when anything
+// is slower beyond --threshold, so a CI job can gate on it (docs/sweep.md).
+#include "cli/commands.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "compare/compare.hpp"
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+namespace moebench::cli {
+
+namespace {
+
+struct CompareFlags {
+    std::string a, b, threshold = "5%", format = "text", out, match, noise_floor = "1%";
+    double k_sigma = 3.0, spread_z = 1.645;
+    bool gate_phases = false;
+};
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("compare", "Compare two reports point by point; exit 1 on a slowdown beyond --threshold");
+    cmd->footer("A difference inside the measured noise of both runs is 'same': |mean_B - mean_A| <= max(k * sqrt(sA^2/nA +\n"
+                "sB^2/nB), z * sqrt((sA^2 + sB^2)/2), noise-floor * mean_A). Exit 1 when a matched point is slower beyond\n"
+                "--threshold (docs/sweep.md).");
+    auto f = std::make_shared<CompareFlags>();
+    cmd->add_option("A", f->a, "Baseline report (JSON)")->required();
+    cmd->add_option("B", f->b, "Candidate report (JSON)")->required();
+    cmd->add_option("--threshold", f->threshold, "Slowdown that fails the comparison, e.g. 5% (default 5%)");
+    cmd->add_option("--format", f->format, "text | json | md (default text)");
+    cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout");
+    cmd->add_option("--match", f->match, "Comma-separated axes to match points by (default: every axis but the contrast)");
+    cmd->add_option("--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
+    cmd->add_option("--spread-z", f->spread_z, "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
+    cmd->add_option("--noise-floor", f->noise_floor, "Smallest noise band, fraction of A's mean (default 1%)");
+    cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold");
+    cmd->callback([f] {
+        CompareOptions o;
+        o.threshold = parse_fraction(f->threshold, "--threshold");
+        o.noise_floor = parse_fraction(f->noise_floor, "--noise-floor");
+        if (!(f->k_sigma >= 0)) config_error("--k-sigma", "must not be negative", std::to_string(f->k_sigma), "use e.g. 3");
+        o.k_sigma = f->k_sigma;
+        if (!(f->spread_z >= 0)) config_error("--spread-z", "must not be negative", std::to_string(f->spread_z), "use e.g. 1.645");
+        o.spread_z = f->spread_z;
+        o.gate_phases = f->gate_phases;
+        if (!f->match.empty()) {
+            size_t start = 0;
+            while (true) {
+                size_t c = f->match.find(',', start);
+                std::string k = f->match.substr(start, c == std::string::npos ? std::string::npos : c - start);
+                if (k.empty()) config_error("--match", "empty axis name", f->match, "write e.g. --match batch,context");
+                o.match_keys.push_back(k);
+                if (c == std::string::npos) break;
+                start = c + 1;
+            }
+        }
+        if (f->format != "text" && f->format != "json" && f->format != "md")
+            config_error("--format", "unknown format", f->format, "use text, json or md");
+        json cmp = compare_reports(load_json_file(f->a), load_json_file(f->b), o, f->a, f->b);
+        std::string text = render_comparison(cmp, f->format);
+        if (f->out.empty()) {
+            std::cout << text;
+            std::cout.flush();
+        } else {
+            write_file_atomic(f->out, text);
+        }
+        // Exit 1 (moebench::Error) so a CI job can gate on it; the table above says which points.
+        if (cmp.value("exit_code", 0) != 0)
+            throw Error(std::to_string(cmp.value("regressions", 0)) + " point(s) slower beyond the threshold of " +
+                        f->threshold);
+    });
+}
+
+}  // namespace moebench::cli

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// Comparing two reports: points matched by their axes, per-point and per-phase latency ratios, and a verdict
+// (faster / slower / same) that treats a difference inside the measured noise of both runs as "same" (docs/sweep.md).
+#pragma once
+#include "common/json_util.hpp"
+
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+struct CompareOptions {
+    double threshold = 0.05;    // a "slower" beyond this relative slowdown is a regression (exit 1)
+    double k_sigma = 3.0;       // noise band: k standard errors of the difference of the means ...
+    double spread_z = 1.645;    // ... or z pooled step-to-step standard deviations (1.645: the p5-p95 half-width)
+    double noise_floor = 0.01;  // ... but never below this fraction of A's mean (run-to-run drift one run cannot see)
+    std::vector<std::string> match_keys;  // empty: every axis except those constant in each report but different
+    bool gate_phases = false;   // also fail on a phase regression (default: the step only)
+};
+
+struct Verdict {
+    std::string verdict;     // "faster" | "slower" | "same" (B against A)
+    double ratio = 0;        // mean_b / mean_a (latency: > 1 is slower)
+    double delta_us = 0;     // mean_b - mean_a
+    double noise_us = 0;     // half-width of the "same" band
+    bool regression = false; // slower and ratio - 1 > threshold
+};
+
+/// Classifies B against A from the means, sample standard deviations and sample counts of both runs:
+/// noise = max(k * sqrt(sd_a^2/n_a + sd_b^2/n_b), z * sqrt((sd_a^2 + sd_b^2) / 2), floor * mean_a);
+/// |delta| <= noise -> same.
+Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double sd_b, double n_b, const CompareOptions& o);
+
+/// "5%" -> 0.05, "0.05" -> 0.05, "5" -> 0.05 (a bare number >= 1 is read as percent). Bad -> ConfigError naming `field`.
+double parse_fraction(const std::string& text, const std::string& field);
+
+/// The comparison as JSON: {"rule", "threshold", "match_keys", "contrast", "points": [...], "unmatched_a",
+/// "unmatched_b", "counts", "regressions", "exit_code"}. Reports without runs[] -> ConfigError.
+json compare_reports(const json& a, const json& b, const CompareOptions& o, const std::string& name_a = "A",
+                     const std::string& name_b = "B");
+
+/// Renders the comparison: "text" (terminal), "md" or "json".
+std::string render_comparison(const json& cmp, const std::string& format);
+
+}  // namespace moebench

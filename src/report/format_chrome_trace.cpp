@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// Chrome trace view (chrome://tracing, Perfetto): per point one process; per rank a compute track and, with expert
+// parallelism, a communication track; a slice per phase per layer of one representative step built from the
+// per-layer phase means laid end to end (not a recorded timeline: args say so).
+#include "engine/phase.hpp"
+#include "report/formats.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace moebench {
+
+using namespace formats_detail;
+
+namespace {
+
+bool is_comm_phase(const std::string& ph) { return ph == "dispatch_a2a" || ph == "combine_a2a"; }
+
+}  // namespace
+
+namespace formats_detail {
+
+std::string render_chrome_trace(const json& report) {
+    json events = json::array();
+    const json& runs = report.at("runs");
+    int pid = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const json& r = runs[i];
+        if (!run_ok(r) || run_phases(r).empty()) continue;
+        ++pid;
+        const std::string source = str_at(r, {"latency", "source"}, "measured");
+        int64_t ranks = std::max<int64_t>(1, static_cast<int64_t>(num_at(r, {"axes", "ep"}, 1)));
+        events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
+                          {"args", {{"name", fmt::format("point {}: {}", i, run_label(r))}}}});
+        events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+        bool has_comm = false;
+        for (const auto& ph : run_phases(r)) has_comm = has_comm || is_comm_phase(ph);
+        // The report holds one set of per-layer means (rank 0's view when ep > 1); every rank gets the same step.
+        for (int64_t rank = 0; rank < ranks; ++rank) {
+            int compute_tid = static_cast<int>(rank * 2), comm_tid = static_cast<int>(rank * 2 + 1);
+            events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", compute_tid},
+                              {"args", {{"name", fmt::format("rank {} compute", rank)}}}});
+            if (has_comm)
+                events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", comm_tid},
+                                  {"args", {{"name", fmt::format("rank {} all-to-all", rank)}}}});
+            double ts = 0;
+            auto slice = [&](const std::string& ph, double dur, const json& layer) {
+                if (!(dur > 0)) return;
+                int tid = is_comm_phase(ph) ? comm_tid : compute_tid;
+                std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
+                json args = {{"mean_us", dur}, {"source", source}, {"basis", "per-layer phase mean, laid end to end"}};
+                if (!layer.is_null()) args["layer"] = layer;
+                events.push_back({{"ph", "X"}, {"name", ph}, {"cat", group}, {"pid", pid}, {"tid", tid},
+                                  {"ts", ts}, {"dur", dur}, {"args", args}});
+                ts += dur;
+            };
+            if (const json* p = find_path(r, {"latency", "phases", "embed", "mean_us"})) slice("embed", p->get<double>(), nullptr);
+            const json* per_layer = find_path(r, {"latency", "per_layer"});
+            if (per_layer && per_layer->is_array() && !per_layer->empty()) {
+                for (const auto& l : *per_layer) {
+                    const json* lp = find_path(l, {"phases"});
+                    if (!lp || !lp->is_object()) continue;
+                    for (auto name : kPhaseNames) {  // the engine's execution order follows the vocabulary
+                        std::string ph(name);
+                        if (ph == "embed" || ph == "final_norm" || ph == "lm_head") continue;
+                        if (const json* m = find_path(*lp, {ph.c_str(), "mean_us"}); m && m->is_number())
+                            slice(ph, m->get<double>(), l.value("layer", json()));
+                    }
+                }
+            } else {
+                // No per-layer breakdown: one slice per phase with its per-step mean.
+                for (const auto& ph : run_phases(r))
+                    if (ph != "embed" && ph != "final_norm" && ph != "lm_head")
+                        slice(ph, num_at(r, {"latency", "phases", ph.c_str(), "mean_us"}), nullptr);
+            }
+            for (const char* ph : {"final_norm", "lm_head"})
+                if (const json* p = find_path(r, {"latency", "phases", ph, "mean_us"})) slice(ph, p->get<double>(), nullptr);
+        }
+    }
+    json doc = {{"traceEvents", events},
+                {"displayTimeUnit", "ms"},
+                {"otherData", {{"generator", "moebench report --format trace"},
+                               {"command", str_at(report, {"command"})},
+                               {"note", "one representative step per point: per-layer phase means (measured) laid end to end"}}}};
+    return doc.dump(1) + "\n";
+}
+
+}  // namespace formats_detail
+
+}  // namespace moebench

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// CSV view: one row per point x phase, fixed documented columns (docs/csv-columns.md); points that did not run
+// get one row with an empty phase and their reason.
+#include "engine/phase.hpp"
+#include "report/formats.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+namespace moebench {
+
+using namespace formats_detail;
+
+const std::vector<std::string>& csv_columns() {
+    static const std::vector<std::string> kColumns = {
+        "point",          "status",        "reason",        "model",          "backend",       "mode",
+        "batch",          "seq_len",       "context",       "num_tokens",     "routing",       "ep",
+        "capacity_factor", "soft_topn",    "layers",        "extra_axes",     "phase",         "phase_group",
+        "phase_mean_us",  "phase_p50_us",  "phase_p95_us",  "phase_p99_us",   "phase_min_us",  "phase_max_us",
+        "phase_stdev_us", "phase_cv",      "phase_share",   "step_mean_us",   "step_p50_us",   "step_p95_us",
+        "step_p99_us",    "step_cv",       "tokens_per_s",  "iterations",     "load_max_over_mean_avg",
+        "timing_source"};
+    return kColumns;
+}
+
+namespace {
+
+// RFC 4180: quote fields holding a comma, quote or line break; double the quotes.
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+    std::string o = "\"";
+    for (char c : s) o += (c == '"') ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+}
+
+std::string num_text(const json& j, std::initializer_list<const char*> path) {
+    const json* v = find_path(j, path);
+    if (!v || !v->is_number()) return "";
+    return scalar_text(*v);
+}
+
+std::string g17(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+namespace formats_detail {
+
+std::string render_csv(const json& report) {
+    static const std::set<std::string> kStandardAxes = {"model", "backend", "mode", "batch", "seq_len", "context",
+                                                        "routing", "ep", "capacity_factor", "soft_topn", "layers"};
+    std::string out;
+    const auto& cols = csv_columns();
+    for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
+    out += "\n";
+    const std::string report_model = str_at(report, {"config", "run", "model"});
+    size_t index = 0;
+    for (const auto& run : report.at("runs")) {
+        std::string status = run.value("status", "ok");
+        std::string reason = status == "skipped" ? run.value("skip_reason", "") : run.value("error", "");
+        const json axes = run.value("axes", json::object());
+        auto axis = [&](const char* k) -> std::string {
+            if (axes.contains(k)) return scalar_text(axes[k]);
+            if (run.contains(k)) return scalar_text(run[k]);
+            return "";
+        };
+        std::string model = run.contains("model") ? scalar_text(run["model"]) : axis("model");
+        if (model.empty()) model = report_model;
+        std::string extra;
+        for (const auto& [k, v] : axes.items())
+            if (!kStandardAxes.count(k)) extra += (extra.empty() ? "" : ";") + k + "=" + scalar_text(v);
+        double load_sum = 0;
+        int load_n = 0;
+        if (const json* pl = find_path(run, {"expert_load", "per_layer"}); pl && pl->is_array())
+            for (const auto& l : *pl)
+                if (l.contains("max_over_mean") && l["max_over_mean"].is_number()) {
+                    load_sum += l["max_over_mean"].get<double>();
+                    ++load_n;
+                }
+        std::vector<std::string> point_cols = {
+            std::to_string(index), status, reason, model, axis("backend"), axis("mode"), axis("batch"),
+            axis("seq_len"), axis("context"), num_text(run, {"num_tokens"}), axis("routing"), axis("ep"),
+            axis("capacity_factor"), axis("soft_topn"), axis("layers"), extra};
+        std::vector<std::string> step_cols = {
+            num_text(run, {"latency", "step", "mean_us"}), num_text(run, {"latency", "step", "p50_us"}),
+            num_text(run, {"latency", "step", "p95_us"}),  num_text(run, {"latency", "step", "p99_us"}),
+            num_text(run, {"latency", "step", "cv"}),      num_text(run, {"throughput", "tokens_per_s"}),
+            num_text(run, {"iterations", "measured"}),     load_n ? g17(load_sum / load_n) : "",
+            str_at(run, {"latency", "source"})};
+        auto emit = [&](const std::vector<std::string>& phase_cols) {
+            std::vector<std::string> row = point_cols;
+            row.insert(row.end(), phase_cols.begin(), phase_cols.end());
+            row.insert(row.end(), step_cols.begin(), step_cols.end());
+            for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + csv_field(row[i]);
+            out += "\n";
+        };
+        std::vector<std::string> phases = run_phases(run);
+        if (phases.empty()) emit(std::vector<std::string>(11, ""));
+        for (const auto& ph : phases) {
+            const json& p = run["latency"]["phases"][ph];
+            auto f = [&](const char* k) { return num_text(p, {k}); };
+            std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
+            emit({ph, group, f("mean_us"), f("p50_us"), f("p95_us"), f("p99_us"), f("min_us"), f("max_us"),
+                  f("stdev_us"), f("cv"), f("share")});
+        }
+        ++index;
+    }
+    return out;
+}
+
+}  // namespace formats_detail
+
+}  // namespace moebench

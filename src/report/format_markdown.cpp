@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// Markdown view: the summary tables (points, phase breakdown, expert load, sweep verdicts) for pasting into
+// issues and pull requests.
+#include "engine/phase.hpp"
+#include "report/formats.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace moebench {
+
+using namespace formats_detail;
+
+namespace {
+
+std::string md_cell(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '|') o += "\\|";
+        else if (c == '\n') o += ' ';
+        else o += c;
+    }
+    return o;
+}
+
+std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
+
+}  // namespace
+
+namespace formats_detail {
+
+std::string render_markdown(const json& report) {
+    std::string o;
+    const json& runs = report.at("runs");
+    bool is_sweep = report.contains("sweep");
+    o += is_sweep ? "# moebench sweep\n\n" : "# moebench run\n\n";
+    o += fmt::format("- command: `{}`\n", str_at(report, {"command"}, "?"));
+    o += fmt::format("- tool: moebench {} ({}), build {}\n", str_at(report, {"tool", "version"}, "?"),
+                     str_at(report, {"tool", "git_rev"}, "?"), str_at(report, {"tool", "build_type"}, "?"));
+    o += fmt::format("- created: {}\n", str_at(report, {"created_utc"}, "?"));
+    if (const json* env = find_path(report, {"environment"}))
+        o += fmt::format("- machine: {} ({} CPUs), backend {}\n", str_at(*env, {"cpu_model"}, "?"),
+                         scalar_text(env->value("num_cpus", json())), str_at(*env, {"backend"}, "?"));
+    std::string model = !runs.empty() && runs[0].contains("model") ? scalar_text(runs[0]["model"])
+                                                                   : str_at(report, {"config", "run", "model"});
+    if (!model.empty()) o += fmt::format("- model: {}\n", model);
+    o += "\n## Points\n\nLatency is the measured end-to-end step of the layers run; throughput is tokens per second "
+         "of that step.\n\n";
+    o += "| # | point | status | step mean ms | p50 ms | p95 ms | p99 ms | cv | tokens/s | max/mean load |\n";
+    o += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    long golden = golden_run_index(report);
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const json& r = runs[i];
+        std::string label = run_label(r) + (static_cast<long>(i) == golden ? " **(golden)**" : "");
+        if (!run_ok(r)) {
+            std::string why = r.value("status", "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
+            o += fmt::format("| {} | {} | {}: {} | | | | | | | |\n", i, md_cell(label), r.value("status", ""), md_cell(why));
+            continue;
+        }
+        double load = 0;
+        int n = 0;
+        if (const json* pl = find_path(r, {"expert_load", "per_layer"}); pl && pl->is_array())
+            for (const auto& l : *pl) load += l.value("max_over_mean", 0.0), ++n;
+        o += fmt::format("| {} | {} | ok | {} | {} | {} | {} | {:.3f} | {:.1f} | {} |\n", i, md_cell(label),
+                         ms(num_at(r, {"latency", "step", "mean_us"})), ms(num_at(r, {"latency", "step", "p50_us"})),
+                         ms(num_at(r, {"latency", "step", "p95_us"})), ms(num_at(r, {"latency", "step", "p99_us"})),
+                         num_at(r, {"latency", "step", "cv"}), num_at(r, {"throughput", "tokens_per_s"}),
+                         n ? fmt::format("{:.2f}", load / n) : "");
+    }
+
+    // Phase breakdown: phases as rows, ok points as columns (at most 12 columns; the CSV has them all).
+    std::vector<size_t> cols;
+    for (size_t i = 0; i < runs.size() && cols.size() < 12; ++i)
+        if (run_ok(runs[i]) && !run_phases(runs[i]).empty()) cols.push_back(i);
+    if (!cols.empty()) {
+        o += "\n## Phase breakdown (mean µs per step, share of the phase sum)\n\n| phase | group |";
+        for (size_t c : cols) o += " " + md_cell(run_label(runs[c])) + " |";
+        o += "\n|---|---|";
+        for (size_t c = 0; c < cols.size(); ++c) o += "---:|";
+        o += "\n";
+        for (auto name : kPhaseNames) {
+            std::string ph(name);
+            bool any = false;
+            for (size_t c : cols) any = any || find_path(runs[c], {"latency", "phases", ph.c_str()});
+            if (!any) continue;
+            o += "| " + ph + " | " + std::string(phase_group_name(phase_group(*phase_from_name(ph)))) + " |";
+            for (size_t c : cols) {
+                const json* p = find_path(runs[c], {"latency", "phases", ph.c_str()});
+                o += p ? fmt::format(" {:.1f} ({:.1f}%) |", num_at(*p, {"mean_us"}), 100.0 * num_at(*p, {"share"})) : " |";
+            }
+            o += "\n";
+        }
+        if (runs.size() > cols.size()) o += "\n(first 12 ok points shown; `moebench report --format csv` has every point)\n";
+    }
+
+    // Expert load of the golden point, else the first ok point.
+    long show = golden >= 0 ? golden : -1;
+    for (size_t i = 0; show < 0 && i < runs.size(); ++i)
+        if (run_ok(runs[i])) show = static_cast<long>(i);
+    if (show >= 0) {
+        const json* pl = find_path(runs[static_cast<size_t>(show)], {"expert_load", "per_layer"});
+        if (pl && pl->is_array() && !pl->empty()) {
+            o += fmt::format("\n## Expert load ({}, counted)\n\n", md_cell(run_label(runs[static_cast<size_t>(show)])));
+            o += "| layer | max/mean | cv | gini | top-3 share | idle experts | dropped |\n|---:|---:|---:|---:|---:|---:|---:|\n";
+            for (const auto& l : *pl)
+                o += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {} | {} |\n", scalar_text(l.value("layer", json())),
+                                 l.value("max_over_mean", 0.0), l.value("cv", 0.0), l.value("gini", 0.0),
+                                 l.value("top3_share", 0.0), scalar_text(l.value("idle_experts", json())),
+                                 scalar_text(l.value("dropped", json())));
+        }
+    }
+
+    if (is_sweep) {
+        const json& s = report["sweep"];
+        o += "\n## Sweep\n\n";
+        o += fmt::format("- points: {} ({} ok, {} skipped, {} failed, {} resumed from the journal, {} not run)\n",
+                         scalar_text(s.value("num_points", json())), scalar_text(s.value("ok", json())),
+                         scalar_text(s.value("skipped", json())), scalar_text(s.value("failed", json())),
+                         scalar_text(s.value("resumed", json())),
+                         s.contains("not_run") && s["not_run"].is_array() ? s["not_run"].size() : 0);
+        o += fmt::format("- stop: {}\n", s.value("stop_reason", "done"));
+        if (s.contains("knee_rule")) o += "- " + s.value("knee_rule", "") + "\n";
+        if (s.contains("golden_rule")) o += "- " + s.value("golden_rule", "") + "\n";
+        if (s.contains("golden") && !s["golden"].is_null())
+            o += "\n**Golden point**: " + md_cell(s["golden"].value("reason", "")) + "\n";
+        else if (s.contains("golden_reason"))
+            o += "\n**Golden point**: none — " + md_cell(s.value("golden_reason", "")) + "\n";
+        if (s.contains("series"))
+            for (const auto& se : s["series"]) {
+                if (!se.contains("knee") || se["knee"].is_null()) continue;
+                std::string fixed;
+                for (const auto& [k, v] : se["fixed"].items())
+                    if (s.contains("varying_axes") &&
+                        std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
+                        fixed += (fixed.empty() ? "" : ", ") + k + "=" + scalar_text(v);
+                o += "\n**Knee**" + (fixed.empty() ? std::string() : " (" + fixed + ")") + ": " +
+                     md_cell(se["knee"].value("reason", "")) + "\n";
+            }
+    }
+    return o;
+}
+
+}  // namespace formats_detail
+
+}  // namespace moebench

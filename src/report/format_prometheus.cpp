@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prometheus text exposition (format 0.0.4) of a report: expert activations (counter), per-phase latency (summary),
+// step latency (histogram of the measured step samples), throughput and load-imbalance gauges. Every family has
+// its HELP and TYPE lines and its samples together.
+#include "report/formats.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace moebench {
+
+using namespace formats_detail;
+
+namespace {
+
+std::string label_escape(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '\\') o += "\\\\";
+        else if (c == '"') o += "\\\"";
+        else if (c == '\n') o += "\\n";
+        else o += c;
+    }
+    return o;
+}
+
+std::string value_text(double v) {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+    return fmt::format("{}", v);
+}
+
+// Labels that identify a point: its index and axes.
+std::string point_labels(size_t index, const json& run) {
+    std::string s = fmt::format("point=\"{}\"", index);
+    for (const char* k : {"backend", "mode", "batch", "seq_len", "context", "routing", "ep"}) {
+        const json* v = find_path(run, {"axes", k});
+        if (!v) v = find_path(run, {k});
+        if (v) s += fmt::format(",{}=\"{}\"", k, label_escape(scalar_text(*v)));
+    }
+    std::string model = run.contains("model") ? scalar_text(run["model"]) : "";
+    if (!model.empty()) s += fmt::format(",model=\"{}\"", label_escape(model));
+    return s;
+}
+
+// Collects the samples of each family so that they are written together, after HELP and TYPE.
+struct Family {
+    std::string help, type;
+    std::vector<std::string> lines;
+};
+
+}  // namespace
+
+namespace formats_detail {
+
+std::string render_prometheus(const json& report) {
+    std::vector<std::string> order;
+    std::map<std::string, Family> fam;
+    auto add = [&](const std::string& name, const std::string& type, const std::string& help, const std::string& sample_name,
+                   const std::string& labels, double v) {
+        if (!fam.count(name)) {
+            order.push_back(name);
+            fam[name] = Family{help, type, {}};
+        }
+        fam[name].lines.push_back(fmt::format("{}{{{}}} {}", sample_name, labels, value_text(v)));
+    };
+    const json& runs = report.at("runs");
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const json& r = runs[i];
+        std::string pl = point_labels(i, r);
+        add("moebench_point_ok", "gauge", "1 when the point ran, 0 when it was skipped or failed.", "moebench_point_ok",
+            pl + fmt::format(",status=\"{}\"", label_escape(r.value("status", "ok"))), run_ok(r) ? 1 : 0);
+        if (!run_ok(r)) continue;
+        add("moebench_throughput_tokens_per_second", "gauge", "Tokens per second of the measured step (measured).",
+            "moebench_throughput_tokens_per_second", pl, num_at(r, {"throughput", "tokens_per_s"}));
+
+        // Per-phase latency: a summary from the recorded quantiles (the report keeps quantiles, not samples).
+        double n = num_at(r, {"iterations", "measured"}, 0);
+        for (const auto& ph : run_phases(r)) {
+            const json& p = r["latency"]["phases"][ph];
+            std::string l = pl + fmt::format(",phase=\"{}\"", ph);
+            const char* fname = "moebench_phase_latency_seconds";
+            const char* help = "Per-step latency of each phase summed over the layers run (measured), quantiles over the measured steps.";
+            for (auto [q, key] : {std::pair{"0.5", "p50_us"}, {"0.95", "p95_us"}, {"0.99", "p99_us"}})
+                add(fname, "summary", help, fname, l + fmt::format(",quantile=\"{}\"", q), num_at(p, {key}) * 1e-6);
+            add(fname, "summary", help, std::string(fname) + "_sum", l, num_at(p, {"mean_us"}) * 1e-6 * n);
+            add(fname, "summary", help, std::string(fname) + "_count", l, n);
+        }
+
+        // Step latency: a real histogram of the measured step samples.
+        if (const json* samples = find_path(r, {"latency", "step_samples_us"}); samples && samples->is_array() && !samples->empty()) {
+            std::vector<double> s;
+            for (const auto& v : *samples)
+                if (v.is_number()) s.push_back(v.get<double>() * 1e-6);
+            std::sort(s.begin(), s.end());
+            // Buckets: powers of two from just below the fastest sample to above the slowest.
+            double lo = std::pow(2.0, std::floor(std::log2(std::max(s.front(), 1e-9)))), hi = s.back();
+            const char* fname = "moebench_step_latency_seconds";
+            const char* help = "End-to-end step latency of the layers run (measured), histogram of the measured steps.";
+            double sum = 0;
+            for (double v : s) sum += v;
+            for (double le = lo; ; le *= 2) {
+                size_t c = static_cast<size_t>(std::upper_bound(s.begin(), s.end(), le) - s.begin());
+                add(fname, "histogram", help, std::string(fname) + "_bucket", pl + fmt::format(",le=\"{}\"", value_text(le)),
+                    static_cast<double>(c));
+                if (le >= hi) break;
+            }
+            add(fname, "histogram", help, std::string(fname) + "_bucket", pl + ",le=\"+Inf\"", static_cast<double>(s.size()));
+            add(fname, "histogram", help, std::string(fname) + "_sum", pl, sum);
+            add(fname, "histogram", help, std::string(fname) + "_count", pl, static_cast<double>(s.size()));
+        }
+
+        // Expert load: activations (counter) and imbalance gauges per layer.
+        if (const json* layers = find_path(r, {"expert_load", "per_layer"}); layers && layers->is_array())
+            for (const auto& l : *layers) {
+                std::string ll = pl + fmt::format(",layer=\"{}\"", scalar_text(l.value("layer", json())));
+                if (const json* tpe = find_path(l, {"tokens_per_expert"}); tpe && tpe->is_array())
+                    for (size_t e = 0; e < tpe->size(); ++e)
+                        add("moebench_expert_activations_total", "counter",
+                            "Token-to-expert assignments over the measured steps (counted).",
+                            "moebench_expert_activations_total", ll + fmt::format(",expert=\"{}\"", e),
+                            (*tpe)[e].is_number() ? (*tpe)[e].get<double>() : 0.0);
+                for (auto [key, name, help] : {std::tuple{"max_over_mean", "moebench_expert_load_max_over_mean",
+                                                          "Load imbalance: busiest expert's tokens over the mean (counted)."},
+                                               {"cv", "moebench_expert_load_cv", "Coefficient of variation of tokens per expert (counted)."},
+                                               {"gini", "moebench_expert_load_gini", "Gini coefficient of tokens per expert (counted)."},
+                                               {"idle_experts", "moebench_expert_idle", "Experts that received no token (counted)."},
+                                               {"dropped", "moebench_expert_dropped_total", "Assignments dropped by expert capacity (counted)."}})
+                    if (l.contains(key) && l[key].is_number())
+                        add(name, std::string(name).size() > 6 && std::string(name).substr(std::string(name).size() - 6) == "_total" ? "counter" : "gauge",
+                            help, name, ll, l[key].get<double>());
+            }
+    }
+    std::string out;
+    for (const auto& name : order) {
+        const Family& f = fam[name];
+        out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.type + "\n";
+        for (const auto& l : f.lines) out += l + "\n";
+    }
+    return out;
+}
+
+}  // namespace formats_detail
+
+}  // namespace moebench

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// Views derived from a moebench.report/1 document: CSV, Markdown, self-contained HTML with inline SVG charts,
+// Chrome trace JSON and Prometheus text exposition. The JSON report stays the source of truth.
+#pragma once
+#include "common/json_util.hpp"
+
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+/// Renders `report` as csv | md | html | trace | prom | json. Unknown format -> ConfigError naming --format.
+std::string render_report(const json& report, const std::string& format);
+
+/// The formats render_report accepts, in the order of the help text.
+const std::vector<std::string>& report_formats();
+
+/// File extension for a format: "csv", "md", "html", "trace.json", "prom", "json".
+std::string format_extension(const std::string& format);
+
+/// Checks a --format value (a comma-separated list is allowed where `allow_list`); returns the formats.
+std::vector<std::string> parse_format_list(const std::string& text, const std::string& field, bool allow_list);
+
+/// The CSV header, in order (docs/csv-columns.md). Stable: columns are only ever appended.
+const std::vector<std::string>& csv_columns();
+
+namespace formats_detail {
+
+std::string render_csv(const json& report);
+std::string render_markdown(const json& report);
+std::string render_html(const json& report);
+std::string render_chrome_trace(const json& report);
+std::string render_prometheus(const json& report);
+
+/// Value at a path of object keys, or nullptr.
+const json* find_path(const json& j, std::initializer_list<const char*> path);
+/// Number at a path, or `dflt` when absent or not a number.
+double num_at(const json& j, std::initializer_list<const char*> path, double dflt = 0.0);
+/// String at a path, or `dflt`.
+std::string str_at(const json& j, std::initializer_list<const char*> path, const std::string& dflt = "");
+/// A JSON scalar as text ("8", "zipf:1.2", "0.5"); null/absent -> "".
+std::string scalar_text(const json& v);
+/// True when a record finished ok (status absent counts as ok).
+bool run_ok(const json& run);
+/// Phases present in the run's latency.phases, in the vocabulary's order.
+std::vector<std::string> run_phases(const json& run);
+/// Short label for a point: the sweep axes when present, else "batch=8" (plus context when nonzero).
+std::string run_label(const json& run);
+/// Index of the golden point in runs[] from the sweep block, or -1.
+long golden_run_index(const json& report);
+/// Axis names whose values differ between the report's runs (the varying axes), in a stable order.
+std::vector<std::string> varying_axes(const json& report);
+/// Escapes &, <, >, " for HTML/SVG text and attributes.
+std::string html_escape(const std::string& s);
+
+}  // namespace formats_detail
+
+}  // namespace moebench

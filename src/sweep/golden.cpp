@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+// Golden point and knee selection over the records of a sweep.
+#include "sweep/golden.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace moebench {
+
+namespace {
+
+double num_at(const json& j, std::initializer_list<const char*> path) {
+    const json* cur = &j;
+    for (const char* k : path) {
+        if (!cur->is_object() || !cur->contains(k)) return NAN;
+        cur = &cur->at(k);
+    }
+    return cur->is_number() ? cur->get<double>() : NAN;
+}
+
+std::string fmt_batch(double b) { return fmt::format("{}", static_cast<int64_t>(std::llround(b))); }
+std::string pct(double f) { return fmt::format("{:.0f}%", 100.0 * f); }
+
+json axes_of(const json& rec) {
+    if (rec.contains("axes") && rec["axes"].is_object()) return rec["axes"];
+    json a = json::object();
+    if (rec.contains("batch")) a["batch"] = rec["batch"];
+    return a;
+}
+
+json describe(const CurvePoint& p, const json& runs, const CurvePoint& peak) {
+    return json{{"run_index", p.run_index},
+                {"axes", axes_of(runs.at(p.run_index))},
+                {"batch", static_cast<int64_t>(std::llround(p.batch))},
+                {"tokens_per_s", p.tokens_per_s},
+                {"p95_ms", p.p95_us / 1000.0},
+                {"share_of_peak", peak.tokens_per_s > 0 ? p.tokens_per_s / peak.tokens_per_s : 0.0},
+                {"p95_vs_peak", peak.p95_us > 0 ? p.p95_us / peak.p95_us : 0.0}};
+}
+
+// "batch 128: 98% of peak throughput (batch 256, 12345 tok/s) at 76% of the p95 of batch 256; ..."
+std::string knee_reason(const std::vector<CurvePoint>& s, size_t k, size_t peak, double fraction) {
+    const CurvePoint& p = s[k];
+    const CurvePoint& pk = s[peak];
+    std::string r;
+    if (k == peak) {
+        r = fmt::format("batch {}: the peak throughput of this series ({:.0f} tok/s, p95 {:.3f} ms); no smaller batch "
+                        "reaches {} of it",
+                        fmt_batch(p.batch), p.tokens_per_s, p.p95_us / 1000.0, pct(fraction));
+    } else {
+        r = fmt::format("batch {}: {} of peak throughput (batch {}, {:.0f} tok/s) at {} of the p95 of batch {} "
+                        "({:.3f} ms vs {:.3f} ms); the smallest batch reaching {} of the peak",
+                        fmt_batch(p.batch), pct(p.tokens_per_s / pk.tokens_per_s), fmt_batch(pk.batch), pk.tokens_per_s,
+                        pct(pk.p95_us > 0 ? p.p95_us / pk.p95_us : 0), fmt_batch(pk.batch), p.p95_us / 1000.0,
+                        pk.p95_us / 1000.0, pct(fraction));
+    }
+    if (k + 1 < s.size()) {
+        const CurvePoint& n = s[k + 1];
+        r += fmt::format("; the next batch ({}) changes throughput by {:+.0f}% for {:+.0f}% p95", fmt_batch(n.batch),
+                         100.0 * (n.tokens_per_s / p.tokens_per_s - 1), 100.0 * (n.p95_us / p.p95_us - 1));
+    }
+    return r;
+}
+
+}  // namespace
+
+std::optional<size_t> knee_index(const std::vector<CurvePoint>& series, double fraction) {
+    if (series.empty()) return std::nullopt;
+    double best = 0;
+    for (const auto& p : series) best = std::max(best, p.tokens_per_s);
+    for (size_t i = 0; i < series.size(); ++i)
+        if (series[i].tokens_per_s >= fraction * best) return i;
+    return std::nullopt;  // unreachable: the best point qualifies
+}
+
+std::optional<size_t> golden_index(const std::vector<CurvePoint>& points, double slo_p95_us) {
+    std::optional<size_t> g;
+    for (size_t i = 0; i < points.size(); ++i) {
+        const auto& p = points[i];
+        if (!(p.p95_us <= slo_p95_us)) continue;
+        if (!g || p.tokens_per_s > points[*g].tokens_per_s ||
+            (p.tokens_per_s == points[*g].tokens_per_s && p.p95_us < points[*g].p95_us))
+            g = i;
+    }
+    return g;
+}
+
+json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double knee_fraction) {
+    json out;
+    out["knee_rule"] = fmt::format("knee = smallest batch whose throughput reaches {} of the best throughput of its "
+                                   "series (series: points sharing every axis but batch)",
+                                   pct(knee_fraction));
+    out["golden_rule"] = slo_p95_ms ? fmt::format("golden = highest throughput with step p95 <= {} ms", *slo_p95_ms)
+                                    : std::string("golden = knee of the series holding the peak throughput "
+                                                  "(no --slo-p95-ms given)");
+    out["slo_p95_ms"] = slo_p95_ms ? json(*slo_p95_ms) : json(nullptr);
+    out["source"] = "measured";
+
+    // Group ok points into series by every axis but batch.
+    std::vector<CurvePoint> all;
+    std::map<std::string, std::vector<CurvePoint>> series;
+    std::map<std::string, json> fixed_of;
+    std::vector<std::string> series_order;
+    for (size_t i = 0; runs.is_array() && i < runs.size(); ++i) {
+        const json& r = runs[i];
+        if (r.value("status", "ok") != "ok") continue;
+        CurvePoint p;
+        p.run_index = i;
+        p.batch = num_at(r, {"batch"});
+        if (std::isnan(p.batch)) p.batch = num_at(r, {"axes", "batch"});
+        p.tokens_per_s = num_at(r, {"throughput", "tokens_per_s"});
+        p.p95_us = num_at(r, {"latency", "step", "p95_us"});
+        if (std::isnan(p.batch) || std::isnan(p.tokens_per_s) || std::isnan(p.p95_us)) continue;
+        json fixed = axes_of(r);
+        fixed.erase("batch");
+        std::string key = fixed.dump();
+        if (!series.count(key)) {
+            series_order.push_back(key);
+            fixed_of[key] = fixed;
+        }
+        series[key].push_back(p);
+        all.push_back(p);
+    }
+    if (all.empty()) {
+        out["series"] = json::array();
+        out["golden"] = nullptr;
+        out["golden_reason"] = "no point finished ok, so there is no golden point";
+        return out;
+    }
+    const CurvePoint* global_peak = &all[0];
+    for (const auto& p : all)
+        if (p.tokens_per_s > global_peak->tokens_per_s) global_peak = &p;
+
+    json series_json = json::array();
+    json golden_no_slo = nullptr;
+    for (const auto& key : series_order) {
+        auto s = series[key];
+        std::stable_sort(s.begin(), s.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.batch < b.batch; });
+        size_t peak = 0;
+        for (size_t i = 1; i < s.size(); ++i)
+            if (s[i].tokens_per_s > s[peak].tokens_per_s) peak = i;
+        json sj = {{"fixed", fixed_of[key]}, {"points", json::array()}};
+        for (const auto& p : s) sj["points"].push_back(p.run_index);
+        auto k = knee_index(s, knee_fraction);
+        if (k) {
+            json kj = describe(s[*k], runs, s[peak]);
+            kj["reason"] = knee_reason(s, *k, peak, knee_fraction);
+            sj["knee"] = kj;
+            if (s[peak].run_index == global_peak->run_index) golden_no_slo = kj;
+        }
+        series_json.push_back(sj);
+    }
+    out["series"] = series_json;
+
+    if (!slo_p95_ms) {
+        out["golden"] = golden_no_slo;
+        if (!golden_no_slo.is_null())
+            out["golden"]["reason"] = "no --slo-p95-ms given, so the golden point is the knee: " +
+                                      golden_no_slo["reason"].get<std::string>();
+        return out;
+    }
+    double slo_us = *slo_p95_ms * 1000.0;
+    auto g = golden_index(all, slo_us);
+    if (!g) {
+        const CurvePoint* fastest = &all[0];
+        for (const auto& p : all)
+            if (p.p95_us < fastest->p95_us) fastest = &p;
+        out["golden"] = nullptr;
+        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at batch {}",
+                                           *slo_p95_ms, fastest->p95_us / 1000.0, fmt_batch(fastest->batch));
+        return out;
+    }
+    const CurvePoint& gp = all[*g];
+    json gj = describe(gp, runs, *global_peak);
+    std::string reason = fmt::format("batch {}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
+                                     "of {} ms",
+                                     fmt_batch(gp.batch), gp.tokens_per_s, gp.p95_us / 1000.0, *slo_p95_ms);
+    if (gp.run_index != global_peak->run_index)
+        reason += fmt::format("; {} of peak throughput (batch {}, {:.0f} tok/s, p95 {:.3f} ms{}) at {} of its p95",
+                              pct(gp.tokens_per_s / global_peak->tokens_per_s), fmt_batch(global_peak->batch),
+                              global_peak->tokens_per_s, global_peak->p95_us / 1000.0,
+                              global_peak->p95_us > slo_us ? ", over the SLO" : "",
+                              pct(gp.p95_us / global_peak->p95_us));
+    else
+        reason += "; it is also the peak throughput of the sweep";
+    gj["reason"] = reason;
+    out["golden"] = gj;
+    return out;
+}
+
+}  // namespace moebench

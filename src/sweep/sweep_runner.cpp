@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sweep loop. Each finished point goes to the journal before the next starts, so a kill loses nothing finished.
+#include "sweep/sweep_runner.hpp"
+
+#include "common/error.hpp"
+#include "sweep/golden.hpp"
+#include "sweep/journal.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <new>
+
+namespace moebench {
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+
+// First Ctrl-C / SIGTERM: finish the current point, then stop cleanly; a second one kills as usual.
+extern "C" void on_stop_signal(int sig) {
+    g_stop_requested = 1;
+    std::signal(sig, SIG_DFL);
+}
+
+struct SignalGuard {
+    using Handler = void (*)(int);
+    Handler old_int, old_term;
+    SignalGuard() {
+        g_stop_requested = 0;
+        old_int = std::signal(SIGINT, on_stop_signal);
+        old_term = std::signal(SIGTERM, on_stop_signal);
+    }
+    ~SignalGuard() {
+        std::signal(SIGINT, old_int);
+        std::signal(SIGTERM, old_term);
+    }
+};
+
+double get_num(const json& j, std::initializer_list<const char*> path, double dflt) {
+    const json* cur = &j;
+    for (const char* k : path) {
+        if (!cur->is_object() || !cur->contains(k)) return dflt;
+        cur = &cur->at(k);
+    }
+    return cur->is_number() ? cur->get<double>() : dflt;
+}
+
+json not_run_record(const RunConfig& cfg, const std::string& status, const std::string& why_key, const std::string& why) {
+    json r = {{"status", status}, {why_key, why}, {"axes", axes_of_config(cfg)},
+              {"mode", to_string(cfg.shape.mode)}, {"batch", cfg.shape.batch}, {"seq_len", cfg.shape.seq_len},
+              {"context", cfg.shape.context}, {"num_tokens", cfg.shape.num_tokens()}, {"backend", cfg.backend},
+              {"seed", cfg.options.seed}};
+    return r;
+}
+
+std::string outcome_text(const json& rec) {
+    std::string st = rec.value("status", "ok");
+    if (st == "skipped") return "skipped: " + rec.value("skip_reason", "");
+    if (st == "failed") return "FAILED: " + rec.value("error", "");
+    return fmt::format("ok, {:.0f} tok/s, step p95 {:.3f} ms", get_num(rec, {"throughput", "tokens_per_s"}, 0),
+                       get_num(rec, {"latency", "step", "p95_us"}, 0) / 1000.0);
+}
+
+}  // namespace
+
+json axes_of_config(const RunConfig& cfg) {
+    return json{{"backend", cfg.backend},
+                {"mode", to_string(cfg.shape.mode)},
+                {"batch", cfg.shape.batch},
+                {"seq_len", cfg.shape.seq_len},
+                {"context", cfg.shape.context},
+                {"routing", cfg.routing},
+                {"ep", cfg.options.ep_size},
+                {"capacity_factor", cfg.options.capacity_factor},
+                {"soft_topn", cfg.options.soft_topn},
+                {"layers", cfg.layers}};
+}
+
+SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec) {
+    MOEBENCH_CHECK(!spec.journal_path.empty(), "sweep needs a journal path");
+    const auto t_start = std::chrono::steady_clock::now();
+    const std::vector<json> points = expand_axes(spec.axes);
+
+    // Build and validate every point first: a bad axis value stops the sweep before anything runs.
+    std::vector<RunConfig> cfgs;
+    cfgs.reserve(points.size());
+    for (const auto& p : points) cfgs.push_back(apply_point(spec.base_run, p));
+
+    // The fingerprint covers the fixed fields only: the base value of a swept field does not matter.
+    json fixed = spec.base_run;
+    for (const auto& a : spec.axes) fixed.erase(a.name);
+    fixed.erase("out");
+    const std::string fingerprint = sweep_fingerprint(fixed);
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    bool journal_has_data = fs::exists(spec.journal_path, ec) && fs::file_size(spec.journal_path, ec) > 0;
+    if (journal_has_data && !spec.resume)
+        config_error("--journal", "the sweep journal already holds points", spec.journal_path,
+                     "pass --resume to continue that sweep, or choose another --journal / --out");
+    bool repaired = false;
+    std::vector<JournalEntry> done = spec.resume ? load_journal(spec.journal_path, fingerprint, &repaired)
+                                                 : std::vector<JournalEntry>{};
+    std::map<std::string, const JournalEntry*> done_by_key;
+    for (const auto& e : done) done_by_key[e.key] = &e;
+
+    size_t to_run = 0;
+    for (const auto& p : points) to_run += done_by_key.count(point_key(p)) ? 0 : 1;
+    Progress progress(spec.progress, to_run, points.size() - to_run);
+    if (repaired) progress.note("journal: dropped a torn last line (a point cut short by a kill)");
+    if (spec.resume && !done.empty())
+        progress.note(fmt::format("resuming: {} of {} points already in {}", points.size() - to_run, points.size(),
+                                  spec.journal_path));
+
+    // Labels show only the axes that vary; one-valued axes are settings, not coordinates.
+    std::vector<std::string> varying;
+    for (const auto& a : spec.axes) {
+        std::vector<json> uniq;
+        for (const auto& v : a.values)
+            if (std::find(uniq.begin(), uniq.end(), v) == uniq.end()) uniq.push_back(v);
+        if (uniq.size() > 1) varying.push_back(a.name);
+    }
+    auto label_of = [&](const json& point) {
+        json shown = json::object();
+        for (const auto& n : varying)
+            if (point.contains(n)) shown[n] = point[n];
+        return point_label(shown);
+    };
+
+    SweepOutcome out;
+    json not_run = json::array();
+    std::string stop_reason = "done";
+    double last_point_s = 0;
+    SignalGuard guard;
+    size_t used_from_journal = 0;
+
+    for (size_t i = 0; i < points.size(); ++i) {
+        const json& point = points[i];
+        const std::string key = point_key(point);
+        const std::string label = label_of(point);
+        auto hit = done_by_key.find(key);
+        json rec;
+        if (hit != done_by_key.end()) {
+            rec = hit->second->record;
+            rec["sweep_label"] = label;  // the axes that vary now may differ from when it ran
+            ++out.num_resumed;
+            ++used_from_journal;
+        } else {
+            double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+            double estimate_s = std::max(progress.mean_point_s(), last_point_s);
+            if (stop_reason == "done" && g_stop_requested) stop_reason = "interrupted";
+            if (stop_reason == "done" && spec.time_budget_s > 0 &&
+                (elapsed_s >= spec.time_budget_s || elapsed_s + estimate_s > spec.time_budget_s))
+                stop_reason = "time_budget";
+            if (stop_reason != "done") {
+                not_run.push_back(point);
+                ++out.num_not_run;
+                continue;
+            }
+            progress.start(i, label);
+            const auto t0 = std::chrono::steady_clock::now();
+            const RunConfig& cfg = cfgs[i];
+            try {
+                rec = exec(cfg);
+                if (!rec.is_object()) throw Error("run_point returned no record");
+                if (!rec.contains("status")) rec["status"] = "ok";
+            } catch (const UnsupportedError& e) {
+                rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
+            } catch (const ConfigError& e) {
+                rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
+                rec["skip_kind"] = "config";
+                if (out.first_config_error.empty()) out.first_config_error = e.what();
+                ++out.num_config_errors;
+            } catch (const std::bad_alloc&) {
+                rec = not_run_record(cfg, "skipped", "skip_reason", "out of host memory");
+            } catch (const std::exception& e) {
+                rec = not_run_record(cfg, "failed", "error", e.what());
+            }
+            // The record's axes gain every sweep axis it lacks (a model axis, threads, ...), never overriding the
+            // resolved values the engine wrote (backend "auto" -> "cpu").
+            if (!rec.contains("axes") || !rec["axes"].is_object()) rec["axes"] = axes_of_config(cfg);
+            for (const auto& [k, v] : point.items())
+                if (!rec["axes"].contains(k)) rec["axes"][k] = v;
+            rec["sweep_point"] = point;
+            rec["sweep_label"] = label;
+            last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            rec["sweep_point_s"] = last_point_s;
+            append_journal(spec.journal_path, fingerprint, JournalEntry{key, point, rec});
+            progress.finish(i, label, outcome_text(rec), last_point_s);
+        }
+        std::string st = rec.value("status", "ok");
+        if (st == "ok") ++out.num_ok;
+        else if (st == "skipped") ++out.num_skipped;
+        else ++out.num_failed;
+        out.runs.push_back(std::move(rec));
+    }
+    progress.close();
+
+    double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    json axes_json = json::object();
+    json axis_order = json::array();
+    for (const auto& a : spec.axes) {
+        axes_json[a.name] = a.values;
+        axis_order.push_back(a.name);
+    }
+    json sweep = {{"axes", axes_json},
+                  {"varying_axes", varying},
+                  {"axis_order", axis_order},
+                  {"num_points", points.size()},
+                  {"ok", out.num_ok},
+                  {"skipped", out.num_skipped},
+                  {"failed", out.num_failed},
+                  {"resumed", out.num_resumed},
+                  {"not_run", not_run},
+                  {"journal_entries_outside_axes", done.size() - used_from_journal},
+                  {"stop_reason", stop_reason},
+                  {"time_budget_s", spec.time_budget_s > 0 ? json(spec.time_budget_s) : json(nullptr)},
+                  {"elapsed_s", elapsed_s},
+                  {"journal", spec.journal_path},
+                  {"fingerprint", fingerprint}};
+    json analysis = analyze_sweep(out.runs, spec.slo_p95_ms, spec.knee_fraction);
+    for (auto& [k, v] : analysis.items()) sweep[k] = v;
+    out.sweep = sweep;
+    return out;
+}
+
+}  // namespace moebench

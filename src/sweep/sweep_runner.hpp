@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs a sweep point by point: expansion, journal + resume, time budget, clean stop on Ctrl-C, skipped points,
+// and the report's "sweep" block (golden point and knees). The point executor is injected (run_point in the CLI).
+#pragma once
+#include "common/json_util.hpp"
+#include "config/run_config.hpp"
+#include "sweep/axes.hpp"
+#include "sweep/progress.hpp"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+struct SweepSpec {
+    json base_run;                     // run config JSON of the fixed part (run_config_to_json; "out" cleared)
+    std::vector<SweepAxis> axes;       // canonical order (canonical_axes)
+    std::string journal_path;          // JSON Lines; required
+    bool resume = false;               // reuse finished points of an existing journal
+    double time_budget_s = 0;          // 0 = none
+    std::optional<double> slo_p95_ms;  // for the golden point
+    double knee_fraction = 0.9;
+    ProgressMode progress = ProgressMode::quiet;
+};
+
+/// Executes one point and returns its runs[] record; throws UnsupportedError / ConfigError / bad_alloc for a point
+/// that cannot run.
+using PointExecutor = std::function<json(const RunConfig&)>;
+
+struct SweepOutcome {
+    json runs = json::array();  // one record per point that has a result, in expansion order
+    json sweep;                 // the report's "sweep" block
+    size_t num_ok = 0, num_skipped = 0, num_failed = 0, num_resumed = 0, num_not_run = 0;
+    std::string first_config_error;  // message of the first point skipped for a ConfigError
+    size_t num_config_errors = 0;
+};
+
+/// The "axes" object of a record for `cfg` (docs/report-schema.md), used for records of points that did not run.
+json axes_of_config(const RunConfig& cfg);
+
+/// Runs the sweep. Every point's config is built and validated before the first runs (a bad axis value is a
+/// ConfigError, exit 2). An existing non-empty journal without `resume` -> ConfigError naming --resume.
+SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec);
+
+}  // namespace moebench

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+// Report views on a constructed report: the CSV header is exactly the documented one, the HTML holds every chart
+// and no external reference, the Chrome trace is valid JSON with the expected slices, the Prometheus exposition
+// is well formed.
+#include "common/error.hpp"
+#include "engine/phase.hpp"
+#include "report/formats.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cli_helpers.hpp"
+
+using namespace moebench;
+
+namespace {
+
+const std::vector<std::string> kLayerPhases = {"attn_norm", "qkv_proj",   "attention",   "o_proj",
+                                               "ffn_norm",  "router_gemm", "topk",       "permute",
+                                               "expert_up", "activation", "expert_down", "unpermute_reduce"};
+
+// Two MoE layers, 4 experts; phase p of layer l takes (10 + p + l) us; embed 3, final_norm 2, lm_head 5.
+json constructed_run(int batch, bool with_roofline) {
+    json phases = json::object(), per_layer = json::array();
+    std::map<std::string, double> sum;
+    for (int l = 0; l < 2; ++l) {
+        json lp = json::object();
+        for (size_t p = 0; p < kLayerPhases.size(); ++p) {
+            double us = 10.0 + static_cast<double>(p) + l;
+            lp[kLayerPhases[p]] = {{"mean_us", us}, {"p50_us", us}};
+            sum[kLayerPhases[p]] += us;
+        }
+        per_layer.push_back({{"layer", l}, {"kind", "moe"}, {"phases", lp}});
+    }
+    sum["embed"] = 3;
+    sum["final_norm"] = 2;
+    sum["lm_head"] = 5;
+    double total = 0;
+    for (auto& [k, v] : sum) total += v;
+    for (auto& [k, v] : sum) {
+        phases[k] = {{"mean_us", v}, {"p50_us", v}, {"p95_us", v * 1.1}, {"p99_us", v * 1.2}, {"min_us", v * 0.9},
+                     {"max_us", v * 1.3}, {"stdev_us", v * 0.05}, {"cv", 0.05}, {"share", v / total}};
+        if (with_roofline) phases[k]["flops"] = 1e6 * v, phases[k]["bytes"] = 1e4 * v;
+    }
+    json load = json::array();
+    for (int l = 0; l < 2; ++l)
+        load.push_back({{"layer", l}, {"tokens_per_expert", {8, 4, 2, 2}}, {"max_over_mean", 2.0}, {"cv", 0.6}, {"gini", 0.3},
+                        {"idle_experts", 0}, {"dropped", 0},
+                        {"windows", {{"window_tokens", 4}, {"counts", {{4, 2, 1, 1}, {4, 2, 1, 1}}}}},
+                        {"coactivation", {{0, 3, 1, 0}, {3, 0, 1, 0}, {1, 1, 0, 2}, {0, 0, 2, 0}}}});
+    return json{{"status", "ok"}, {"model", "tiny, \"quoted\""}, {"mode", "decode"}, {"batch", batch}, {"seq_len", 1},
+                {"context", 0}, {"num_tokens", batch},
+                {"axes", {{"backend", "cpu"}, {"mode", "decode"}, {"batch", batch}, {"seq_len", 1}, {"context", 0},
+                          {"routing", "router"}, {"ep", 1}, {"capacity_factor", 0}, {"soft_topn", 0}, {"layers", 2}}},
+                {"sweep_point", {{"batch", batch}}},
+                {"iterations", {{"measured", 4}}},
+                {"latency", {{"source", "measured"},
+                             {"step", {{"mean_us", total}, {"p50_us", total}, {"p95_us", total * 1.1}, {"p99_us", total * 1.2},
+                                       {"cv", 0.05}}},
+                             {"phases", phases}, {"per_layer", per_layer},
+                             {"step_samples_us", {total * 0.95, total, total * 1.02, total * 1.1}}}},
+                {"throughput", {{"source", "measured"}, {"tokens_per_s", batch / (total * 1e-6)}}},
+                {"expert_load", {{"source", "counted"}, {"per_layer", load}}}};
+}
+
+json constructed_report(bool with_roofline = false) {
+    json runs = {constructed_run(1, with_roofline), constructed_run(4, with_roofline),
+                 {{"status", "skipped"}, {"skip_reason", "out of memory, batch 64"}, {"batch", 64},
+                  {"axes", {{"backend", "cpu"}, {"batch", 64}}}}};
+    return json{{"schema", "moebench.report/1"}, {"command", "moebench sweep --batch 1,4,64"},
+                {"tool", {{"version", "0.1.0"}, {"git_rev", "abc"}, {"build_type", "Release"}}},
+                {"config", {{"run", {{"model", "tiny"}}}}}, {"runs", runs},
+                {"sweep", {{"golden", {{"run_index", 1}, {"reason", "batch 4: test"}}}, {"series", json::array()},
+                           {"slo_p95_ms", 1.0}}}};
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string l;
+    while (std::getline(ss, l)) out.push_back(l);
+    return out;
+}
+
+// Splits one CSV record (RFC 4180 quoting).
+std::vector<std::string> csv_split(const std::string& line) {
+    std::vector<std::string> f(1);
+    bool q = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+        char c = line[i];
+        if (q) {
+            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') f.back() += '"', ++i;
+            else if (c == '"') q = false;
+            else f.back() += c;
+        } else if (c == '"') q = true;
+        else if (c == ',') f.emplace_back();
+        else f.back() += c;
+    }
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("csv: exact header, one row per point x phase", "[formats]") {
+    std::string csv = render_report(constructed_report(), "csv");
+    auto lines = lines_of(csv);
+    // The documented header (docs/csv-columns.md); changing it breaks users' spreadsheets.
+    CHECK(lines[0] ==
+          "point,status,reason,model,backend,mode,batch,seq_len,context,num_tokens,routing,ep,capacity_factor,soft_topn,"
+          "layers,extra_axes,phase,phase_group,phase_mean_us,phase_p50_us,phase_p95_us,phase_p99_us,phase_min_us,"
+          "phase_max_us,phase_stdev_us,phase_cv,phase_share,step_mean_us,step_p50_us,step_p95_us,step_p99_us,step_cv,"
+          "tokens_per_s,iterations,load_max_over_mean_avg,timing_source");
+    const size_t ncol = csv_columns().size();
+    // 2 ok points x 15 phases + 1 skipped point.
+    REQUIRE(lines.size() == 1 + 2 * 15 + 1);
+    std::set<std::string> phases_seen;
+    for (size_t i = 1; i < lines.size(); ++i) {
+        auto f = csv_split(lines[i]);
+        REQUIRE(f.size() == ncol);
+        if (f[1] == "ok") {
+            CHECK(f[3] == "tiny, \"quoted\"");  // quoting round-trips
+            CHECK(phase_from_name(f[16]).has_value());
+            phases_seen.insert(f[16]);
+        }
+    }
+    CHECK(phases_seen.size() == 15);
+    auto last = csv_split(lines.back());
+    CHECK(last[1] == "skipped");
+    CHECK(last[2] == "out of memory, batch 64");
+    CHECK(last[16].empty());
+    // qkv_proj of the first point: (10+1) + (10+1+1) = 23 us; group attention.
+    for (size_t i = 1; i < lines.size(); ++i) {
+        auto f = csv_split(lines[i]);
+        if (f[0] == "0" && f[16] == "qkv_proj") {
+            CHECK(f[17] == "attention");
+            CHECK(std::stod(f[18]) == Approx(23.0));
+            CHECK(std::stod(f[34]) == Approx(2.0));
+        }
+    }
+}
+
+TEST_CASE("html: every chart, golden point marked, no external reference", "[formats]") {
+    for (bool roof : {false, true}) {
+        std::string html = render_report(constructed_report(roof), "html");
+        for (const char* id : {"chart-phase-stack", "chart-throughput-p95", "chart-expert-heatmap", "chart-expert-heatmap-layer-0",
+                               "chart-expert-heatmap-layer-1", "chart-tokens-per-expert", "chart-tokens-per-expert-layer-0",
+                               "chart-tokens-per-expert-layer-1", "chart-coactivation", "chart-roofline", "golden-point"})
+            CHECK(html.find(std::string("id=\"") + id + "\"") != std::string::npos);
+        CHECK(html.find("http") == std::string::npos);
+        CHECK(html.find("//") == std::string::npos);
+        CHECK(html.find("<script") == std::string::npos);
+        CHECK(html.find("<link") == std::string::npos);
+        CHECK(html.find("@import") == std::string::npos);
+        CHECK(html.find("url(") == std::string::npos);
+        // Roofline: placed phases when FLOPs/bytes exist, else an explicit "not available".
+        size_t at = html.find("id=\"chart-roofline\"");
+        std::string roof_svg = html.substr(at, html.find("</svg>", at) - at);
+        if (roof) CHECK(roof_svg.find("<circle") != std::string::npos);
+        else CHECK(roof_svg.find("not available") != std::string::npos);
+        CHECK(html.find("out of memory, batch 64") != std::string::npos);
+    }
+}
+
+TEST_CASE("chrome trace: valid JSON, a slice per phase per layer laid end to end", "[formats]") {
+    json t = json::parse(render_report(constructed_report(), "trace"));
+    REQUIRE(t["traceEvents"].is_array());
+    std::map<int, std::vector<json>> by_pid;
+    std::set<std::string> thread_names;
+    for (const auto& e : t["traceEvents"]) {
+        if (e["ph"] == "X") by_pid[e["pid"].get<int>()].push_back(e);
+        if (e["ph"] == "M" && e["name"] == "thread_name") thread_names.insert(e["args"]["name"]);
+    }
+    CHECK(thread_names.count("rank 0 compute") == 1);
+    REQUIRE(by_pid.size() == 2);  // the skipped point has no track
+    for (auto& [pid, ev] : by_pid) {
+        // embed + 2 layers x 12 phases + final_norm + lm_head.
+        REQUIRE(ev.size() == 1 + 2 * 12 + 2);
+        CHECK(ev.front()["name"] == "embed");
+        CHECK(ev.back()["name"] == "lm_head");
+        double ts = 0;
+        for (size_t i = 0; i < ev.size(); ++i) {
+            CHECK(phase_from_name(ev[i]["name"].get<std::string>()).has_value());
+            CHECK(ev[i]["ts"].get<double>() == Approx(ts));
+            ts += ev[i]["dur"].get<double>();
+        }
+        // Layer 1's qkv_proj slice: 10 + 1 + 1 us.
+        int found = 0;
+        for (const auto& e : ev)
+            if (e["name"] == "qkv_proj" && e["args"].value("layer", -1) == 1) {
+                CHECK(e["dur"].get<double>() == Approx(12.0));
+                ++found;
+            }
+        CHECK(found == 1);
+        CHECK(ts == Approx(3 + 2 + 5 + [] { double s = 0; for (int l = 0; l < 2; ++l) for (int p = 0; p < 12; ++p) s += 10 + p + l; return s; }()));
+    }
+}
+
+TEST_CASE("prometheus: well-formed exposition with HELP/TYPE and consistent histograms", "[formats]") {
+    std::string prom = render_report(constructed_report(), "prom");
+    static const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*)?\})? (-?[0-9.eE+-]+|NaN|\+Inf|-Inf)$)");
+    std::map<std::string, std::string> type_of;
+    std::set<std::string> finished;  // families whose block has ended
+    std::string current;
+    std::map<std::string, int> counts;
+    for (const auto& line : lines_of(prom)) {
+        if (line.rfind("# HELP ", 0) == 0) {
+            std::string name = line.substr(7, line.find(' ', 7) - 7);
+            CHECK(finished.count(name) == 0);  // one block per family
+            if (!current.empty()) finished.insert(current);
+            current = name;
+            continue;
+        }
+        if (line.rfind("# TYPE ", 0) == 0) {
+            std::string rest = line.substr(7);
+            std::string name = rest.substr(0, rest.find(' ')), type = rest.substr(rest.find(' ') + 1);
+            CHECK(name == current);
+            CHECK((type == "counter" || type == "gauge" || type == "summary" || type == "histogram"));
+            type_of[name] = type;
+            continue;
+        }
+        std::smatch m;
+        INFO(line);
+        REQUIRE(std::regex_match(line, m, sample));
+        std::string name = m[1];
+        std::string family = name;
+        for (const char* suf : {"_bucket", "_sum", "_count"})
+            if (!type_of.count(family) && family.size() > strlen(suf) && family.substr(family.size() - strlen(suf)) == suf)
+                family = family.substr(0, family.size() - strlen(suf));
+        CHECK(family == current);  // samples sit inside their family's block, after HELP and TYPE
+        if (type_of[family] == "counter") CHECK(name.substr(name.size() - 6) == "_total");
+        counts[name]++;
+    }
+    CHECK(type_of["moebench_expert_activations_total"] == "counter");
+    CHECK(type_of["moebench_phase_latency_seconds"] == "summary");
+    CHECK(type_of["moebench_step_latency_seconds"] == "histogram");
+    CHECK(type_of["moebench_expert_load_max_over_mean"] == "gauge");
+    CHECK(counts["moebench_expert_activations_total"] == 2 * 2 * 4);  // points x layers x experts
+    // Histogram of point 0: buckets cumulative, +Inf equals the count (4 samples).
+    std::vector<double> buckets;
+    for (const auto& line : lines_of(prom))
+        if (line.rfind("moebench_step_latency_seconds_bucket{point=\"0\"", 0) == 0)
+            buckets.push_back(std::stod(line.substr(line.rfind(' ') + 1)));
+    REQUIRE(buckets.size() >= 2);
+    for (size_t i = 1; i < buckets.size(); ++i) CHECK(buckets[i] >= buckets[i - 1]);
+    CHECK(buckets.back() == 4);
+    CHECK(prom.find("moebench_step_latency_seconds_count{point=\"0\"") != std::string::npos);
+}
+
+TEST_CASE("markdown and the report command", "[formats][cli]") {
+    std::string md = render_report(constructed_report(), "md");
+    CHECK(md.find("| # | point | status |") != std::string::npos);
+    CHECK(md.find("**(golden)**") != std::string::npos);
+    CHECK(md.find("**Golden point**: batch 4: test") != std::string::npos);
+    CHECK_THROWS_AS(render_report(constructed_report(), "pdf"), ConfigError);
+    CHECK_THROWS_AS(render_report(json::object(), "csv"), ConfigError);
+
+    std::string dir = test::temp_dir("formats");
+    std::string path = dir + "/r.json";
+    std::ofstream(path) << constructed_report().dump();
+    auto r = test::run_cli("report " + path + " --format csv");
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.rfind("point,status,reason,", 0) == 0);
+    auto h = test::run_cli("report " + path + " --format html -o " + dir + "/r.html");
+    CHECK(h.exit_code == 0);
+    CHECK(test::read_text(dir + "/r.html").find("chart-throughput-p95") != std::string::npos);
+    CHECK(test::run_cli("report " + path + " --format pdf").exit_code == 2);
+    CHECK(test::run_cli("report " + dir + "/missing.json --format csv").exit_code == 2);
+    std::filesystem::remove_all(dir);
+}

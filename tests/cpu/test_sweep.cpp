@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sweep axes, expansion, journal (torn line, fingerprint), the sweep loop with an injected executor
+// (skips, resume, time budget) and golden point / knee selection on constructed series.
+#include "common/error.hpp"
+#include "sweep/axes.hpp"
+#include "sweep/golden.hpp"
+#include "sweep/journal.hpp"
+#include "sweep/sweep_runner.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli_helpers.hpp"
+
+using namespace moebench;
+
+namespace {
+
+json base_run() {
+    RunConfig c;
+    c.model = "tiny-gqa";
+    c.backend = "cpu";
+    return run_config_to_json(c);
+}
+
+// A record as run_point would give it, with a throughput that is a known function of the config.
+json fake_record(const RunConfig& c) {
+    double step_us = 100.0 + 10.0 * static_cast<double>(c.shape.batch);
+    return json{{"status", "ok"}, {"batch", c.shape.batch}, {"context", c.shape.context},
+                {"axes", {{"backend", "cpu"}, {"batch", c.shape.batch}, {"context", c.shape.context}}},
+                {"latency", {{"step", {{"mean_us", step_us}, {"p95_us", step_us * 1.1}}}}},
+                {"throughput", {{"tokens_per_s", static_cast<double>(c.shape.batch) / (step_us * 1e-6)}}}};
+}
+
+}  // namespace
+
+TEST_CASE("axis values: lists, ranges, strings", "[sweep]") {
+    CHECK(parse_axis_values("1,2,4", "batch") == std::vector<json>{1, 2, 4});
+    CHECK(parse_axis_values("1..16", "batch") == std::vector<json>{1, 2, 4, 8, 16});
+    CHECK(parse_axis_values("1..100:x10", "batch") == std::vector<json>{1, 10, 100});
+    CHECK(parse_axis_values("0..3072:+1024", "context") == std::vector<json>{0, 1024, 2048, 3072});
+    CHECK(parse_axis_values("1.5,2", "capacity_factor") == std::vector<json>{1.5, 2});
+    CHECK(parse_axis_values("router,zipf:1.2,hot:4:0.6", "routing") ==
+          std::vector<json>{"router", "zipf:1.2", "hot:4:0.6"});
+    CHECK_THROWS_AS(parse_axis_values("1,,2", "batch"), ConfigError);
+    CHECK_THROWS_AS(parse_axis_values("8..1", "batch"), ConfigError);
+    CHECK_THROWS_AS(parse_axis_values("0..8", "batch"), ConfigError);  // geometric from 0
+    CHECK_THROWS_AS(axis_values_from_json(json::array(), "axes.batch"), ConfigError);
+    CHECK(axis_values_from_json(json{1, "4..8"}, "axes.batch") == std::vector<json>{1, 4, 8});
+}
+
+TEST_CASE("expansion: cartesian product in canonical order, batch fastest", "[sweep]") {
+    auto axes = canonical_axes({{"batch", {1, 2, 4}}, {"context", {0, 512}}, {"routing", {"router", "uniform"}}});
+    REQUIRE(axes.size() == 3);
+    CHECK(axes[0].name == "routing");
+    CHECK(axes[1].name == "context");
+    CHECK(axes[2].name == "batch");
+    auto pts = expand_axes(axes);
+    REQUIRE(pts.size() == 12);
+    CHECK(pts[0] == json{{"routing", "router"}, {"context", 0}, {"batch", 1}});
+    CHECK(pts[1] == json{{"routing", "router"}, {"context", 0}, {"batch", 2}});
+    CHECK(pts[3] == json{{"routing", "router"}, {"context", 512}, {"batch", 1}});
+    CHECK(pts[11] == json{{"routing", "uniform"}, {"context", 512}, {"batch", 4}});
+    // Duplicates are dropped; no axes = one point.
+    CHECK(expand_axes({{"batch", {1, 1, 2}}}).size() == 2);
+    CHECK(expand_axes({}).size() == 1);
+    // A later axis of the same name replaces the earlier one (flags over config).
+    CHECK(canonical_axes({{"batch", {1}}, {"batch", {2, 3}}})[0].values.size() == 2);
+    // Keys are stable whether a value came in as 8 or 8.0.
+    CHECK(point_key(json{{"batch", 8}}) == point_key(json{{"batch", 8.0}}));
+}
+
+TEST_CASE("apply_point sets fields and rejects bad values", "[sweep]") {
+    RunConfig c = apply_point(base_run(), json{{"batch", 16}, {"context", 2048}, {"routing", "zipf:1.2"}});
+    CHECK(c.shape.batch == 16);
+    CHECK(c.shape.context == 2048);
+    CHECK(c.routing == "zipf:1.2");
+    CHECK(c.model == "tiny-gqa");
+    CHECK_THROWS_AS(apply_point(base_run(), json{{"batch", -1}}), ConfigError);
+    CHECK_THROWS_AS(apply_point(base_run(), json{{"no_such_field", 1}}), ConfigError);
+}
+
+TEST_CASE("knee and golden point on a constructed series", "[sweep]") {
+    // Throughput saturates: 1000, 1900, 3500, 6000, 7800, 8000 tok/s; p95 grows with batch.
+    std::vector<CurvePoint> s = {{0, 8, 1000, 1000}, {1, 16, 1900, 1100}, {2, 32, 3500, 1300},
+                                 {3, 64, 6000, 1800}, {4, 128, 7800, 3000}, {5, 256, 8000, 5600}};
+    // 90% of 8000 = 7200: the first batch reaching it is 128.
+    REQUIRE(knee_index(s, 0.9) == 4u);
+    REQUIRE(knee_index(s, 0.7) == 3u);  // 5600: batch 64
+    REQUIRE(knee_index(s, 1.0) == 5u);
+    // SLO 2 ms: the best throughput with p95 <= 2000 us is batch 64.
+    REQUIRE(golden_index(s, 2000) == 3u);
+    REQUIRE(golden_index(s, 10000) == 5u);
+    REQUIRE_FALSE(golden_index(s, 500).has_value());
+
+    // The same series as report records: reasoning names the share of peak and the p95 ratio.
+    json runs = json::array();
+    for (const auto& p : s)
+        runs.push_back({{"status", "ok"}, {"batch", p.batch}, {"axes", {{"batch", p.batch}, {"context", 0}}},
+                        {"throughput", {{"tokens_per_s", p.tokens_per_s}}}, {"latency", {{"step", {{"p95_us", p.p95_us}}}}}});
+    runs.push_back({{"status", "skipped"}, {"skip_reason", "does not fit"}, {"axes", {{"batch", 512}, {"context", 0}}}});
+    json a = analyze_sweep(runs, std::nullopt, 0.9);
+    REQUIRE(a["series"].size() == 1);
+    CHECK(a["series"][0]["knee"]["batch"] == 128);
+    // 7800 / 8000 = 98%, 3000 / 5600 = 54%.
+    std::string reason = a["series"][0]["knee"]["reason"];
+    CHECK(reason.find("batch 128: 98% of peak throughput") != std::string::npos);
+    CHECK(reason.find("54% of the p95 of batch 256") != std::string::npos);
+    CHECK(a["golden"]["batch"] == 128);  // no SLO: golden = knee
+    json b = analyze_sweep(runs, 2.0, 0.9);
+    CHECK(b["golden"]["batch"] == 64);
+    CHECK(b["golden"]["share_of_peak"].get<double>() == Approx(0.75));
+    CHECK(b["golden"]["reason"].get<std::string>().find("75% of peak throughput") != std::string::npos);
+    json c = analyze_sweep(runs, 0.5, 0.9);
+    CHECK(c["golden"].is_null());
+    CHECK(c["golden_reason"].get<std::string>().find("no point meets") != std::string::npos);
+}
+
+TEST_CASE("journal: torn last line is dropped, other fingerprints are refused", "[sweep]") {
+    std::string dir = test::temp_dir("journal");
+    std::string path = dir + "/j.jsonl";
+    append_journal(path, "f1", JournalEntry{"{\"batch\":1}", {{"batch", 1}}, {{"status", "ok"}}});
+    append_journal(path, "f1", JournalEntry{"{\"batch\":2}", {{"batch", 2}}, {{"status", "ok"}}});
+    { std::ofstream(path, std::ios::app) << "{\"journal\":\"moebench.sweep-journal/1\",\"fingerprint\":\"f1\",\"key\":\"{\\\"ba"; }
+    bool repaired = false;
+    auto e = load_journal(path, "f1", &repaired);
+    CHECK(repaired);
+    REQUIRE(e.size() == 2);
+    CHECK(e[1].point == json{{"batch", 2}});
+    // The file now ends with a complete line, so the next append is a line of its own.
+    append_journal(path, "f1", JournalEntry{"{\"batch\":4}", {{"batch", 4}}, {{"status", "ok"}}});
+    CHECK(load_journal(path, "f1", &repaired).size() == 3);
+    CHECK_FALSE(repaired);
+    CHECK_THROWS_AS(load_journal(path, "other", nullptr), ConfigError);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("run_sweep: skipped points, journal, resume, time budget", "[sweep]") {
+    std::string dir = test::temp_dir("sweeprun");
+    SweepSpec spec;
+    spec.base_run = base_run();
+    spec.axes = canonical_axes({{"batch", {1, 2, 4, 8}}, {"context", {0, 64}}});
+    spec.journal_path = dir + "/j.jsonl";
+    int calls = 0;
+    auto exec = [&](const RunConfig& c) {
+        ++calls;
+        if (c.shape.batch == 8 && c.shape.context == 64) throw UnsupportedError("batch 8 does not fit");
+        return fake_record(c);
+    };
+    SweepOutcome o = run_sweep(spec, exec);
+    CHECK(calls == 8);
+    CHECK(o.num_ok == 7);
+    CHECK(o.num_skipped == 1);
+    REQUIRE(o.runs.size() == 8);
+    CHECK(o.runs[7]["status"] == "skipped");
+    CHECK(o.runs[7]["skip_reason"] == "batch 8 does not fit");
+    CHECK(o.runs[7]["axes"]["batch"] == 8);
+    CHECK(o.sweep["num_points"] == 8);
+    CHECK(o.sweep["stop_reason"] == "done");
+    CHECK(o.sweep["series"].size() == 2);
+    CHECK(load_journal(spec.journal_path, o.sweep["fingerprint"], nullptr).size() == 8);
+
+    // Without --resume an existing journal is refused; with it nothing runs again.
+    CHECK_THROWS_AS(run_sweep(spec, exec), ConfigError);
+    spec.resume = true;
+    calls = 0;
+    SweepOutcome r = run_sweep(spec, exec);
+    CHECK(calls == 0);
+    CHECK(r.num_resumed == 8);
+    CHECK(r.runs == o.runs);
+
+    // Widening an axis runs only the new points.
+    spec.axes = canonical_axes({{"batch", {1, 2, 4, 8, 16}}, {"context", {0, 64}}});
+    calls = 0;
+    SweepOutcome w = run_sweep(spec, exec);
+    CHECK(calls == 2);
+    CHECK(w.runs.size() == 10);
+
+    // Changing a fixed field changes the fingerprint: the old journal is not reused.
+    SweepSpec other = spec;
+    other.base_run["seed"] = 7;
+    CHECK_THROWS_AS(run_sweep(other, exec), ConfigError);
+
+    // Time budget: points of ~30 ms and a 0.05 s budget stop the sweep early and say what was left.
+    SweepSpec tb;
+    tb.base_run = base_run();
+    tb.axes = canonical_axes({{"batch", {1, 2, 3, 4, 5, 6, 7, 8}}});
+    tb.journal_path = dir + "/tb.jsonl";
+    tb.time_budget_s = 0.05;
+    SweepOutcome t = run_sweep(tb, [](const RunConfig& c) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        return fake_record(c);
+    });
+    CHECK(t.sweep["stop_reason"] == "time_budget");
+    CHECK(t.num_ok >= 1);
+    CHECK(t.num_ok < 8);
+    CHECK(t.num_not_run == 8 - t.num_ok);
+    CHECK(t.sweep["not_run"].size() == t.num_not_run);
+    std::filesystem::remove_all(dir);
+}
