@@ -14,6 +14,37 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// Upper bounds on a single size. No published model comes within 100x of them; they exist so that a typo such as
+// 1e30 is refused by name instead of overflowing the int64 accounting (validate() also bounds the total count).
+constexpr int64_t kMaxDim = int64_t{1} << 24;        // widths, vocab, experts, heads, layers
+constexpr int64_t kMaxTokens = int64_t{1} << 40;     // positions, windows
+
+void check_bound(const JsonReader& r, const std::string& key, int64_t cap) {
+    if (!r.has(key)) return;
+    const json& v = r.raw().at(key);
+    if (v.is_number() && v.get<double>() > static_cast<double>(cap))
+        config_error(r.field(key), "is too large", json_brief(v),
+                     "use at most " + str(cap) + " (check for a typo; no real model is near this)");
+}
+// A required size: a positive whole number, bounded.
+int64_t req_dim(const JsonReader& r, const std::string& key, int64_t cap = kMaxDim) {
+    check_bound(r, key, cap);
+    return r.req_positive(key);
+}
+// An optional size or count: a non-negative whole number, bounded; null or absent -> dflt.
+int64_t opt_dim(const JsonReader& r, const std::string& key, int64_t dflt, int64_t cap = kMaxDim) {
+    check_bound(r, key, cap);
+    return r.opt_nonneg(key, dflt);
+}
+
+// The errors HF users need, in HF field names: `small` must not exceed `large`.
+void require_at_most(const JsonReader& r, const std::string& small_key, int64_t small, const std::string& large_key,
+                     int64_t large) {
+    if (small > large)
+        config_error(r.field(small_key), "is larger than " + large_key + " (" + str(large) + ")", str(small),
+                     "use a value between 1 and " + str(large));
+}
+
 // Reads a list of integers (e.g. mlp_only_layers); null or absent -> empty.
 std::vector<int64_t> int_list(const JsonReader& r, const std::string& key) {
     std::vector<int64_t> out;
@@ -52,21 +83,37 @@ Activation activation_from(const JsonReader& r, const std::string& key, Activati
                  "moebench models gated FFNs with silu (SwiGLU) or gelu (GeGLU)");
 }
 
+// GQA: the KV heads must divide the query heads (MHA: equal, MQA: 1).
+void require_kv_heads_divide(const JsonReader& r, const std::string& kv_key, int64_t kv, const std::string& heads_key,
+                             int64_t heads) {
+    if (kv > heads || heads % kv != 0)
+        config_error(r.field(kv_key), "must divide " + heads_key + " (" + str(heads) + ")", str(kv),
+                     "use a divisor of " + heads_key + " (equal for MHA, 1 for MQA)");
+}
+
+// rope_theta, or (configs saved by transformers 5) rope_parameters.rope_theta.
+double rope_theta(const JsonReader& r) {
+    if (r.has("rope_theta")) return r.req_double("rope_theta");
+    if (auto p = r.opt_child("rope_parameters")) return p->opt_double("rope_theta", 10000.0);
+    return 10000.0;
+}
+
 // Fields nearly every family spells the Llama way.
 void read_llama_common(const JsonReader& r, ModelConfig& m) {
-    m.vocab_size = r.req_positive("vocab_size");
-    m.hidden_size = r.req_positive("hidden_size");
-    m.num_layers = r.req_positive("num_hidden_layers");
-    m.max_position_embeddings = r.opt_nonneg("max_position_embeddings", 0);
+    m.vocab_size = req_dim(r, "vocab_size");
+    m.hidden_size = req_dim(r, "hidden_size");
+    m.num_layers = req_dim(r, "num_hidden_layers");
+    m.max_position_embeddings = opt_dim(r, "max_position_embeddings", 0, kMaxTokens);
     AttentionConfig& a = m.attn;
     a.kind = AttentionKind::gqa;
-    a.num_heads = r.req_positive("num_attention_heads");
-    a.num_kv_heads = r.has("num_key_value_heads") ? r.req_positive("num_key_value_heads") : a.num_heads;
-    a.head_dim = r.has("head_dim") ? r.req_positive("head_dim") : m.hidden_size / a.num_heads;
+    a.num_heads = req_dim(r, "num_attention_heads");
+    a.num_kv_heads = r.has("num_key_value_heads") ? req_dim(r, "num_key_value_heads") : a.num_heads;
+    a.head_dim = r.has("head_dim") ? req_dim(r, "head_dim") : m.hidden_size / a.num_heads;
     if (!r.has("head_dim") && m.hidden_size % a.num_heads != 0)
         config_error(r.field("num_attention_heads"), "does not divide hidden_size (" + str(m.hidden_size) + ")",
                      str(a.num_heads), "set head_dim explicitly");
-    a.rope_theta = r.opt_double("rope_theta", 10000.0);
+    require_kv_heads_divide(r, "num_key_value_heads", a.num_kv_heads, "num_attention_heads", a.num_heads);
+    a.rope_theta = rope_theta(r);
     m.norm = NormKind::rmsnorm;
     m.norm_eps = r.opt_double("rms_norm_eps", 1e-6);
     m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
@@ -77,8 +124,8 @@ void all_layers(ModelConfig& m, uint8_t is_moe) { m.layer_is_moe.assign(static_c
 
 // Experts and top-k for families with num_local_experts / num_experts_per_tok (Mixtral, PhiMoE, gpt-oss).
 void read_experts(const JsonReader& r, ModelConfig& m, const std::string& experts_key, const std::string& topk_key) {
-    m.moe.num_experts = r.req_positive(experts_key);
-    m.moe.top_k = r.req_positive(topk_key);
+    m.moe.num_experts = req_dim(r, experts_key);
+    m.moe.top_k = req_dim(r, topk_key);
     if (m.moe.top_k > m.moe.num_experts)
         config_error(r.field(topk_key), "is larger than " + experts_key + " (" + str(m.moe.num_experts) + ")",
                      str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
@@ -87,7 +134,7 @@ void read_experts(const JsonReader& r, ModelConfig& m, const std::string& expert
 // Sliding window for every layer when the config sets one (Mixtral, PhiMoE); null = full attention.
 void uniform_sliding(const JsonReader& r, ModelConfig& m) {
     if (r.has("sliding_window") && r.opt_bool("use_sliding_window", true)) {
-        m.attn.sliding_window = r.req_positive("sliding_window");
+        m.attn.sliding_window = req_dim(r, "sliding_window", kMaxTokens);
         m.layer_sliding.assign(static_cast<size_t>(m.num_layers), 1);
     }
 }
@@ -102,18 +149,18 @@ void qwen_sliding(const JsonReader& r, ModelConfig& m) {
         m.layer_sliding.assign(types.size(), 0);
         for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
     } else if (r.opt_bool("use_sliding_window", false) && r.has("sliding_window")) {
-        int64_t from = r.opt_nonneg("max_window_layers", 0);
+        int64_t from = opt_dim(r, "max_window_layers", 0);
         m.layer_sliding.assign(static_cast<size_t>(m.num_layers), 0);
         for (int64_t i = from; i < m.num_layers; ++i) m.layer_sliding[static_cast<size_t>(i)] = 1;
     }
     bool any = std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; });
-    if (any) m.attn.sliding_window = r.req_positive("sliding_window");
+    if (any) m.attn.sliding_window = req_dim(r, "sliding_window", kMaxTokens);
     else m.layer_sliding.clear();
 }
 
 // Qwen MoE layer pattern: MoE unless listed in mlp_only_layers, and only every decoder_sparse_step-th layer.
 void qwen_moe_layers(const JsonReader& r, ModelConfig& m) {
-    int64_t step = r.has("decoder_sparse_step") ? r.req_positive("decoder_sparse_step") : 1;
+    int64_t step = r.has("decoder_sparse_step") ? req_dim(r, "decoder_sparse_step") : 1;
     auto mlp_only = int_list(r, "mlp_only_layers");
     m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
     for (int64_t i = 0; i < m.num_layers; ++i) {
@@ -126,7 +173,7 @@ ModelConfig import_mixtral(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
     read_experts(r, m, "num_local_experts", "num_experts_per_tok");
-    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::topk_softmax;
     m.moe.norm_topk_prob = true;
     all_layers(m, 1);
@@ -137,23 +184,23 @@ ModelConfig import_mixtral(const JsonReader& r) {
 ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3) {
     ModelConfig m;
     read_llama_common(r, m);
-    m.moe.num_experts = r.req_positive("num_experts");
-    m.moe.top_k = r.req_positive("num_experts_per_tok");
+    m.moe.num_experts = req_dim(r, "num_experts");
+    m.moe.top_k = req_dim(r, "num_experts_per_tok");
     if (m.moe.top_k > m.moe.num_experts)
         config_error(r.field("num_experts_per_tok"), "is larger than num_experts (" + str(m.moe.num_experts) + ")",
                      str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
-    m.moe.expert_intermediate_size = r.req_positive("moe_intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
     qwen_moe_layers(r, m);
-    m.dense_intermediate_size = m.num_dense_layers() > 0 ? r.req_positive("intermediate_size")
-                                                         : r.opt_nonneg("intermediate_size", 0);
+    m.dense_intermediate_size = m.num_dense_layers() > 0 ? req_dim(r, "intermediate_size")
+                                                         : opt_dim(r, "intermediate_size", 0);
     if (qwen3) {
         m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
         m.attn.qk_norm = true;  // Qwen3 q_norm / k_norm: RMSNorm(head_dim) shared by all heads
     } else {
         m.attn.qkv_bias = true;  // Qwen2: q/k/v projections always carry a bias, o does not
-        int64_t shared = r.opt_nonneg("shared_expert_intermediate_size", 0);
+        int64_t shared = opt_dim(r, "shared_expert_intermediate_size", 0);
         if (shared > 0) {
             m.moe.num_shared_experts = 1;
             m.moe.shared_intermediate_size = shared;
@@ -169,33 +216,33 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
     ModelConfig m;
     read_llama_common(r, m);
     bool v1 = type == "deepseek";
-    bool v3 = type == "deepseek_v3" || type == "kimi_k2";
+    bool v3 = type == "deepseek_v3" || type == "kimi_k2" || type == "deepseek_v32";
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
     if (!v1) {
         AttentionConfig& a = m.attn;
         a.kind = AttentionKind::mla;
         a.num_kv_heads = a.num_heads;
-        a.q_lora_rank = r.opt_nonneg("q_lora_rank", 0);  // null -> q projected directly (V2-Lite)
-        a.kv_lora_rank = r.req_positive("kv_lora_rank");
-        a.qk_nope_head_dim = r.req_positive("qk_nope_head_dim");
-        a.qk_rope_head_dim = r.req_positive("qk_rope_head_dim");
-        a.v_head_dim = r.req_positive("v_head_dim");
+        a.q_lora_rank = opt_dim(r, "q_lora_rank", 0);  // null -> q projected directly (V2-Lite)
+        a.kv_lora_rank = req_dim(r, "kv_lora_rank");
+        a.qk_nope_head_dim = req_dim(r, "qk_nope_head_dim");
+        a.qk_rope_head_dim = req_dim(r, "qk_rope_head_dim");
+        a.v_head_dim = req_dim(r, "v_head_dim");
         a.head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
     }
     MoeConfig& e = m.moe;
-    e.num_experts = r.opt_nonneg("n_routed_experts", 0);
-    int64_t first_dense = r.opt_nonneg("first_k_dense_replace", 0);
-    int64_t freq = r.has("moe_layer_freq") ? r.req_positive("moe_layer_freq") : 1;
+    e.num_experts = opt_dim(r, "n_routed_experts", 0);
+    int64_t first_dense = opt_dim(r, "first_k_dense_replace", 0);
+    int64_t freq = r.has("moe_layer_freq") ? req_dim(r, "moe_layer_freq") : 1;
     m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
     if (e.num_experts > 0) {
         for (int64_t i = first_dense; i < m.num_layers; ++i)
             m.layer_is_moe[static_cast<size_t>(i)] = i % freq == 0 ? 1 : 0;
-        e.top_k = r.req_positive("num_experts_per_tok");
+        e.top_k = req_dim(r, "num_experts_per_tok");
         if (e.top_k > e.num_experts)
             config_error(r.field("num_experts_per_tok"), "is larger than n_routed_experts (" + str(e.num_experts) + ")",
                          str(e.top_k), "use a value between 1 and " + str(e.num_experts));
-        e.expert_intermediate_size = r.req_positive("moe_intermediate_size");
-        e.num_shared_experts = r.opt_nonneg("n_shared_experts", 0);
+        e.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
+        e.num_shared_experts = opt_dim(r, "n_shared_experts", 0);
         if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
         e.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
         e.routed_scaling_factor = r.opt_double("routed_scaling_factor", 1.0);
@@ -209,34 +256,48 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         } else {
             e.routing = RoutingKind::softmax_topk;
         }
-        if (e.routing != RoutingKind::softmax_topk) {
-            e.num_groups = r.has("n_group") ? r.req_positive("n_group") : 1;
-            e.topk_groups = r.has("topk_group") ? r.req_positive("topk_group") : 1;
+        if (e.routing != RoutingKind::softmax_topk) {  // groups only matter to group-limited routing
+            e.num_groups = r.has("n_group") ? req_dim(r, "n_group") : 1;
+            e.topk_groups = r.has("topk_group") ? req_dim(r, "topk_group") : 1;
+            if (e.num_experts % e.num_groups != 0)
+                config_error(r.field("n_group"), "must divide n_routed_experts (" + str(e.num_experts) + ")",
+                             str(e.num_groups), "use a divisor of n_routed_experts (1 = no groups)");
+            require_at_most(r, "topk_group", e.topk_groups, "n_group", e.num_groups);
+            int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
+            if (e.top_k > reachable)
+                config_error(r.field("num_experts_per_tok"),
+                             "exceeds the experts in the selected groups (topk_group * n_routed_experts / n_group = " +
+                                 str(reachable) + ")",
+                             str(e.top_k), "raise topk_group or lower num_experts_per_tok");
         }
     }
-    if (m.num_dense_layers() > 0) m.dense_intermediate_size = r.req_positive("intermediate_size");
-    if (v3) m.num_mtp_layers = r.opt_nonneg("num_nextn_predict_layers", 0);
+    if (m.num_dense_layers() > 0) m.dense_intermediate_size = req_dim(r, "intermediate_size");
+    if (v3) m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 0);
     return m;
 }
 
 ModelConfig import_dbrx(const JsonReader& r) {
     ModelConfig m;
-    m.vocab_size = r.req_positive("vocab_size");
-    m.hidden_size = r.req_positive("d_model");
-    m.num_layers = r.req_positive("n_layers");
-    m.max_position_embeddings = r.opt_nonneg("max_seq_len", 0);
-    m.attn.num_heads = r.req_positive("n_heads");
+    m.vocab_size = req_dim(r, "vocab_size");
+    m.hidden_size = req_dim(r, "d_model");
+    m.num_layers = req_dim(r, "n_layers");
+    m.max_position_embeddings = opt_dim(r, "max_seq_len", 0, kMaxTokens);
+    m.attn.num_heads = req_dim(r, "n_heads");
+    if (m.hidden_size % m.attn.num_heads != 0)
+        config_error(r.field("n_heads"), "does not divide d_model (" + str(m.hidden_size) + ")", str(m.attn.num_heads),
+                     "use a divisor of d_model");
     m.attn.head_dim = m.hidden_size / m.attn.num_heads;
     JsonReader a = r.child("attn_config");
-    m.attn.num_kv_heads = a.has("kv_n_heads") ? a.req_positive("kv_n_heads") : m.attn.num_heads;
+    m.attn.num_kv_heads = a.has("kv_n_heads") ? req_dim(a, "kv_n_heads") : m.attn.num_heads;
+    require_kv_heads_divide(a, "kv_n_heads", m.attn.num_kv_heads, "n_heads", m.attn.num_heads);
     m.attn.rope_theta = a.opt_double("rope_theta", 10000.0);
     JsonReader f = r.child("ffn_config");
-    m.moe.num_experts = f.req_positive("moe_num_experts");
-    m.moe.top_k = f.req_positive("moe_top_k");
+    m.moe.num_experts = req_dim(f, "moe_num_experts");
+    m.moe.top_k = req_dim(f, "moe_top_k");
     if (m.moe.top_k > m.moe.num_experts)
         config_error(f.field("moe_top_k"), "is larger than moe_num_experts (" + str(m.moe.num_experts) + ")",
                      str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
-    m.moe.expert_intermediate_size = f.req_positive("ffn_hidden_size");
+    m.moe.expert_intermediate_size = req_dim(f, "ffn_hidden_size");
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = f.opt_double("moe_normalize_expert_weights", 0.0) > 0;
     all_layers(m, 1);
@@ -250,12 +311,12 @@ ModelConfig import_dbrx(const JsonReader& r) {
 ModelConfig import_olmoe(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
-    m.moe.num_experts = r.req_positive("num_experts");
-    m.moe.top_k = r.req_positive("num_experts_per_tok");
+    m.moe.num_experts = req_dim(r, "num_experts");
+    m.moe.top_k = req_dim(r, "num_experts_per_tok");
     if (m.moe.top_k > m.moe.num_experts)
         config_error(r.field("num_experts_per_tok"), "is larger than num_experts (" + str(m.moe.num_experts) + ")",
                      str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
-    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
@@ -269,7 +330,7 @@ ModelConfig import_gpt_oss(const JsonReader& r) {
     read_llama_common(r, m);
     std::string topk_key = r.has("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
     read_experts(r, m, "num_local_experts", topk_key);
-    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::topk_softmax;
     m.moe.norm_topk_prob = true;
     m.moe.expert_bias = true;   // gate_up_proj_bias (2I) and down_proj_bias (H)
@@ -289,7 +350,7 @@ ModelConfig import_gpt_oss(const JsonReader& r) {
     m.layer_sliding.assign(types.size(), 0);
     for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
     if (std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; }))
-        m.attn.sliding_window = r.req_positive("sliding_window");
+        m.attn.sliding_window = req_dim(r, "sliding_window", kMaxTokens);
     else
         m.layer_sliding.clear();
     return m;
@@ -304,7 +365,7 @@ ModelConfig import_llama4(const JsonReader& top) {
     if (top.has("tie_word_embeddings") && !r.has("tie_word_embeddings"))
         m.tie_word_embeddings = top.opt_bool("tie_word_embeddings", false);
     read_experts(r, m, "num_local_experts", "num_experts_per_tok");
-    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.num_shared_experts = 1;  // Llama4TextMoe.shared_expert, same width as a routed expert
     m.moe.shared_intermediate_size = m.moe.expert_intermediate_size;
     m.moe.routing = RoutingKind::topk_sigmoid;
@@ -312,7 +373,7 @@ ModelConfig import_llama4(const JsonReader& top) {
     // use_qk_norm is an L2 norm without weights: no parameters, so qk_norm stays false.
     std::vector<int64_t> moe_layers = int_list(r, "moe_layers");
     if (!r.has("moe_layers")) {
-        int64_t step = r.has("interleave_moe_layer_step") ? r.req_positive("interleave_moe_layer_step") : 1;
+        int64_t step = r.has("interleave_moe_layer_step") ? req_dim(r, "interleave_moe_layer_step") : 1;
         for (int64_t i = step - 1; i < m.num_layers; i += step) moe_layers.push_back(i);
     }
     m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
@@ -323,13 +384,13 @@ ModelConfig import_llama4(const JsonReader& top) {
                          "use 0.." + str(m.num_layers - 1));
         m.layer_is_moe[static_cast<size_t>(l)] = 1;
     }
-    if (m.num_dense_layers() > 0) m.dense_intermediate_size = r.req_positive("intermediate_size_mlp");
+    if (m.num_dense_layers() > 0) m.dense_intermediate_size = req_dim(r, "intermediate_size_mlp");
     // Chunked local attention on the RoPE layers; every no_rope_layer_interval-th layer is global NoPE.
     if (r.has("attention_chunk_size")) {
-        m.attn.attention_chunk = r.req_positive("attention_chunk_size");
+        m.attn.attention_chunk = req_dim(r, "attention_chunk_size", kMaxTokens);
         std::vector<int64_t> rope = int_list(r, "no_rope_layers");
         if (rope.empty()) {
-            int64_t interval = r.has("no_rope_layer_interval") ? r.req_positive("no_rope_layer_interval") : 4;
+            int64_t interval = r.has("no_rope_layer_interval") ? req_dim(r, "no_rope_layer_interval") : 4;
             for (int64_t i = 0; i < m.num_layers; ++i) rope.push_back((i + 1) % interval != 0 ? 1 : 0);
         }
         if (static_cast<int64_t>(rope.size()) != m.num_layers)
@@ -346,7 +407,7 @@ ModelConfig import_grok1(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
     read_experts(r, m, r.has("num_experts") ? "num_experts" : "num_local_experts", "num_experts_per_tok");
-    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::softmax_topk;  // softmax over all experts, top-2, no renormalisation
     m.moe.norm_topk_prob = false;
     m.activation = Activation::geglu;
@@ -360,7 +421,7 @@ ModelConfig import_phimoe(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
     read_experts(r, m, "num_local_experts", "num_experts_per_tok");
-    m.moe.expert_intermediate_size = r.req_positive("intermediate_size");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::topk_softmax;  // SparseMixer at training; top-k + softmax at inference
     m.moe.norm_topk_prob = true;
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
@@ -376,7 +437,7 @@ ModelConfig import_llama(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
-    m.dense_intermediate_size = r.req_positive("intermediate_size");
+    m.dense_intermediate_size = req_dim(r, "intermediate_size");
     all_layers(m, 0);
     return m;
 }
@@ -385,7 +446,7 @@ ModelConfig import_qwen2(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
     m.attn.qkv_bias = true;
-    m.dense_intermediate_size = r.req_positive("intermediate_size");
+    m.dense_intermediate_size = req_dim(r, "intermediate_size");
     all_layers(m, 0);
     qwen_sliding(r, m);
     return m;
@@ -402,6 +463,8 @@ const std::map<std::string, Importer>& importers() {
         {"deepseek_v2", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v2"); }},
         {"deepseek_v3", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v3"); }},
         {"kimi_k2", [](const JsonReader& r) { return import_deepseek(r, "kimi_k2"); }},
+        // DeepSeek-V3.2: V3 plus a small lightning indexer per layer that is not counted (about 0.1 % of the total).
+        {"deepseek_v32", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v32"); }},
         {"dbrx", import_dbrx},
         {"olmoe", import_olmoe},
         {"gpt_oss", import_gpt_oss},
@@ -421,6 +484,7 @@ const std::map<std::string, std::string>& architecture_types() {
         {"MixtralForCausalLM", "mixtral"},       {"Qwen2MoeForCausalLM", "qwen2_moe"},
         {"Qwen3MoeForCausalLM", "qwen3_moe"},    {"DeepseekForCausalLM", "deepseek"},
         {"DeepseekV2ForCausalLM", "deepseek_v2"}, {"DeepseekV3ForCausalLM", "deepseek_v3"},
+        {"DeepseekV32ForCausalLM", "deepseek_v32"},
         {"DbrxForCausalLM", "dbrx"},             {"OlmoeForCausalLM", "olmoe"},
         {"GptOssForCausalLM", "gpt_oss"},        {"Llama4ForConditionalGeneration", "llama4"},
         {"Llama4ForCausalLM", "llama4_text"},    {"Grok1ModelForCausalLM", "grok-1"},
@@ -445,9 +509,14 @@ ModelConfig model_from_hf(const json& j, const std::string& path) {
     std::string arch;
     if (r.has("architectures")) {
         const json& a = j.at("architectures");
-        if (!a.is_array() || a.empty() || !a[0].is_string())
-            config_error(r.field("architectures"), "must be a non-empty list of class names", json_brief(a), "");
-        arch = a[0].get<std::string>();
+        if (!a.is_array())
+            config_error(r.field("architectures"), "must be a list of class names", json_brief(a),
+                         "e.g. [\"MixtralForCausalLM\"]");
+        for (size_t i = 0; i < a.size(); ++i)
+            if (!a[i].is_string())
+                config_error(r.field("architectures") + "[" + std::to_string(i) + "]", "must be a class name string",
+                             json_brief(a[i]), "e.g. \"MixtralForCausalLM\"");
+        if (!a.empty()) arch = a[0].get<std::string>();  // an empty list is fine when model_type says enough
     }
     // Grok-1 checkpoints are sometimes labelled model_type "mixtral"; the architecture is the reliable signal.
     if (arch.rfind("Grok1", 0) == 0) type = "grok-1";

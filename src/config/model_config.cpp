@@ -291,10 +291,64 @@ void validate(const ModelConfig& m, const std::string& path) {
     auto nonneg = [&](const std::string& name, int64_t v) {
         if (v < 0) config_error(f(name), "must not be negative", str(v), "use a value >= 0");
     };
+    // Bounds far above any real model, so that a typo is refused by name instead of overflowing the int64
+    // accounting (the total is bounded again below).
+    constexpr int64_t kMaxDim = int64_t{1} << 24, kMaxTokens = int64_t{1} << 40;
+    auto bounded = [&](const std::string& name, int64_t v, int64_t cap) {
+        if (v > cap) config_error(f(name), "is too large", str(v), "use at most " + str(cap) + " (check for a typo)");
+    };
     positive("vocab_size", m.vocab_size);
     positive("hidden_size", m.hidden_size);
     positive("num_layers", m.num_layers);
     nonneg("max_position_embeddings", m.max_position_embeddings);
+    bounded("vocab_size", m.vocab_size, kMaxDim);
+    bounded("hidden_size", m.hidden_size, kMaxDim);
+    bounded("num_layers", m.num_layers, kMaxDim);
+    bounded("max_position_embeddings", m.max_position_embeddings, kMaxTokens);
+    for (const auto& [name, v] : {std::pair<const char*, int64_t>{"attention.num_heads", m.attn.num_heads},
+                                  {"attention.num_kv_heads", m.attn.num_kv_heads},
+                                  {"attention.head_dim", m.attn.head_dim},
+                                  {"attention.q_lora_rank", m.attn.q_lora_rank},
+                                  {"attention.kv_lora_rank", m.attn.kv_lora_rank},
+                                  {"attention.qk_nope_head_dim", m.attn.qk_nope_head_dim},
+                                  {"attention.qk_rope_head_dim", m.attn.qk_rope_head_dim},
+                                  {"attention.v_head_dim", m.attn.v_head_dim},
+                                  {"moe.num_experts", m.moe.num_experts},
+                                  {"moe.top_k", m.moe.top_k},
+                                  {"moe.expert_intermediate_size", m.moe.expert_intermediate_size},
+                                  {"moe.num_shared_experts", m.moe.num_shared_experts},
+                                  {"moe.shared_intermediate_size", m.moe.shared_intermediate_size},
+                                  {"moe.num_groups", m.moe.num_groups},
+                                  {"dense_intermediate_size", m.dense_intermediate_size},
+                                  {"norms_per_layer", m.norms_per_layer},
+                                  {"num_mtp_layers", m.num_mtp_layers}})
+        bounded(name, v, kMaxDim);
+    bounded("attention.sliding_window", m.attn.sliding_window, kMaxTokens);
+    bounded("attention.attention_chunk", m.attn.attention_chunk, kMaxTokens);
+    {
+        // Each size is bounded, their products are not: estimate the parameter count in floating point (an upper
+        // bound of count_params) and refuse beyond 10^15, which keeps every int64 count and byte total exact.
+        const double H = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
+        const double heads = static_cast<double>(std::max<int64_t>(m.attn.num_heads, 0));
+        const double hd = static_cast<double>(std::max({m.attn.head_dim, m.attn.qk_nope_head_dim + m.attn.qk_rope_head_dim,
+                                                        m.attn.v_head_dim, int64_t{0}}));
+        const double lora = static_cast<double>(std::max<int64_t>(m.attn.q_lora_rank, 0) +
+                                                std::max<int64_t>(m.attn.kv_lora_rank, 0));
+        const double attn = 4.0 * (H + lora) * (heads * hd + lora + H);
+        const double experts = static_cast<double>(std::max<int64_t>(m.moe.num_experts, 0)) *
+                               (3.0 * H * static_cast<double>(m.moe.expert_intermediate_size) + 3.0 * H);
+        const double shared = static_cast<double>(m.moe.num_shared_experts) * 3.0 * H *
+                              static_cast<double>(m.moe.shared_intermediate_size);
+        const double dense = 3.0 * H * static_cast<double>(m.dense_intermediate_size);
+        const double layer = attn + experts + shared + dense + 8.0 * H * static_cast<double>(m.norms_per_layer + 1);
+        const double total = (L + static_cast<double>(m.num_mtp_layers)) * (layer + 2.0 * H * H) +
+                             2.0 * static_cast<double>(m.vocab_size) * (H + 1);
+        if (!(total <= 1e15))
+            config_error(f(experts >= attn + dense ? "moe.num_experts" : "hidden_size"),
+                         "the shapes imply more than 10^15 parameters, beyond what moebench accounts for",
+                         fmt::format("about {:.3g} parameters", total),
+                         "check hidden_size, num_layers, the expert count and the intermediate sizes for a typo");
+    }
 
     const AttentionConfig& at = m.attn;
     positive("attention.num_heads", at.num_heads);
