@@ -1,13 +1,116 @@
 // SPDX-License-Identifier: Apache-2.0
-// PLACEHOLDER: replaced by the real 'run' command.
+// 'moebench run': one benchmark point. Starts from --config (default configs/runs/default.json), applies the flags
+// that were given, runs it, prints the terminal summary and writes the moebench.report/1 document.
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
+#include "engine/runner.hpp"
+#include "report/console_table.hpp"
+#include "report/report_json.hpp"
+
+#include <iostream>
+#include <memory>
 
 namespace moebench::cli {
 
+namespace {
+
+struct RunFlags {
+    std::string config, model, hardware, backend, mode, routing, out, json_out, dump_tensors;
+    int64_t batch = 0, seq_len = 0, context = 0, layers = 0, soft_topn = 0, seed = 0, warmup = 0, iters = 0, threads = 0;
+    double capacity_factor = 0, min_time_s = 0, max_noise = 0;
+    bool check = false;
+};
+
+// Applies `flag` to `field` only when the user gave it on the command line.
+template <typename T, typename U>
+void override_if(CLI::Option* opt, T& field, const U& value) {
+    if (opt->count() > 0) field = static_cast<T>(value);
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("run", "(not implemented yet)");
-    cmd->callback([] { throw Error("run: not implemented yet"); });
+    auto* cmd = app.add_subcommand("run", "Run the MoE forward step phase by phase and write a report");
+    cmd->footer(
+        "With no arguments, runs configs/runs/default.json. Flags override the run config's fields.\n"
+        "--routing: router | uniform | balanced | zipf:S | hot:N:F | imbalance:R | domains:D:SWITCH | trace:FILE "
+        "(docs/workloads.md).\nReport schema: docs/report-schema.md.");
+    auto f = std::make_shared<RunFlags>();
+    auto* o_config = cmd->add_option("--config", f->config, "Run config: short name in configs/runs or a JSON file");
+    auto* o_model = cmd->add_option("--model", f->model, "Model: short name, moebench model file or HF config.json");
+    auto* o_backend = cmd->add_option("--backend", f->backend, "auto | cpu | cuda | sim");
+    auto* o_hardware = cmd->add_option("--hardware", f->hardware, "Hardware profile the sim backend models (configs/hardware)");
+    auto* o_mode = cmd->add_option("--mode", f->mode, "decode | prefill");
+    auto* o_batch = cmd->add_option("--batch", f->batch, "Sequences (decode: tokens) per step");
+    auto* o_seq = cmd->add_option("--seq-len", f->seq_len, "Prefill: tokens per sequence");
+    auto* o_ctx = cmd->add_option("--context", f->context, "Tokens already in the KV cache");
+    auto* o_layers = cmd->add_option("--layers", f->layers, "Run the first N layers (0 = all)");
+    auto* o_routing = cmd->add_option("--routing", f->routing, "Workload: router, uniform, zipf:1.2, hot:4:0.6, trace:FILE ...");
+    auto* o_cf = cmd->add_option("--capacity-factor", f->capacity_factor, "Expert capacity factor (0 = dropless)");
+    auto* o_soft = cmd->add_option("--soft-topn", f->soft_topn, "Combine the N most probable experts (0 = family top-k)");
+    auto* o_seed = cmd->add_option("--seed", f->seed, "Seed for weights, inputs and synthetic routing");
+    auto* o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations (not measured)");
+    auto* o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations");
+    auto* o_min_time = cmd->add_option("--min-time", f->min_time_s, "Keep measuring until this many seconds");
+    auto* o_noise = cmd->add_option("--max-noise", f->max_noise, "Keep measuring while the step CV exceeds this (0 = off)");
+    auto* o_threads = cmd->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
+    auto* o_out = cmd->add_option("--out", f->out, "Report file (default results/run-<UTC time>.json)");
+    auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
+    auto* o_dump = cmd->add_option("--dump-tensors", f->dump_tensors, "Folder for moe_layer.safetensors (first MoE layer)");
+    auto* o_check = cmd->add_flag("--check", f->check, "cuda: compare against the cpu reference");
+
+    cmd->callback([=] {
+        std::string config_path = o_config->count() ? resolve_config("runs", f->config, "--config")
+                                                     : resolve_config("runs", "default", "--config");
+        RunConfig cfg = run_config_from_json(load_json_file(config_path), "");
+        override_if(o_model, cfg.model, f->model);
+        override_if(o_backend, cfg.backend, f->backend);
+        override_if(o_hardware, cfg.hardware, f->hardware);
+        if (o_mode->count()) {
+            if (f->mode == "decode") cfg.shape.mode = Mode::decode;
+            else if (f->mode == "prefill") cfg.shape.mode = Mode::prefill;
+            else config_error("--mode", "unknown mode", f->mode, "use decode or prefill");
+        }
+        override_if(o_batch, cfg.shape.batch, f->batch);
+        override_if(o_seq, cfg.shape.seq_len, f->seq_len);
+        override_if(o_ctx, cfg.shape.context, f->context);
+        override_if(o_layers, cfg.layers, f->layers);
+        override_if(o_routing, cfg.routing, f->routing);
+        override_if(o_cf, cfg.options.capacity_factor, f->capacity_factor);
+        override_if(o_soft, cfg.options.soft_topn, f->soft_topn);
+        if (o_seed->count()) {
+            if (f->seed < 0) config_error("seed (--seed)", "must not be negative", std::to_string(f->seed), "use a value >= 0");
+            cfg.options.seed = static_cast<uint64_t>(f->seed);
+        }
+        override_if(o_warmup, cfg.warmup, f->warmup);
+        override_if(o_iters, cfg.iters, f->iters);
+        override_if(o_min_time, cfg.min_time_s, f->min_time_s);
+        override_if(o_noise, cfg.max_noise, f->max_noise);
+        override_if(o_threads, cfg.options.num_threads, f->threads);
+        override_if(o_out, cfg.out, f->out);
+        if (o_json->count()) {
+            if (f->json_out.empty()) config_error("--json", "needs a value", "", "use --json - for stdout, or --out FILE");
+            cfg.out = f->json_out;   // '-' = stdout; any other value is a file, like --out
+        }
+        override_if(o_dump, cfg.dump_tensors, f->dump_tensors);
+        if (o_check->count()) cfg.check = f->check;
+        validate(cfg);
+
+        bool to_stdout = cfg.out == "-";
+        std::ostream& term = to_stdout ? std::cerr : std::cout;
+        std::string out_path = cfg.out.empty() ? default_report_path() : cfg.out;
+
+        json record = run_point(cfg);
+        json context = report_context(0, current_command_line("moebench run"));
+        json report = make_report(context, resolved_config(cfg), {record});
+        write_report(out_path, report);
+
+        term << console_summary(record);
+        if (!to_stdout) term << "report: " << out_path << "\n";
+        if (!cfg.dump_tensors.empty()) term << "tensors: " << cfg.dump_tensors << "/moe_layer.safetensors\n";
+        term.flush();
+    });
 }
 
 }  // namespace moebench::cli

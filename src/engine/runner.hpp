@@ -16,4 +16,7 @@ json run_point(const RunConfig& cfg);
 /// The report's top-level context block: tool version, git revision, build type, command line, machine, threads, BLAS.
 json report_context(int argc_or_0, const std::string& command_line);
 
+/// The report's "config" block for one point: {"run": run_config_to_json(cfg), "model": model_to_json(load_model(...))}.
+json resolved_config(const RunConfig& cfg);
+
 }  // namespace moebench

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// RunConfig <-> JSON (docs/run-schema.md) and validation. Field names double as the command-line flag names,
+// so every error names both ("batch (--batch)").
+#include "config/run_config.hpp"
+
+#include "common/error.hpp"
+
+#include <set>
+
+namespace moebench {
+
+namespace {
+
+// The JSON key of each field and the flag that overrides it (empty: no flag).
+const std::vector<std::pair<std::string, std::string>> kFields = {
+    {"model", "--model"},          {"hardware", "--hardware"},           {"backend", "--backend"},
+    {"mode", "--mode"},            {"batch", "--batch"},       {"seq_len", "--seq-len"},
+    {"context", "--context"},      {"layers", "--layers"},     {"routing", "--routing"},
+    {"seed", "--seed"},            {"capacity_factor", "--capacity-factor"},
+    {"soft_topn", "--soft-topn"},  {"threads", "--threads"},   {"ep", ""},
+    {"expert_gemm", ""},           {"cuda_graph", ""},         {"cold_l2", ""},
+    {"warmup", "--warmup"},        {"iters", "--iters"},       {"min_time_s", "--min-time"},
+    {"max_noise", "--max-noise"},  {"max_iters", ""},          {"include_lm_head", ""},
+    {"out", "--out"},              {"dump_tensors", "--dump-tensors"}, {"check", "--check"},
+};
+
+std::string label(const std::string& path, const std::string& key) {
+    std::string f = path.empty() ? key : path + "." + key;
+    for (const auto& [k, flag] : kFields)
+        if (k == key && !flag.empty()) return f + " (" + flag + ")";
+    return f;
+}
+
+Mode parse_mode(const std::string& s, const std::string& field) {
+    if (s == "decode") return Mode::decode;
+    if (s == "prefill") return Mode::prefill;
+    config_error(field, "unknown mode", s, "use decode or prefill");
+}
+
+}  // namespace
+
+RunConfig run_config_from_json(const json& j, const std::string& path) {
+    JsonReader r(j, path);
+    std::set<std::string> known;
+    for (const auto& [k, flag] : kFields) known.insert(k);
+    for (const auto& [k, v] : j.items()) {
+        if (k.empty() || k[0] == '$' || k == "comment" || k == "description") continue;  // annotations
+        if (!known.count(k)) {
+            std::string all;
+            for (const auto& [name, flag] : kFields) all += (all.empty() ? "" : ", ") + name;
+            config_error(r.field(k), "unknown run config field", k, "use one of: " + all);
+        }
+    }
+    RunConfig c;
+    c.model = r.opt_string("model", c.model);
+    c.hardware = r.opt_string("hardware", c.hardware);
+    c.backend = r.opt_string("backend", c.backend);
+    c.shape.mode = parse_mode(r.opt_string("mode", to_string(c.shape.mode)), label(path, "mode"));
+    c.shape.batch = r.opt_int("batch", c.shape.batch);
+    c.shape.seq_len = r.opt_int("seq_len", c.shape.seq_len);
+    c.shape.context = r.opt_int("context", c.shape.context);
+    c.layers = r.opt_int("layers", c.layers);
+    c.routing = r.opt_string("routing", c.routing);
+    int64_t seed = r.opt_int("seed", 0);
+    if (seed < 0) config_error(label(path, "seed"), "must not be negative", std::to_string(seed), "use a value >= 0");
+    c.options.seed = static_cast<uint64_t>(seed);
+    c.options.capacity_factor = r.opt_double("capacity_factor", c.options.capacity_factor);
+    c.options.soft_topn = r.opt_int("soft_topn", c.options.soft_topn);
+    c.options.num_threads = r.opt_int("threads", c.options.num_threads);
+    c.options.ep_size = r.opt_int("ep", c.options.ep_size);
+    c.options.expert_gemm = r.opt_string("expert_gemm", c.options.expert_gemm);
+    c.options.cuda_graph = r.opt_bool("cuda_graph", c.options.cuda_graph);
+    c.options.cold_l2 = r.opt_bool("cold_l2", c.options.cold_l2);
+    c.warmup = r.opt_int("warmup", c.warmup);
+    c.iters = r.opt_int("iters", c.iters);
+    c.min_time_s = r.opt_double("min_time_s", c.min_time_s);
+    c.max_noise = r.opt_double("max_noise", c.max_noise);
+    c.max_iters = r.opt_int("max_iters", c.max_iters);
+    c.include_lm_head = r.opt_bool("include_lm_head", c.include_lm_head);
+    c.out = r.opt_string("out", c.out);
+    c.dump_tensors = r.opt_string("dump_tensors", c.dump_tensors);
+    c.check = r.opt_bool("check", c.check);
+    return c;
+}
+
+json run_config_to_json(const RunConfig& c) {
+    return json{{"model", c.model},
+                {"hardware", c.hardware},
+                {"backend", c.backend},
+                {"mode", to_string(c.shape.mode)},
+                {"batch", c.shape.batch},
+                {"seq_len", c.shape.seq_len},
+                {"context", c.shape.context},
+                {"layers", c.layers},
+                {"routing", c.routing},
+                {"seed", c.options.seed},
+                {"capacity_factor", c.options.capacity_factor},
+                {"soft_topn", c.options.soft_topn},
+                {"threads", c.options.num_threads},
+                {"ep", c.options.ep_size},
+                {"expert_gemm", c.options.expert_gemm},
+                {"cuda_graph", c.options.cuda_graph},
+                {"cold_l2", c.options.cold_l2},
+                {"warmup", c.warmup},
+                {"iters", c.iters},
+                {"min_time_s", c.min_time_s},
+                {"max_noise", c.max_noise},
+                {"max_iters", c.max_iters},
+                {"include_lm_head", c.include_lm_head},
+                {"out", c.out},
+                {"dump_tensors", c.dump_tensors},
+                {"check", c.check}};
+}
+
+void validate(const RunConfig& c) {
+    auto at_least = [](const std::string& key, int64_t v, int64_t lo, const std::string& fix) {
+        if (v < lo) config_error(label("", key), "must be >= " + std::to_string(lo), std::to_string(v), fix);
+    };
+    if (c.model.empty()) config_error(label("", "model"), "is empty", "", "give a model short name or a path");
+    static const std::set<std::string> backends = {"auto", "cpu", "cuda", "sim"};
+    if (!backends.count(c.backend)) config_error(label("", "backend"), "unknown backend", c.backend, "use auto, cpu, cuda or sim");
+    at_least("batch", c.shape.batch, 1, "use a batch of at least 1");
+    at_least("seq_len", c.shape.seq_len, 1, "use a sequence length of at least 1");
+    at_least("context", c.shape.context, 0, "use a context length >= 0 (tokens already in the KV cache)");
+    at_least("layers", c.layers, 0, "use 0 for all layers or N >= 1 for the first N");
+    at_least("warmup", c.warmup, 0, "use 0 or more warm-up iterations");
+    at_least("iters", c.iters, 1, "measure at least one iteration");
+    at_least("max_iters", c.max_iters, 1, "use a cap of at least 1 iteration");
+    at_least("soft_topn", c.options.soft_topn, 0, "use 0 for the family's top-k, or N >= 1");
+    at_least("threads", c.options.num_threads, 0, "use 0 for all cores, or N >= 1");
+    at_least("ep", c.options.ep_size, 1, "use an expert-parallel size of at least 1");
+    if (!(c.min_time_s >= 0))
+        config_error(label("", "min_time_s"), "must not be negative", fmt::format("{}", c.min_time_s), "use seconds >= 0");
+    if (!(c.max_noise >= 0))
+        config_error(label("", "max_noise"), "must not be negative", fmt::format("{}", c.max_noise),
+                     "use a coefficient of variation such as 0.05 (0 = off)");
+    if (!(c.options.capacity_factor >= 0))
+        config_error(label("", "capacity_factor"), "must not be negative", fmt::format("{}", c.options.capacity_factor),
+                     "use 0 for dropless, or a factor such as 1.25");
+    static const std::set<std::string> gemms = {"auto", "grouped", "loop"};
+    if (!gemms.count(c.options.expert_gemm))
+        config_error(label("", "expert_gemm"), "unknown expert GEMM strategy", c.options.expert_gemm, "use auto, grouped or loop");
+    if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
+    if (c.check && c.backend == "cpu")
+        config_error("--check", "compares the cuda backend against the cpu reference, so it needs the cuda backend",
+                     "backend cpu", "drop --check, or use --backend cuda on a machine with an NVIDIA GPU");
+}
+
+}  // namespace moebench

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// Phase lists per layer and the step loop.
+#include "engine/engine.hpp"
+
+#include "common/error.hpp"
+
+#include <chrono>
+
+namespace moebench {
+
+const char* to_string(Mode m) { return m == Mode::decode ? "decode" : "prefill"; }
+
+bool layer_is_moe(const ModelConfig& m, int64_t layer) {
+    if (m.moe.num_experts <= 0) return false;
+    if (m.layer_is_moe.empty()) return true;
+    MOEBENCH_CHECK(layer >= 0 && layer < static_cast<int64_t>(m.layer_is_moe.size()), "layer {} out of range", layer);
+    return m.layer_is_moe[static_cast<size_t>(layer)] != 0;
+}
+
+std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size) {
+    std::vector<Phase> p = {Phase::attn_norm, Phase::qkv_proj, Phase::attention, Phase::o_proj, Phase::ffn_norm};
+    if (!layer_is_moe(m, layer)) {
+        p.push_back(Phase::dense_mlp);
+        return p;
+    }
+    p.insert(p.end(), {Phase::router_gemm, Phase::topk, Phase::permute});
+    if (ep_size > 1) p.push_back(Phase::dispatch_a2a);
+    p.insert(p.end(), {Phase::expert_up, Phase::activation, Phase::expert_down});
+    if (m.moe.num_shared_experts > 0) p.push_back(Phase::shared_expert);
+    if (ep_size > 1) p.push_back(Phase::combine_a2a);
+    p.push_back(Phase::unpermute_reduce);
+    return p;
+}
+
+std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t ep_size,
+                                  bool include_head) {
+    std::vector<PhaseEntry> plan;
+    if (include_head) plan.push_back({Phase::embed, -1, -1});
+    for (size_t slot = 0; slot < layers.size(); ++slot)
+        for (Phase ph : phases_for_layer(m, layers[slot], ep_size))
+            plan.push_back({ph, layers[slot], static_cast<int64_t>(slot)});
+    if (include_head) {
+        plan.push_back({Phase::final_norm, -1, -1});
+        plan.push_back({Phase::lm_head, -1, -1});
+    }
+    return plan;
+}
+
+StepTimes run_step(Backend& backend, const std::vector<PhaseEntry>& plan) {
+    using clock = std::chrono::steady_clock;
+    StepTimes t;
+    auto start = clock::now();
+    backend.begin_step();
+    backend.mark();
+    for (const PhaseEntry& e : plan) {
+        backend.run_phase(e.phase, e.slot);
+        backend.mark();
+    }
+    t.phase_us = backend.end_step();
+    t.wall_us = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+    MOEBENCH_CHECK(t.phase_us.size() == plan.size(), "backend {} returned {} intervals for {} phases",
+                   backend.name(), t.phase_us.size(), plan.size());
+    return t;
+}
+
+}  // namespace moebench

@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: Apache-2.0
+// run_point: config -> model -> workload -> engine -> backend -> metrics -> one record of the report's runs[].
+// Field meanings are documented in docs/report-schema.md; keep the two in step.
+#include "engine/runner.hpp"
+
+#include "build_info.hpp"
+#include "common/error.hpp"
+#include "common/tensor_file.hpp"
+#include "config/model_config.hpp"
+#include "engine/backend.hpp"
+#include "engine/engine.hpp"
+#include "metrics/expert_load.hpp"
+#include "metrics/routing_stats.hpp"
+#include "metrics/timing_stats.hpp"
+#include "report/report_json.hpp"
+#include "workload/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#ifndef MOEBENCH_BUILD_TYPE
+#define MOEBENCH_BUILD_TYPE "unknown"
+#endif
+
+namespace moebench {
+
+namespace {
+
+// Router logits kept per layer for the routing statistics (floats); beyond it later steps are left out (and the
+// record says how many tokens the statistics cover).
+constexpr int64_t kMaxLogitFloatsPerLayer = int64_t{1} << 22;
+
+// What the measured steps of one MoE layer produced, accumulated step after step.
+struct MoeAccum {
+    int64_t slot = 0;
+    int64_t layer = 0;
+    int64_t k = 0;
+    std::vector<int32_t> ids;            // [steps * T, k], steps in order
+    std::vector<float> logits;           // [logit_tokens, E]
+    int64_t logit_tokens = 0;
+    std::vector<double> expert_gemm_us;  // summed over steps
+    int64_t gemm_steps = 0;
+    int64_t backend_dropped = 0;         // as reported by the backend
+};
+
+std::string layer_kind(const ModelConfig& m, int64_t layer) { return layer_is_moe(m, layer) ? "moe" : "dense"; }
+
+// Stops when at least `iters` steps were measured and both rules hold, or at the cap. Returns the reason.
+struct StopRule {
+    explicit StopRule(const RunConfig& c) : cfg(c) {}
+    const RunConfig& cfg;
+    bool time_unmet = false, noise_unmet = false;
+    std::string reason;
+
+    bool done(const std::vector<double>& wall_us) {
+        int64_t n = static_cast<int64_t>(wall_us.size());
+        if (n < cfg.iters) return false;
+        double total_s = 0;
+        for (double w : wall_us) total_s += w * 1e-6;
+        bool time_ok = total_s >= cfg.min_time_s;
+        bool noise_ok = cfg.max_noise <= 0 || sample_cv(wall_us) <= cfg.max_noise;
+        if (time_ok && noise_ok) {
+            reason = n == cfg.iters ? "iters" : (noise_unmet ? "max_noise" : "min_time");
+            return true;
+        }
+        time_unmet = !time_ok;
+        noise_unmet = !noise_ok;
+        if (n >= std::max(cfg.max_iters, cfg.iters)) {
+            reason = "max_iters";
+            return true;
+        }
+        return false;
+    }
+};
+
+std::string fmt_num(double v) { return fmt::format("{}", v); }
+
+void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelConfig& model, const RunConfig& cfg,
+                    int64_t slot, int64_t layer) {
+    TensorFile file;
+    file.tensors = backend.moe_block_tensors(slot);
+    const MoeConfig& moe = model.moe;
+    file.metadata = {
+        {"format", "moebench.moe_layer/1"},
+        {"model", model.name},
+        {"family", model.family},
+        {"layer", std::to_string(layer)},
+        {"backend", backend.name()},
+        {"seed", std::to_string(cfg.options.seed)},
+        {"workload", cfg.routing},
+        {"routing", to_string(moe.routing)},
+        {"num_experts", std::to_string(moe.num_experts)},
+        {"top_k", std::to_string(moe.top_k)},
+        {"norm_topk_prob", moe.norm_topk_prob ? "true" : "false"},
+        {"routed_scaling_factor", fmt_num(moe.routed_scaling_factor)},
+        {"num_groups", std::to_string(moe.num_groups)},
+        {"topk_groups", std::to_string(moe.topk_groups)},
+        {"num_shared_experts", std::to_string(moe.num_shared_experts)},
+        {"shared_expert_gate", moe.shared_expert_gate ? "true" : "false"},
+        {"router_bias", moe.router_bias ? "true" : "false"},
+        {"router_correction_bias", moe.router_correction_bias ? "true" : "false"},
+        {"expert_bias", moe.expert_bias ? "true" : "false"},
+        {"activation", to_string(model.activation)},
+        {"swiglu_limit", fmt_num(model.swiglu_limit)},
+        {"capacity_factor", fmt_num(cfg.options.capacity_factor)},
+        {"soft_topn", std::to_string(cfg.options.soft_topn)},
+        {"mode", to_string(cfg.shape.mode)},
+        {"batch", std::to_string(cfg.shape.batch)},
+        {"seq_len", std::to_string(cfg.shape.seq_len)},
+        {"context", std::to_string(cfg.shape.context)},
+        {"tie_break", "higher score wins; equal scores: lower expert id wins"},
+    };
+    write_safetensors((std::filesystem::path(dir) / "moe_layer.safetensors").string(), file);
+}
+
+}  // namespace
+
+json run_point(const RunConfig& cfg) {
+    validate(cfg);
+    ModelConfig model = load_model(cfg.model);
+
+    // Layers: the first N of the model (0 = all).
+    if (cfg.layers > model.num_layers)
+        config_error("layers (--layers)", fmt::format("exceeds the {} layers of model {}", model.num_layers, model.name),
+                     std::to_string(cfg.layers),
+                     fmt::format("use --layers between 1 and {} (0 = all layers)", model.num_layers));
+    int64_t num_run = cfg.layers == 0 ? model.num_layers : cfg.layers;
+    std::vector<int64_t> layers(static_cast<size_t>(num_run));
+    for (int64_t i = 0; i < num_run; ++i) layers[static_cast<size_t>(i)] = i;
+
+    // Options checked against the model before anything is allocated.
+    if (!cfg.dump_tensors.empty() &&
+        std::none_of(layers.begin(), layers.end(), [&](int64_t l) { return layer_is_moe(model, l); }))
+        config_error("dump_tensors (--dump-tensors)", "no MoE layer among the layers run",
+                     fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
+    const int64_t num_experts = model.moe.num_experts;
+    if (cfg.options.soft_topn > 0 && cfg.options.soft_topn > num_experts)
+        config_error("soft_topn (--soft-topn)", fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
+                     std::to_string(cfg.options.soft_topn), fmt::format("use 1..{} (0 = the family's top-k)", num_experts));
+    if (cfg.options.ep_size > 1 && num_experts > 0 && num_experts % cfg.options.ep_size != 0)
+        config_error("ep", fmt::format("does not divide the {} experts of model {}", num_experts, model.name),
+                     std::to_string(cfg.options.ep_size), "use an expert-parallel size that divides the expert count");
+
+    // The workload before the backend, so that a bad --routing fails before any allocation.
+    std::unique_ptr<Workload> workload = make_workload(cfg.routing, model, cfg.options.seed, "routing (--routing)");
+    workload->check_layers(layers);
+
+    // Backend. "sim" is part of the vocabulary but may not be built into this binary.
+    std::string why;
+    std::unique_ptr<Backend> backend;
+    try {
+        backend = make_backend(cfg.backend, &why, cfg.hardware);
+    } catch (const ConfigError& e) {
+        if (cfg.backend == "sim")
+            config_error("backend (--backend)", "the sim backend is not built yet", "sim", "use --backend cpu or cuda");
+        throw;
+    }
+    if (!why.empty()) std::cerr << why << "\n";
+    if (cfg.check && backend->name() != "cuda")
+        config_error("--check", "compares the cuda backend against the cpu reference, so it needs the cuda backend",
+                     "backend " + backend->name(), "drop --check, or use --backend cuda on a machine with an NVIDIA GPU");
+    if (cfg.check)
+        throw UnsupportedError("--check: the comparison against the cpu reference is not available in this build; "
+                               "run without --check");
+
+    if (cfg.options.ep_size > 1 && backend->name() == "cpu")
+        config_error("ep", "the cpu backend runs in one process, so there is no all-to-all to time",
+                     std::to_string(cfg.options.ep_size),
+                     "use ep 1 on the cpu backend (expert parallelism needs the cuda backend)");
+    backend->prepare(model, layers, cfg.shape, cfg.options);
+    const std::vector<PhaseEntry> plan = step_plan(model, layers, cfg.options.ep_size, cfg.include_lm_head);
+    const int64_t T = cfg.shape.num_tokens();
+
+    std::vector<MoeAccum> moe;
+    for (size_t s = 0; s < layers.size(); ++s)
+        if (layer_is_moe(model, layers[s])) {
+            MoeAccum a;
+            a.slot = static_cast<int64_t>(s);
+            a.layer = layers[s];
+            moe.push_back(std::move(a));
+        }
+
+    // One step with the workload's routing for this step (nullptr when the router decides).
+    // The stream is cut into steps of T tokens in order; warm-up steps consume it too, then it restarts at 0 so
+    // that the measured steps see the stream from its beginning (the same ids as `moebench trace gen`).
+    std::optional<StepRouting> routing;
+    auto one_step = [&]() {
+        routing = workload->next_step(T, layers);
+        backend->set_routing_override(routing ? &*routing : nullptr);
+        return run_step(*backend, plan);
+    };
+
+    for (int64_t w = 0; w < cfg.warmup; ++w) one_step();
+    workload->seek(0);
+
+    std::vector<StepTimes> steps;
+    std::vector<double> wall_us;
+    StopRule stop(cfg);
+    while (true) {
+        steps.push_back(one_step());
+        wall_us.push_back(steps.back().wall_us);
+        if (steps.size() == 1 && !cfg.dump_tensors.empty() && !moe.empty())
+            dump_moe_layer(cfg.dump_tensors, *backend, model, cfg, moe.front().slot, moe.front().layer);
+        for (MoeAccum& a : moe) {
+            MoeLayerResult r = backend->moe_result(a.slot);
+            a.k = r.routing.k;
+            a.ids.insert(a.ids.end(), r.routing.ids.begin(), r.routing.ids.end());
+            a.backend_dropped += r.dropped;
+            int64_t E = model.moe.num_experts;
+            if (!r.router_logits.empty() && (a.logit_tokens + T) * E <= kMaxLogitFloatsPerLayer) {
+                a.logits.insert(a.logits.end(), r.router_logits.begin(), r.router_logits.end());
+                a.logit_tokens += T;
+            }
+            if (!r.expert_gemm_us.empty()) {
+                a.expert_gemm_us.resize(r.expert_gemm_us.size(), 0.0);
+                for (size_t e = 0; e < r.expert_gemm_us.size(); ++e) a.expert_gemm_us[e] += r.expert_gemm_us[e];
+                ++a.gemm_steps;
+            }
+        }
+        if (stop.done(wall_us)) break;
+    }
+    const int64_t num_steps = static_cast<int64_t>(steps.size());
+
+    // ---- latency: per phase (summed over the layers run, per step), per layer, whole step ----
+    const std::string source = backend->timing_source();
+    std::map<Phase, std::vector<double>> per_phase;  // ordered by the phase vocabulary
+    for (const PhaseEntry& e : plan) per_phase[e.phase].assign(static_cast<size_t>(num_steps), 0.0);
+    for (int64_t i = 0; i < num_steps; ++i)
+        for (size_t p = 0; p < plan.size(); ++p) per_phase[plan[p].phase][static_cast<size_t>(i)] += steps[i].phase_us[p];
+    double phase_sum_us = 0;
+    std::map<Phase, TimingStats> phase_stats;
+    for (const auto& [ph, samples] : per_phase) {
+        phase_stats[ph] = summarize(samples);
+        phase_sum_us += phase_stats[ph].mean_us;
+    }
+    json phases = json::object();
+    std::map<std::string, double> group_us;
+    std::vector<std::string> group_order;
+    for (const auto& [ph, st] : phase_stats) {
+        json p = to_json(st);
+        p["share"] = phase_sum_us > 0 ? st.mean_us / phase_sum_us : 0.0;
+        phases[std::string(phase_name(ph))] = p;
+        std::string g(phase_group_name(phase_group(ph)));
+        if (!group_us.count(g)) group_order.push_back(g);
+        group_us[g] += st.mean_us;
+    }
+    json groups = json::object();
+    for (const std::string& g : group_order)
+        groups[g] = {{"mean_us", group_us[g]}, {"share", phase_sum_us > 0 ? group_us[g] / phase_sum_us : 0.0}};
+
+    // Per layer: the mean of each phase of that layer, and the layer's total.
+    json per_layer = json::array();
+    std::map<std::string, std::vector<double>> layer_totals_by_kind;
+    for (size_t s = 0; s < layers.size(); ++s) {
+        json lp = json::object();
+        double total = 0;
+        for (size_t p = 0; p < plan.size(); ++p) {
+            if (plan[p].slot != static_cast<int64_t>(s)) continue;
+            std::vector<double> samples(static_cast<size_t>(num_steps));
+            for (int64_t i = 0; i < num_steps; ++i) samples[static_cast<size_t>(i)] = steps[i].phase_us[p];
+            TimingStats st = summarize(samples);
+            lp[std::string(phase_name(plan[p].phase))] = {{"mean_us", st.mean_us}, {"p50_us", st.p50_us}};
+            total += st.mean_us;
+        }
+        std::string kind = layer_kind(model, layers[s]);
+        layer_totals_by_kind[kind].push_back(total);
+        per_layer.push_back({{"layer", layers[s]}, {"kind", kind}, {"mean_us", total}, {"phases", lp}});
+    }
+
+    // Whole model: once-per-step phases + the mean layer of each kind times the model's count of that kind.
+    bool extrapolated = num_run != model.num_layers;
+    json whole = {{"source", source}, {"extrapolated", extrapolated}};
+    {
+        double once_us = 0;
+        for (const PhaseEntry& e : plan)
+            if (e.slot < 0) once_us += phase_stats[e.phase].mean_us;
+        std::map<std::string, int64_t> model_counts = {{"moe", model.num_moe_layers()}, {"dense", model.num_dense_layers()}};
+        if (model.moe.num_experts <= 0) model_counts = {{"moe", 0}, {"dense", model.num_layers}};
+        double step_us = once_us;
+        std::string missing;
+        json method = json::object();
+        for (const auto& [kind, count] : model_counts) {
+            if (count == 0) continue;
+            auto it = layer_totals_by_kind.find(kind);
+            if (it == layer_totals_by_kind.end()) {
+                missing = "no " + kind + " layer was run; use more --layers";
+                break;
+            }
+            double mean = 0;
+            for (double v : it->second) mean += v;
+            mean /= static_cast<double>(it->second.size());
+            step_us += mean * static_cast<double>(count);
+            method[kind] = {{"layers_run", it->second.size()}, {"layer_mean_us", mean}, {"model_layers", count}};
+        }
+        if (!missing.empty()) {
+            whole["unavailable"] = missing;
+        } else {
+            whole["step_us"] = step_us;
+            whole["tokens_per_s"] = step_us > 0 ? static_cast<double>(T) / (step_us * 1e-6) : 0.0;
+            whole["method"] = extrapolated ? "once-per-step phases + mean layer time of each kind x the model's count"
+                                           : "sum of phase means over all layers";
+            whole["per_kind"] = method;
+            whole["includes_embed_and_head"] = cfg.include_lm_head;
+        }
+    }
+
+    // The step: the host clock around the whole step when the phases are measured; for a modeled backend (sim)
+    // the host time means nothing, so the step is the sum of its modeled phases.
+    const bool measured = source == "measured";
+    std::vector<double> step_samples = wall_us;
+    if (!measured)
+        for (int64_t i = 0; i < num_steps; ++i) {
+            double sum = 0;
+            for (double v : steps[i].phase_us) sum += v;
+            step_samples[static_cast<size_t>(i)] = sum;
+        }
+    TimingStats step_stats = summarize(step_samples);
+    json latency = {{"source", source},
+                    {"step", to_json(step_stats)},
+                    {"step_clock", measured ? "host steady_clock around begin_step..end_step"
+                                            : "sum of the modeled phases (" + source + ")"},
+                    {"phase_sum_us", phase_sum_us},
+                    {"step_minus_phase_sum_us", step_stats.mean_us - phase_sum_us},
+                    {"phases", phases},
+                    {"groups", groups},
+                    {"per_layer", per_layer},
+                    {"step_samples_us", step_samples},
+                    {"whole_model", whole}};
+
+    // ---- expert load and routing, per MoE layer ----
+    const int64_t E = model.moe.num_experts;
+    json load_layers = json::array(), routing_layers = json::array();
+    for (const MoeAccum& a : moe) {
+        int64_t n_tok = a.k > 0 ? static_cast<int64_t>(a.ids.size()) / a.k : 0;
+        ExpertLoad load = expert_load(a.ids.data(), n_tok, a.k, E);
+        json l = to_json(load);
+        l.erase("source");
+        l["layer"] = a.layer;
+        l["num_tokens"] = n_tok;
+        l["capacity_dropped"] = a.backend_dropped;  // the backend's count; `dropped` also counts -1 ids of a trace
+        l["k"] = a.k;
+        int64_t steps_per_window = std::max<int64_t>(1, (num_steps + 31) / 32);
+        l["windows"] = to_json(load_windows(a.ids.data(), n_tok, a.k, E, steps_per_window * T));
+        std::vector<int64_t> coact = coactivation_counts(a.ids.data(), n_tok, a.k, E);
+        json cm = json::array();
+        for (int64_t i = 0; i < E; ++i)
+            cm.push_back(std::vector<int64_t>(coact.begin() + i * E, coact.begin() + (i + 1) * E));
+        l["coactivation"] = cm;
+        if (a.gemm_steps > 0) {
+            std::vector<double> mean_us(a.expert_gemm_us.size());
+            for (size_t e = 0; e < mean_us.size(); ++e) mean_us[e] = a.expert_gemm_us[e] / static_cast<double>(a.gemm_steps);
+            l["expert_gemm_us"] = mean_us;
+            l["expert_gemm_source"] = source;
+        } else {
+            l["expert_gemm_us"] = json::array();
+        }
+        load_layers.push_back(l);
+
+        // Stream order (step after step, row after row); prefill sequences are contiguous runs of seq_len tokens.
+        std::vector<int64_t> seq_starts;
+        if (cfg.shape.mode == Mode::prefill)
+            for (int64_t t = 0; t < n_tok; t += cfg.shape.seq_len) seq_starts.push_back(t);
+        SwitchStats sw = switch_stats(a.ids.data(), n_tok, a.k, seq_starts);
+        json r = {{"layer", a.layer}, {"switch_rate", sw.switch_rate}, {"switch_pairs", sw.num_pairs},
+                  {"mean_overlap", sw.mean_overlap}};
+        if (a.logit_tokens > 0) {
+            RouterStats rs = router_stats(a.logits.data(), a.logit_tokens, E);
+            r["entropy_bits_mean"] = rs.entropy_bits_mean;
+            r["entropy_bits_p95"] = rs.entropy_bits_p95;
+            r["entropy_normalized"] = rs.entropy_norm_mean;
+            r["top1_prob_mean"] = rs.top1_prob_mean;
+            r["logit_min"] = rs.logit_min;
+            r["logit_max"] = rs.logit_max;
+            r["logit_range_mean"] = rs.logit_range_mean;
+            r["logit_tokens"] = a.logit_tokens;
+        }
+        routing_layers.push_back(r);
+    }
+
+    const std::string ids_from = workload->overrides_routing()
+                                     ? "workload: " + workload->describe()
+                                     : "the model's router (" + std::string(to_string(model.moe.routing)) + ")";
+    json record;
+    record["status"] = "ok";
+    record["axes"] = {{"backend", backend->name()},       {"mode", to_string(cfg.shape.mode)},
+                      {"batch", cfg.shape.batch},         {"seq_len", cfg.shape.seq_len},
+                      {"context", cfg.shape.context},     {"routing", cfg.routing},
+                      {"ep", cfg.options.ep_size},        {"capacity_factor", cfg.options.capacity_factor},
+                      {"soft_topn", cfg.options.soft_topn}, {"layers", num_run}};
+    record["model"] = model.name;
+    record["mode"] = to_string(cfg.shape.mode);
+    record["batch"] = cfg.shape.batch;
+    record["seq_len"] = cfg.shape.mode == Mode::decode ? 1 : cfg.shape.seq_len;
+    record["context"] = cfg.shape.context;
+    record["num_tokens"] = T;
+    record["backend"] = backend->name();
+    if (!why.empty()) record["backend_note"] = why;
+    record["backend_info"] = backend->describe();
+    record["seed"] = cfg.options.seed;
+    json kinds = json::array();
+    for (int64_t l : layers) kinds.push_back(layer_kind(model, l));
+    double measured_s = 0;
+    for (double w : wall_us) measured_s += w * 1e-6;
+    record["layers"] = {{"run", layers}, {"model_total", model.num_layers}, {"kinds", kinds},
+                        {"extrapolated", extrapolated}};
+    record["iterations"] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", stop.reason},
+                            {"measured_time_s", measured_s}};
+    record["latency"] = latency;
+    record["throughput"] = {{"source", source},
+                            {"tokens_per_s",
+                             step_stats.mean_us > 0 ? static_cast<double>(T) / (step_stats.mean_us * 1e-6) : 0.0},
+                            {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
+    record["expert_load"] = {{"source", "counted"},
+                             {"basis", "final expert ids of the measured steps (after override, soft top-N, capacity)"},
+                             {"per_layer", load_layers}};
+    record["routing"] = {{"source", "counted"},
+                         {"workload", cfg.routing},
+                         {"ids_from", ids_from},
+                         {"logits_from", "router GEMM on the step's hidden states (before any override)"},
+                         {"switch_order", cfg.shape.mode == Mode::decode
+                                              ? "stream order (step after step, batch row after row), one sequence"
+                                              : "consecutive tokens of each prefill sequence"},
+                         {"per_layer", routing_layers}};
+    return record;
+}
+
+json report_context(int /*argc_or_0*/, const std::string& command_line) {
+    return json{{"tool", {{"name", "moebench"}, {"version", MOEBENCH_VERSION}, {"git_rev", MOEBENCH_GIT_REV},
+                          {"build_type", MOEBENCH_BUILD_TYPE}}},
+                {"command", command_line},
+                {"created_utc", utc_now(false)},
+                {"environment", environment_block()}};
+}
+
+json resolved_config(const RunConfig& cfg) {
+    return json{{"run", run_config_to_json(cfg)}, {"model", model_to_json(load_model(cfg.model))}};
+}
+
+}  // namespace moebench

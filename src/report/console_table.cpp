@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// Terminal summary of one run record; reads only the report JSON, so any report (run or sweep point) can be shown.
+#include "report/console_table.hpp"
+
+#include "engine/phase.hpp"
+
+#include <fmt/format.h>
+
+namespace moebench {
+
+static double num(const json& j, const char* key, double dflt = 0) {
+    return j.is_object() && j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : dflt;
+}
+
+static std::string str(const json& j, const char* key, const std::string& dflt = "") {
+    return j.is_object() && j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : dflt;
+}
+
+std::string console_summary(const json& run) {
+    std::string s;
+    if (str(run, "status", "ok") != "ok") {
+        return fmt::format("run {}: {}\n", str(run, "status"),
+                           str(run, "skip_reason", str(run, "error", "no reason given")));
+    }
+    const json& layers = run.value("layers", json::object());
+    int64_t num_run = layers.contains("run") ? static_cast<int64_t>(layers.at("run").size()) : 0;
+    s += fmt::format("moebench run: {}  {}  batch {}  seq_len {}  context {}  layers {} of {}  backend {}\n",
+                     str(run, "model", "?"), str(run, "mode", "?"), num(run, "batch"), num(run, "seq_len"),
+                     num(run, "context"), num_run, num(layers, "model_total"), str(run, "backend", "?"));
+    const json& it = run.value("iterations", json::object());
+    s += fmt::format("iterations: {} warm-up + {} measured (stop: {}); routing: {}\n", num(it, "warmup"),
+                     num(it, "measured"), str(it, "stop_reason", "?"), str(run.value("routing", json::object()), "workload", "?"));
+
+    const json& lat = run.value("latency", json::object());
+    s += fmt::format("\n{:<18} {:>11} {:>11} {:>11} {:>7}   ({} per step, all layers run)\n", "phase", "mean_us",
+                     "p50_us", "p95_us", "share", str(lat, "source", "?"));
+    if (lat.contains("phases")) {
+        // Execution order (the phase vocabulary), not the JSON object's alphabetical order.
+        const json& phases = lat.at("phases");
+        for (std::string_view name_view : kPhaseNames) {
+            std::string name(name_view);
+            if (!phases.contains(name)) continue;
+            const json& p = phases.at(name);
+            s += fmt::format("{:<18} {:>11.1f} {:>11.1f} {:>11.1f} {:>6.1f}%\n", name, num(p, "mean_us"),
+                             num(p, "p50_us"), num(p, "p95_us"), 100.0 * num(p, "share"));
+        }
+    }
+    const json& step = lat.value("step", json::object());
+    s += fmt::format("{:<18} {:>11.1f}\n", "sum of phases", num(lat, "phase_sum_us"));
+    s += fmt::format("{:<18} {:>11.1f} {:>11.1f} {:>11.1f}   cv {:.3f}  ({})\n", "step", num(step, "mean_us"),
+                     num(step, "p50_us"), num(step, "p95_us"), num(step, "cv"), str(lat, "step_clock", "end to end"));
+
+    if (lat.contains("per_layer") && !lat.at("per_layer").empty()) {
+        s += "per layer (mean_us):";
+        for (const json& l : lat.at("per_layer"))
+            s += fmt::format(" L{} {} {:.1f}", num(l, "layer"), str(l, "kind", "?"), num(l, "mean_us"));
+        s += "\n";
+    }
+
+    const json& thr = run.value("throughput", json::object());
+    s += fmt::format("\ntokens/s: {:.1f} ({}; {} tokens per step, the layers run)\n", num(thr, "tokens_per_s"),
+                     str(thr, "source", "?"), num(run, "num_tokens"));
+    const json& whole = lat.value("whole_model", json::object());
+    if (whole.contains("step_us") && whole.at("step_us").is_number()) {
+        s += fmt::format("whole model: step {:.1f} us, {:.1f} tokens/s{}\n", num(whole, "step_us"),
+                         num(whole, "tokens_per_s"),
+                         whole.value("extrapolated", false) ? " (extrapolated from the layers run)" : "");
+    } else if (whole.contains("unavailable")) {
+        s += fmt::format("whole model: not extrapolated ({})\n", str(whole, "unavailable"));
+    }
+
+    const json& load = run.value("expert_load", json::object());
+    if (load.contains("per_layer") && !load.at("per_layer").empty()) {
+        s += "expert load max/mean:";
+        for (const json& l : load.at("per_layer")) {
+            s += fmt::format(" L{} {:.2f}", num(l, "layer"), num(l, "max_over_mean"));
+            if (num(l, "dropped") > 0) s += fmt::format(" ({} dropped)", num(l, "dropped"));
+        }
+        s += "\n";
+    }
+    return s;
+}
+
+}  // namespace moebench

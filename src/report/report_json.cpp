@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// Assembles the moebench.report/1 document and the environment block; writes it whole or not at all.
+#include "report/report_json.hpp"
+
+#include "common/atomic_file.hpp"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace moebench {
+
+static std::string cpu_model_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) {
+                std::string v = line.substr(colon + 1);
+                v.erase(0, v.find_first_not_of(" \t"));
+                return v;
+            }
+        }
+    }
+    return "unknown";
+}
+
+static std::string blas_name(const char* config) {
+    std::string c = config ? config : "";
+    return c.rfind("OpenBLAS", 0) == 0 ? c : "OpenBLAS " + c;
+}
+
+json environment_block() {
+    char host[256] = {0};
+    if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+    long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+    const char* blas_config = openblas_get_config();
+    return json{{"host", host},
+                {"cpu_model", cpu_model_name()},
+                {"num_cpus", static_cast<int64_t>(std::thread::hardware_concurrency())},
+                {"memory_bytes", pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0},
+                {"threads", openblas_get_num_threads()},
+                {"blas", blas_name(blas_config)},
+                {"gpus", json::array()}};
+}
+
+static std::string shell_quote(const std::string& arg) {
+    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
+                            std::string::npos)
+        return arg;
+    std::string q = "'";
+    for (char c : arg) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::string current_command_line(const std::string& fallback) {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    if (!in) return fallback;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string raw = ss.str(), out, arg;
+    bool first = true;
+    for (char c : raw) {
+        if (c != '\0') {
+            arg += c;
+            continue;
+        }
+        if (first) {
+            // argv[0] may be a full path to the binary: show its file name.
+            auto slash = arg.rfind('/');
+            arg = slash == std::string::npos ? arg : arg.substr(slash + 1);
+        }
+        out += (first ? "" : " ") + shell_quote(arg);
+        first = false;
+        arg.clear();
+    }
+    return out.empty() ? fallback : out;
+}
+
+std::string utc_now(bool compact) {
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof(buf), compact ? "%Y%m%dT%H%M%SZ" : "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::string default_report_path() { return "results/run-" + utc_now(true) + ".json"; }
+
+json make_report(const json& context, const json& config, const std::vector<json>& runs) {
+    json r = json::object();
+    r["schema"] = kReportSchema;
+    for (const char* key : {"tool", "command", "created_utc", "environment"})
+        if (context.contains(key)) r[key] = context.at(key);
+    if (!r.contains("environment")) r["environment"] = environment_block();
+    if (!runs.empty()) {
+        const json& first = runs.front();
+        if (first.contains("backend")) r["environment"]["backend"] = first.at("backend");
+        if (first.contains("backend_note")) r["environment"]["backend_note"] = first.at("backend_note");
+        if (first.contains("backend_info") && first.at("backend_info").contains("gpus"))
+            r["environment"]["gpus"] = first.at("backend_info").at("gpus");
+    }
+    r["config"] = config;
+    r["runs"] = runs;
+    return r;
+}
+
+void write_report(const std::string& path, const json& report) { write_file_atomic(path, report.dump(2) + "\n"); }
+
+}  // namespace moebench

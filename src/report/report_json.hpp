@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+// The moebench.report/1 document (docs/report-schema.md): context, resolved config and runs[], written atomically.
+#pragma once
+#include "common/json_util.hpp"
+
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+inline constexpr const char* kReportSchema = "moebench.report/1";
+
+/// The machine this process runs on: host, CPU model, CPU count, memory, OpenBLAS threads and config.
+json environment_block();
+
+/// This process's command line as the user typed it (argv joined, shell-quoted where needed), from /proc/self/cmdline.
+/// `fallback` is returned where that file cannot be read.
+std::string current_command_line(const std::string& fallback = "moebench");
+
+/// Now, as "2026-12-01T05:00:00Z" (`compact` false) or "20261201T050000Z" (`compact` true, for file names).
+std::string utc_now(bool compact);
+
+/// "results/run-<UTC timestamp>.json", relative to the current folder.
+std::string default_report_path();
+
+/// Assembles the whole document: {"schema", "tool", "command", "created_utc", "environment", "config", "runs"}.
+/// `context` comes from report_context(); environment.backend and backend_note are taken from the first run.
+json make_report(const json& context, const json& config, const std::vector<json>& runs);
+
+/// Writes the report (pretty-printed) atomically to `path`; "-" writes it to stdout.
+void write_report(const std::string& path, const json& report);
+
+}  // namespace moebench

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// 'moebench run' on bad input: exit 2 with a message naming the flag, the value and the fix; never a crash.
+#include "cli_helpers.hpp"
+#include "config/model_config.hpp"
+#include "config/run_config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <catch2/catch.hpp>
+
+using moebench::test::run_cli;
+
+namespace {
+
+const std::string kTiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
+// A quick valid run; the report goes to a fresh temporary folder.
+std::string quick() {
+    return " --backend cpu --warmup 0 --iters 1 --batch 2 --layers 1 --out " + moebench::test::temp_dir("run") +
+           "/report.json";
+}
+
+void expect_exit2(const std::string& args, const std::vector<std::string>& needles) {
+    auto r = run_cli("run --model " + kTiny + " " + args);
+    INFO("args: " << args << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    for (const auto& n : needles) CHECK(r.err.find(n) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("run: --layers beyond the model is exit 2 naming --layers and the model's count", "[run_cli]") {
+    expect_exit2("--backend cpu --layers 5", {"--layers", "5", "2 layers"});
+}
+
+TEST_CASE("run: negative batch, zero iterations, negative context", "[run_cli]") {
+    expect_exit2("--backend cpu --batch -1", {"--batch", "-1"});
+    expect_exit2("--backend cpu --iters 0", {"--iters", "0"});
+    expect_exit2("--backend cpu --context -5", {"--context", "-5"});
+    expect_exit2("--backend cpu --warmup -1", {"--warmup"});
+    expect_exit2("--backend cpu --mode sideways", {"--mode", "sideways"});
+}
+
+TEST_CASE("run: unknown and unbuilt backends", "[run_cli]") {
+    expect_exit2("--backend tpu", {"--backend", "tpu"});
+}
+
+TEST_CASE("run: --backend sim is either not built (exit 2 saying so) or labelled modeled", "[run_cli]") {
+    auto r = run_cli("run --model " + kTiny + " --backend sim --json - --warmup 0 --iters 1 --batch 2 --layers 1");
+    INFO(r.err);
+    if (r.exit_code == 2) {
+        CHECK(r.err.find("--backend") != std::string::npos);
+        CHECK(r.err.find("not built") != std::string::npos);
+    } else {
+        REQUIRE(r.exit_code == 0);
+        auto rep = nlohmann::json::parse(r.out);
+        CHECK(rep["runs"][0]["backend"] == "sim");
+        CHECK(rep["runs"][0]["latency"]["source"] == "modeled");   // never presented as measured
+        CHECK(rep["runs"][0]["throughput"]["source"] == "modeled");
+    }
+}
+
+TEST_CASE("run: --check needs the cuda backend", "[run_cli]") {
+    expect_exit2("--backend cpu --check", {"--check", "cuda"});
+}
+
+TEST_CASE("run: a run config with an unknown field or a missing file", "[run_cli]") {
+    std::string cfg = moebench::test::write_temp("bad-run.json", R"({"model": "x", "bacth": 8})");
+    auto r = run_cli("run --config " + cfg);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("bacth") != std::string::npos);
+    auto missing = run_cli("run --config /nonexistent/run.json");
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.err.find("--config") != std::string::npos);
+}
+
+TEST_CASE("run: a bad routing spec names --routing", "[run_cli]") {
+    expect_exit2(quick() + " --routing zipf:banana", {"--routing", "zipf:banana"});
+}
+
+TEST_CASE("run: a good quick run exits 0 and prints the summary", "[run_cli]") {
+    auto r = run_cli("run --model " + kTiny + quick());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("tokens/s") != std::string::npos);
+    CHECK(r.out.find("expert_up") != std::string::npos);
+    CHECK(r.out.find("report: ") != std::string::npos);
+}
+
+TEST_CASE("run: options checked against the model before allocation", "[run_cli]") {
+    expect_exit2("--backend cpu --soft-topn 9", {"--soft-topn", "9", "4 experts"});
+    expect_exit2("--backend cpu --routing hot:9:0.5", {"--routing"});
+    std::string cfg = moebench::test::write_temp("ep.json", R"({"ep": 3})");
+    auto r = run_cli("run --config " + cfg + " --model " + kTiny + " --backend cpu");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("ep") != std::string::npos);
+}
+
+TEST_CASE("run: every shipped run config parses, validates and fits its model", "[run_cli]") {
+    namespace fs = std::filesystem;
+    int seen = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(MOEBENCH_SOURCE_DIR) / "configs" / "runs")) {
+        if (e.path().extension() != ".json") continue;
+        INFO(e.path().string());
+        moebench::RunConfig cfg = moebench::run_config_from_json(moebench::load_json_file(e.path().string()), "");
+        CHECK_NOTHROW(moebench::validate(cfg));
+        moebench::ModelConfig m = moebench::load_model(cfg.model);
+        CHECK(cfg.layers <= m.num_layers);
+        // Round trip: what the report records reads back to the same config.
+        CHECK(moebench::run_config_to_json(moebench::run_config_from_json(moebench::run_config_to_json(cfg), "")) ==
+              moebench::run_config_to_json(cfg));
+        ++seen;
+    }
+    CHECK(seen >= 1);
+}
