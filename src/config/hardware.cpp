@@ -20,7 +20,8 @@ constexpr double kTera = 1e12;
 const char* const kKnownKeys[] = {
     "schema", "name", "display_name", "comment", "sources", "memory_gib", "memory_gb", "memory_bytes",
     "memory_bw_gbps", "bf16_tflops", "fp8_tflops", "fp32_tflops", "int4_tops", "scaleup_name", "scaleup_bw_gbps",
-    "scaleup_links", "pcie_bw_gbps", "network_bw_gbps", "gpus_per_node"};
+    "scaleup_links", "pcie_bw_gbps", "network_bw_gbps", "gpus_per_node",
+    "sim"};  // "sim": optional efficiency settings read by the sim backend (docs/sim-backend.md)
 
 std::string known_keys_list() {
     std::string s;

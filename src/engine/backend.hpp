@@ -49,5 +49,8 @@ public:
 /// "auto" picks cuda when built and a GPU is present, else cpu; `why` receives the one-line reason.
 /// Unknown or unavailable backend -> ConfigError (exit 2) saying so.
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why);
+/// The same, with the hardware profile the sim backend models (RunConfig::hardware; "" = h200-sxm). cpu and cuda
+/// ignore it. A bad profile -> ConfigError naming --hardware.
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why, const std::string& hardware);
 
 }  // namespace moebench

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sim backend: no weights, no data; each phase's time is modeled from its counted work (phase_work) and the
+// hardware profile. Under expert parallelism every phase is modeled per rank and the slowest rank sets the time.
+#include "backends/sim/sim_backend.hpp"
+
+#include "common/error.hpp"
+#include "kernels/moe_core.cuh"
+#include "model/decode_floor.hpp"
+#include "workload/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+namespace moebench {
+namespace {
+
+double efficiency(const JsonReader& r, const std::string& key, double dflt) {
+    double v = r.opt_double(key, dflt);
+    if (!std::isfinite(v) || v <= 0 || v > 1)
+        config_error(r.field(key), "must be a fraction in (0, 1]", json_brief(r.raw().at(key)),
+                     "use e.g. 0.8 for 80% of the datasheet figure");
+    return v;
+}
+
+double latency(const JsonReader& r, const std::string& key, double dflt) {
+    double v = r.opt_double(key, dflt);
+    if (!std::isfinite(v) || v < 0)
+        config_error(r.field(key), "must be a non-negative number of microseconds", json_brief(r.raw().at(key)), "");
+    return v;
+}
+
+bool is_expert_phase(Phase p) { return p == Phase::expert_up || p == Phase::activation || p == Phase::expert_down; }
+
+class SimBackend final : public Backend {
+public:
+    SimBackend(HardwareProfile hw, SimParams p) : hw_(std::move(hw)), p_(p) {}
+
+    std::string name() const override { return "sim"; }
+    std::string timing_source() const override { return "modeled"; }
+
+    json describe() const override {
+        return json{{"hardware", hardware_to_json(hw_)},
+                    {"peak_flops", sim_peak_flops(hw_, p_)},
+                    {"dtype", to_string(p_.dtype)},
+                    {"mla_form", to_string(p_.mla_form)},
+                    {"compute_efficiency", p_.compute_efficiency},
+                    {"memory_efficiency", p_.memory_efficiency},
+                    {"link_efficiency", p_.link_efficiency},
+                    {"phase_overhead_us", p_.phase_overhead_us},
+                    {"a2a_latency_us", p_.a2a_latency_us},
+                    {"a2a_network_latency_us", p_.a2a_network_latency_us},
+                    {"ep_layout", "experts contiguous per rank; sequences spread over ranks (data-parallel attention)"},
+                    {"routing", routing_source_},
+                    {"timing_source", "modeled"}};
+    }
+
+    void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                 const RunOptions& opt) override {
+        const int64_t ep = opt.ep_size;
+        if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
+            config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
+                         shape.seq_len), "use batch >= 1 (and seq_len >= 1 for prefill)");
+        if (ep > 1) {
+            if (!model.is_moe_model())
+                config_error("ep", "expert parallelism needs a MoE model", std::to_string(ep), "use ep 1");
+            if (model.moe.num_experts % ep != 0)
+                config_error("ep", fmt::format("must divide the {} experts", model.moe.num_experts),
+                             std::to_string(ep), "use a divisor of the expert count");
+            if (ep > hw_.gpus_per_node && hw_.network_bw_bytes_per_s <= 0)
+                config_error("ep", fmt::format("spans nodes but hardware {} has no network_bw_gbps", hw_.name),
+                             std::to_string(ep),
+                             fmt::format("use ep <= {} or a profile with a network", hw_.gpus_per_node));
+            if (hw_.scaleup_bw_bytes_per_s <= 0 && hw_.pcie_bw_bytes_per_s <= 0)
+                config_error("ep", fmt::format("hardware {} has no scale-up or PCIe bandwidth", hw_.name),
+                             std::to_string(ep), "add scaleup_bw_gbps or pcie_bw_gbps to the profile");
+        }
+        if (opt.soft_topn > 0)
+            throw UnsupportedError("sim: --soft-topn is not modeled (the sim has no router probabilities); "
+                                   "use the cpu or cuda backend, or drop --soft-topn");
+        model_ = model;
+        layers_ = layers;
+        shape_ = shape;
+        opt_ = opt;
+        // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
+        // likely, drawn from the run's seed (the "uniform" workload).
+        if (model_.is_moe_model()) {
+            auto wl = make_workload("uniform", model_, opt_.seed);
+            default_routing_ = *wl->next_step(shape_.num_tokens(), layers_);
+        } else {
+            default_routing_.per_layer.assign(layers_.size(), LayerRouting{});
+        }
+        set_routing_override(nullptr);
+    }
+
+    void set_routing_override(const StepRouting* routing) override {
+        const StepRouting& r = routing ? *routing : default_routing_;
+        routing_source_ = routing ? "workload override" : "uniform router (k distinct experts per token, seeded)";
+        MOEBENCH_CHECK(r.per_layer.size() == layers_.size(), "sim: routing for {} layers, prepared {}",
+                       r.per_layer.size(), layers_.size());
+        slots_.assign(layers_.size(), Slot{});
+        for (size_t s = 0; s < layers_.size(); ++s) build_slot(s, r.per_layer[s]);
+        head_us_.fill(-1.0);
+    }
+
+    void begin_step() override {
+        clock_us_ = 0;
+        marks_.clear();
+    }
+
+    void run_phase(Phase phase, int64_t slot) override { clock_us_ += phase_us(phase, slot); }
+    void mark() override { marks_.push_back(clock_us_); }
+
+    std::vector<double> end_step() override {
+        std::vector<double> out;
+        for (size_t i = 1; i < marks_.size(); ++i) out.push_back(marks_[i] - marks_[i - 1]);
+        return out;
+    }
+
+    MoeLayerResult moe_result(int64_t slot) const override {
+        MOEBENCH_CHECK(slot >= 0 && slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
+        return slots_[static_cast<size_t>(slot)].result;
+    }
+    std::vector<NamedTensor> moe_block_tensors(int64_t) const override { return {}; }  // no weights, no data
+
+private:
+    struct Slot {
+        int64_t layer = 0;
+        MoeLayerResult result;                          // routing after capacity, counts, drops
+        std::vector<std::vector<int64_t>> home_counts;  // [rank][E]: kept assignments of the rank's tokens
+        A2aTraffic traffic;
+        std::array<double, kNumPhases> us;
+    };
+
+    void build_slot(size_t s, const LayerRouting& given) {
+        Slot& sl = slots_[s];
+        sl.layer = layers_[s];
+        sl.us.fill(-1.0);
+        const int64_t ep = opt_.ep_size, E = model_.moe.num_experts;
+        const auto num_experts = static_cast<size_t>(std::max<int64_t>(E, 0));
+        sl.home_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
+        sl.traffic = A2aTraffic{ep, std::vector<double>(static_cast<size_t>(ep * ep), 0.0)};
+        if (given.k == 0) return;  // dense layer
+        const int64_t T = shape_.num_tokens();
+        MOEBENCH_CHECK(given.num_tokens == T && given.ids.size() == static_cast<size_t>(T * given.k),
+                       "sim: routing of layer {} has {} tokens, the step {}", sl.layer, given.num_tokens, T);
+        LayerRouting r = given;
+        if (r.weights.size() != r.ids.size()) r.weights.assign(r.ids.size(), 1.0f / static_cast<float>(r.k));
+        for (int32_t e : r.ids)
+            MOEBENCH_CHECK(e >= -1 && e < E, "sim: expert id {} outside [0, {}) in layer {}", e, E, sl.layer);
+        sl.result.tokens_per_expert.assign(static_cast<size_t>(E), 0);
+        const int64_t cap = core::expert_capacity(opt_.capacity_factor, T, static_cast<int>(r.k), static_cast<int>(E));
+        sl.result.dropped = core::apply_capacity(r.ids.data(), r.weights.data(), T, static_cast<int>(r.k),
+                                                 static_cast<int>(E), cap, sl.result.tokens_per_expert.data());
+        for (int64_t t = 0; t < T; ++t) {
+            const int64_t home = token_home_rank(shape_, t, ep);
+            for (int64_t j = 0; j < r.k; ++j) {
+                const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
+                if (e >= 0) ++sl.home_counts[static_cast<size_t>(home)][static_cast<size_t>(e)];
+            }
+        }
+        if (ep > 1) sl.traffic = a2a_traffic(model_, shape_, r, p_.act_elem_bytes(), ep);
+        sl.result.routing = std::move(r);
+    }
+
+    // Slowest rank's time for a phase that runs where the tokens live (attention side, router, permute, shared
+    // expert, combine, head): rank r runs its own sequences and the assignments of its tokens.
+    double home_side_us(Phase phase, int64_t layer, const std::vector<std::vector<int64_t>>* counts) const {
+        double worst = 0;
+        for (int64_t r = 0; r < opt_.ep_size; ++r) {
+            StepShape sr = shape_;
+            sr.batch = sequences_on_rank(shape_, r, opt_.ep_size);
+            if (sr.batch == 0) continue;
+            static const std::vector<int64_t> kNone;
+            const std::vector<int64_t>& tpe = counts ? (*counts)[static_cast<size_t>(r)] : kNone;
+            worst = std::max(worst, sim_phase_us(work(phase, layer, sr, tpe), hw_, p_));
+        }
+        return worst;
+    }
+
+    // Slowest rank's time for an expert phase: rank q runs its contiguous block of experts on the tokens routed there.
+    double expert_side_us(Phase phase, const Slot& sl) const {
+        const int64_t ep = opt_.ep_size, E = model_.moe.num_experts, per_rank = E / ep;
+        double worst = 0;
+        for (int64_t q = 0; q < ep; ++q) {
+            std::vector<int64_t> tpe(static_cast<size_t>(E), 0);
+            for (int64_t e = q * per_rank; e < (q + 1) * per_rank; ++e)
+                tpe[static_cast<size_t>(e)] = sl.result.tokens_per_expert[static_cast<size_t>(e)];
+            worst = std::max(worst, sim_phase_us(work(phase, sl.layer, shape_, tpe), hw_, p_));
+        }
+        return worst;
+    }
+
+    PhaseWork work(Phase phase, int64_t layer, const StepShape& s, const std::vector<int64_t>& tpe) const {
+        PhaseWorkOptions o;
+        o.mla_form = p_.mla_form;
+        return phase_work(model_, phase, layer, s, tpe, p_.weight_elem_bytes(), p_.act_elem_bytes(), opt_.ep_size, o);
+    }
+
+    double phase_us(Phase phase, int64_t slot) {
+        const int idx = static_cast<int>(phase);
+        if (slot < 0) {
+            if (head_us_[idx] < 0) head_us_[idx] = home_side_us(phase, -1, nullptr);
+            return head_us_[idx];
+        }
+        MOEBENCH_CHECK(slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
+        Slot& sl = slots_[static_cast<size_t>(slot)];
+        if (sl.us[idx] >= 0) return sl.us[idx];
+        double us = 0;
+        if (phase == Phase::dispatch_a2a || phase == Phase::combine_a2a)
+            us = sim_a2a_us(sl.traffic, hw_, p_, phase == Phase::combine_a2a);
+        else if (is_expert_phase(phase))
+            us = expert_side_us(phase, sl);
+        else
+            us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.home_counts);
+        sl.us[idx] = us;
+        return us;
+    }
+
+    HardwareProfile hw_;
+    SimParams p_;
+    ModelConfig model_;
+    std::vector<int64_t> layers_;
+    StepShape shape_;
+    RunOptions opt_;
+    StepRouting default_routing_;
+    std::string routing_source_;
+    std::vector<Slot> slots_;
+    std::array<double, kNumPhases> head_us_{};
+    double clock_us_ = 0;
+    std::vector<double> marks_;
+};
+
+}  // namespace
+
+SimParams sim_params_from_json(const json& sim, const std::string& path) {
+    if (!sim.is_object()) config_error(path, "must be an object", json_brief(sim), "see docs/sim-backend.md");
+    static const char* const kKeys[] = {"compute_efficiency", "memory_efficiency", "link_efficiency",
+                                        "phase_overhead_us", "a2a_latency_us", "a2a_network_latency_us",
+                                        "dtype", "mla_form"};
+    JsonReader r(sim, path);
+    for (const auto& [key, value] : sim.items()) {
+        bool known = std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; });
+        if (!known)
+            config_error(r.field(key), "unknown sim field", key,
+                         "use compute_efficiency, memory_efficiency, link_efficiency, phase_overhead_us, "
+                         "a2a_latency_us, a2a_network_latency_us, dtype or mla_form");
+    }
+    SimParams p;
+    p.compute_efficiency = efficiency(r, "compute_efficiency", p.compute_efficiency);
+    p.memory_efficiency = efficiency(r, "memory_efficiency", p.memory_efficiency);
+    p.link_efficiency = efficiency(r, "link_efficiency", p.link_efficiency);
+    p.phase_overhead_us = latency(r, "phase_overhead_us", p.phase_overhead_us);
+    p.a2a_latency_us = latency(r, "a2a_latency_us", p.a2a_latency_us);
+    p.a2a_network_latency_us = latency(r, "a2a_network_latency_us", p.a2a_network_latency_us);
+    std::string dt = r.opt_string("dtype", "bf16");
+    if (dt == "bf16") p.dtype = DType::bf16;
+    else if (dt == "fp32") p.dtype = DType::fp32;
+    else config_error(r.field("dtype"), "unsupported sim dtype", dt, "use bf16 or fp32");
+    std::string form = r.opt_string("mla_form", to_string(p.mla_form));
+    if (form == "absorbed") p.mla_form = MlaForm::absorbed;
+    else if (form == "latent_expand") p.mla_form = MlaForm::latent_expand;
+    else if (form == "expanded_cache") p.mla_form = MlaForm::expanded_cache;
+    else config_error(r.field("mla_form"), "unknown MLA form", form, "use absorbed, latent_expand or expanded_cache");
+    return p;
+}
+
+SimParams sim_params_for(const HardwareProfile& hw) {
+    std::error_code ec;
+    if (hw.source.empty() || !std::filesystem::is_regular_file(hw.source, ec)) return SimParams{};
+    json j = load_json_file(hw.source);
+    if (!j.is_object() || !j.contains("sim") || j.at("sim").is_null()) return SimParams{};
+    return sim_params_from_json(j.at("sim"), hw.source + ": sim");
+}
+
+double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype); }
+
+double sim_phase_us(const PhaseWork& w, const HardwareProfile& hw, const SimParams& p) {
+    const double compute_s = w.flops / (sim_peak_flops(hw, p) * p.compute_efficiency);
+    const double memory_s = w.bytes() / (hw.memory_bw_bytes_per_s * p.memory_efficiency);
+    return std::max(compute_s, memory_s) * 1e6 + p.phase_overhead_us;
+}
+
+double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParams& p, bool transpose) {
+    const int64_t R = t.num_ranks, node = std::max<int64_t>(hw.gpus_per_node, 1);
+    const double intra_bw = (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s) *
+                            p.link_efficiency;
+    const double inter_bw = hw.network_bw_bytes_per_s * p.link_efficiency;
+    auto bytes = [&](int64_t src, int64_t dst) { return transpose ? t.at(dst, src) : t.at(src, dst); };
+    double worst_s = 0;
+    // A collective whose ranks span nodes pays the network latency even where few rows leave the node.
+    const bool crosses_nodes = R > node;
+    for (int64_t r = 0; r < R; ++r) {
+        // Each direction of each link carries its own bytes: sending and receiving bound the rank separately, and
+        // the scale-up links and the network work side by side.
+        double intra_out = 0, intra_in = 0, inter_out = 0, inter_in = 0;
+        for (int64_t o = 0; o < R; ++o) {
+            if (o == r) continue;
+            const bool same_node = o / node == r / node;
+            (same_node ? intra_out : inter_out) += bytes(r, o);
+            (same_node ? intra_in : inter_in) += bytes(o, r);
+        }
+        double s = 0;
+        if (intra_out + intra_in > 0) s = std::max(intra_out, intra_in) / intra_bw;
+        if (inter_out + inter_in > 0) s = std::max(s, std::max(inter_out, inter_in) / inter_bw);
+        worst_s = std::max(worst_s, s);
+    }
+    return worst_s * 1e6 + (crosses_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
+}
+
+std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw) {
+    return make_sim_backend(hw, sim_params_for(hw));
+}
+
+std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw, const SimParams& p) {
+    if (hw.memory_bw_bytes_per_s <= 0 || sim_peak_flops(hw, p) <= 0)
+        config_error("hardware", "the sim needs memory_bw_gbps and a peak FLOP rate", hw.name,
+                     "use a profile from configs/hardware/");
+    return std::make_unique<SimBackend>(hw, p);
+}
+
+}  // namespace moebench

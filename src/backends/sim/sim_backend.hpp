@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sim backend: an analytic cost model of each phase (roofline of counted FLOPs and bytes against a hardware
+// profile, plus a fixed per-phase overhead) and of expert-parallel all-to-all from the actual per-rank traffic.
+// Every time it returns is "modeled". Parameters and defaults: docs/sim-backend.md.
+#pragma once
+#include "config/hardware.hpp"
+#include "engine/backend.hpp"
+#include "model/memory_plan.hpp"
+#include "model/phase_work.hpp"
+
+#include <memory>
+#include <string>
+
+namespace moebench {
+
+/// Efficiencies and fixed costs of the model. Defaults are stated (and justified) in docs/sim-backend.md; a hardware
+/// profile may override any of them in an optional "sim" object.
+struct SimParams {
+    double compute_efficiency = 0.75;     // fraction of the dtype's dense peak a GEMM phase reaches
+    double memory_efficiency = 0.85;      // fraction of the HBM bandwidth a streaming phase reaches
+    double link_efficiency = 0.80;        // fraction of the per-direction link bandwidth an all-to-all reaches
+    double phase_overhead_us = 3.0;       // per phase: kernel launch and tail, added to the roofline time
+    double a2a_latency_us = 10.0;         // per all-to-all within one node (scale-up links)
+    double a2a_network_latency_us = 25.0; // per all-to-all that crosses nodes
+    DType dtype = DType::bf16;            // bf16 (2-byte weights and activations, bf16 peak) or fp32 (4, fp32 peak)
+    MlaForm mla_form = MlaForm::absorbed; // MLA attention as the cuda backend runs it
+    double weight_elem_bytes() const { return dtype == DType::fp32 ? 4.0 : 2.0; }
+    double act_elem_bytes() const { return weight_elem_bytes(); }
+};
+
+/// Reads the optional "sim" object of a hardware profile (`path` names it in errors); missing keys keep defaults.
+/// Keys: compute_efficiency, memory_efficiency, link_efficiency (each in (0, 1]), phase_overhead_us,
+/// a2a_latency_us, a2a_network_latency_us (>= 0), dtype ("bf16" | "fp32"), mla_form (see MlaForm).
+SimParams sim_params_from_json(const json& sim, const std::string& path);
+/// The profile's "sim" object when its source file has one, else the defaults.
+SimParams sim_params_for(const HardwareProfile& hw);
+
+/// Peak FLOP/s the model uses for `p.dtype` on `hw`.
+double sim_peak_flops(const HardwareProfile& hw, const SimParams& p);
+/// Modeled time of one phase on one GPU: max(flops / (peak * compute_eff), bytes / (mem_bw * memory_eff)) + overhead.
+double sim_phase_us(const PhaseWork& w, const HardwareProfile& hw, const SimParams& p);
+/// Modeled time of one all-to-all: max over ranks of max(bytes sent, bytes received) over its links (scale-up within
+/// a node of gpus_per_node ranks, network beyond; each at link_efficiency), plus the latency. `transpose` reads the
+/// traffic the other way round (combine). The latency is a2a_network_latency_us when the ranks span more than one
+/// node, else a2a_latency_us; it is paid even when no row crosses ranks.
+double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParams& p, bool transpose = false);
+
+/// A sim backend for `hw` with its profile's parameters (or `p`).
+std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw);
+std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw, const SimParams& p);
+/// The default profile, h200-sxm.
+inline constexpr const char* kSimDefaultHardware = "h200-sxm";
+
+}  // namespace moebench

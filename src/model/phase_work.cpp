@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: Apache-2.0
+// Counted FLOPs and bytes of each phase of one layer at one step shape, and the all-to-all traffic of expert
+// parallelism. Parameter counts come from accounting.hpp; only the per-phase split of them lives here.
+#include "model/phase_work.hpp"
+
+#include "common/error.hpp"
+#include "model/accounting.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace moebench {
+namespace {
+
+constexpr double kF32 = 4.0;   // router logits/probabilities, top-k weights
+constexpr double kI32 = 4.0;   // expert ids, token ids
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+bool is_mla(const ModelConfig& m) { return m.attn.kind == AttentionKind::mla; }
+int64_t qk_dim(const ModelConfig& m) { return m.attn.q_head_dim(); }
+int64_t v_dim(const ModelConfig& m) { return is_mla(m) ? m.attn.v_head_dim : m.attn.head_dim; }
+
+// kv_b_proj of MLA: latent -> per-head [k_nope | v].
+int64_t kv_b_elems(const ModelConfig& m) {
+    const AttentionConfig& a = m.attn;
+    return a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim);
+}
+
+// Weights of one norm (accounting counts norms_per_layer of them per layer).
+int64_t one_norm_elems(const ModelConfig& m) {
+    return m.norms_per_layer > 0 ? norm_params_per_layer(m) / m.norms_per_layer : 0;
+}
+
+// Attention parameters that are neither matrices, o_proj's bias nor sinks: q/k/v biases, q/k norms, latent norms.
+int64_t qkv_extra_elems(const ModelConfig& m) {
+    int64_t matrices = qkv_matrix_elems(m, MlaForm::latent_expand) + o_proj_matrix_elems(m);
+    return attention_params_per_layer(m) - matrices - (m.attn.o_bias ? m.hidden_size : 0) -
+           (m.attn.sinks ? m.attn.num_heads : 0);
+}
+
+// Keys visible to a query at absolute position `pos` of `layer`: [first_key, pos], the same mask as the backends
+// (sliding window: the last `window` positions; chunked: the query's own chunk).
+int64_t first_key(const ModelConfig& m, int64_t layer, int64_t pos) {
+    bool local = layer >= 0 && layer < static_cast<int64_t>(m.layer_sliding.size()) &&
+                 m.layer_sliding[static_cast<size_t>(layer)] != 0;
+    if (!local) return 0;
+    if (m.attn.sliding_window > 0) return std::max<int64_t>(0, pos - m.attn.sliding_window + 1);
+    if (m.attn.attention_chunk > 0) return (pos / m.attn.attention_chunk) * m.attn.attention_chunk;
+    return 0;
+}
+
+int64_t new_tokens_per_sequence(const StepShape& s) { return s.mode == Mode::decode ? 1 : s.seq_len; }
+
+int64_t total_assignments(const std::vector<int64_t>& tpe) {
+    return std::accumulate(tpe.begin(), tpe.end(), int64_t{0});
+}
+
+PhaseWork norm_work(const ModelConfig& m, double T, double w, double a) {
+    return {0.0, d(one_norm_elems(m)) * w, 2.0 * T * d(m.hidden_size) * a};
+}
+
+PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s, double w, double a, MlaForm form) {
+    const AttentionConfig& at = m.attn;
+    const double T = d(s.num_tokens()), B = d(s.batch), nh = d(at.num_heads);
+    // Prefill starts from an empty cache (the cpu and cuda backends ignore `context` there).
+    const int64_t L0 = s.mode == Mode::decode ? s.context : 0, S = new_tokens_per_sequence(s);
+    // (query, key) pairs of one sequence, and the cached keys it reads (those the earliest new query can see).
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < S; ++i) pairs += (L0 + i) - first_key(m, layer, L0 + i) + 1;
+    const int64_t cached = L0 > 0 ? L0 - first_key(m, layer, L0) : 0;
+
+    PhaseWork w_out;
+    w_out.flops = 2.0 * B * d(pairs) * d(attention_macs_per_pair(m, form));
+    w_out.weight_bytes = at.sinks ? nh * w : 0.0;
+    // New keys/values as qkv_proj left them: GQA k and v; MLA non-absorbed per-head k and v; absorbed the latent row.
+    double new_kv_elems = d(kv_elems_per_token_per_layer(m));
+    if (is_mla(m) && form != MlaForm::absorbed) new_kv_elems = nh * d(qk_dim(m) + v_dim(m));
+    w_out.activation_bytes = (T * nh * d(qk_dim(m))              // q
+                              + T * new_kv_elems                 // k, v of the new tokens
+                              + B * d(cached) * d(cache_elems_per_token(m, form))   // the KV cache
+                              + T * nh * d(v_dim(m))) * a;       // output
+    if (is_mla(m) && form == MlaForm::absorbed) {
+        // q_nope x W_UK into the latent space, and W_UV on the latent output: per new token, kv_b's weights once.
+        w_out.flops += 2.0 * T * d(kv_b_elems(m));
+        w_out.weight_bytes += d(kv_b_elems(m)) * w;
+    }
+    if (is_mla(m) && form == MlaForm::latent_expand && cached > 0) {
+        // Cached latents re-expanded through kv_b into per-head k_nope and v, written and read once.
+        const double expanded = B * d(cached) * nh * d(at.qk_nope_head_dim + at.v_head_dim);
+        w_out.flops += 2.0 * B * d(cached) * d(kv_b_elems(m));
+        w_out.weight_bytes += d(kv_b_elems(m)) * w;
+        w_out.activation_bytes += 2.0 * expanded * a;
+    }
+    return w_out;
+}
+
+PhaseWork qkv_work(const ModelConfig& m, const StepShape& s, double w, double a, MlaForm form) {
+    const AttentionConfig& at = m.attn;
+    const double T = d(s.num_tokens()), H = d(m.hidden_size), nh = d(at.num_heads);
+    const int64_t mat = qkv_matrix_elems(m, form);
+    PhaseWork r;
+    r.flops = 2.0 * T * d(mat);
+    r.weight_bytes = d(mat + qkv_extra_elems(m)) * w;
+    if (!is_mla(m)) {
+        r.activation_bytes = T * (H + d((at.num_heads + 2 * at.num_kv_heads) * at.head_dim)) * a;
+        return r;
+    }
+    // MLA: x in; q (through the q_lora bottleneck when present); the latent row [c_kv | k_rope] written, c_kv read
+    // back normalised; non-absorbed forms also write the per-head [k_nope | v] from kv_b.
+    const double C = d(at.kv_lora_rank), R = d(at.qk_rope_head_dim), ql = d(at.q_lora_rank);
+    double elems = T * H + 2.0 * T * ql + T * nh * d(qk_dim(m)) + T * (C + R) + T * C;
+    if (form != MlaForm::absorbed) elems += T * nh * d(at.qk_nope_head_dim + at.v_head_dim);
+    r.activation_bytes = elems * a;
+    return r;
+}
+
+// Gated FFN of width I on `rows` tokens, split into the three expert phases (or whole for dense / shared).
+PhaseWork ffn_up(double rows, double H, double I, double w, double a) {
+    return {2.0 * rows * 2.0 * I * H, 2.0 * I * H * w, (rows * H + rows * 2.0 * I) * a};
+}
+PhaseWork ffn_act(double rows, double I, double a) { return {0.0, 0.0, (rows * 2.0 * I + rows * I) * a}; }
+PhaseWork ffn_down(double rows, double H, double I, double w, double a) {
+    return {2.0 * rows * I * H, I * H * w, (rows * I + rows * H) * a};
+}
+PhaseWork add(PhaseWork x, const PhaseWork& y) {
+    x.flops += y.flops;
+    x.weight_bytes += y.weight_bytes;
+    x.activation_bytes += y.activation_bytes;
+    return x;
+}
+
+PhaseWork routed_expert_phase(const ModelConfig& m, Phase phase, const std::vector<int64_t>& tpe, double w, double a) {
+    const double H = d(m.hidden_size), I = d(m.moe.expert_intermediate_size);
+    PhaseWork r;
+    for (int64_t n : tpe) {
+        if (n <= 0) continue;  // an expert without tokens reads no weights
+        const double rows = d(n);
+        if (phase == Phase::expert_up) {
+            r = add(r, ffn_up(rows, H, I, w, a));
+            if (m.moe.expert_bias) r.weight_bytes += 2.0 * I * w;
+        } else if (phase == Phase::activation) {
+            r = add(r, ffn_act(rows, I, a));
+        } else {
+            r = add(r, ffn_down(rows, H, I, w, a));
+            if (m.moe.expert_bias) r.weight_bytes += H * w;
+        }
+    }
+    return r;
+}
+
+// Expected cross-rank rows without the ids: expert e's tokens come from each rank in proportion to its tokens.
+double expected_cross_rows(const ModelConfig& m, const StepShape& s, const std::vector<int64_t>& tpe, int64_t ep) {
+    const double T = d(s.num_tokens());
+    if (T <= 0) return 0.0;
+    const int64_t per_token = new_tokens_per_sequence(s);
+    double rows = 0;
+    for (size_t e = 0; e < tpe.size(); ++e) {
+        const int64_t q = expert_rank(static_cast<int64_t>(e), m.moe.num_experts, ep);
+        const double local = d(sequences_on_rank(s, q, ep) * per_token) / T;
+        rows += d(tpe[e]) * (1.0 - local);
+    }
+    return rows;
+}
+
+}  // namespace
+
+const char* to_string(MlaForm f) {
+    switch (f) {
+    case MlaForm::latent_expand: return "latent_expand";
+    case MlaForm::expanded_cache: return "expanded_cache";
+    case MlaForm::absorbed: return "absorbed";
+    }
+    return "?";
+}
+
+int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form) {
+    const AttentionConfig& a = m.attn;
+    const int64_t H = m.hidden_size;
+    if (!is_mla(m)) return H * a.num_heads * a.head_dim + 2 * H * a.num_kv_heads * a.head_dim;
+    const int64_t qh = a.q_head_dim();
+    int64_t q = a.q_lora_rank > 0 ? H * a.q_lora_rank + a.q_lora_rank * a.num_heads * qh : H * a.num_heads * qh;
+    int64_t n = q + H * (a.kv_lora_rank + a.qk_rope_head_dim);
+    if (form != MlaForm::absorbed) n += kv_b_elems(m);
+    return n;
+}
+
+int64_t o_proj_matrix_elems(const ModelConfig& m) { return m.attn.num_heads * v_dim(m) * m.hidden_size; }
+
+int64_t attention_macs_per_pair(const ModelConfig& m, MlaForm form) {
+    const AttentionConfig& a = m.attn;
+    if (is_mla(m) && form == MlaForm::absorbed) return a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim);
+    return a.num_heads * (qk_dim(m) + v_dim(m));
+}
+
+int64_t cache_elems_per_token(const ModelConfig& m, MlaForm form) {
+    if (is_mla(m) && form == MlaForm::expanded_cache) return m.attn.num_heads * (qk_dim(m) + v_dim(m));
+    return kv_elems_per_token_per_layer(m);
+}
+
+PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
+                     const std::vector<int64_t>& tokens_per_expert, double weight_elem_bytes, double act_elem_bytes,
+                     int64_t ep_size) {
+    return phase_work(m, phase, layer, shape, tokens_per_expert, weight_elem_bytes, act_elem_bytes, ep_size, {});
+}
+
+PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
+                     const std::vector<int64_t>& tpe, double w, double a, int64_t ep_size,
+                     const PhaseWorkOptions& opt) {
+    MOEBENCH_CHECK(ep_size >= 1, "phase_work: ep_size {} < 1", ep_size);
+    const double T = d(shape.num_tokens()), H = d(m.hidden_size), V = d(m.vocab_size), E = d(m.moe.num_experts);
+    const double k = d(m.moe.top_k), A = d(total_assignments(tpe));
+    switch (phase) {
+    case Phase::embed:
+        // One table row per token (a repeated token id is not deduplicated: the ids are not known here).
+        return {0.0, std::min(T, V) * H * w, T * kI32 + T * H * a};
+    case Phase::attn_norm:
+    case Phase::ffn_norm:
+    case Phase::final_norm: return norm_work(m, T, w, a);
+    case Phase::qkv_proj: return qkv_work(m, shape, w, a, opt.mla_form);
+    case Phase::attention: return attention_work(m, layer, shape, w, a, opt.mla_form);
+    case Phase::o_proj: {
+        const double in = d(m.attn.num_heads * v_dim(m));
+        PhaseWork r{2.0 * T * d(o_proj_matrix_elems(m)), d(o_proj_matrix_elems(m)) * w,
+                    (T * in + 2.0 * T * H) * a};  // attention output in; residual read, written back
+        if (m.attn.o_bias) r.weight_bytes += H * w;
+        if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;  // post-attention norm (Grok-1)
+        return r;
+    }
+    case Phase::router_gemm:
+        return {2.0 * T * H * E, d(router_params_per_layer(m)) * w, T * H * a + T * E * kF32};
+    case Phase::topk: {
+        PhaseWork r{0.0, 0.0, T * E * kF32 + T * k * (kI32 + kF32)};
+        if (m.moe.router_correction_bias) r.weight_bytes = E * w;
+        return r;
+    }
+    case Phase::permute:
+        // Hidden rows and ids in; one copy of the row per kept assignment out.
+        return {0.0, 0.0, T * H * a + T * k * kI32 + A * H * a};
+    case Phase::dispatch_a2a:
+    case Phase::combine_a2a: {
+        if (ep_size == 1) return {};
+        double bytes = opt.routing ? a2a_traffic(m, shape, *opt.routing, a, ep_size).total()
+                                   : expected_cross_rows(m, shape, tpe, ep_size) * H * a;
+        return {0.0, 0.0, bytes};
+    }
+    case Phase::expert_up:
+    case Phase::activation:
+    case Phase::expert_down: return routed_expert_phase(m, phase, tpe, w, a);
+    case Phase::shared_expert: {
+        const double SI = d(m.moe.num_shared_experts * m.moe.shared_intermediate_size);
+        if (SI <= 0) return {};
+        // shared_expert_params counts the gated FFNs and the optional Linear(H, 1) gate: all matrices.
+        PhaseWork r = add(add(ffn_up(T, H, SI, 0, a), ffn_act(T, SI, a)), ffn_down(T, H, SI, 0, a));
+        r.weight_bytes = d(shared_expert_params(m)) * w;
+        r.flops = 2.0 * T * d(shared_expert_params(m));
+        return r;
+    }
+    case Phase::unpermute_reduce: {
+        // Expert rows and their weights in; the residual (plus the shared output when present) read, result written.
+        const double shared_in = m.moe.num_shared_experts > 0 ? T * H * a : 0.0;
+        PhaseWork r{0.0, 0.0, A * H * a + A * kF32 + shared_in + 2.0 * T * H * a};
+        if (m.norms_per_layer > 2) r.weight_bytes = d(one_norm_elems(m)) * w;  // post-FFN norm (Grok-1)
+        return r;
+    }
+    case Phase::dense_mlp: {
+        const double I = d(m.dense_intermediate_size);
+        PhaseWork r = add(add(ffn_up(T, H, I, w, a), ffn_act(T, I, a)), ffn_down(T, H, I, w, a));
+        r.weight_bytes = d(dense_mlp_params_per_layer(m)) * w;
+        r.activation_bytes += T * H * a;  // residual read (the write is ffn_down's output)
+        if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;
+        return r;
+    }
+    case Phase::lm_head: {
+        // Prefill computes logits for the last token of each sequence only.
+        const double rows = shape.mode == Mode::decode ? T : d(shape.batch);
+        double params = V * H + (m.lm_head_bias ? V : 0.0);
+        return {2.0 * rows * V * H, params * w, rows * H * a + rows * V * a};
+    }
+    case Phase::count_: break;
+    }
+    MOEBENCH_CHECK(false, "phase_work: invalid phase {}", static_cast<int>(phase));
+}
+
+double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes_per_s) {
+    double compute_s = peak_flops > 0 ? w.flops / peak_flops : 0.0;
+    double memory_s = mem_bw_bytes_per_s > 0 ? w.bytes() / mem_bw_bytes_per_s : 0.0;
+    return std::max(compute_s, memory_s) * 1e6;
+}
+
+int64_t expert_rank(int64_t expert, int64_t num_experts, int64_t ep_size) {
+    MOEBENCH_CHECK(ep_size >= 1 && num_experts % ep_size == 0, "expert_rank: ep {} does not divide {} experts",
+                   ep_size, num_experts);
+    return expert / (num_experts / ep_size);
+}
+
+int64_t token_home_rank(const StepShape& shape, int64_t token, int64_t ep_size) {
+    const int64_t seq = token / new_tokens_per_sequence(shape);
+    return seq * ep_size / shape.batch;
+}
+
+int64_t sequences_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size) {
+    // Sequence b is on rank floor(b * ep / B): rank r holds b in [ceil(r B / ep), ceil((r + 1) B / ep)).
+    auto first = [&](int64_t r) { return (r * shape.batch + ep_size - 1) / ep_size; };
+    return first(rank + 1) - first(rank);
+}
+
+double A2aTraffic::sent(int64_t rank) const {
+    double s = 0;
+    for (int64_t dst = 0; dst < num_ranks; ++dst) s += at(rank, dst);
+    return s;
+}
+double A2aTraffic::received(int64_t rank) const {
+    double s = 0;
+    for (int64_t src = 0; src < num_ranks; ++src) s += at(src, rank);
+    return s;
+}
+double A2aTraffic::total() const { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
+
+A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
+                       double act_elem_bytes, int64_t ep_size) {
+    MOEBENCH_CHECK(routing.num_tokens == shape.num_tokens(), "a2a_traffic: routing has {} tokens, shape {}",
+                   routing.num_tokens, shape.num_tokens());
+    A2aTraffic t;
+    t.num_ranks = ep_size;
+    t.bytes.assign(static_cast<size_t>(ep_size * ep_size), 0.0);
+    const double row_bytes = d(m.hidden_size) * act_elem_bytes;
+    for (int64_t tok = 0; tok < routing.num_tokens; ++tok) {
+        const int64_t src = token_home_rank(shape, tok, ep_size);
+        for (int64_t j = 0; j < routing.k; ++j) {
+            const int32_t e = routing.ids[static_cast<size_t>(tok * routing.k + j)];
+            if (e < 0) continue;  // dropped
+            const int64_t dst = expert_rank(e, m.moe.num_experts, ep_size);
+            if (dst != src) t.bytes[static_cast<size_t>(src * ep_size + dst)] += row_bytes;
+        }
+    }
+    return t;
+}
+
+}  // namespace moebench

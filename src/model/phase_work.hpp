@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// Counted work of each phase of DESIGN.md for one layer at one step shape: FLOPs, weight bytes, activation bytes,
+// and the bytes expert parallelism moves between ranks. Pure arithmetic ("counted"); the sim backend and the
+// reports' roofline fields ("fraction of floor/peak") both read it. Conventions: docs/sim-backend.md.
+#pragma once
+#include "config/model_config.hpp"
+#include "engine/phase.hpp"
+#include "engine/step.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace moebench {
+
+/// Work of one phase of one layer (or of embed / final_norm / lm_head) for a whole step.
+/// flops: 2 per multiply-add of matrix products (as in accounting.hpp; element-wise work is not counted).
+/// weight_bytes: every weight the phase uses, read once per step (an expert with zero tokens reads nothing).
+/// activation_bytes: activations and KV cache read and written, each tensor once (a fused, cache-friendly lower
+/// bound); for dispatch_a2a / combine_a2a, the bytes that cross ranks.
+struct PhaseWork {
+    double flops = 0;
+    double weight_bytes = 0;
+    double activation_bytes = 0;
+    double bytes() const { return weight_bytes + activation_bytes; }
+};
+
+/// How MLA attention is computed (GQA ignores it).
+enum class MlaForm {
+    latent_expand,   // non-absorbed, latent + rope key cached: k/v of cached tokens re-expanded through kv_b each step
+    expanded_cache,  // non-absorbed, per-head k and v cached (the Hugging Face reference and the cpu backend)
+    absorbed,        // weight-absorbed: attention over the latent cache, kv_b folded into q and the output (cuda)
+};
+const char* to_string(MlaForm f);
+
+struct PhaseWorkOptions {
+    MlaForm mla_form = MlaForm::latent_expand;
+    /// Actual routing of this layer (ids -1 are dropped). When set, dispatch_a2a / combine_a2a count the exact
+    /// cross-rank rows; otherwise they assume each expert's tokens come from the ranks in proportion to the
+    /// tokens each rank holds.
+    const LayerRouting* routing = nullptr;
+};
+
+/// Work of `phase` of model layer `layer` (-1 for embed, final_norm, lm_head) at `shape`, summed over all ranks.
+/// Decode attends to shape.context cached tokens; prefill is causal from an empty cache (context ignored).
+/// tokens_per_expert: this layer's routed (token, expert) assignments per expert, after drops (size E, or empty for
+/// dense layers and the once-per-step phases). Element sizes: 4/4 for the cpu backend (fp32), 2/2 for cuda (bf16).
+/// Router logits, probabilities and top-k weights are fp32, expert ids int32, whatever the element sizes.
+/// ep_size: expert-parallel ranks; only dispatch_a2a / combine_a2a depend on it (zero work when ep_size == 1).
+PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
+                     const std::vector<int64_t>& tokens_per_expert, double weight_elem_bytes, double act_elem_bytes,
+                     int64_t ep_size);
+PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
+                     const std::vector<int64_t>& tokens_per_expert, double weight_elem_bytes, double act_elem_bytes,
+                     int64_t ep_size, const PhaseWorkOptions& opt);
+
+/// Roofline floor of `w` in microseconds: max(flops / peak_flops, bytes / mem_bw). A rate <= 0 leaves its term out.
+double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes_per_s);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Expert-parallel placement and all-to-all traffic.
+// Experts are placed contiguously: expert e lives on rank e / (E / ep). Tokens live where their sequence's
+// attention runs (data-parallel attention): sequence b on rank b * ep / batch (contiguous blocks, as even as the
+// batch allows). Every kept (token, expert) assignment whose expert is on another rank sends one hidden row
+// (H * act_elem_bytes) in dispatch_a2a and receives one back in combine_a2a (rows are per assignment, sent after
+// permute, as DESIGN.md orders the phases; no per-rank deduplication).
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Rank holding expert `expert` (experts split contiguously over ep_size ranks; ep_size must divide E).
+int64_t expert_rank(int64_t expert, int64_t num_experts, int64_t ep_size);
+/// Rank holding token `token` (0 <= token < shape.num_tokens()).
+int64_t token_home_rank(const StepShape& shape, int64_t token, int64_t ep_size);
+/// Sequences (decode: tokens) held by `rank`.
+int64_t sequences_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size);
+
+/// Bytes each rank sends to each other rank in dispatch_a2a; combine_a2a is the transpose.
+struct A2aTraffic {
+    int64_t num_ranks = 1;
+    std::vector<double> bytes;   // [src * num_ranks + dst]; the diagonal (rank-local rows) is always 0
+    double at(int64_t src, int64_t dst) const { return bytes[static_cast<size_t>(src * num_ranks + dst)]; }
+    double sent(int64_t rank) const;       // row sum
+    double received(int64_t rank) const;   // column sum
+    double total() const;                  // all bytes that cross ranks
+};
+A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
+                       double act_elem_bytes, int64_t ep_size);
+
+/// Per-layer pieces accounting.hpp does not expose (matrix elements only: no biases, norms or sinks).
+int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form);   // absorbed MLA leaves kv_b out (it moves to attention)
+int64_t o_proj_matrix_elems(const ModelConfig& m);
+/// Multiply-adds per (query, attended key) pair over all heads; MLA absorbed attends over the latent + rope key.
+int64_t attention_macs_per_pair(const ModelConfig& m, MlaForm form);
+/// KV-cache elements per cached token of one layer in `form` (GQA and latent forms equal
+/// kv_elems_per_token_per_layer; expanded_cache holds every head's k and v).
+int64_t cache_elems_per_token(const ModelConfig& m, MlaForm form);
+
+}  // namespace moebench
