@@ -5,18 +5,29 @@
 # Skips cleanly (writes {"skipped": reason}, exit 0) without torch, without a GPU, or without torch._grouped_mm.
 """Usage: torch_moe_peer.py [--out FILE] [--iters N] [--shapes mixtral-8x7b,deepseek-v3] [--tokens 1,8,64,256,4096]
 
-Routing: softmax top-k of a random router (seeded); the same ids and weights feed both peers. The MoE block timed is
-router GEMM + top-k + sort by expert + expert GEMMs + activation + weighted combine (+ the shared expert where the
-model has one), i.e. the phases router_gemm .. unpermute_reduce of moebench."""
+Routing: each model's own family semantics, as moebench's kernels/moe_core.cuh route_row: Mixtral = top-k of the
+logits then softmax over the k (equal to softmax -> top-k -> renormalise); DeepSeek-V3 = sigmoid scores + score
+correction bias for selection, 8 groups ranked by the sum of their top-2, best 4 groups kept, top-8 experts, weights
+= un-biased sigmoid scores renormalised and scaled by 2.5. Weights are uniform with moebench's scales
+(router / gate / up: +-sqrt(3/H), down: +-sqrt(3/I), correction bias +-0.1), inputs N(0, 1) as moebench's RMS-normed
+activations, so the expert load is statistically the same (not the same ids: moebench's RNG is its own). The same
+ids and weights feed both peers. The MoE block timed is router GEMM + top-k + sort by expert + expert GEMMs +
+activation + weighted combine (+ the shared expert where the model has one), i.e. moebench's phases router_gemm ..
+unpermute_reduce. Timing: CUDA events around `iters` calls after 3 warm-up calls."""
 import argparse
 import json
 import sys
 import time
 
 SHAPES = {
-    # hidden, expert intermediate, experts, top-k, shared intermediate (0 = none)
+    # hidden, expert intermediate, experts, top-k, shared intermediate (0 = none); configs/models/*.json
     "mixtral-8x7b": (4096, 14336, 8, 2, 0),
     "deepseek-v3": (7168, 2048, 256, 8, 2048),
+}
+# Group-limited sigmoid routing (DeepSeek-V3): groups, groups kept, scaling factor; None = top-k then softmax.
+ROUTING = {
+    "mixtral-8x7b": None,
+    "deepseek-v3": (8, 4, 2.5),
 }
 
 
@@ -64,21 +75,33 @@ def main():
 
     for name in args.shapes.split(","):
         H, I, E, K, SI = SHAPES[name]
-        s = 1.0 / H ** 0.5
+        s = (3.0 / H) ** 0.5  # moebench's core::linear_init_scale(fan_in): variance 1 / fan_in
         w_router = (torch.rand(E, H, device=dev, dtype=torch.bfloat16) * 2 - 1) * s
         w_gu = (torch.rand(E, 2 * I, H, device=dev, dtype=torch.bfloat16) * 2 - 1) * s   # [gate; up] per expert
-        w_down = (torch.rand(E, H, I, device=dev, dtype=torch.bfloat16) * 2 - 1) / I ** 0.5
+        w_down = (torch.rand(E, H, I, device=dev, dtype=torch.bfloat16) * 2 - 1) * (3.0 / I) ** 0.5
         w_sgu = (torch.rand(2 * SI, H, device=dev, dtype=torch.bfloat16) * 2 - 1) * s if SI else None
-        w_sdown = (torch.rand(H, SI, device=dev, dtype=torch.bfloat16) * 2 - 1) / SI ** 0.5 if SI else None
+        w_sdown = (torch.rand(H, SI, device=dev, dtype=torch.bfloat16) * 2 - 1) * (3.0 / SI) ** 0.5 if SI else None
+        corr = (torch.rand(E, device=dev, dtype=torch.float32) * 2 - 1) * 0.1
+        group_routing = ROUTING[name]
         # _grouped_mm wants [E, K, N] right operands: transposed views made contiguous once (weights, not timed).
         w_gu_t = w_gu.transpose(1, 2).contiguous() if has_gmm else None
         w_down_t = w_down.transpose(1, 2).contiguous() if has_gmm else None
 
         def route(x):
-            logits = x @ w_router.t()
-            probs = torch.softmax(logits.float(), dim=-1)
-            w, ids = torch.topk(probs, K, dim=-1)
-            return ids, (w / w.sum(-1, keepdim=True))
+            logits = (x @ w_router.t()).float()
+            if group_routing is None:  # top-k of the logits, softmax over the k
+                top, ids = torch.topk(logits, K, dim=-1)
+                return ids, torch.softmax(top, dim=-1)
+            groups, keep, scale = group_routing
+            scores = torch.sigmoid(logits)
+            choice = scores + corr
+            gsc = choice.view(-1, groups, E // groups).topk(2, dim=-1).values.sum(-1)
+            gidx = gsc.topk(keep, dim=-1).indices
+            mask = torch.zeros_like(gsc).scatter_(1, gidx, 1.0)
+            mask = mask.unsqueeze(-1).expand(-1, groups, E // groups).reshape(-1, E)
+            ids = choice.masked_fill(mask == 0, float("-inf")).topk(K, dim=-1).indices
+            w = scores.gather(1, ids)
+            return ids, w / (w.sum(-1, keepdim=True) + 1e-20) * scale
 
         def shared(x):
             if not SI:
@@ -114,7 +137,9 @@ def main():
 
         for T in [int(t) for t in args.tokens.split(",")]:
             x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
-            point = {"shape": name, "tokens": T, "hidden": H, "inter": I, "experts": E, "top_k": K, "shared_inter": SI}
+            point = {"shape": name, "tokens": T, "hidden": H, "inter": I, "experts": E, "top_k": K, "shared_inter": SI,
+                     "routing": "top-k then softmax" if group_routing is None else "sigmoid group-limited (%d groups, "
+                     "keep %d, scale %g)" % group_routing}
             try:
                 with torch.no_grad():
                     ref = eager(x)

@@ -54,6 +54,14 @@ __device__ inline float block_max(float v, float* shm) {
     return warp_max(t);
 }
 
+// First key a query at `pos` sees: the sliding window and Llama-4's chunked local attention (cpu_ops.cpp first_key).
+__device__ inline int64_t first_key(const AttentionArgs& a, int64_t pos) {
+    int64_t lo = 0;
+    if (a.window > 0) lo = max(lo, pos - a.window + 1);
+    if (a.local_chunk > 0) lo = max(lo, (pos / a.local_chunk) * a.local_chunk);
+    return lo;
+}
+
 // Grid: x = token * num_heads + head, y = split. Block: kAttnThreads.
 // Steps: 1) q to shared (fp32); 2) each warp scores keys j = warp, warp + 4, ... of the chunk (lanes split dk);
 // 3) chunk max and exp-sum; 4) threads split dv and accumulate p_j * v_j; 5) partial (m, l, o[dv]) to workspace.
@@ -66,7 +74,7 @@ __global__ void attention_split_kernel(AttentionArgs a, float* ws_ml, float* ws_
     const int split = blockIdx.y;
     const int64_t b = t / a.tokens_per_seq;
     const int64_t pos = a.pos_base + t % a.tokens_per_seq;
-    const int64_t lo = a.window > 0 ? max(int64_t(0), pos - a.window + 1) : int64_t(0);
+    const int64_t lo = first_key(a, pos);
     const int64_t k0 = lo + static_cast<int64_t>(split) * a.chunk;
     const int64_t k1 = min(k0 + a.chunk, pos + 1);
     float* ml = ws_ml + (th * num_splits + split) * 2;
@@ -148,10 +156,11 @@ __global__ void attention_merge_kernel(AttentionArgs a, const float* ws_ml, cons
     }
 }
 
-int num_splits_of(const AttentionArgs& a) {
+int64_t num_splits_of(const AttentionArgs& a) {
     int64_t max_keys = a.pos_base + a.tokens_per_seq;  // the last query of a sequence sees every key up to itself
     if (a.window > 0) max_keys = std::min(max_keys, a.window);
-    return static_cast<int>((max_keys + a.chunk - 1) / a.chunk);
+    if (a.local_chunk > 0) max_keys = std::min(max_keys, a.local_chunk);
+    return (max_keys + a.chunk - 1) / a.chunk;
 }
 
 }  // namespace
@@ -189,9 +198,15 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
     MOEBENCH_CHECK(a.chunk > 0 && a.chunk <= kMaxChunk, "attention: chunk {} not in [1, {}]", a.chunk, kMaxChunk);
     MOEBENCH_CHECK(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0, "attention: heads {} not a multiple of kv heads {}",
                    a.num_heads, a.num_kv_heads);
-    const int splits = num_splits_of(a);
+    MOEBENCH_CHECK(a.tokens_per_seq > 0 && a.num_tokens % a.tokens_per_seq == 0 && a.pos_base >= 0 &&
+                       a.cache_len >= a.pos_base + a.tokens_per_seq,
+                   "attention: {} tokens of {} per sequence at position {} do not fit a cache of {}", a.num_tokens,
+                   a.tokens_per_seq, a.pos_base, a.cache_len);
+    const int64_t splits64 = num_splits_of(a);
     const int64_t rows = a.num_tokens * a.num_heads;
-    MOEBENCH_CHECK(rows < (int64_t(1) << 31) && splits < 65536, "attention: grid too large ({} x {})", rows, splits);
+    // gridDim.x <= 2^31 - 1, gridDim.y <= 65535.
+    MOEBENCH_CHECK(rows < (int64_t(1) << 31) && splits64 <= 65535, "attention: grid too large ({} x {})", rows, splits64);
+    const int splits = static_cast<int>(splits64);
     float* ws_ml = static_cast<float*>(workspace);
     float* ws_o = ws_ml + rows * splits * 2;
     attention_split_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(splits)), kAttnThreads, 0, stream>>>(

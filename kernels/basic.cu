@@ -47,6 +47,12 @@ __global__ void add_bias_kernel(bf16* x, int64_t ld, const bf16* bias, int64_t r
     }
 }
 
+__global__ void add_bias_f32_kernel(float* x, const float* bias, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        x[i] += bias[i % cols];
+}
+
 __global__ void add_inplace_kernel(bf16* y, const bf16* x, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         y[i] = to_bf(to_f(y[i]) + to_f(x[i]));
@@ -82,6 +88,12 @@ void launch_norm(const bf16* x, int64_t x_row_stride, const bf16* w, const bf16*
 void launch_add_bias(bf16* x, int64_t ld, const bf16* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
     if (rows * cols <= 0) return;
     add_bias_kernel<<<grid_for(rows * cols, 256), 256, 0, stream>>>(x, ld, bias, rows, cols);
+    MOEBENCH_LAUNCH_CHECK();
+}
+
+void launch_add_bias_f32(float* x, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows * cols <= 0) return;
+    add_bias_f32_kernel<<<grid_for(rows * cols, 256), 256, 0, stream>>>(x, bias, rows, cols);
     MOEBENCH_LAUNCH_CHECK();
 }
 

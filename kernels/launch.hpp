@@ -37,6 +37,8 @@ void launch_norm(const bf16* x, int64_t x_row_stride, const bf16* w, const bf16*
                  int64_t rows, int64_t cols, int64_t heads_per_row, float eps, bool layernorm, cudaStream_t stream);
 /// x[t, c] += bias[c] for a [rows, cols] block with row stride `ld`.
 void launch_add_bias(bf16* x, int64_t ld, const bf16* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+/// The same for fp32 rows (router logits + router bias, gpt-oss), contiguous [rows, cols].
+void launch_add_bias_f32(float* x, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 /// y[i] += x[i] (bf16, fp32 add).
 void launch_add_inplace(bf16* y, const bf16* x, int64_t n, cudaStream_t stream);
 /// Copies a [rows, cols] block between strided buffers (bf16).
@@ -55,8 +57,9 @@ void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_
                       int64_t tokens_per_seq, int64_t cache_len, int64_t pos_base, cudaStream_t stream);
 
 /// Attention of `num_tokens` query tokens (token t: sequence t / tokens_per_seq, causal position
-/// pos_base + t % tokens_per_seq; it sees keys [max(0, pos - window + 1), pos]). q: head h of token t at
-/// q + t * q_token_stride + h * q_head_stride, dk wide. Keys of sequence b, position j, kv head g:
+/// pos_base + t % tokens_per_seq; it sees keys [lo, pos] with lo = max(0, pos - window + 1) under a sliding window,
+/// and lo = (pos / local_chunk) * local_chunk under Llama-4's chunked local attention; both as the CPU backend).
+/// q: head h of token t at q + t * q_token_stride + h * q_head_stride, dk wide. Keys of sequence b, position j, kv head g:
 /// k + (b * cache_len + j) * kv_row_stride + g * kv_head_stride (dk wide); values likewise from v (dv wide).
 /// GQA: query head h uses kv head h / (num_heads / num_kv_heads). sinks (may be null): one logit per head added to
 /// the softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16).
@@ -71,9 +74,10 @@ struct AttentionArgs {
     const float* sinks = nullptr;
     int64_t num_tokens = 0, tokens_per_seq = 1, cache_len = 0, pos_base = 0;
     int64_t num_heads = 0, num_kv_heads = 0, dk = 0, dv = 0;
-    int64_t window = 0;  // 0 = unlimited
+    int64_t window = 0;       // sliding window in keys; 0 = unlimited
+    int64_t local_chunk = 0;  // chunked local attention (Llama-4 attention_chunk); 0 = none
     float scale = 1.0f;
-    int64_t chunk = 256;
+    int64_t chunk = 256;      // keys per split of the context (the kernel's work decomposition, not semantics)
 };
 int64_t attention_max_dk();   // largest dk / dv the kernel supports
 size_t attention_workspace_bytes(const AttentionArgs& a);

@@ -31,16 +31,18 @@ __global__ void topk_thread_kernel(const float* logits, const float* bias, const
 }
 
 // ---- permutation ----------------------------------------------------------------------------------------------
-// 1) one block per expert counts its assignments.
+// 1) one block per expert counts its assignments (integer sum: exact at any size).
 __global__ void count_kernel(const int32_t* ids, int64_t num_assign, int32_t* raw_counts) {
-    __shared__ float shm[32];
+    __shared__ int total;
     const int e = blockIdx.x;
-    float c = 0.0f;  // exact in fp32 up to 2^24 assignments per block-thread sum
+    if (threadIdx.x == 0) total = 0;
+    __syncthreads();
     int local = 0;
     for (int64_t a = threadIdx.x; a < num_assign; a += blockDim.x) local += (ids[a] == e);
-    c = static_cast<float>(local);
-    const float total = block_sum(c, shm);
-    if (threadIdx.x == 0) raw_counts[e] = static_cast<int32_t>(total + 0.5f);
+    local = __reduce_add_sync(0xffffffffu, local);  // blockDim.x is a multiple of 32: every lane is active here
+    if (threadIdx.x % kWarp == 0 && local) atomicAdd(&total, local);
+    __syncthreads();
+    if (threadIdx.x == 0) raw_counts[e] = total;
 }
 
 // 2) one thread: capacity clamp, drops, exclusive offsets (E <= a few hundred: a serial loop is the simplest exact form).

@@ -1,80 +1,112 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# One-call GPU check (one H200, < 8 minutes): build for sm_90, GPU tests, devices --measure, --check on three families,
-# a decode batch sweep and a prefill point (Mixtral-8x7B and DeepSeek-V3 layer shapes), the PyTorch peer comparison,
-# and a markdown summary. Usage: scripts/device-check.sh [OUT_DIR]   (default results/device-<UTC date>/)
-# Every step logs its status to OUT/steps.log and the script goes on after a failure.
+# One-call GPU check (one H200, < 8 minutes including the build): build for sm_90, GPU tests, --check on three
+# families, devices --measure, a decode batch sweep and a prefill point (Mixtral-8x7B and DeepSeek-V3 layer shapes,
+# loop and grouped expert GEMMs), CUDA graph and cold L2, the PyTorch peer comparison, and a markdown summary.
+# Usage: scripts/device-check.sh [OUT_DIR]   (default: $OUT when set, else results/device-<UTC date>/)
+# Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 450 s): a step that would
+# not fit is skipped and logged. A failing step is logged (steps.log, logs/<step>.log) and the script goes on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-OUT=${1:-results/device-$(date -u +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT/reports" "$OUT/configs" "$OUT/logs"
-OUT=$(cd "$OUT" && pwd)
+OUT_DIR=${1:-${OUT:-results/device-$(date -u +%Y%m%d-%H%M%S)}}
+mkdir -p "$OUT_DIR/reports" "$OUT_DIR/configs" "$OUT_DIR/logs"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUILD=${BUILD_DIR:-build-device}
 JOBS=${JOBS:-$(nproc)}
 BIN="$ROOT/$BUILD/moebench"
-STEPS="$OUT/steps.log"
+STEPS="$OUT_DIR/steps.log"
 : >"$STEPS"
 START=$(date +%s)
+BUDGET_S=${CHECK_BUDGET_S:-450}
+SUMMARY_RESERVE_S=20
 
 log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$STEPS"; }
 
-# step NAME TIMEOUT_S CMD...: runs CMD with a timeout, output to logs/NAME.log, status to steps.log.
+# step NAME TIMEOUT_S CMD...: runs CMD with a timeout (capped by what is left of the budget), output to
+# logs/NAME.log, status to steps.log. Never stops the script.
 step() {
     local name=$1 limit=$2
     shift 2
-    log "start $name"
+    local left=$(( START + BUDGET_S - SUMMARY_RESERVE_S - $(date +%s) ))
+    if [ "$left" -lt 10 ]; then
+        log "SKIP  $name: no time left in the ${BUDGET_S}s budget"
+        return 0
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    log "start $name (limit ${limit}s)"
     local t0=$(date +%s)
-    timeout --kill-after=10 "$limit" "$@" >"$OUT/logs/$name.log" 2>&1
+    timeout --kill-after=5 "$limit" "$@" >"$OUT_DIR/logs/$name.log" 2>&1
     local rc=$?
     local dt=$(( $(date +%s) - t0 ))
     if [ $rc -eq 0 ]; then
         log "ok    $name (${dt}s)"
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         log "FAIL  $name: timed out after ${limit}s (log: logs/$name.log)"
+        tail -n 5 "$OUT_DIR/logs/$name.log" | sed 's/^/        /' | tee -a "$STEPS"
     elif [ $rc -eq 77 ]; then
         log "SKIP  $name (rc 77; log: logs/$name.log)"
+        tail -n 3 "$OUT_DIR/logs/$name.log" | sed 's/^/        /' | tee -a "$STEPS"
     else
         log "FAIL  $name: exit $rc (${dt}s; last lines below; log: logs/$name.log)"
-        tail -n 5 "$OUT/logs/$name.log" | sed 's/^/        /' | tee -a "$STEPS"
+        tail -n 8 "$OUT_DIR/logs/$name.log" | sed 's/^/        /' | tee -a "$STEPS"
     fi
     return 0
 }
 
-# run_cfg NAME JSON [extra moebench run flags...]: writes the run config and runs it; report -> reports/NAME.json.
+# run_cfg NAME TIMEOUT_S JSON [extra moebench run flags...]: writes the run config and runs it; report ->
+# reports/NAME.json. Flags used: --config, --out, --check (src/cli/run.cpp).
 run_cfg() {
-    local name=$1 cfg=$2
-    shift 2
-    echo "$cfg" >"$OUT/configs/$name.json"
-    step "run-$name" 150 "$BIN" run --config "$OUT/configs/$name.json" --out "$OUT/reports/$name.json" "$@"
+    local name=$1 limit=$2 cfg=$3
+    shift 3
+    echo "$cfg" >"$OUT_DIR/configs/$name.json"
+    if [ ! -x "$BIN" ]; then
+        log "SKIP  run-$name: $BIN was not built"
+        return 0
+    fi
+    step "run-$name" "$limit" "$BIN" run --config "$OUT_DIR/configs/$name.json" --out "$OUT_DIR/reports/$name.json" "$@"
 }
 
+# 0. The machine: nvidia-smi in full (to the terminal as well), versions, git state.
+log "output: $OUT_DIR"
+step machine 30 bash -c 'nvidia-smi; echo; nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm,clocks.sm --format=csv; echo; nvcc --version | tail -n 2; cmake --version | head -n 1; echo "nproc: $(nproc)"'
+cat "$OUT_DIR/logs/machine.log"
 {
     echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "host: $(hostname)"
     echo "git: $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) uncommitted files"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || echo "nvidia-smi: not available"
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || echo "nvidia-smi: not available"
     nvcc --version 2>/dev/null | tail -n 2 || echo "nvcc: not on PATH"
-} >"$OUT/machine.txt" 2>&1
+} >"$OUT_DIR/machine.txt" 2>&1
 
-# 1. Build (sm_90 only; the shared dev build is not touched).
-step build-configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON
+# 1. Build (sm_90 only, all cores; the shared dev build dir is not touched). The log tail goes to the terminal.
+step build-configure 90 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON -DMOEBENCH_TESTS=ON
 step build 300 cmake --build "$BUILD" -j"$JOBS" --target moebench moebench_tests_cuda
+echo "---- build log (last 25 lines) ----"
+tail -n 25 "$OUT_DIR/logs/build.log" 2>/dev/null || echo "(no build log)"
+echo "-----------------------------------"
 if [ ! -x "$BIN" ]; then
-    log "moebench was not built: nothing else can run"
+    log "moebench was not built: the runs below are skipped (see logs/build-configure.log, logs/build.log)"
 fi
 
 # 2. GPU tests (exit 77 = skipped, with the reason in the log).
-step gpu-tests 120 "$ROOT/$BUILD/tests/moebench_tests_cuda" --reporter compact --durations yes
+if [ -x "$ROOT/$BUILD/tests/moebench_tests_cuda" ]; then
+    step gpu-tests 120 "$ROOT/$BUILD/tests/moebench_tests_cuda" --reporter compact --durations yes
+else
+    log "SKIP  gpu-tests: $BUILD/tests/moebench_tests_cuda was not built"
+fi
 
-# 3. Devices and measured ceilings.
-step devices 60 "$BIN" devices --measure --format json --out "$OUT/devices.json"
+# 3. --check on three families first (correctness before speed): softmax top-k (Mixtral), sigmoid group-limited +
+#    shared expert (DeepSeek-V3: layers 0-2 are dense, so 4 layers reach the first MoE layer), MLA attention
+#    (DeepSeek-V2-Lite; layer 0 dense).
+run_cfg check-mixtral 90 '{"model": "mixtral-8x7b", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 1, "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v3 90 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v2-lite 90 '{"model": "deepseek-v2-lite", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 2, "warmup": 1, "iters": 3}' --check
 
-# 4. --check on three families: softmax top-k (Mixtral), sigmoid group-limited + shared expert (DeepSeek-V3: layers 0-2
-#    are dense, so 4 layers reach the first MoE layer), MLA attention (DeepSeek-V2-Lite; layer 0 dense).
-run_cfg check-mixtral '{"model": "mixtral-8x7b", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 1, "warmup": 1, "iters": 3}' --check
-run_cfg check-deepseek-v3 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "warmup": 1, "iters": 3}' --check
-run_cfg check-deepseek-v2-lite '{"model": "deepseek-v2-lite", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 2, "warmup": 1, "iters": 3}' --check
+# 4. Devices and measured ceilings (copy / read bandwidth, dense bf16 GEMM rate).
+if [ -x "$BIN" ]; then
+    step devices 60 "$BIN" devices --measure --format json --out "$OUT_DIR/devices.json"
+fi
 
 # 5. Decode batch sweep and one prefill point, both expert GEMM variants; then CUDA graph and cold L2 at batch 64.
 for model in mixtral-8x7b deepseek-v3; do
@@ -82,21 +114,22 @@ for model in mixtral-8x7b deepseek-v3; do
     [ "$model" = deepseek-v3 ] && layers=4
     for batch in 1 8 64 256; do
         for variant in loop grouped; do
-            run_cfg "decode-$model-b$batch-$variant" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 3, \"iters\": 20}"
+            run_cfg "decode-$model-b$batch-$variant" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 3, \"iters\": 10}"
         done
     done
     for variant in loop grouped; do
-        run_cfg "prefill-$model-4096-$variant" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 2, \"iters\": 5}"
+        run_cfg "prefill-$model-4096-$variant" 90 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 1, \"iters\": 3}"
     done
-    run_cfg "decode-$model-b64-graph" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 3, \"iters\": 20}"
-    run_cfg "decode-$model-b64-coldl2" "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cold_l2\": true, \"warmup\": 3, \"iters\": 20}"
+    run_cfg "decode-$model-b64-graph" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 3, \"iters\": 10}"
+    run_cfg "decode-$model-b64-coldl2" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cold_l2\": true, \"warmup\": 3, \"iters\": 10}"
 done
 
-# 6. PyTorch peers on the same shapes (skips cleanly without torch or a GPU).
-step torch-peer 150 python3 bench/torch_moe_peer.py --out "$OUT/torch_peer.json"
+# 6. PyTorch peers on the same shapes and routing semantics (skips cleanly without torch or a GPU).
+step torch-peer 120 python3 bench/torch_moe_peer.py --iters 10 --out "$OUT_DIR/torch_peer.json"
 
-# 7. Summary table.
-step summary 60 python3 - "$OUT" <<'PY'
+# 7. Summary table (always runs: its time is reserved in the budget).
+SUMMARY_RESERVE_S=0
+step summary 20 python3 - "$OUT_DIR" <<'PY'
 import json, os, sys, glob
 out = sys.argv[1]
 rows = []
@@ -130,7 +163,12 @@ for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
     small = sum(mean(p) for p in SMALL)
     variant = get(run, "backend_info", "kernel_variant", "expert_gemm") or ""
     chk = get(run, "check") or get(rep, "check")
-    chk_s = json.dumps(chk)[:80] if chk is not None else ""
+    if isinstance(chk, dict):
+        chk_s = "%s rel_l2=%s ids_mismatched=%s near_tie=%s" % (
+            "pass" if chk.get("passed") else "FAIL", "%.2e" % chk["rel_l2_error"] if isinstance(chk.get("rel_l2_error"), (int, float)) else "?",
+            chk.get("ids_mismatched", "?"), chk.get("ids_near_tie", "?"))
+    else:
+        chk_s = json.dumps(chk)[:80] if chk is not None else ""
     rows.append((name, run.get("status", "?"), run.get("mode", ""), run.get("batch", ""),
                  "%.1f" % step if step else "", "%.1f" % moe, "%.1f" % (mean("expert_up") + mean("expert_down")),
                  ("%.1f%%" % (100 * small / moe)) if moe else "", variant.split(" ")[0], chk_s))
@@ -159,6 +197,7 @@ with open(os.path.join(out, "summary.md"), "w") as f:
 print(open(os.path.join(out, "summary.md")).read())
 PY
 
-log "done in $(( $(date +%s) - START ))s; results in $OUT"
-cat "$STEPS" >>"$OUT/summary.md" 2>/dev/null || true
+log "done in $(( $(date +%s) - START ))s; results in $OUT_DIR"
+{ echo; echo '```'; cat "$STEPS"; echo '```'; } >>"$OUT_DIR/summary.md" 2>/dev/null || true
+cat "$OUT_DIR/logs/summary.log" 2>/dev/null || true
 exit 0

@@ -16,7 +16,7 @@ using namespace moebench::test;
 
 namespace {
 
-ModelConfig tiny_model(bool deepseek_like) {
+ModelConfig tiny_model(bool deepseek_like, bool grok_like = false) {
     ModelConfig m;
     m.name = deepseek_like ? "tiny-dsv3" : "tiny-mixtral";
     m.family = deepseek_like ? "deepseek_v3" : "mixtral";
@@ -56,6 +56,20 @@ ModelConfig tiny_model(bool deepseek_like) {
         m.moe.expert_intermediate_size = 40;
         m.moe.routing = RoutingKind::topk_softmax;
         m.layer_is_moe = {1, 1};
+        if (grok_like) {
+            // Grok-1-like extras the forward path must run: post norms, LayerNorm with bias, GeGLU; plus a local
+            // (chunked) attention layer and gpt-oss style sinks, biases and the clamped activation in variants.
+            m.name = "tiny-grok";
+            m.norms_per_layer = 4;
+            m.norm = NormKind::layernorm;
+            m.norm_bias = true;
+            m.activation = Activation::geglu;
+            m.attn.attention_chunk = 4;
+            m.attn.sinks = true;
+            m.attn.o_bias = true;
+            m.attn.qkv_bias = true;
+            m.layer_sliding = {1, 0};
+        }
     }
     return m;
 }
@@ -78,8 +92,9 @@ std::vector<double> linear(const float* x, const std::vector<float>& w, int64_t 
     return y;
 }
 
-void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm) {
-    const ModelConfig m = tiny_model(deepseek_like);
+void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm, bool grok_like = false,
+                   bool cuda_graph = false) {
+    const ModelConfig m = tiny_model(deepseek_like, grok_like);
     StepShape shape;
     shape.mode = mode;
     shape.batch = mode == Mode::decode ? 12 : 2;
@@ -88,14 +103,23 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
     RunOptions opt;
     opt.seed = 7;
     opt.expert_gemm = expert_gemm;
+    opt.cuda_graph = cuda_graph;
     const std::vector<int64_t> layers = {0, 1};
     auto backend = make_cuda_backend();
     backend->prepare(m, layers, shape, opt);
     const auto plan = step_plan(m, layers, 1, true);
-    for (int step = 0; step < 2; ++step) {
+    // With a CUDA graph: step 0 eager, step 1 captured (and replayed), steps 2-3 replays.
+    std::vector<float> first_out;
+    for (int step = 0; step < (cuda_graph ? 4 : 2); ++step) {
         const StepTimes st = run_step(*backend, plan);
         REQUIRE(st.phase_us.size() == plan.size());
         for (double us : st.phase_us) REQUIRE(us >= 0.0);
+        const auto t = backend->moe_block_tensors(1);
+        const auto cur = find(t, "moe_out").as_f32();
+        for (float v : cur) REQUIRE(std::isfinite(v));
+        // Steps are identical: every step (eager, captured, replayed) produces the same MoE output.
+        if (step == 0) first_out = cur;
+        else CHECK(rel_l2(cur, first_out) < 1e-6);
     }
     const int64_t moe_slot = 1;
     const MoeLayerResult res = backend->moe_result(moe_slot);
@@ -115,6 +139,7 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
     for (auto c : res.tokens_per_expert) routed += c;
     CHECK(routed == T * K);
 
+    const int act = static_cast<int>(m.activation);
     std::vector<float> corr;
     if (m.moe.router_correction_bias) corr = find(ts, "e_score_correction_bias").as_f32();
     core::RouteParams rp;
@@ -143,7 +168,7 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
             const auto g = linear(&x[t * H], wg, I, H, e * I * H);
             const auto u = linear(&x[t * H], wu, I, H, e * I * H);
             std::vector<float> a(I);
-            for (int64_t i = 0; i < I; ++i) a[i] = round_bf(core::activate(0, round_bf(float(g[i])), round_bf(float(u[i])), 0));
+            for (int64_t i = 0; i < I; ++i) a[i] = round_bf(core::activate(act, round_bf(float(g[i])), round_bf(float(u[i])), 7.0f));
             const auto y = linear(a.data(), wd, H, I, e * H * I);
             for (int64_t c = 0; c < H; ++c) acc[c] += rw[j] * double(round_bf(float(y[c])));
         }
@@ -155,13 +180,13 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
             const auto g = linear(&x[t * H], sg, SI, H);
             const auto u = linear(&x[t * H], su, SI, H);
             std::vector<float> a(SI);
-            for (int64_t i = 0; i < SI; ++i) a[i] = round_bf(core::activate(0, round_bf(float(g[i])), round_bf(float(u[i])), 0));
+            for (int64_t i = 0; i < SI; ++i) a[i] = round_bf(core::activate(act, round_bf(float(g[i])), round_bf(float(u[i])), 7.0f));
             const auto y = linear(a.data(), sd, H, SI);
             for (int64_t c = 0; c < H; ++c) acc[c] += double(round_bf(float(y[c])));
         }
         for (int64_t c = 0; c < H; ++c) ref[t * H + c] = float(acc[c]);
     }
-    INFO("model " << m.name << " mode " << to_string(mode) << " expert_gemm " << expert_gemm);
+    INFO("model " << m.name << " mode " << to_string(mode) << " expert_gemm " << expert_gemm << " graph " << cuda_graph);
     CHECK(rel_l2(out, ref) < 2e-2);
     const json d = backend->describe();
     CHECK(d["kernel_variant"]["expert_gemm"].get<std::string>().rfind(expert_gemm, 0) == 0);
@@ -178,6 +203,16 @@ TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block e
 TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)", "[gpu][backend]") {
     run_and_check(true, Mode::decode, "grouped");
     run_and_check(true, Mode::prefill, "loop");
+}
+
+TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)", "[gpu][backend]") {
+    run_and_check(false, Mode::decode, "loop", true);
+    run_and_check(false, Mode::prefill, "grouped", true);
+}
+
+TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equal the eager one", "[gpu][backend][graph]") {
+    run_and_check(false, Mode::decode, "loop", false, true);
+    run_and_check(true, Mode::decode, "grouped", false, true);
 }
 
 TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM variants before allocating", "[gpu][backend]") {

@@ -111,7 +111,8 @@ std::vector<float> ref_attention(const kernels::AttentionArgs& a, const std::vec
     for (int64_t t = 0; t < a.num_tokens; ++t)
         for (int64_t h = 0; h < a.num_heads; ++h) {
             const int64_t b = t / a.tokens_per_seq, pos = a.pos_base + t % a.tokens_per_seq;
-            const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+            int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+            if (a.local_chunk > 0) lo = std::max(lo, (pos / a.local_chunk) * a.local_chunk);
             const int64_t g = h / (a.num_heads / a.num_kv_heads);
             std::vector<double> s;
             double mx = sinks ? (*sinks)[h] : -1e300;
@@ -140,13 +141,16 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
     struct Case {
         int64_t tokens, tps, pos_base, heads, kv_heads, dk, dv, window;
         bool sinks;
-        int64_t chunk;
+        int64_t chunk, local_chunk;
     };
     const Case cases[] = {
-        {3, 1, 600, 4, 2, 64, 64, 0, false, 256},  // decode: 3 sequences, 601 keys, 3 splits
-        {3, 1, 600, 4, 2, 64, 64, 100, true, 64},   // sliding window + sinks
-        {10, 5, 0, 4, 4, 32, 32, 0, false, 2},      // prefill: 2 sequences x 5 tokens, causal, tiny chunks
-        {2, 1, 40, 8, 1, 80, 64, 0, false, 16},     // MLA-like: one shared kv head, dv < dk
+        {3, 1, 600, 4, 2, 64, 64, 0, false, 256, 0},   // decode: 3 sequences, 601 keys, 3 splits
+        {3, 1, 600, 4, 2, 64, 64, 100, true, 64, 0},   // sliding window + sinks
+        {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0},      // prefill: 2 sequences x 5 tokens, causal, tiny chunks
+        {2, 1, 40, 8, 1, 80, 64, 0, false, 16, 0},     // MLA-like: one shared kv head, dv < dk
+        {2, 1, 700, 4, 4, 64, 64, 0, false, 64, 256},  // Llama-4 chunked local attention: keys [512, 700]
+        {12, 6, 0, 2, 1, 32, 32, 0, false, 4, 4},      // prefill + local chunks of 4 (queries restart per chunk)
+        {2, 1, 300, 2, 2, 576, 512, 0, true, 128, 0},  // DeepSeek MLA sizes: dk = 576, dv = 512 (the limits)
     };
     for (const Case& cs : cases) {
         kernels::AttentionArgs a;
@@ -160,6 +164,7 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
         a.dv = cs.dv;
         a.window = cs.window;
         a.chunk = cs.chunk;
+        a.local_chunk = cs.local_chunk;
         a.scale = 1.0f / std::sqrt(float(cs.dk));
         a.q_head_stride = cs.dk;
         a.q_token_stride = cs.heads * cs.dk;
@@ -182,7 +187,8 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
         kernels::launch_attention(a, ws.get(), kStream);
         auto got = download_bf16(out.get(), cs.tokens * cs.heads * cs.dv);
         auto ref = ref_attention(a, q, k, v, cs.sinks ? &sinks : nullptr);
-        INFO("case tokens=" << cs.tokens << " tps=" << cs.tps << " window=" << cs.window << " sinks=" << cs.sinks);
+        INFO("case tokens=" << cs.tokens << " tps=" << cs.tps << " window=" << cs.window << " sinks=" << cs.sinks
+                            << " dk=" << cs.dk << " local_chunk=" << cs.local_chunk);
         CHECK(rel_l2(got, ref) < 1e-2);
     }
 }
@@ -364,6 +370,41 @@ TEST_CASE("gather, activation and weighted combine match host loops", "[gpu][moe
     CHECK(rel_l2(gm, ref) < 1e-2);
     CHECK(rel_l2(gr, rref) < 1e-2);
 
+    // Llama-4 form: the gather scales the input by the weight, the combine then uses unit weights; expert down
+    // biases are added per chosen expert; a dropped assignment (slot -1) contributes nothing.
+    DeviceBuffer<bf16> xs(N * H);
+    kernels::launch_gather_rows(dx.get(), dps.get(), dw.get(), true, xs.get(), N, k, H, kStream);
+    auto gxs = download_bf16(xs.get(), N * H);
+    std::vector<float> xs_ref(N * H);
+    for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < H; ++c) xs_ref[r * H + c] = x[(pslot[r] / k) * H + c] * w[pslot[r]];
+    CHECK(rel_l2(gxs, xs_ref) < 1e-2);
+    std::vector<int32_t> spos_drop = spos;
+    spos_drop[1] = -1;  // token 0, slot 1 dropped
+    auto dsp2 = upload(spos_drop);
+    auto dbias = random_vec(E * H, 50);
+    auto ddb = upload_bf16(dbias);
+    DeviceBuffer<bf16> mo2(T * H);
+    kernels::launch_combine(dy.get(), dsp2.get(), did.get(), dw.get(), true, ddb.get(), nullptr, nullptr, mo2.get(),
+                            nullptr, T, k, H, kStream);
+    auto gm2 = download_bf16(mo2.get(), T * H);
+    std::vector<float> ref2(T * H);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < H; ++c) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; ++j)
+                if (spos_drop[t * k + j] >= 0) acc += y[spos_drop[t * k + j] * H + c] + dbias[ids[t * k + j] * H + c];
+            ref2[t * H + c] = float(acc);
+        }
+    CHECK(rel_l2(gm2, ref2) < 1e-2);
+
+    // Router bias on fp32 logits.
+    std::vector<float> lg = random_vec(T * E, 51), lb = random_vec(E, 52);
+    auto dlg = upload(lg), dlb = upload(lb);
+    kernels::launch_add_bias_f32(dlg.get(), dlb.get(), T, E, kStream);
+    auto glg = download(dlg.get(), T * E);
+    for (int64_t i = 0; i < T * E; ++i) REQUIRE(glg[i] == lg[i] + lb[i % E]);
+
     // Shared-expert gate logit: dot per token.
     auto gw = random_vec(H, 49);
     auto dgw = upload_bf16(gw);
@@ -452,4 +493,56 @@ TEST_CASE("cuBLAS row-major GEMM, batched GEMM, and grouped vs per-expert loop",
     CHECK(rel_l2(gl, refe) < 1e-2);
     CHECK(rel_l2(gg, refe) < 1e-2);
     CHECK(rel_l2(gg, gl) < 1e-2);
+}
+
+TEST_CASE("device weight fill equals the CPU backend's fp32 fill rounded to bf16", "[gpu][rng]") {
+    // --check relies on both backends holding the same weights: the GPU stores bf16(offset + scale * uniform_pm1).
+    const int64_t n = 100000;
+    const uint64_t base = core::rng_base(1234, core::weight_stream(3, core::kWGate));
+    const float scale = core::linear_init_scale(4096);
+    DeviceBuffer<bf16> d(n);
+    DeviceBuffer<float> f(n);
+    kernels::launch_fill_bf16(d.get(), n, base, 777, scale, 0.0f, kStream);
+    kernels::launch_fill_f32(f.get(), n, base, 777, 0.1f, 1.0f, kStream);
+    auto got = download_bf16(d.get(), n);
+    auto gotf = download(f.get(), n);
+    int64_t off_by_rounding = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float ref = scale * core::uniform_pm1(base, 777 + static_cast<uint64_t>(i));
+        if (got[i] != round_bf(ref)) {
+            ++off_by_rounding;  // a product rounded one fp32 ulp apart may land on the other side of a bf16 tie
+            REQUIRE(std::fabs(got[i] - ref) <= std::fabs(ref) * (1.0f / 128.0f));
+        }
+        REQUIRE(gotf[i] == Approx(1.0f + 0.1f * core::uniform_pm1(base, 777 + static_cast<uint64_t>(i))).epsilon(1e-6));
+    }
+    CHECK(off_by_rounding < n / 1000);
+    // Token ids: the same hash modulo the vocabulary.
+    DeviceBuffer<int32_t> tok(1000);
+    kernels::launch_fill_token_ids(tok.get(), 1000, 129280, base, kStream);
+    auto gt = download(tok.get(), 1000);
+    for (int64_t i = 0; i < 1000; ++i)
+        REQUIRE(gt[i] == static_cast<int32_t>(core::mix64(base + static_cast<uint64_t>(i)) % 129280u));
+}
+
+TEST_CASE("expert counts stay exact beyond 2^24 assignments", "[gpu][permute]") {
+    // 2^24 + 3 assignments, all but 5 to expert 1: a float reduction would round the count.
+    const int64_t T = (int64_t(1) << 24) + 3, k = 1, E = 4;
+    std::vector<int32_t> ids(T, 1);
+    ids[0] = 0;
+    ids[7] = 2;
+    ids[T - 1] = 3;
+    ids[T - 2] = 3;
+    ids[100] = -1;
+    auto di = upload(ids);
+    DeviceBuffer<float> w(T);
+    DeviceBuffer<int32_t> raw(E), counts(E), offsets(E + 1), pslot(T), pexp(T), spos(T), dropped(1);
+    kernels::launch_permute_index(di.get(), w.get(), T, k, E, -1, raw.get(), counts.get(), offsets.get(), pslot.get(),
+                                  pexp.get(), spos.get(), dropped.get(), kStream);
+    auto gc = download(counts.get(), E);
+    CHECK(gc[0] == 1);
+    CHECK(gc[1] == T - 5);
+    CHECK(gc[2] == 1);
+    CHECK(gc[3] == 2);
+    auto go = download(offsets.get(), E + 1);
+    CHECK(go[E] == T - 1);
 }

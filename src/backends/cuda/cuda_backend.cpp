@@ -36,7 +36,8 @@ struct Layer {
     int64_t layer = 0;  // model layer index
     bool moe = false;
     bool sliding = false;
-    DeviceBuffer<bf16> attn_norm, ffn_norm;
+    DeviceBuffer<bf16> attn_norm, ffn_norm, attn_norm_b, ffn_norm_b;  // biases: LayerNorm with norm_bias only
+    DeviceBuffer<bf16> post_attn_norm, post_ffn_norm;                // norms_per_layer >= 4 (Grok-1)
     // GQA: w_qkv [(Hq + 2 Hkv) * hd, H] = [q; k; v]; w_o [H, Hq * hd].
     DeviceBuffer<bf16> w_qkv, qkv_bias, w_o, o_bias, q_norm, k_norm;
     DeviceBuffer<float> sinks;
@@ -60,6 +61,7 @@ struct Layer {
     PinnedBuffer<int32_t> ovr_ids;                       // routing override staging, per layer (a captured graph
     PinnedBuffer<float> ovr_weights;                     // re-reads it at every replay)
     std::vector<int32_t> graph_counts;                   // counts baked into a captured graph
+    bool graph_override = false;                         // whether the captured graph copies an override in
     PinnedBuffer<const void*> ptr_host_up, ptr_host_down;
     DeviceBuffer<const void*> ptr_dev_up, ptr_dev_down;
     std::vector<CudaEvent> up_events, down_events;
@@ -175,13 +177,25 @@ private:
     void allocate_layer(Layer& L);
     void record_mark_event(cudaEvent_t ev);
 
+    void run_phase_eager(Phase phase, int64_t layer_slot);
     void phase_embed();
     void phase_norm(bool attn, Layer* L);
     void phase_qkv(Layer& L);
     void phase_attention(Layer& L);
     void phase_o_proj(Layer& L);
     void phase_router_gemm(Layer& L);
-    void phase_topk(Layer& L);
+    void phase_topk(Layer& L, int64_t slot_idx);
+    /// Copies this step's imposed routing of `slot_idx` into L's pinned staging (validated); false when none.
+    bool stage_override(Layer& L, int64_t slot_idx);
+    /// Ends a stream capture that an error interrupted, so that the stream is usable (and destructible) again.
+    void abort_capture() noexcept;
+    /// hidden += norm(src) with a post-block norm weight (Grok-1's post-attention / post-FFN norms).
+    void post_norm_add(const DeviceBuffer<bf16>& norm_w, const bf16* src);
+    void norm_rows(const bf16* x, const DeviceBuffer<bf16>& w, const DeviceBuffer<bf16>& b, bf16* y, int64_t rows);
+    float act_limit() const {
+        // As the CPU backend: swiglu_limit when set, else gpt-oss's default clamp (only swiglu_oai reads it).
+        return m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    }
     void phase_permute(Layer& L);
     void phase_expert_up(Layer& L);
     void phase_activation(Layer& L);
@@ -208,9 +222,11 @@ private:
     DeviceBuffer<uint8_t> cublas_ws_;
 
     std::vector<std::unique_ptr<Layer>> layers_;
-    DeviceBuffer<bf16> embed_, final_norm_w_, lm_head_w_;
+    DeviceBuffer<bf16> embed_, final_norm_w_, final_norm_b_, lm_head_w_;
     // Activations shared by all layers.
     DeviceBuffer<int32_t> token_ids_;
+    // x0_: the embedded tokens; every step starts from them (as the CPU backend), also when embed is not run.
+    DeviceBuffer<bf16> x0_, tmp_h_;
     DeviceBuffer<bf16> hidden_, normed_, qkv_, attn_out_, q_attn_, mla_v_, final_normed_, lm_logits_;
     DeviceBuffer<bf16> x_perm_, h_perm_, a_perm_, y_perm_, sh_h_, sh_a_, sh_out_, d_h_, d_a_, mla_q_a_;
     DeviceBuffer<float> topk_scratch_, shared_gate_logit_, attn_ws_f_;
@@ -233,6 +249,7 @@ private:
 
 public:
     ~CudaBackend() override {
+        abort_capture();
         if (graph_exec_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaGraphExecDestroy(graph_exec_));
         if (graph_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaGraphDestroy(graph_));
         if (stream_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaStreamSynchronize(stream_->get()));
@@ -252,7 +269,7 @@ int64_t CudaBackend::plan_bytes() const {
     w += m_.vocab_size * H_ * (m_.tie_word_embeddings ? 1 : 2) + H_;
     int64_t max_act_rows = T_ * std::max<int64_t>(1, k_);
     for (const auto& L : layers_) {
-        w += 2 * H_;
+        w += 6 * H_;  // pre norms (+ biases), post norms
         if (a.kind == AttentionKind::mla) {
             const int64_t qhd = a.qk_nope_head_dim + a.qk_rope_head_dim, lat = a.kv_lora_rank + a.qk_rope_head_dim;
             w += a.q_lora_rank > 0 ? a.q_lora_rank * H_ + a.q_lora_rank + Hq * qhd * a.q_lora_rank : Hq * qhd * H_;
@@ -271,8 +288,8 @@ int64_t CudaBackend::plan_bytes() const {
             w += 3 * m_.dense_intermediate_size * H_;
         }
     }
-    // Shared activations: hidden, normed, qkv, attention out, MoE permuted buffers, shared and dense FFN, head.
-    w += 2 * T_ * H_ + T_ * std::max<int64_t>(qkv_width_, H_) + T_ * attn_out_width_;
+    // Shared activations: x0, tmp, hidden, normed, qkv, attention out, MoE permuted buffers, shared and dense FFN, head.
+    w += 4 * T_ * H_ + T_ * std::max<int64_t>(qkv_width_, H_) + T_ * attn_out_width_;
     w += max_act_rows * (2 * H_ + 3 * I);
     w += T_ * 3 * std::max(moe.num_shared_experts * moe.shared_intermediate_size, m_.dense_intermediate_size);
     w += head_rows_ * (H_ + m_.vocab_size);
@@ -305,7 +322,9 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     if (a.kind == AttentionKind::mla) {
         const int64_t qhd = a.qk_nope_head_dim + a.qk_rope_head_dim;
         qkv_width_ = a.num_heads * qhd;
-        attn_out_width_ = a.num_heads * std::max(a.kv_lora_rank, a.v_head_dim);
+        // attn_out_ also holds the latent projection [T, kv_lora + rope] during qkv_proj (it is free until attention).
+        attn_out_width_ = std::max(a.num_heads * std::max(a.kv_lora_rank, a.v_head_dim),
+                                   a.kv_lora_rank + a.qk_rope_head_dim);
         if (a.kv_lora_rank + a.qk_rope_head_dim > 1024 || a.kv_lora_rank > kernels::attention_max_dk())
             throw UnsupportedError(fmt::format("MLA kv_lora_rank {} exceeds the attention kernel's limit ({})",
                                                a.kv_lora_rank, kernels::attention_max_dk()));
@@ -345,10 +364,13 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     // Model-level tensors and shared activations.
     fill(embed_, m_.vocab_size * H_, -1, core::kWEmbed, kUnitScale);
     fill_norm(final_norm_w_, H_, -1, core::kWFinalNorm);
+    if (m_.norm == NormKind::layernorm && m_.norm_bias) fill(final_norm_b_, H_, -1, core::kWFinalNormBias, 0.1f);
     if (!m_.tie_word_embeddings) fill(lm_head_w_, m_.vocab_size * H_, -1, core::kWLmHead, core::linear_init_scale(H_));
     token_ids_.resize(T_);
     kernels::launch_fill_token_ids(token_ids_.get(), T_, m_.vocab_size, base(-1, core::kWTokenIds), s());
     hidden_.resize(T_ * H_);
+    x0_.resize(T_ * H_);
+    tmp_h_.resize(T_ * H_);
     normed_.resize(T_ * H_);
     qkv_.resize(T_ * qkv_width_);
     attn_out_.resize(T_ * attn_out_width_);
@@ -392,6 +414,7 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         MOEBENCH_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
         l2_flush_.resize(std::max<int64_t>(2 * int64_t(l2), int64_t(1) << 20));
     }
+    kernels::launch_embed(token_ids_.get(), embed_.get(), x0_.get(), T_, H_, s());
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
 }
 
@@ -402,6 +425,14 @@ void CudaBackend::allocate_layer(Layer& L) {
     const float sH = core::linear_init_scale(H_);
     fill_norm(L.attn_norm, H_, l, core::kWAttnNorm);
     fill_norm(L.ffn_norm, H_, l, core::kWFfnNorm);
+    if (m_.norm == NormKind::layernorm && m_.norm_bias) {
+        fill(L.attn_norm_b, H_, l, core::kWAttnNormBias, 0.1f);
+        fill(L.ffn_norm_b, H_, l, core::kWFfnNormBias, 0.1f);
+    }
+    if (m_.norms_per_layer >= 4) {
+        fill_norm(L.post_attn_norm, H_, l, core::kWPostAttnNorm);
+        fill_norm(L.post_ffn_norm, H_, l, core::kWPostFfnNorm);
+    }
     if (a.kind == AttentionKind::mla) {
         const int64_t nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, qhd = nope + rope, vd = a.v_head_dim;
         const int64_t lat = a.kv_lora_rank + rope;
@@ -416,6 +447,8 @@ void CudaBackend::allocate_layer(Layer& L) {
         fill_norm(L.kv_a_norm, a.kv_lora_rank, l, core::kWKVANorm);
         fill(L.w_kv_b, Hq * (nope + vd) * a.kv_lora_rank, l, core::kWKVB, core::linear_init_scale(a.kv_lora_rank));
         fill(L.w_o, H_ * Hq * vd, l, core::kWO, core::linear_init_scale(Hq * vd));
+        if (a.o_bias) fill(L.o_bias, H_, l, core::kWOBias, 0.1f);
+        if (a.sinks) fill_f32(L.sinks, Hq, l, core::kWSinks, kUnitScale);
         fill(L.k_cache, B * cache_len_ * lat, l, core::kWKCache, kUnitScale);
     } else {
         const int64_t hd = a.head_dim, Hkv = a.num_kv_heads;
@@ -511,6 +544,9 @@ void CudaBackend::allocate_layer(Layer& L) {
 
 void CudaBackend::begin_step() {
     num_marks_ = 0;
+    // Steps are independent and identical (as on the CPU): each starts from the embedded tokens, also when the plan
+    // has no embed phase. Outside the marks and outside any capture.
+    MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(hidden_.get(), x0_.get(), x0_.bytes(), cudaMemcpyDeviceToDevice, s()));
     if (opt_.cold_l2 && l2_flush_.size() > 0)
         MOEBENCH_CUDA_CHECK(cudaMemsetAsync(l2_flush_.get(), steps_done_ & 0xFF, l2_flush_.bytes(), s()));
     // cuda_graph: step 0 eager (learns counts), step 1 captured, later steps replay (run_phase/mark do nothing).
@@ -523,6 +559,15 @@ void CudaBackend::begin_step() {
     }
 }
 
+void CudaBackend::abort_capture() noexcept {
+    if (!capturing_ || !stream_) return;
+    capturing_ = false;
+    cudaGraph_t broken = nullptr;
+    MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaStreamEndCapture(stream_->get(), &broken));
+    if (broken) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaGraphDestroy(broken));
+    cudaGetLastError();
+}
+
 void CudaBackend::record_mark_event(cudaEvent_t ev) {
     MOEBENCH_CUDA_CHECK(cudaEventRecordWithFlags(ev, s(), capturing_ ? cudaEventRecordExternal : cudaEventRecordDefault));
 }
@@ -533,16 +578,31 @@ void CudaBackend::mark() {
         MOEBENCH_CHECK(!replaying, "cuda graph replay: more marks ({}) than the captured step", num_marks_ + 1);
         mark_events_.emplace_back();
     }
-    if (!replaying) record_mark_event(mark_events_[num_marks_].get());
+    if (!replaying) {
+        try {
+            record_mark_event(mark_events_[num_marks_].get());
+        } catch (...) {
+            abort_capture();
+            throw;
+        }
+    }
     ++num_marks_;
 }
 
 std::vector<double> CudaBackend::end_step() {
     std::vector<double> us;
     if (capturing_) {
-        MOEBENCH_CUDA_CHECK(cudaStreamEndCapture(s(), &graph_));
         capturing_ = false;
-        MOEBENCH_CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0));
+        const cudaError_t end = cudaStreamEndCapture(s(), &graph_);
+        const cudaError_t inst = end == cudaSuccess ? cudaGraphInstantiate(&graph_exec_, graph_, 0) : end;
+        if (inst != cudaSuccess) {
+            cudaGetLastError();
+            if (graph_) cudaGraphDestroy(graph_);
+            graph_ = nullptr;
+            graph_exec_ = nullptr;
+            throw UnsupportedError(fmt::format("--cuda-graph: capturing the step failed ({}: {}); run without "
+                                               "cuda_graph", cudaGetErrorName(inst), cudaGetErrorString(inst)));
+        }
     }
     const bool graph_run = opt_.cuda_graph && graph_exec_;
     if (graph_run) {
@@ -553,7 +613,16 @@ std::vector<double> CudaBackend::end_step() {
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
     for (size_t i = 1; i < num_marks_; ++i) {
         float ms = 0;
-        MOEBENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, mark_events_[i - 1].get(), mark_events_[i].get()));
+        const cudaError_t err = cudaEventElapsedTime(&ms, mark_events_[i - 1].get(), mark_events_[i].get());
+        if (err != cudaSuccess && graph_run) {
+            // The phase marks of a replay are event-record nodes of the graph; should a driver not time them,
+            // say so plainly instead of inventing numbers.
+            cudaGetLastError();
+            throw UnsupportedError(fmt::format("--cuda-graph: the phase events recorded inside the graph cannot be "
+                                               "timed on this driver ({}); run without cuda_graph",
+                                               cudaGetErrorString(err)));
+        }
+        MOEBENCH_CUDA_CHECK(err);
         us.push_back(static_cast<double>(ms) * 1e3);
     }
     if (graph_run) {
@@ -576,7 +645,26 @@ std::vector<double> CudaBackend::end_step() {
 }
 
 void CudaBackend::run_phase(Phase phase, int64_t layer_slot) {
-    if (opt_.cuda_graph && graph_exec_ && !capturing_) return;  // replay: the graph holds the step
+    if (opt_.cuda_graph && graph_exec_ && !capturing_) {
+        // Replay: the graph holds the step. Only an imposed routing is host data the graph reads at replay time
+        // (a copy node from the pinned staging): refresh the staging with this step's routing.
+        if (phase == Phase::topk && layer_slot >= 0) {
+            Layer& L = slot(layer_slot);
+            if (stage_override(L, layer_slot) != L.graph_override)
+                throw UnsupportedError("--cuda-graph: the routing override appeared or disappeared after the step "
+                                       "was captured; run without cuda_graph");
+        }
+        return;
+    }
+    try {
+        run_phase_eager(phase, layer_slot);
+    } catch (...) {
+        abort_capture();  // a failure inside a capture must not leave the stream capturing
+        throw;
+    }
+}
+
+void CudaBackend::run_phase_eager(Phase phase, int64_t layer_slot) {
     const std::string_view nm = phase_name(phase);
     char name_buf[32] = {0};
     std::memcpy(name_buf, nm.data(), std::min(nm.size(), sizeof(name_buf) - 1));
@@ -597,7 +685,7 @@ void CudaBackend::run_phase(Phase phase, int64_t layer_slot) {
         case Phase::o_proj: phase_o_proj(*need()); break;
         case Phase::ffn_norm: phase_norm(false, need()); break;
         case Phase::router_gemm: phase_router_gemm(*need()); break;
-        case Phase::topk: phase_topk(*need()); break;
+        case Phase::topk: phase_topk(*need(), layer_slot); break;
         case Phase::permute: phase_permute(*need()); break;
         case Phase::dispatch_a2a:
         case Phase::combine_a2a: break;  // ep_size > 1 is refused in prepare(): nothing to move on one GPU
@@ -619,12 +707,21 @@ void CudaBackend::run_phase(Phase phase, int64_t layer_slot) {
 
 void CudaBackend::phase_embed() { kernels::launch_embed(token_ids_.get(), embed_.get(), hidden_.get(), T_, H_, s()); }
 
+void CudaBackend::norm_rows(const bf16* x, const DeviceBuffer<bf16>& w, const DeviceBuffer<bf16>& b, bf16* y,
+                            int64_t rows) {
+    kernels::launch_norm(x, H_, w.get(), b.size() > 0 ? b.get() : nullptr, y, H_, rows, H_, 1,
+                         static_cast<float>(m_.norm_eps), m_.norm == NormKind::layernorm, s());
+}
+
+void CudaBackend::post_norm_add(const DeviceBuffer<bf16>& norm_w, const bf16* src) {
+    // The CPU backend's post norms carry no bias (FBuf{}).
+    norm_rows(src, norm_w, DeviceBuffer<bf16>{}, tmp_h_.get(), T_);
+    kernels::launch_add_inplace(hidden_.get(), tmp_h_.get(), T_ * H_, s());
+}
+
 void CudaBackend::phase_norm(bool attn, Layer* L) {
-    const bool layernorm = m_.norm == NormKind::layernorm;
-    const float eps = static_cast<float>(m_.norm_eps);
     bf16* dst = (!attn && L->moe) ? L->moe_in.get() : normed_.get();
-    kernels::launch_norm(hidden_.get(), H_, (attn ? L->attn_norm : L->ffn_norm).get(), nullptr, dst, H_, T_, H_, 1, eps,
-                         layernorm, s());
+    norm_rows(hidden_.get(), attn ? L->attn_norm : L->ffn_norm, attn ? L->attn_norm_b : L->ffn_norm_b, dst, T_);
 }
 
 void CudaBackend::phase_qkv(Layer& L) {
@@ -685,7 +782,12 @@ void CudaBackend::phase_attention(Layer& L) {
     args.pos_base = pos_base_;
     args.num_heads = a.num_heads;
     args.chunk = attn_chunk_;
-    args.window = (L.sliding && a.sliding_window > 0) ? a.sliding_window : 0;
+    // Local layers (as cpu_attention.cpp): a sliding window, or else Llama-4's chunked attention.
+    if (L.sliding) {
+        args.window = a.sliding_window;
+        if (a.sliding_window == 0) args.local_chunk = a.attention_chunk;
+    }
+    args.sinks = a.sinks ? L.sinks.get() : nullptr;
     if (a.kind == AttentionKind::mla) {
         const int64_t kvl = a.kv_lora_rank, lat = kvl + a.qk_rope_head_dim, Hq = a.num_heads, vd = a.v_head_dim;
         const int64_t nope = a.qk_nope_head_dim;
@@ -718,7 +820,6 @@ void CudaBackend::phase_attention(Layer& L) {
     args.num_kv_heads = Hkv;
     args.dk = hd;
     args.dv = hd;
-    args.sinks = a.sinks ? L.sinks.get() : nullptr;
     args.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     args.out = attn_out_.get();
     (void)Hq;
@@ -727,52 +828,74 @@ void CudaBackend::phase_attention(Layer& L) {
 
 void CudaBackend::phase_o_proj(Layer& L) {
     const auto& a = m_.attn;
-    // hidden += attn . W_o^T (beta = 1: the residual add is fused into the GEMM).
-    if (a.kind == AttentionKind::mla) {
-        const int64_t w = a.num_heads * a.v_head_dim;
-        gemm_xwt(hb(), T_, H_, w, mla_v_.get(), w, L.w_o.get(), w, hidden_.get(), CUDA_R_16BF, H_, 1.0f);
-    } else {
-        gemm_xwt(hb(), T_, H_, attn_out_width_, attn_out_.get(), attn_out_width_, L.w_o.get(), attn_out_width_,
-                 hidden_.get(), CUDA_R_16BF, H_, 1.0f);
+    const bool mla = a.kind == AttentionKind::mla;
+    const int64_t w = a.num_heads * (mla ? a.v_head_dim : a.head_dim);
+    const bf16* in = mla ? mla_v_.get() : attn_out_.get();
+    if (L.post_attn_norm.size() == 0) {
+        // hidden += attn . W_o^T (beta = 1: the residual add is fused into the GEMM), then + o_bias.
+        gemm_xwt(hb(), T_, H_, w, in, w, L.w_o.get(), w, hidden_.get(), CUDA_R_16BF, H_, 1.0f);
         if (a.o_bias) kernels::launch_add_bias(hidden_.get(), H_, L.o_bias.get(), T_, H_, s());
+        return;
     }
+    // Grok-1: hidden += post_norm(attn . W_o^T + o_bias).
+    gemm_xwt(hb(), T_, H_, w, in, w, L.w_o.get(), w, tmp_h_.get(), CUDA_R_16BF, H_);
+    if (a.o_bias) kernels::launch_add_bias(tmp_h_.get(), H_, L.o_bias.get(), T_, H_, s());
+    norm_rows(tmp_h_.get(), L.post_attn_norm, DeviceBuffer<bf16>{}, tmp_h_.get(), T_);
+    kernels::launch_add_inplace(hidden_.get(), tmp_h_.get(), T_ * H_, s());
 }
 
 void CudaBackend::phase_router_gemm(Layer& L) {
     gemm_xwt(hb(), T_, m_.moe.num_experts, H_, L.moe_in.get(), H_, L.router.get(), H_, L.logits.get(), CUDA_R_32F,
              m_.moe.num_experts);
+    // gpt-oss: the router bias belongs to the logits (the CPU backend's router_logits include it too).
+    if (m_.moe.router_bias)
+        kernels::launch_add_bias_f32(L.logits.get(), L.router_bias.get(), T_, m_.moe.num_experts, s());
 }
 
-void CudaBackend::phase_topk(Layer& L) {
+bool CudaBackend::stage_override(Layer& L, int64_t slot_idx) {
+    if (!override_ || slot_idx >= static_cast<int64_t>(override_->per_layer.size())) return false;
+    const LayerRouting& r = override_->per_layer[static_cast<size_t>(slot_idx)];
+    if (r.k <= 0) return false;
+    if (r.num_tokens != T_ || r.k != k_ || static_cast<int64_t>(r.ids.size()) != T_ * k_)
+        config_error("routing", fmt::format("routing for layer slot {} has the wrong shape", slot_idx),
+                     fmt::format("{} tokens x k {} ({} ids)", r.num_tokens, r.k, r.ids.size()),
+                     fmt::format("the step has {} tokens and k = {}", T_, k_));
+    const int64_t E = m_.moe.num_experts;
+    for (int32_t id : r.ids)
+        if (id < -1 || id >= E)
+            config_error("routing", "expert id outside the model", std::to_string(id),
+                         fmt::format("ids must be in [0, {}) (or -1)", E));
+    // The previous step's copies finished: end_step synchronises the stream before the staging is rewritten.
+    std::copy(r.ids.begin(), r.ids.end(), L.ovr_ids.get());
+    if (static_cast<int64_t>(r.weights.size()) == T_ * k_)
+        std::copy(r.weights.begin(), r.weights.end(), L.ovr_weights.get());
+    else
+        std::fill(L.ovr_weights.get(), L.ovr_weights.get() + T_ * k_, 1.0f / static_cast<float>(k_));  // as the CPU
+    return true;
+}
+
+void CudaBackend::phase_topk(Layer& L, int64_t slot_idx) {
     const auto& moe = m_.moe;
     kernels::RoutingParams p;
     p.kind = static_cast<int>(moe.routing);
     p.num_experts = static_cast<int>(moe.num_experts);
     p.top_k = static_cast<int>(moe.top_k);
-    p.num_groups = static_cast<int>(moe.num_groups);
-    p.topk_groups = static_cast<int>(moe.topk_groups);
+    p.num_groups = static_cast<int>(std::max<int64_t>(1, moe.num_groups));  // as the CPU backend
+    p.topk_groups = static_cast<int>(std::max<int64_t>(1, moe.topk_groups));
     p.norm_topk_prob = moe.norm_topk_prob;
     p.routed_scaling_factor = static_cast<float>(moe.routed_scaling_factor);
     p.soft_topn = static_cast<int>(opt_.soft_topn);
-    topk_variant_ = kernels::launch_topk(L.logits.get(), moe.router_bias ? L.router_bias.get() : nullptr,
-                                         moe.router_correction_bias ? L.correction.get() : nullptr, p, T_, L.ids.get(),
-                                         L.weights.get(), topk_scratch_.get(), s());
+    // The router bias is already in the logits (phase_router_gemm).
+    topk_variant_ = kernels::launch_topk(L.logits.get(), nullptr, moe.router_correction_bias ? L.correction.get() : nullptr,
+                                         p, T_, L.ids.get(), L.weights.get(), topk_scratch_.get(), s());
     // An imposed routing replaces the selection after the router ran (the router's cost stays in the step).
-    const int64_t slot_idx = std::find_if(layers_.begin(), layers_.end(), [&](const auto& x) { return x.get() == &L; }) -
-                             layers_.begin();
-    if (override_ && slot_idx < static_cast<int64_t>(override_->per_layer.size())) {
-        const LayerRouting& r = override_->per_layer[static_cast<size_t>(slot_idx)];
-        if (r.k > 0) {
-            MOEBENCH_CHECK(r.num_tokens == T_ && r.k == k_, "routing override of layer {} is [{}, {}], expected [{}, {}]",
-                           L.layer, r.num_tokens, r.k, T_, k_);
-            // Staging is per layer; the previous step's copy finished (end_step synchronises) before it is rewritten.
-            std::copy(r.ids.begin(), r.ids.end(), L.ovr_ids.get());
-            std::copy(r.weights.begin(), r.weights.end(), L.ovr_weights.get());
-            MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.ids.get(), L.ovr_ids.get(), T_ * k_ * sizeof(int32_t),
-                                                cudaMemcpyHostToDevice, s()));
-            MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.weights.get(), L.ovr_weights.get(), T_ * k_ * sizeof(float),
-                                                cudaMemcpyHostToDevice, s()));
-        }
+    const bool staged = stage_override(L, slot_idx);
+    if (capturing_) L.graph_override = staged;
+    if (staged) {
+        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.ids.get(), L.ovr_ids.get(), T_ * k_ * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, s()));
+        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.weights.get(), L.ovr_weights.get(), T_ * k_ * sizeof(float),
+                                            cudaMemcpyHostToDevice, s()));
     }
 }
 
@@ -802,9 +925,10 @@ void CudaBackend::phase_permute(Layer& L) {
         MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
         L.num_rows = L.offsets_host[E];
     }
+    // Llama-4 scales the expert input by the router weight (the CPU backend does so with soft top-N too).
     kernels::launch_gather_rows(L.moe_in.get(), L.perm_slot.get(), L.weights.get(),
-                                core::route_scales_input(static_cast<int>(moe.routing)) && opt_.soft_topn == 0,
-                                x_perm_.get(), L.num_rows, k_, H_, s());
+                                core::route_scales_input(static_cast<int>(moe.routing)), x_perm_.get(), L.num_rows, k_,
+                                H_, s());
 }
 
 bool CudaBackend::use_grouped(const Layer& L) const {
@@ -842,8 +966,8 @@ void CudaBackend::phase_expert_up(Layer& L) {
 void CudaBackend::phase_activation(Layer& L) {
     const auto& moe = m_.moe;
     kernels::launch_activation(h_perm_.get(), a_perm_.get(), L.num_rows, moe.expert_intermediate_size,
-                               static_cast<int>(m_.activation), static_cast<float>(m_.swiglu_limit),
-                               moe.expert_bias ? L.b_gu.get() : nullptr, L.perm_expert.get(), s());
+                               static_cast<int>(m_.activation), act_limit(), moe.expert_bias ? L.b_gu.get() : nullptr,
+                               L.perm_expert.get(), s());
 }
 
 void CudaBackend::phase_expert_down(Layer& L) {
@@ -871,8 +995,8 @@ void CudaBackend::phase_shared(Layer& L) {
     const int64_t Is = moe.num_shared_experts * moe.shared_intermediate_size;
     if (Is <= 0) return;
     gemm_xwt(hb(), T_, 2 * Is, H_, L.moe_in.get(), H_, L.w_sgu.get(), H_, sh_h_.get(), CUDA_R_16BF, 2 * Is);
-    kernels::launch_activation(sh_h_.get(), sh_a_.get(), T_, Is, static_cast<int>(m_.activation),
-                               static_cast<float>(m_.swiglu_limit), nullptr, nullptr, s());
+    kernels::launch_activation(sh_h_.get(), sh_a_.get(), T_, Is, static_cast<int>(m_.activation), act_limit(), nullptr,
+                               nullptr, s());
     gemm_xwt(hb(), T_, H_, Is, sh_a_.get(), Is, L.w_sdown.get(), Is, sh_out_.get(), CUDA_R_16BF, H_);
     if (moe.shared_expert_gate)
         kernels::launch_row_dot(L.moe_in.get(), L.shared_gate_w.get(), shared_gate_logit_.get(), T_, H_, s());
@@ -881,27 +1005,36 @@ void CudaBackend::phase_shared(Layer& L) {
 void CudaBackend::phase_combine(Layer& L) {
     const auto& moe = m_.moe;
     const bool has_shared = moe.num_shared_experts * moe.shared_intermediate_size > 0;
-    const bool unit = core::route_scales_input(static_cast<int>(moe.routing)) && opt_.soft_topn == 0;
+    const bool unit = core::route_scales_input(static_cast<int>(moe.routing));  // weight already on the input
+    const bool post = L.post_ffn_norm.size() > 0;
     kernels::launch_combine(y_perm_.get(), L.slot_pos.get(), L.ids.get(), L.weights.get(), unit,
                             moe.expert_bias ? L.b_down.get() : nullptr, has_shared ? sh_out_.get() : nullptr,
                             (has_shared && moe.shared_expert_gate) ? shared_gate_logit_.get() : nullptr,
-                            L.moe_out.get(), hidden_.get(), T_, k_, H_, s());
+                            L.moe_out.get(), post ? nullptr : hidden_.get(), T_, k_, H_, s());
+    if (post) post_norm_add(L.post_ffn_norm, L.moe_out.get());  // Grok-1: hidden += post_norm(moe_out)
 }
 
 void CudaBackend::phase_dense(Layer& L) {
     const int64_t Id = m_.dense_intermediate_size;
     if (Id <= 0) return;
     gemm_xwt(hb(), T_, 2 * Id, H_, normed_.get(), H_, L.w_dgu.get(), H_, d_h_.get(), CUDA_R_16BF, 2 * Id);
-    kernels::launch_activation(d_h_.get(), d_a_.get(), T_, Id, static_cast<int>(m_.activation),
-                               static_cast<float>(m_.swiglu_limit), nullptr, nullptr, s());
-    gemm_xwt(hb(), T_, H_, Id, d_a_.get(), Id, L.w_ddown.get(), Id, hidden_.get(), CUDA_R_16BF, H_, 1.0f);
+    kernels::launch_activation(d_h_.get(), d_a_.get(), T_, Id, static_cast<int>(m_.activation), act_limit(), nullptr,
+                               nullptr, s());
+    if (L.post_ffn_norm.size() == 0) {
+        gemm_xwt(hb(), T_, H_, Id, d_a_.get(), Id, L.w_ddown.get(), Id, hidden_.get(), CUDA_R_16BF, H_, 1.0f);
+        return;
+    }
+    gemm_xwt(hb(), T_, H_, Id, d_a_.get(), Id, L.w_ddown.get(), Id, tmp_h_.get(), CUDA_R_16BF, H_);
+    norm_rows(tmp_h_.get(), L.post_ffn_norm, DeviceBuffer<bf16>{}, tmp_h_.get(), T_);
+    kernels::launch_add_inplace(hidden_.get(), tmp_h_.get(), T_ * H_, s());
 }
 
 void CudaBackend::phase_final_norm() {
     // Decode: every token. Prefill: the last token of each sequence (row stride seq_len * H).
     const bf16* x = hidden_.get() + (tps_ - 1) * H_;
-    kernels::launch_norm(x, tps_ * H_, final_norm_w_.get(), nullptr, final_normed_.get(), H_, head_rows_, H_, 1,
-                         static_cast<float>(m_.norm_eps), m_.norm == NormKind::layernorm, s());
+    kernels::launch_norm(x, tps_ * H_, final_norm_w_.get(), final_norm_b_.size() > 0 ? final_norm_b_.get() : nullptr,
+                         final_normed_.get(), H_, head_rows_, H_, 1, static_cast<float>(m_.norm_eps),
+                         m_.norm == NormKind::layernorm, s());
 }
 
 void CudaBackend::phase_lm_head() {
