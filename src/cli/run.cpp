@@ -6,6 +6,7 @@
 #include "common/paths.hpp"
 #include "engine/runner.hpp"
 #include "report/console_table.hpp"
+#include "report/formats.hpp"
 #include "report/report_json.hpp"
 
 #include <iostream>
@@ -16,10 +17,11 @@ namespace moebench::cli {
 namespace {
 
 struct RunFlags {
-    std::string config, model, hardware, backend, mode, routing, out, json_out, dump_tensors;
+    std::string config, model, hardware, backend, mode, routing, out, json_out, dump_tensors, format, expert_gemm;
     int64_t batch = 0, seq_len = 0, context = 0, layers = 0, soft_topn = 0, seed = 0, warmup = 0, iters = 0, threads = 0;
+    int64_t ep = 1;
     double capacity_factor = 0, min_time_s = 0, max_noise = 0;
-    bool check = false;
+    bool check = false, cuda_graph = false, cold_l2 = false, measure_ceilings = false;
 };
 
 // Applies `flag` to `field` only when the user gave it on the command line.
@@ -35,12 +37,15 @@ void add_run_command(CLI::App& app) {
     cmd->footer(
         "With no arguments, runs configs/runs/default.json. Flags override the run config's fields.\n"
         "--routing: router | uniform | balanced | zipf:S | hot:N:F | imbalance:R | domains:D:SWITCH | trace:FILE "
-        "(docs/workloads.md).\nReport schema: docs/report-schema.md.");
+        "(docs/workloads.md).\nReport schema: docs/report-schema.md.\n"
+        "--format FMT prints the report as FMT on stdout (the summary then goes to stderr); the JSON report is\n"
+        "still written to --out. --json - writes only the JSON report, to stdout.");
     auto f = std::make_shared<RunFlags>();
     auto* o_config = cmd->add_option("--config", f->config, "Run config: short name in configs/runs or a JSON file");
     auto* o_model = cmd->add_option("--model", f->model, "Model: short name, moebench model file or HF config.json");
     auto* o_backend = cmd->add_option("--backend", f->backend, "auto | cpu | cuda | sim");
-    auto* o_hardware = cmd->add_option("--hardware", f->hardware, "Hardware profile the sim backend models (configs/hardware)");
+    auto* o_hardware = cmd->add_option("--hardware", f->hardware,
+                                       "Hardware profile (configs/hardware): the ceilings of the roofline block; what sim models");
     auto* o_mode = cmd->add_option("--mode", f->mode, "decode | prefill");
     auto* o_batch = cmd->add_option("--batch", f->batch, "Sequences (decode: tokens) per step");
     auto* o_seq = cmd->add_option("--seq-len", f->seq_len, "Prefill: tokens per sequence");
@@ -58,7 +63,17 @@ void add_run_command(CLI::App& app) {
     auto* o_out = cmd->add_option("--out", f->out, "Report file (default results/run-<UTC time>.json)");
     auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
     auto* o_dump = cmd->add_option("--dump-tensors", f->dump_tensors, "Folder for moe_layer.safetensors (first MoE layer)");
-    auto* o_check = cmd->add_flag("--check", f->check, "cuda: compare against the cpu reference");
+    auto* o_check = cmd->add_flag("--check", f->check,
+                                  "Compare the first MoE block with the fp32 host reference (cuda; cpu: self-check); "
+                                  "exit 3 on mismatch");
+    auto* o_ep = cmd->add_option("--ep", f->ep, "Expert-parallel ranks (adds dispatch_a2a / combine_a2a)");
+    auto* o_gemm = cmd->add_option("--expert-gemm", f->expert_gemm, "cuda: expert GEMMs auto | grouped | loop");
+    auto* o_graph = cmd->add_flag("--cuda-graph", f->cuda_graph, "cuda: capture the step in a CUDA graph and time replays");
+    auto* o_cold = cmd->add_flag("--cold-l2", f->cold_l2, "cuda: flush L2 before each step");
+    auto* o_ceil = cmd->add_flag("--measure-ceilings", f->measure_ceilings,
+                                 "Measure memory bandwidth and GEMM rate here for the roofline floors (about a second)");
+    auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as json | csv | md | html | "
+                                                            "trace | prom");
 
     cmd->callback([=] {
         std::string config_path = o_config->count() ? resolve_config("runs", f->config, "--config")
@@ -95,9 +110,23 @@ void add_run_command(CLI::App& app) {
         }
         override_if(o_dump, cfg.dump_tensors, f->dump_tensors);
         if (o_check->count()) cfg.check = f->check;
+        override_if(o_ep, cfg.options.ep_size, f->ep);
+        override_if(o_gemm, cfg.options.expert_gemm, f->expert_gemm);
+        if (o_graph->count()) cfg.options.cuda_graph = f->cuda_graph;
+        if (o_cold->count()) cfg.options.cold_l2 = f->cold_l2;
+        if (o_ceil->count()) cfg.measure_ceilings = f->measure_ceilings;
         validate(cfg);
 
-        bool to_stdout = cfg.out == "-";
+        // Output rule: the JSON report goes to --out (a file, or stdout with '-'); --format FMT prints FMT on stdout
+        // as well. Whatever owns stdout, the terminal summary goes to stderr.
+        std::string format;
+        if (o_format->count()) {
+            format = parse_format_list(f->format, "--format", false).front();
+            if (cfg.out == "-")
+                config_error("--format", "stdout already carries the JSON report (--json - / --out -)", f->format,
+                             "drop --json - (the report is then written to --out), or drop --format");
+        }
+        bool to_stdout = cfg.out == "-" || !format.empty();
         std::ostream& term = to_stdout ? std::cerr : std::cout;
         std::string out_path = cfg.out.empty() ? default_report_path() : cfg.out;
 
@@ -105,11 +134,19 @@ void add_run_command(CLI::App& app) {
         json context = report_context(0, current_command_line("moebench run"));
         json report = make_report(context, resolved_config(cfg), {record});
         write_report(out_path, report);
+        if (!format.empty()) {
+            std::cout << render_report(report, format);
+            std::cout.flush();
+        }
 
         term << console_summary(record);
-        if (!to_stdout) term << "report: " << out_path << "\n";
+        if (out_path != "-") term << "report: " << out_path << "\n";
         if (!cfg.dump_tensors.empty()) term << "tensors: " << cfg.dump_tensors << "/moe_layer.safetensors\n";
         term.flush();
+        // A failed --check is exit 3, after the report (which records the comparison) was written.
+        if (record.contains("check") && !record["check"].value("passed", false))
+            throw CheckFailed("--check failed: " + record["check"].value("failure", std::string("mismatch")) +
+                              (out_path != "-" ? " (report: " + out_path + ")" : ""));
     });
 }
 

@@ -17,11 +17,12 @@ const std::vector<std::pair<std::string, std::string>> kFields = {
     {"mode", "--mode"},            {"batch", "--batch"},       {"seq_len", "--seq-len"},
     {"context", "--context"},      {"layers", "--layers"},     {"routing", "--routing"},
     {"seed", "--seed"},            {"capacity_factor", "--capacity-factor"},
-    {"soft_topn", "--soft-topn"},  {"threads", "--threads"},   {"ep", ""},
-    {"expert_gemm", ""},           {"cuda_graph", ""},         {"cold_l2", ""},
+    {"soft_topn", "--soft-topn"},  {"threads", "--threads"},   {"ep", "--ep"},
+    {"expert_gemm", "--expert-gemm"}, {"cuda_graph", "--cuda-graph"}, {"cold_l2", "--cold-l2"},
     {"warmup", "--warmup"},        {"iters", "--iters"},       {"min_time_s", "--min-time"},
     {"max_noise", "--max-noise"},  {"max_iters", ""},          {"include_lm_head", ""},
     {"out", "--out"},              {"dump_tensors", "--dump-tensors"}, {"check", "--check"},
+    {"measure_ceilings", "--measure-ceilings"},
 };
 
 std::string label(const std::string& path, const std::string& key) {
@@ -80,6 +81,7 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
     c.out = r.opt_string("out", c.out);
     c.dump_tensors = r.opt_string("dump_tensors", c.dump_tensors);
     c.check = r.opt_bool("check", c.check);
+    c.measure_ceilings = r.opt_bool("measure_ceilings", c.measure_ceilings);
     return c;
 }
 
@@ -109,7 +111,8 @@ json run_config_to_json(const RunConfig& c) {
                 {"include_lm_head", c.include_lm_head},
                 {"out", c.out},
                 {"dump_tensors", c.dump_tensors},
-                {"check", c.check}};
+                {"check", c.check},
+                {"measure_ceilings", c.measure_ceilings}};
 }
 
 void validate(const RunConfig& c) {
@@ -140,10 +143,19 @@ void validate(const RunConfig& c) {
     static const std::set<std::string> gemms = {"auto", "grouped", "loop"};
     if (!gemms.count(c.options.expert_gemm))
         config_error(label("", "expert_gemm"), "unknown expert GEMM strategy", c.options.expert_gemm, "use auto, grouped or loop");
+    for (const char* key : {"cuda_graph", "cold_l2"}) {
+        const bool on = std::string(key) == "cuda_graph" ? c.options.cuda_graph : c.options.cold_l2;
+        if (on && (c.backend == "cpu" || c.backend == "sim"))
+            config_error(label("", key), "is a cuda backend option", "backend " + c.backend,
+                         "drop it, or use --backend cuda");
+    }
+    if (c.options.expert_gemm != "auto" && (c.backend == "cpu" || c.backend == "sim"))
+        config_error(label("", "expert_gemm"), "chooses between cuBLAS expert GEMM variants, so it needs the cuda backend",
+                     c.options.expert_gemm + " with backend " + c.backend, "use auto, or --backend cuda");
     if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
-    if (c.check && c.backend == "cpu")
-        config_error("--check", "compares the cuda backend against the cpu reference, so it needs the cuda backend",
-                     "backend cpu", "drop --check, or use --backend cuda on a machine with an NVIDIA GPU");
+    if (c.check && c.backend == "sim")
+        config_error(label("", "check"), "compares computed tensors against the fp32 reference; the sim backend computes none",
+                     "backend sim", "use --check with --backend cuda (or cpu, a self-check of the reference path)");
 }
 
 }  // namespace moebench

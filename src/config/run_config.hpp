@@ -26,7 +26,8 @@ struct RunConfig {
     bool include_lm_head = true;          // embed/final_norm/lm_head run once per step
     std::string out;                      // report path ("" = results/run-<time>.json, "-" = stdout)
     std::string dump_tensors;             // folder for moe_layer.safetensors ("" = off)
-    bool check = false;                   // cuda: compare against the cpu backend
+    bool check = false;                   // compare the first MoE block against the fp32 host reference (cuda, cpu)
+    bool measure_ceilings = false;        // measure this machine's bandwidth and GEMM rate for the roofline block
 };
 
 /// Parses a run config object; `path` prefixes field names in errors.

@@ -8,7 +8,12 @@
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
 #include "engine/backend.hpp"
+#include "engine/check.hpp"
 #include "engine/engine.hpp"
+#include "backends/sim/sim_backend.hpp"
+#include "config/hardware.hpp"
+#include "metrics/ceilings.hpp"
+#include "model/phase_work.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/routing_stats.hpp"
 #include "metrics/timing_stats.hpp"
@@ -21,6 +26,10 @@
 #include <iostream>
 #include <map>
 #include <optional>
+
+#if MOEBENCH_HAS_CUDA
+#include "backends/cuda/device_info.hpp"
+#endif
 
 #ifndef MOEBENCH_BUILD_TYPE
 #define MOEBENCH_BUILD_TYPE "unknown"
@@ -117,6 +126,214 @@ void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelC
     write_safetensors((std::filesystem::path(dir) / "moe_layer.safetensors").string(), file);
 }
 
+
+// ---- roofline: counted work per phase against ceilings (docs/report-schema.md, "roofline") ----
+
+// The two rates a floor is computed against, and where they came from.
+struct RooflineCeilings {
+    double peak_flops_per_s = 0;      // 0 = unknown
+    double mem_bw_bytes_per_s = 0;    // 0 = unknown
+    std::string source;               // "hardware profile <name>" | "measured on this machine" | ""
+    std::string note;                 // why they are missing, or what was measured
+    json detail = json::object();
+};
+
+// Measures this machine's ceilings for the backend about to run (before its weights are allocated).
+RooflineCeilings measure_ceilings(const std::string& backend_name, const Backend& backend, const RunConfig& cfg) {
+    RooflineCeilings c;
+    c.source = "measured on this machine";
+    if (backend_name == "cpu") {
+        ReadBuffer buf(0, cfg.options.num_threads);
+        Ceiling bw = measure_read_bandwidth(buf, 5);
+        Ceiling gemm = measure_sgemm_rate(2048, cfg.options.num_threads, 3);
+        c.mem_bw_bytes_per_s = bw.value;
+        c.peak_flops_per_s = gemm.value;
+        c.detail = {{"mem_bw", {{"value", bw.value}, {"unit", bw.unit}, {"method", bw.method}}},
+                    {"peak_flops", {{"value", gemm.value}, {"unit", gemm.unit}, {"method", gemm.method}}}};
+        c.note = "cpu: streaming read bandwidth and OpenBLAS sgemm rate (fp32), measured before the run";
+        return c;
+    }
+#if MOEBENCH_HAS_CUDA
+    if (backend_name == "cuda") {
+        json info = backend.describe();
+        int index = info.value("device_index", 0);
+        json m = measure_device_ceilings(index);
+        c.mem_bw_bytes_per_s = m.value("read_bw_bytes_per_s", 0.0);
+        c.peak_flops_per_s = m.value("bf16_gemm_flops", 0.0);
+        c.detail = m;
+        c.note = "cuda: device read bandwidth (own kernel) and cuBLAS bf16 GEMM rate, measured before the run";
+        return c;
+    }
+#else
+    (void)backend;
+#endif
+    c.source.clear();
+    c.note = "--measure-ceilings: nothing to measure for backend " + backend_name;
+    return c;
+}
+
+// Ceilings from a hardware profile: fp32 peak for the cpu backend (it computes in fp32), bf16 otherwise.
+RooflineCeilings profile_ceilings(const std::string& profile, const std::string& backend_name) {
+    HardwareProfile hw;
+    try {
+        hw = load_hardware(profile);
+    } catch (const ConfigError& e) {
+        std::string what = e.what();
+        if (what.find("--hardware") != std::string::npos) throw;
+        throw ConfigError("hardware (--hardware): " + what);
+    }
+    RooflineCeilings c;
+    c.peak_flops_per_s = backend_name == "cpu" ? hw.fp32_flops : hw.bf16_flops;
+    c.mem_bw_bytes_per_s = hw.memory_bw_bytes_per_s;
+    c.source = "hardware profile " + hw.name;
+    c.note = fmt::format("{} datasheet: {} peak and memory bandwidth", hw.display_name.empty() ? hw.name : hw.display_name,
+                         backend_name == "cpu" ? "fp32" : "bf16");
+    return c;
+}
+
+json rate_or_null(double v) { return v > 0 ? json(v) : json(nullptr); }
+
+// Per-phase counted work (phase_work), summed over the layers run, with the MoE layers' work taken at each
+// measured step's actual tokens per expert and averaged over the steps; achieved rates from the phase means.
+json roofline_block(const ModelConfig& model, const RunConfig& cfg, const std::string& backend_name,
+                    const json& backend_info, const std::string& times_source, const std::vector<PhaseEntry>& plan,
+                    const std::vector<StepTimes>& steps, const std::vector<MoeAccum>& moe,
+                    const std::map<Phase, TimingStats>& phase_stats, const RooflineCeilings& ceil) {
+    // Element sizes and the MLA form of the backend that ran.
+    double elem_bytes = 2;
+    MlaForm form = MlaForm::absorbed;
+    std::string precision = "bf16 weights and activations (cuda)";
+    if (backend_name == "cpu") {
+        elem_bytes = 4;
+        form = MlaForm::expanded_cache;
+        precision = "fp32 weights and activations (cpu)";
+    } else if (backend_name == "sim") {
+        elem_bytes = backend_info.value("dtype", std::string("bf16")) == "fp32" ? 4 : 2;
+        std::string f = backend_info.value("mla_form", std::string("latent_expand"));
+        form = f == "absorbed" ? MlaForm::absorbed : f == "expanded_cache" ? MlaForm::expanded_cache : MlaForm::latent_expand;
+        precision = backend_info.value("dtype", std::string("bf16")) + " (sim)";
+    }
+    PhaseWorkOptions wopt;
+    wopt.mla_form = form;
+    const int64_t T = cfg.shape.num_tokens(), E = model.moe.num_experts;
+    const int64_t num_steps = static_cast<int64_t>(steps.size());
+
+    std::map<Phase, PhaseWork> per_phase;
+    PhaseWork block;
+    double block_measured_us = 0;
+    std::vector<std::string> block_phases;
+    for (size_t p = 0; p < plan.size(); ++p) {
+        const PhaseEntry& e = plan[p];
+        const PhaseGroup g = phase_group(e.phase);
+        const bool in_block = g == PhaseGroup::router || g == PhaseGroup::dispatch || g == PhaseGroup::experts ||
+                              g == PhaseGroup::combine;
+        const MoeAccum* acc = nullptr;
+        for (const MoeAccum& a : moe)
+            if (a.slot == e.slot) acc = &a;
+        PhaseWork w;
+        if (acc && in_block && acc->k > 0 && E > 0) {
+            // Average over the measured steps of the work at that step's tokens per expert.
+            const int64_t k = acc->k;
+            std::vector<int64_t> tpe(static_cast<size_t>(E));
+            for (int64_t i = 0; i < num_steps; ++i) {
+                std::fill(tpe.begin(), tpe.end(), 0);
+                for (int64_t a = i * T * k; a < (i + 1) * T * k && a < static_cast<int64_t>(acc->ids.size()); ++a)
+                    if (acc->ids[a] >= 0 && acc->ids[a] < E) ++tpe[static_cast<size_t>(acc->ids[a])];
+                PhaseWork wi = phase_work(model, e.phase, e.layer, cfg.shape, tpe, elem_bytes, elem_bytes,
+                                          cfg.options.ep_size, wopt);
+                w.flops += wi.flops / num_steps;
+                w.weight_bytes += wi.weight_bytes / num_steps;
+                w.activation_bytes += wi.activation_bytes / num_steps;
+            }
+        } else {
+            w = phase_work(model, e.phase, e.layer, cfg.shape, {}, elem_bytes, elem_bytes, cfg.options.ep_size, wopt);
+        }
+        PhaseWork& sum = per_phase[e.phase];
+        sum.flops += w.flops;
+        sum.weight_bytes += w.weight_bytes;
+        sum.activation_bytes += w.activation_bytes;
+        if (acc && in_block) {
+            block.flops += w.flops;
+            block.weight_bytes += w.weight_bytes;
+            block.activation_bytes += w.activation_bytes;
+            double mean = 0;
+            for (int64_t i = 0; i < num_steps; ++i) mean += steps[static_cast<size_t>(i)].phase_us[p];
+            block_measured_us += num_steps > 0 ? mean / num_steps : 0.0;
+            std::string name(phase_name(e.phase));
+            if (std::find(block_phases.begin(), block_phases.end(), name) == block_phases.end())
+                block_phases.push_back(name);
+        }
+    }
+
+    const double peak = ceil.peak_flops_per_s, bw = ceil.mem_bw_bytes_per_s;
+    const bool have_ceilings = peak > 0 && bw > 0;
+    json phases = json::object();
+    for (const auto& [ph, w] : per_phase) {
+        auto it = phase_stats.find(ph);
+        const double us = it == phase_stats.end() ? 0.0 : it->second.mean_us;
+        json j = {{"flops", w.flops},
+                  {"bytes", w.bytes()},
+                  {"weight_bytes", w.weight_bytes},
+                  {"activation_bytes", w.activation_bytes},
+                  {"arithmetic_intensity", w.bytes() > 0 ? json(w.flops / w.bytes()) : json(nullptr)},
+                  {"mean_us", us},
+                  {"achieved_tflops", us > 0 ? json(w.flops / (us * 1e-6) / 1e12) : json(nullptr)},
+                  {"achieved_gbps", us > 0 ? json(w.bytes() / (us * 1e-6) / 1e9) : json(nullptr)}};
+        if (have_ceilings) {
+            Floor f = physical_floor(w.bytes(), w.flops, bw, peak);
+            j["floor_us"] = f.floor_us;
+            j["bound"] = f.bound;
+            j["fraction_of_floor"] = us > 0 ? json(f.floor_us / us) : json(nullptr);
+            j["fraction_of_peak_flops"] = us > 0 ? json(w.flops / (us * 1e-6) / peak) : json(nullptr);
+            j["fraction_of_mem_bw"] = us > 0 ? json(w.bytes() / (us * 1e-6) / bw) : json(nullptr);
+        } else {
+            j["floor_us"] = nullptr;
+            j["fraction_of_floor"] = nullptr;
+        }
+        phases[std::string(phase_name(ph))] = j;
+    }
+    json r = {{"source", "counted"},
+              {"times_source", times_source},
+              {"precision", precision},
+              {"weight_elem_bytes", elem_bytes},
+              {"act_elem_bytes", elem_bytes},
+              {"mla_form", to_string(form)},
+              {"basis", "model/phase_work.hpp: FLOPs (2 per multiply-add) and bytes (weights touched once per step + "
+                        "activations) per phase, summed over the layers run; MoE phases at each measured step's "
+                        "tokens per expert, averaged over the steps"},
+              {"peak_flops_per_s", rate_or_null(peak)},
+              {"mem_bw_bytes_per_s", rate_or_null(bw)},
+              {"ceiling_source", ceil.source.empty() ? json(nullptr) : json(ceil.source)},
+              {"phases", phases}};
+    if (!ceil.note.empty()) r["ceiling_note"] = ceil.note;
+    if (!ceil.detail.empty()) r["ceiling_detail"] = ceil.detail;
+    if (!have_ceilings)
+        r["floor_unavailable"] = "no ceilings: give --hardware PROFILE (datasheet) or --measure-ceilings (cpu, cuda)";
+    if (!block_phases.empty()) {
+        json b = {{"phases", block_phases},
+                  {"layers", static_cast<int64_t>(moe.size())},
+                  {"flops", block.flops},
+                  {"bytes", block.bytes()},
+                  {"weight_bytes", block.weight_bytes},
+                  {"measured_us", block_measured_us},
+                  {"basis", "the MoE-layer phases of the router, dispatch, experts and combine groups, per step, "
+                            "all MoE layers run; floor = max(bytes / bandwidth, FLOPs / peak) of their summed work"}};
+        if (have_ceilings) {
+            Floor f = physical_floor(block.bytes(), block.flops, bw, peak);
+            b["floor_us"] = f.floor_us;
+            b["memory_floor_us"] = f.memory_us;
+            b["compute_floor_us"] = f.compute_us;
+            b["bound"] = f.bound;
+            b["ratio_to_floor"] = f.floor_us > 0 ? json(block_measured_us / f.floor_us) : json(nullptr);
+        } else {
+            b["floor_us"] = nullptr;
+            b["ratio_to_floor"] = nullptr;
+        }
+        r["moe_block"] = b;
+    }
+    return r;
+}
+
 }  // namespace
 
 json run_point(const RunConfig& cfg) {
@@ -137,12 +354,15 @@ json run_point(const RunConfig& cfg) {
         std::none_of(layers.begin(), layers.end(), [&](int64_t l) { return layer_is_moe(model, l); }))
         config_error("dump_tensors (--dump-tensors)", "no MoE layer among the layers run",
                      fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
+    if (cfg.check && std::none_of(layers.begin(), layers.end(), [&](int64_t l) { return layer_is_moe(model, l); }))
+        config_error("check (--check)", "no MoE layer among the layers run, so there is no MoE block to check",
+                     fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
     const int64_t num_experts = model.moe.num_experts;
     if (cfg.options.soft_topn > 0 && cfg.options.soft_topn > num_experts)
         config_error("soft_topn (--soft-topn)", fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
                      std::to_string(cfg.options.soft_topn), fmt::format("use 1..{} (0 = the family's top-k)", num_experts));
     if (cfg.options.ep_size > 1 && num_experts > 0 && num_experts % cfg.options.ep_size != 0)
-        config_error("ep", fmt::format("does not divide the {} experts of model {}", num_experts, model.name),
+        config_error("ep (--ep)", fmt::format("does not divide the {} experts of model {}", num_experts, model.name),
                      std::to_string(cfg.options.ep_size), "use an expert-parallel size that divides the expert count");
 
     // The workload before the backend, so that a bad --routing fails before any allocation.
@@ -160,17 +380,38 @@ json run_point(const RunConfig& cfg) {
         throw;
     }
     if (!why.empty()) std::cerr << why << "\n";
-    if (cfg.check && backend->name() != "cuda")
-        config_error("--check", "compares the cuda backend against the cpu reference, so it needs the cuda backend",
-                     "backend " + backend->name(), "drop --check, or use --backend cuda on a machine with an NVIDIA GPU");
-    if (cfg.check)
-        throw UnsupportedError("--check: the comparison against the cpu reference is not available in this build; "
-                               "run without --check");
+    if (cfg.check && backend->name() == "sim")
+        config_error("--check", "compares computed tensors against the fp32 reference; the sim backend computes none",
+                     "backend sim", "use --check with --backend cuda (or cpu, a self-check of the reference path)");
 
     if (cfg.options.ep_size > 1 && backend->name() == "cpu")
-        config_error("ep", "the cpu backend runs in one process, so there is no all-to-all to time",
+        config_error("ep (--ep)", "the cpu backend runs in one process, so there is no all-to-all to time",
                      std::to_string(cfg.options.ep_size),
                      "use ep 1 on the cpu backend (expert parallelism needs the cuda backend)");
+    if (backend->name() != "cuda") {
+        if (cfg.options.cuda_graph)
+            config_error("cuda_graph (--cuda-graph)", "is a cuda backend option", "backend " + backend->name(),
+                         "drop --cuda-graph, or run on the cuda backend");
+        if (cfg.options.cold_l2)
+            config_error("cold_l2 (--cold-l2)", "is a cuda backend option", "backend " + backend->name(),
+                         "drop --cold-l2, or run on the cuda backend");
+        if (cfg.options.expert_gemm != "auto")
+            config_error("expert_gemm (--expert-gemm)", "chooses a cuBLAS expert GEMM variant, so it needs the cuda backend",
+                         cfg.options.expert_gemm + " with backend " + backend->name(), "use auto, or --backend cuda");
+    }
+    if (cfg.measure_ceilings && backend->name() == "sim")
+        config_error("measure_ceilings (--measure-ceilings)", "measures this machine; the sim backend models a profile",
+                     "backend sim", "drop --measure-ceilings (sim uses --hardware), or use --backend cpu or cuda");
+
+    // Ceilings for the roofline block: measured here before the weights take the memory, else a hardware profile.
+    RooflineCeilings ceilings;
+    if (cfg.measure_ceilings) {
+        ceilings = measure_ceilings(backend->name(), *backend, cfg);
+    } else if (!cfg.hardware.empty() || backend->name() == "sim") {
+        ceilings = profile_ceilings(cfg.hardware.empty() ? std::string(kSimDefaultHardware) : cfg.hardware,
+                                    backend->name());
+    }
+
     backend->prepare(model, layers, cfg.shape, cfg.options);
     const std::vector<PhaseEntry> plan = step_plan(model, layers, cfg.options.ep_size, cfg.include_lm_head);
     const int64_t T = cfg.shape.num_tokens();
@@ -224,6 +465,21 @@ json run_point(const RunConfig& cfg) {
         if (stop.done(wall_us)) break;
     }
     const int64_t num_steps = static_cast<int64_t>(steps.size());
+
+    // --check: the first MoE layer of the last measured step against the fp32 host reference (engine/check.hpp).
+    json check_block;
+    if (cfg.check && !moe.empty()) {
+        const int64_t slot = moe.front().slot;
+        const LayerRouting* imposed = nullptr;
+        if (routing && slot < static_cast<int64_t>(routing->per_layer.size()) &&
+            routing->per_layer[static_cast<size_t>(slot)].k > 0)
+            imposed = &routing->per_layer[static_cast<size_t>(slot)];
+        CheckResult cr = check_moe_block(model, cfg.options, backend->moe_block_tensors(slot), imposed,
+                                         check_options_for(backend->name()));
+        cr.layer = moe.front().layer;
+        check_block = to_json(cr);
+        check_block["step"] = "last measured step";
+    }
 
     // ---- latency: per phase (summed over the layers run, per step), per layer, whole step ----
     const std::string source = backend->timing_source();
@@ -425,6 +681,13 @@ json run_point(const RunConfig& cfg) {
                                               ? "stream order (step after step, batch row after row), one sequence"
                                               : "consecutive tokens of each prefill sequence"},
                          {"per_layer", routing_layers}};
+    if (!check_block.is_null()) record["check"] = check_block;
+    try {
+        record["roofline"] = roofline_block(model, cfg, backend->name(), record["backend_info"], source, plan, steps, moe,
+                                            phase_stats, ceilings);
+    } catch (const Error& e) {
+        record["roofline"] = {{"source", "counted"}, {"unavailable", e.what()}};
+    }
     return record;
 }
 

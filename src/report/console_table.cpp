@@ -69,6 +69,17 @@ std::string console_summary(const json& run) {
         s += fmt::format("whole model: not extrapolated ({})\n", str(whole, "unavailable"));
     }
 
+    // Roofline: the MoE block (all MoE layers run) against its floor, when the ceilings are known.
+    const json& roof = run.value("roofline", json::object());
+    const json& block = roof.value("moe_block", json::object());
+    if (block.contains("ratio_to_floor") && block.at("ratio_to_floor").is_number()) {
+        s += fmt::format("MoE block: {:.1f} us measured, floor {:.1f} us ({}-bound, {}) -> {:.2f}x the floor\n",
+                         num(block, "measured_us"), num(block, "floor_us"), str(block, "bound", "?"),
+                         str(roof, "ceiling_source", "?"), num(block, "ratio_to_floor"));
+    } else if (!block.empty()) {
+        s += "MoE block floor: not available (no ceilings: use --hardware PROFILE or --measure-ceilings)\n";
+    }
+
     const json& load = run.value("expert_load", json::object());
     if (load.contains("per_layer") && !load.at("per_layer").empty()) {
         s += "expert load max/mean:";
@@ -77,6 +88,14 @@ std::string console_summary(const json& run) {
             if (num(l, "dropped") > 0) s += fmt::format(" ({} dropped)", num(l, "dropped"));
         }
         s += "\n";
+    }
+    if (run.contains("check") && run.at("check").is_object()) {
+        const json& c = run.at("check");
+        s += fmt::format("check (layer {}, {} tokens): {}  rel L2 {:.3g} (tolerance {:.0e}), ids mismatched {}, "
+                         "near-ties {}\n",
+                         num(c, "layer"), num(c, "tokens"), c.value("passed", false) ? "PASSED" : "FAILED",
+                         num(c, "rel_l2_error", -1), num(c, "tolerance"), num(c, "ids_mismatched"),
+                         num(c, "ids_near_tie"));
     }
     return s;
 }

@@ -59,8 +59,31 @@ TEST_CASE("run: --backend sim is either not built (exit 2 saying so) or labelled
     }
 }
 
-TEST_CASE("run: --check needs the cuda backend", "[run_cli]") {
-    expect_exit2("--backend cpu --check", {"--check", "cuda"});
+TEST_CASE("run: --check on the cpu backend self-checks the reference path; sim has nothing to check", "[run_cli]") {
+    auto r = run_cli("run --model " + kTiny + " --backend cpu --check --json - --warmup 0 --iters 1 --batch 4 --layers 1");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    auto rep = nlohmann::json::parse(r.out);
+    const auto& c = rep["runs"][0]["check"];
+    CHECK(c["source"] == "measured");
+    CHECK(c["passed"] == true);
+    CHECK(c["layer"] == 0);
+    CHECK(c["tokens"] == 4);
+    CHECK(c["ids_mismatched"] == 0);
+    CHECK(c["tolerance"].get<double>() == Approx(1e-4));
+    CHECK(c["rel_l2_error"].get<double>() < 1e-4);
+    CHECK(r.err.find("check (layer 0") != std::string::npos);
+    expect_exit2("--backend sim --check", {"--check", "sim"});
+}
+
+TEST_CASE("run: cuda run flags are validated and name the flag", "[run_cli]") {
+    expect_exit2("--backend cpu --ep 0", {"--ep", "0"});
+    expect_exit2("--backend cpu --ep 2", {"--ep", "2"});
+    expect_exit2("--backend cpu --expert-gemm fast", {"--expert-gemm", "fast"});
+    expect_exit2("--backend cpu --expert-gemm grouped", {"--expert-gemm", "cuda"});
+    expect_exit2("--backend cpu --cuda-graph", {"--cuda-graph", "cuda"});
+    expect_exit2("--backend cpu --cold-l2", {"--cold-l2", "cuda"});
+    expect_exit2("--backend cpu --hardware no-such-gpu", {"--hardware", "no-such-gpu"});
 }
 
 TEST_CASE("run: a run config with an unknown field or a missing file", "[run_cli]") {

@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: Apache-2.0
+// The --check reference: one MoE block recomputed in fp32 (OpenBLAS GEMMs per expert, routing from moe_core) from
+// the tensors a backend dumped, and the comparison of outputs and expert ids (near-ties excused and counted).
+#include "engine/check.hpp"
+
+#include "common/error.hpp"
+#include "kernels/moe_core.cuh"
+
+#include <cblas.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace moebench {
+
+namespace {
+
+const NamedTensor* find_tensor(const std::vector<NamedTensor>& all, const std::string& name) {
+    for (const NamedTensor& t : all)
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+// A read-only view of an F32 tensor's bytes (no copy: expert weights of a large model are tens of GB on the host).
+struct F32View {
+    const float* p = nullptr;
+    int64_t n = 0;
+    bool empty() const { return p == nullptr; }
+    const float* data() const { return p; }
+    const float& operator[](int64_t i) const { return p[i]; }
+};
+
+// The tensor `name` checked against `shape`; an empty view when absent and not required.
+F32View get_f32(const std::vector<NamedTensor>& all, const std::string& name, const std::vector<int64_t>& shape,
+                bool required) {
+    const NamedTensor* t = find_tensor(all, name);
+    if (!t) {
+        MOEBENCH_CHECK(!required, "--check: the backend's MoE block has no tensor '{}'", name);
+        return {};
+    }
+    MOEBENCH_CHECK(t->shape == shape, "--check: tensor '{}' has shape [{}], expected [{}]", name,
+                   fmt::join(t->shape, ","), fmt::join(shape, ","));
+    MOEBENCH_CHECK(t->dtype == "F32" && static_cast<int64_t>(t->data.size()) == t->numel() * 4,
+                   "--check: tensor '{}' is {} with {} bytes, expected F32", name, t->dtype, t->data.size());
+    // std::vector storage is aligned for any fundamental type, so the bytes can be read as floats in place.
+    return F32View{reinterpret_cast<const float*>(t->data.data()), t->numel()};
+}
+
+// out[m, n] = x[m, k] . w[n, k]^T
+void gemm_xwt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* out) {
+    if (m == 0 || n == 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                1.0f, x, static_cast<int>(k), w, static_cast<int>(k), 0.0f, out, static_cast<int>(n));
+}
+
+bool near(double a, double b, double eps) {
+    return std::fabs(a - b) <= eps * std::max({1.0, std::fabs(a), std::fabs(b)});
+}
+
+// Scores `vals` (with `keep` mask, may be null): true when the k-th best and the (k+1)-th best tie within eps.
+bool kth_tie(const std::vector<float>& vals, const std::vector<unsigned char>* keep, int k, double eps) {
+    std::vector<float> v;
+    for (size_t i = 0; i < vals.size(); ++i)
+        if (!keep || (*keep)[i]) v.push_back(vals[i]);
+    if (k <= 0 || static_cast<int>(v.size()) <= k) return false;
+    std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<float>());
+    const float kth = v[static_cast<size_t>(k - 1)];
+    const float next = *std::max_element(v.begin() + k, v.end());
+    return near(kth, next, eps);
+}
+
+// Near-tie of one token's selection in the family's selection domain (see CheckOptions::tie_epsilon).
+bool selection_near_tie(const core::RouteParams& p, int64_t soft_topn, const float* logits, const float* corr,
+                        double eps) {
+    const int E = p.num_experts, G = std::max(1, p.num_groups), gs = E / G;
+    std::vector<float> l(logits, logits + E);
+    if (soft_topn > 0) return kth_tie(l, nullptr, static_cast<int>(soft_topn), eps);
+    const bool grouped = G > 1 && p.topk_groups < G;
+    if (p.kind == core::kRouteSigmoidGroupTopk) {
+        std::vector<float> choice(static_cast<size_t>(E));
+        for (int e = 0; e < E; ++e) choice[e] = core::sigmoidf_(l[e]) + (corr ? corr[e] : 0.0f);
+        std::vector<unsigned char> keep(static_cast<size_t>(E), 1);
+        if (grouped) {
+            std::vector<float> gscore(static_cast<size_t>(G));
+            for (int g = 0; g < G; ++g) {
+                std::vector<float> grp(choice.begin() + g * gs, choice.begin() + (g + 1) * gs);
+                std::sort(grp.begin(), grp.end(), std::greater<float>());
+                gscore[g] = grp.size() >= 2 ? grp[0] + grp[1] : grp[0];
+            }
+            if (kth_tie(gscore, nullptr, p.topk_groups, eps)) return true;
+            std::vector<float> best(static_cast<size_t>(p.topk_groups));
+            std::vector<int> ids(static_cast<size_t>(p.topk_groups));
+            core::topk_row(gscore.data(), G, p.topk_groups, nullptr, best.data(), ids.data());
+            for (int g = 0; g < G; ++g) {
+                const bool chosen = std::find(ids.begin(), ids.end(), g) != ids.end();
+                for (int i = 0; i < gs; ++i) keep[g * gs + i] = chosen;
+            }
+        }
+        return kth_tie(choice, &keep, p.top_k, eps);
+    }
+    if (p.kind == core::kRouteSoftmaxGroupGreedy && grouped) {
+        // Group score = max probability of the group = softmax of the group's max logit: compare max logits.
+        std::vector<float> gscore(static_cast<size_t>(G));
+        for (int g = 0; g < G; ++g) gscore[g] = *std::max_element(l.begin() + g * gs, l.begin() + (g + 1) * gs);
+        if (kth_tie(gscore, nullptr, p.topk_groups, eps)) return true;
+        std::vector<float> best(static_cast<size_t>(p.topk_groups));
+        std::vector<int> ids(static_cast<size_t>(p.topk_groups));
+        core::topk_row(gscore.data(), G, p.topk_groups, nullptr, best.data(), ids.data());
+        std::vector<unsigned char> keep(static_cast<size_t>(E), 0);
+        for (int g : ids)
+            for (int i = 0; i < gs; ++i) keep[g * gs + i] = 1;
+        return kth_tie(l, &keep, p.top_k, eps);
+    }
+    // softmax_topk, topk_softmax, topk_sigmoid: the order of the logits is the order of the selection scores.
+    return kth_tie(l, nullptr, p.top_k, eps);
+}
+
+}  // namespace
+
+CheckOptions check_options_for(const std::string& backend) {
+    CheckOptions o;
+    if (backend == "cpu") {
+        o.tolerance = 1e-4;
+        o.tie_epsilon = 1e-5;
+    }
+    return o;
+}
+
+CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& tensors,
+                            const LayerRouting* override_routing, const CheckOptions& o) {
+    CheckResult res;
+    res.tolerance = o.tolerance;
+    res.tie_epsilon = o.tie_epsilon;
+    const NamedTensor* in_t = find_tensor(tensors, "moe_in");
+    MOEBENCH_CHECK(in_t && in_t->shape.size() == 2, "--check: the backend's MoE block has no [T, H] tensor 'moe_in'");
+    const int64_t T = in_t->shape[0], H = in_t->shape[1];
+    const int64_t E = m.moe.num_experts, I = m.moe.expert_intermediate_size;
+    const int64_t SI = m.moe.num_shared_experts * m.moe.shared_intermediate_size;
+    MOEBENCH_CHECK(H == m.hidden_size, "--check: moe_in has hidden size {}, the model {}", H, m.hidden_size);
+    const NamedTensor* ids_t = find_tensor(tensors, "topk_ids");
+    MOEBENCH_CHECK(ids_t && ids_t->shape.size() == 2 && ids_t->shape[0] == T,
+                   "--check: the backend's MoE block has no [T, k] tensor 'topk_ids'");
+    const int64_t kb = ids_t->shape[1];
+    res.tokens = T;
+
+    const F32View x = get_f32(tensors, "moe_in", {T, H}, true);
+    const F32View router_w = get_f32(tensors, "router_weight", {E, H}, true);
+    const F32View router_b = get_f32(tensors, "router_bias", {E}, false);
+    const F32View corr = get_f32(tensors, "e_score_correction_bias", {E}, false);
+    const F32View w_gate = get_f32(tensors, "w_gate", {E, I, H}, true);
+    const F32View w_up = get_f32(tensors, "w_up", {E, I, H}, true);
+    const F32View w_down = get_f32(tensors, "w_down", {E, H, I}, true);
+    const F32View b_gate = get_f32(tensors, "b_gate", {E, I}, false);
+    const F32View b_up = get_f32(tensors, "b_up", {E, I}, false);
+    const F32View b_down = get_f32(tensors, "b_down", {E, H}, false);
+    const std::vector<int32_t> ids_b = ids_t->as_i32();
+    const F32View wts_b = get_f32(tensors, "topk_weights", {T, kb}, true);
+    const F32View out_b = get_f32(tensors, "moe_out", {T, H}, true);
+
+    // 1. Router logits in fp32 from the block's input.
+    std::vector<float> logits(static_cast<size_t>(T * E));
+    gemm_xwt(T, E, H, x.data(), router_w.data(), logits.data());
+    if (!router_b.empty())
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t e = 0; e < E; ++e) logits[t * E + e] += router_b[e];
+
+    // 2. The reference selection before capacity: the family's routing, soft top-N, or the workload's.
+    core::RouteParams rp;
+    rp.kind = static_cast<int>(m.moe.routing);
+    rp.num_experts = static_cast<int>(E);
+    rp.top_k = static_cast<int>(m.moe.top_k);
+    rp.norm_topk_prob = m.moe.norm_topk_prob ? 1 : 0;
+    rp.routed_scaling_factor = static_cast<float>(m.moe.routed_scaling_factor);
+    rp.num_groups = static_cast<int>(std::max<int64_t>(1, m.moe.num_groups));
+    rp.topk_groups = static_cast<int>(std::max<int64_t>(1, m.moe.topk_groups));
+    const bool overridden = override_routing && override_routing->k > 0;
+    int64_t k = overridden ? override_routing->k : (opt.soft_topn > 0 ? opt.soft_topn : m.moe.top_k);
+    res.k = k;
+    res.routing_from = overridden ? "the workload's routing of the step (as imposed on the backend)"
+                       : opt.soft_topn > 0 ? "soft top-N (moe_core soft_topn_row) on fp32 router logits"
+                                           : "the family's routing (moe_core route_row) on fp32 router logits";
+    if (kb != k) {
+        res.ids_mismatched = T;
+        res.failure = fmt::format("the backend selected k = {} experts per token, the reference {}", kb, k);
+        return res;
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(T * k));
+    std::vector<float> wts(static_cast<size_t>(T * k));
+    if (overridden) {
+        MOEBENCH_CHECK(override_routing->num_tokens == T && static_cast<int64_t>(override_routing->ids.size()) == T * k,
+                       "--check: the workload's routing has {} tokens, the block {}", override_routing->num_tokens, T);
+        std::copy(override_routing->ids.begin(), override_routing->ids.end(), ids.begin());
+        if (static_cast<int64_t>(override_routing->weights.size()) == T * k)
+            std::copy(override_routing->weights.begin(), override_routing->weights.end(), wts.begin());
+        else
+            std::fill(wts.begin(), wts.end(), 1.0f / static_cast<float>(k));  // as both backends do
+    } else {
+        std::vector<float> scratch(static_cast<size_t>(core::route_scratch_floats(rp.num_experts, rp.num_groups)));
+        std::vector<int> row(static_cast<size_t>(k));
+        for (int64_t t = 0; t < T; ++t) {
+            if (opt.soft_topn > 0)
+                core::soft_topn_row(&logits[t * E], rp.num_experts, static_cast<int>(k), scratch.data(), row.data(),
+                                    &wts[t * k]);
+            else
+                core::route_row(rp, &logits[t * E], corr.empty() ? nullptr : corr.data(), scratch.data(), row.data(),
+                                &wts[t * k]);
+            for (int64_t j = 0; j < k; ++j) ids[t * k + j] = row[static_cast<size_t>(j)];
+        }
+    }
+
+    // 3. Near-ties: where the backend chose an expert the reference did not and the scores tie, take the
+    //    backend's row (its ids after capacity: -1 stays -1), so that the drops that follow agree.
+    std::vector<unsigned char> near_tie(static_cast<size_t>(T), 0);
+    for (int64_t t = 0; t < T; ++t) {
+        bool differs = false;
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = ids_b[t * k + j];
+            if (e >= 0 && std::find(&ids[t * k], &ids[t * k] + k, e) == &ids[t * k] + k) differs = true;
+        }
+        if (!differs || overridden) continue;
+        if (selection_near_tie(rp, opt.soft_topn, &logits[t * E], corr.empty() ? nullptr : corr.data(),
+                               o.tie_epsilon)) {
+            near_tie[t] = 1;
+            ++res.ids_near_tie;
+            for (int64_t j = 0; j < k; ++j) {
+                ids[t * k + j] = ids_b[t * k + j];
+                wts[t * k + j] = wts_b[t * k + j];
+            }
+        }
+    }
+    // 4. Capacity drops in arrival order, as both backends apply them.
+    std::vector<int64_t> counts(static_cast<size_t>(E));
+    const int64_t cap = core::expert_capacity(opt.capacity_factor, T, static_cast<int>(k), static_cast<int>(E));
+    core::apply_capacity(ids.data(), wts.data(), T, static_cast<int>(k), static_cast<int>(E), cap, counts.data());
+
+    // 5. Compare the expert sets (-1 = dropped) and, where they agree, the combine weights.
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<int32_t> a(&ids[t * k], &ids[t * k] + k), b(&ids_b[t * k], &ids_b[t * k] + k);
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        if (a != b) {
+            if (!near_tie[t]) ++res.ids_mismatched;
+            continue;
+        }
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = ids[t * k + j];
+            if (e < 0) continue;
+            for (int64_t jb = 0; jb < k; ++jb)
+                if (ids_b[t * k + jb] == e)
+                    res.weights_max_abs_error = std::max(
+                        res.weights_max_abs_error,
+                        static_cast<double>(std::fabs(wts[t * k + j] - wts_b[t * k + jb])));
+        }
+    }
+
+    // 6. The block: per expert, its tokens' rows through gate/up, the activation and down; then the weighted sum.
+    const int act_kind = static_cast<int>(m.activation);
+    const float limit = m.swiglu_limit > 0 ? static_cast<float>(m.swiglu_limit) : core::kSwigluOaiLimit;
+    const bool scale_in = core::route_scales_input(static_cast<int>(m.moe.routing));
+    std::vector<double> out(static_cast<size_t>(T * H), 0.0);
+    std::vector<std::vector<int64_t>> assign(static_cast<size_t>(E));  // (t * k + j) per expert, arrival order
+    for (int64_t a = 0; a < T * k; ++a)
+        if (ids[a] >= 0) {
+            MOEBENCH_CHECK(ids[a] < E, "--check: expert id {} outside the model's {} experts", ids[a], E);
+            assign[static_cast<size_t>(ids[a])].push_back(a);
+        }
+    std::vector<float> xe, ge, ue, ye;
+    for (int64_t e = 0; e < E; ++e) {
+        const std::vector<int64_t>& as = assign[static_cast<size_t>(e)];
+        const int64_t n = static_cast<int64_t>(as.size());
+        if (n == 0) continue;
+        xe.assign(static_cast<size_t>(n * H), 0.0f);
+        for (int64_t r = 0; r < n; ++r) {
+            const int64_t t = as[r] / k;
+            const float s = scale_in ? wts[as[r]] : 1.0f;  // Llama-4: routed_in = x * router score
+            for (int64_t i = 0; i < H; ++i) xe[r * H + i] = x[t * H + i] * s;
+        }
+        ge.resize(static_cast<size_t>(n * I));
+        ue.resize(static_cast<size_t>(n * I));
+        gemm_xwt(n, I, H, xe.data(), &w_gate[e * I * H], ge.data());
+        gemm_xwt(n, I, H, xe.data(), &w_up[e * I * H], ue.data());
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t i = 0; i < I; ++i) {
+                const float g = ge[r * I + i] + (b_gate.empty() ? 0.0f : b_gate[e * I + i]);
+                const float u = ue[r * I + i] + (b_up.empty() ? 0.0f : b_up[e * I + i]);
+                ge[r * I + i] = core::activate(act_kind, g, u, limit);
+            }
+        ye.resize(static_cast<size_t>(n * H));
+        gemm_xwt(n, H, I, ge.data(), &w_down[e * H * I], ye.data());
+        for (int64_t r = 0; r < n; ++r) {
+            const int64_t t = as[r] / k;
+            const double s = scale_in ? 1.0 : wts[as[r]];
+            for (int64_t i = 0; i < H; ++i)
+                out[t * H + i] += s * (ye[r * H + i] + (b_down.empty() ? 0.0f : b_down[e * H + i]));
+        }
+    }
+    if (SI > 0) {
+        const F32View sg = get_f32(tensors, "shared_w_gate", {SI, H}, true);
+        const F32View su = get_f32(tensors, "shared_w_up", {SI, H}, true);
+        const F32View sd = get_f32(tensors, "shared_w_down", {H, SI}, true);
+        const F32View gate_w = get_f32(tensors, "shared_gate_weight", {1, H}, m.moe.shared_expert_gate);
+        std::vector<float> g(static_cast<size_t>(T * SI)), u(static_cast<size_t>(T * SI)), y(static_cast<size_t>(T * H));
+        gemm_xwt(T, SI, H, x.data(), sg.data(), g.data());
+        gemm_xwt(T, SI, H, x.data(), su.data(), u.data());
+        for (int64_t i = 0; i < T * SI; ++i) g[i] = core::activate(act_kind, g[i], u[i], limit);
+        gemm_xwt(T, H, SI, g.data(), sd.data(), y.data());
+        for (int64_t t = 0; t < T; ++t) {
+            double gate = 1.0;
+            if (!gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w) scales the shared output
+                double z = 0;
+                for (int64_t i = 0; i < H; ++i) z += static_cast<double>(x[t * H + i]) * gate_w[i];
+                gate = 1.0 / (1.0 + std::exp(-z));
+            }
+            for (int64_t i = 0; i < H; ++i) out[t * H + i] += gate * y[t * H + i];
+        }
+    }
+
+    // 7. Relative L2 error of the backend's output against the reference.
+    double diff2 = 0, ref2 = 0;
+    for (int64_t i = 0; i < T * H; ++i) {
+        const double d = static_cast<double>(out_b[i]) - out[i];
+        diff2 += d * d;
+        ref2 += out[i] * out[i];
+        res.max_abs_error = std::max(res.max_abs_error, std::fabs(d));
+    }
+    res.ref_l2_norm = std::sqrt(ref2);
+    res.rel_l2_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    if (!std::isfinite(res.rel_l2_error)) res.rel_l2_error = std::numeric_limits<double>::infinity();
+    const bool out_ok = res.rel_l2_error <= o.tolerance;
+    res.passed = out_ok && res.ids_mismatched == 0;
+    if (!out_ok)
+        res.failure = fmt::format("moe_out relative L2 error {:.3g} exceeds the tolerance {:.3g}", res.rel_l2_error,
+                                  o.tolerance);
+    if (res.ids_mismatched > 0)
+        res.failure += fmt::format("{}{} of {} tokens selected other experts than the reference (not near-ties)",
+                                   res.failure.empty() ? "" : "; ", res.ids_mismatched, T);
+    return res;
+}
+
+json to_json(const CheckResult& r) {
+    json j = {{"source", "measured"},
+              {"layer", r.layer},
+              {"tokens", r.tokens},
+              {"k", r.k},
+              {"rel_l2_error", std::isfinite(r.rel_l2_error) ? json(r.rel_l2_error) : json(nullptr)},
+              {"max_abs_error", r.max_abs_error},
+              {"tolerance", r.tolerance},
+              {"ids_mismatched", r.ids_mismatched},
+              {"ids_near_tie", r.ids_near_tie},
+              {"tie_epsilon", r.tie_epsilon},
+              {"weights_max_abs_error", r.weights_max_abs_error},
+              {"routing_from", r.routing_from},
+              {"reference", "host fp32: OpenBLAS sgemm per expert, moe_core routing/capacity/activation"},
+              {"passed", r.passed}};
+    if (!r.passed) j["failure"] = r.failure;
+    return j;
+}
+
+}  // namespace moebench

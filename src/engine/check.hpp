@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// --check: recomputes one MoE block on the host in fp32 from the tensors a backend ran it on (moe_block_tensors)
+// and compares the output (relative L2) and the selected experts (exactly, except near-ties).
+#pragma once
+#include "common/json_util.hpp"
+#include "common/tensor_file.hpp"
+#include "config/model_config.hpp"
+#include "engine/step.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+struct CheckOptions {
+    double tolerance = 1e-2;     // relative L2 error of moe_out that still passes (bf16: 1e-2, fp32: 1e-4)
+    /// Two selection scores a, b tie when |a - b| <= tie_epsilon * max(1, |a|, |b|). Scores are compared in the
+    /// family's selection domain: router logits for the softmax and top-k families (softmax keeps their order),
+    /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing.
+    double tie_epsilon = 1e-3;
+};
+
+/// Tolerances for a backend: cuda (bf16) 1e-2 / 1e-3; cpu (fp32) 1e-4 / 1e-5.
+CheckOptions check_options_for(const std::string& backend);
+
+struct CheckResult {
+    int64_t layer = -1;            // model layer index (set by the caller)
+    int64_t tokens = 0;
+    int64_t k = 0;
+    double rel_l2_error = 0;       // ||out - ref|| / ||ref|| (absolute when ||ref|| == 0)
+    double max_abs_error = 0;
+    double ref_l2_norm = 0;
+    double tolerance = 0;
+    double tie_epsilon = 0;
+    int64_t ids_mismatched = 0;    // tokens whose expert set differs from the reference (not near-ties)
+    int64_t ids_near_tie = 0;      // tokens whose expert set differs where the k-th and (k+1)-th scores tie
+    double weights_max_abs_error = 0;  // combine weights, over tokens whose expert sets agree
+    std::string routing_from;      // how the reference chose the experts
+    bool passed = false;
+    std::string failure;           // why it failed ("" when passed)
+};
+
+/// Recomputes the MoE block of `tensors` (moe_in, router_weight, [router_bias], [e_score_correction_bias], w_gate,
+/// w_up, w_down, [b_gate, b_up, b_down], [shared_w_gate, shared_w_up, shared_w_down, [shared_gate_weight]],
+/// topk_ids, topk_weights, moe_out; docs/report-schema.md) in fp32 with OpenBLAS and compares.
+/// Routing: logits = moe_in . router_weight^T (+ router_bias), then the family's route_row (or soft top-N) from
+/// kernels/moe_core.cuh, or `override_routing` when a workload imposed the step's selection; then the capacity
+/// drops of opt.capacity_factor. Where the backend's expert set differs from the reference only at a near-tie,
+/// the reference adopts the backend's choice for that token (counted in ids_near_tie) so that the output
+/// comparison stays meaningful. Missing or misshapen tensors -> Error.
+CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& tensors,
+                            const LayerRouting* override_routing, const CheckOptions& o);
+
+/// The report's `check` block: {source, layer, rel_l2_error, tolerance, ids_mismatched, ids_near_tie, tokens,
+/// passed, ...} (docs/report-schema.md).
+json to_json(const CheckResult& r);
+
+}  // namespace moebench
