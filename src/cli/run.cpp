@@ -2,6 +2,7 @@
 // 'moebench run': one benchmark point. Starts from --config (default configs/runs/default.json), applies the flags
 // that were given, runs it, prints the terminal summary and writes the moebench.report/1 document.
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "engine/runner.hpp"
@@ -23,12 +24,6 @@ struct RunFlags {
     double capacity_factor = 0, min_time_s = 0, max_noise = 0;
     bool check = false, cuda_graph = false, cold_l2 = false, measure_ceilings = false;
 };
-
-// Applies `flag` to `field` only when the user gave it on the command line.
-template <typename T, typename U>
-void override_if(CLI::Option* opt, T& field, const U& value) {
-    if (opt->count() > 0) field = static_cast<T>(value);
-}
 
 }  // namespace
 
@@ -82,11 +77,7 @@ void add_run_command(CLI::App& app) {
         override_if(o_model, cfg.model, f->model);
         override_if(o_backend, cfg.backend, f->backend);
         override_if(o_hardware, cfg.hardware, f->hardware);
-        if (o_mode->count()) {
-            if (f->mode == "decode") cfg.shape.mode = Mode::decode;
-            else if (f->mode == "prefill") cfg.shape.mode = Mode::prefill;
-            else config_error("--mode", "unknown mode", f->mode, "use decode or prefill");
-        }
+        if (o_mode->count()) cfg.shape.mode = parse_mode(f->mode, "--mode");
         override_if(o_batch, cfg.shape.batch, f->batch);
         override_if(o_seq, cfg.shape.seq_len, f->seq_len);
         override_if(o_ctx, cfg.shape.context, f->context);
@@ -94,10 +85,7 @@ void add_run_command(CLI::App& app) {
         override_if(o_routing, cfg.routing, f->routing);
         override_if(o_cf, cfg.options.capacity_factor, f->capacity_factor);
         override_if(o_soft, cfg.options.soft_topn, f->soft_topn);
-        if (o_seed->count()) {
-            if (f->seed < 0) config_error("seed (--seed)", "must not be negative", std::to_string(f->seed), "use a value >= 0");
-            cfg.options.seed = static_cast<uint64_t>(f->seed);
-        }
+        if (o_seed->count()) cfg.options.seed = parse_seed(f->seed, "seed (--seed)");
         override_if(o_warmup, cfg.warmup, f->warmup);
         override_if(o_iters, cfg.iters, f->iters);
         override_if(o_min_time, cfg.min_time_s, f->min_time_s);
@@ -109,12 +97,12 @@ void add_run_command(CLI::App& app) {
             cfg.out = f->json_out;   // '-' = stdout; any other value is a file, like --out
         }
         override_if(o_dump, cfg.dump_tensors, f->dump_tensors);
-        if (o_check->count()) cfg.check = f->check;
+        override_if(o_check, cfg.check, f->check);
         override_if(o_ep, cfg.options.ep_size, f->ep);
         override_if(o_gemm, cfg.options.expert_gemm, f->expert_gemm);
-        if (o_graph->count()) cfg.options.cuda_graph = f->cuda_graph;
-        if (o_cold->count()) cfg.options.cold_l2 = f->cold_l2;
-        if (o_ceil->count()) cfg.measure_ceilings = f->measure_ceilings;
+        override_if(o_graph, cfg.options.cuda_graph, f->cuda_graph);
+        override_if(o_cold, cfg.options.cold_l2, f->cold_l2);
+        override_if(o_ceil, cfg.measure_ceilings, f->measure_ceilings);
         validate(cfg);
 
         // Output rule: the JSON report goes to --out (a file, or stdout with '-'); --format FMT prints FMT on stdout

@@ -2,6 +2,7 @@
 // 'moebench sweep': the cartesian product of run axes, point by point with run_point, journaled for --resume,
 // with the golden point and knees in the report's "sweep" block (docs/sweep.md).
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
@@ -115,7 +116,7 @@ void add_sweep_command(CLI::App& app) {
     cmd->add_option("--set", f->sets, "key=value: set a run config field (key=v1,v2 makes it an axis)");
     auto* o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations per point");
     auto* o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations per point");
-    auto* o_out = cmd->add_option("--out", f->out, "Report file (default results/sweep-<UTC time>.json)");
+    cmd->add_option("--out", f->out, "Report file (default results/sweep-<UTC time>.json)");
     auto* o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
     cmd->add_flag("--resume", f->resume, "Skip points already in the journal");
     auto* o_budget = cmd->add_option("--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
@@ -140,8 +141,8 @@ void add_sweep_command(CLI::App& app) {
         raw.erase("axes");
         raw.erase("sweep");
         RunConfig base = run_config_from_json(raw, "");
-        if (o_warmup->count()) base.warmup = f->warmup;
-        if (o_iters->count()) base.iters = f->iters;
+        override_if(o_warmup, base.warmup, f->warmup);
+        override_if(o_iters, base.iters, f->iters);
         json base_json = run_config_to_json(base);
         for (const auto& s : f->sets) {
             auto eq = s.find('=');

@@ -45,32 +45,31 @@ void require_at_most(const JsonReader& r, const std::string& small_key, int64_t 
                      "use a value between 1 and " + str(large));
 }
 
-// Reads a list of integers (e.g. mlp_only_layers); null or absent -> empty.
-std::vector<int64_t> int_list(const JsonReader& r, const std::string& key) {
-    std::vector<int64_t> out;
+// Reads a list whose entries all pass `is_entry` (null or absent -> empty); `list_of` and `entry` name the kind in
+// errors ("integers" / "an integer").
+template <typename T>
+std::vector<T> typed_list(const JsonReader& r, const std::string& key, bool (*is_entry)(const json&),
+                          const std::string& list_of, const std::string& entry) {
+    std::vector<T> out;
     if (!r.has(key)) return out;
     const json& v = r.raw().at(key);
-    if (!v.is_array()) config_error(r.field(key), "must be a list of integers", json_brief(v), "");
+    if (!v.is_array()) config_error(r.field(key), "must be a list of " + list_of, json_brief(v), "");
     for (size_t i = 0; i < v.size(); ++i) {
-        if (!v[i].is_number_integer())
-            config_error(r.field(key) + "[" + std::to_string(i) + "]", "must be an integer", json_brief(v[i]), "");
-        out.push_back(v[i].get<int64_t>());
+        if (!is_entry(v[i]))
+            config_error(r.field(key) + "[" + std::to_string(i) + "]", "must be " + entry, json_brief(v[i]), "");
+        out.push_back(v[i].get<T>());
     }
     return out;
 }
 
-// Reads a list of strings (e.g. layer_types); null or absent -> empty.
+// A list of integers (e.g. mlp_only_layers).
+std::vector<int64_t> int_list(const JsonReader& r, const std::string& key) {
+    return typed_list<int64_t>(r, key, [](const json& e) { return e.is_number_integer(); }, "integers", "an integer");
+}
+
+// A list of strings (e.g. layer_types).
 std::vector<std::string> string_list(const JsonReader& r, const std::string& key) {
-    std::vector<std::string> out;
-    if (!r.has(key)) return out;
-    const json& v = r.raw().at(key);
-    if (!v.is_array()) config_error(r.field(key), "must be a list of strings", json_brief(v), "");
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (!v[i].is_string())
-            config_error(r.field(key) + "[" + std::to_string(i) + "]", "must be a string", json_brief(v[i]), "");
-        out.push_back(v[i].get<std::string>());
-    }
-    return out;
+    return typed_list<std::string>(r, key, [](const json& e) { return e.is_string(); }, "strings", "a string");
 }
 
 // Gated FFN activation named by hidden_act.
@@ -122,13 +121,11 @@ void read_llama_common(const JsonReader& r, ModelConfig& m) {
 
 void all_layers(ModelConfig& m, uint8_t is_moe) { m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), is_moe); }
 
-// Experts and top-k for families with num_local_experts / num_experts_per_tok (Mixtral, PhiMoE, gpt-oss).
+// Experts and top-k under the family's key names (num_local_experts / num_experts / moe_num_experts, ...).
 void read_experts(const JsonReader& r, ModelConfig& m, const std::string& experts_key, const std::string& topk_key) {
     m.moe.num_experts = req_dim(r, experts_key);
     m.moe.top_k = req_dim(r, topk_key);
-    if (m.moe.top_k > m.moe.num_experts)
-        config_error(r.field(topk_key), "is larger than " + experts_key + " (" + str(m.moe.num_experts) + ")",
-                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    require_at_most(r, topk_key, m.moe.top_k, experts_key, m.moe.num_experts);
 }
 
 // Sliding window for every layer when the config sets one (Mixtral, PhiMoE); null = full attention.
@@ -139,23 +136,39 @@ void uniform_sliding(const JsonReader& r, ModelConfig& m) {
     }
 }
 
+// A per-layer list (layer_types, no_rope_layers) must have one entry per layer.
+void require_per_layer(const JsonReader& r, const std::string& key, size_t entries, const ModelConfig& m) {
+    if (static_cast<int64_t>(entries) != m.num_layers)
+        config_error(r.field(key), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
+                     str(static_cast<int64_t>(entries)), "");
+}
+
+// layer_types ("sliding_attention" / "full_attention" per layer) -> layer_sliding.
+void sliding_from_layer_types(const JsonReader& r, ModelConfig& m, const std::vector<std::string>& types) {
+    require_per_layer(r, "layer_types", types.size(), m);
+    m.layer_sliding.assign(types.size(), 0);
+    for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
+}
+
+// Any sliding layer needs sliding_window; with none, layer_sliding is left empty (= full attention everywhere).
+void require_window_if_sliding(const JsonReader& r, ModelConfig& m) {
+    if (std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; }))
+        m.attn.sliding_window = req_dim(r, "sliding_window", kMaxTokens);
+    else
+        m.layer_sliding.clear();
+}
+
 // Qwen2 / Qwen2-MoE / Qwen3-MoE: layer_types if present, else sliding from max_window_layers on when enabled.
 void qwen_sliding(const JsonReader& r, ModelConfig& m) {
     auto types = string_list(r, "layer_types");
     if (!types.empty()) {
-        if (static_cast<int64_t>(types.size()) != m.num_layers)
-            config_error(r.field("layer_types"), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
-                         str(static_cast<int64_t>(types.size())), "");
-        m.layer_sliding.assign(types.size(), 0);
-        for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
+        sliding_from_layer_types(r, m, types);
     } else if (r.opt_bool("use_sliding_window", false) && r.has("sliding_window")) {
         int64_t from = opt_dim(r, "max_window_layers", 0);
         m.layer_sliding.assign(static_cast<size_t>(m.num_layers), 0);
         for (int64_t i = from; i < m.num_layers; ++i) m.layer_sliding[static_cast<size_t>(i)] = 1;
     }
-    bool any = std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; });
-    if (any) m.attn.sliding_window = req_dim(r, "sliding_window", kMaxTokens);
-    else m.layer_sliding.clear();
+    require_window_if_sliding(r, m);
 }
 
 // Qwen MoE layer pattern: MoE unless listed in mlp_only_layers, and only every decoder_sparse_step-th layer.
@@ -184,11 +197,7 @@ ModelConfig import_mixtral(const JsonReader& r) {
 ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3) {
     ModelConfig m;
     read_llama_common(r, m);
-    m.moe.num_experts = req_dim(r, "num_experts");
-    m.moe.top_k = req_dim(r, "num_experts_per_tok");
-    if (m.moe.top_k > m.moe.num_experts)
-        config_error(r.field("num_experts_per_tok"), "is larger than num_experts (" + str(m.moe.num_experts) + ")",
-                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    read_experts(r, m, "num_experts", "num_experts_per_tok");
     m.moe.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
@@ -238,9 +247,7 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         for (int64_t i = first_dense; i < m.num_layers; ++i)
             m.layer_is_moe[static_cast<size_t>(i)] = i % freq == 0 ? 1 : 0;
         e.top_k = req_dim(r, "num_experts_per_tok");
-        if (e.top_k > e.num_experts)
-            config_error(r.field("num_experts_per_tok"), "is larger than n_routed_experts (" + str(e.num_experts) + ")",
-                         str(e.top_k), "use a value between 1 and " + str(e.num_experts));
+        require_at_most(r, "num_experts_per_tok", e.top_k, "n_routed_experts", e.num_experts);
         e.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
         e.num_shared_experts = opt_dim(r, "n_shared_experts", 0);
         if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
@@ -292,11 +299,7 @@ ModelConfig import_dbrx(const JsonReader& r) {
     require_kv_heads_divide(a, "kv_n_heads", m.attn.num_kv_heads, "n_heads", m.attn.num_heads);
     m.attn.rope_theta = a.opt_double("rope_theta", 10000.0);
     JsonReader f = r.child("ffn_config");
-    m.moe.num_experts = req_dim(f, "moe_num_experts");
-    m.moe.top_k = req_dim(f, "moe_top_k");
-    if (m.moe.top_k > m.moe.num_experts)
-        config_error(f.field("moe_top_k"), "is larger than moe_num_experts (" + str(m.moe.num_experts) + ")",
-                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    read_experts(f, m, "moe_num_experts", "moe_top_k");
     m.moe.expert_intermediate_size = req_dim(f, "ffn_hidden_size");
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = f.opt_double("moe_normalize_expert_weights", 0.0) > 0;
@@ -311,11 +314,7 @@ ModelConfig import_dbrx(const JsonReader& r) {
 ModelConfig import_olmoe(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
-    m.moe.num_experts = req_dim(r, "num_experts");
-    m.moe.top_k = req_dim(r, "num_experts_per_tok");
-    if (m.moe.top_k > m.moe.num_experts)
-        config_error(r.field("num_experts_per_tok"), "is larger than num_experts (" + str(m.moe.num_experts) + ")",
-                     str(m.moe.top_k), "use a value between 1 and " + str(m.moe.num_experts));
+    read_experts(r, m, "num_experts", "num_experts_per_tok");
     m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
@@ -344,15 +343,8 @@ ModelConfig import_gpt_oss(const JsonReader& r) {
     if (types.empty()) {  // the reference alternates sliding (even) and full (odd) layers
         for (int64_t i = 0; i < m.num_layers; ++i) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
     }
-    if (static_cast<int64_t>(types.size()) != m.num_layers)
-        config_error(r.field("layer_types"), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
-                     str(static_cast<int64_t>(types.size())), "");
-    m.layer_sliding.assign(types.size(), 0);
-    for (size_t i = 0; i < types.size(); ++i) m.layer_sliding[i] = types[i] == "sliding_attention";
-    if (std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; }))
-        m.attn.sliding_window = req_dim(r, "sliding_window", kMaxTokens);
-    else
-        m.layer_sliding.clear();
+    sliding_from_layer_types(r, m, types);
+    require_window_if_sliding(r, m);
     return m;
 }
 
@@ -393,9 +385,7 @@ ModelConfig import_llama4(const JsonReader& top) {
             int64_t interval = r.has("no_rope_layer_interval") ? req_dim(r, "no_rope_layer_interval") : 4;
             for (int64_t i = 0; i < m.num_layers; ++i) rope.push_back((i + 1) % interval != 0 ? 1 : 0);
         }
-        if (static_cast<int64_t>(rope.size()) != m.num_layers)
-            config_error(r.field("no_rope_layers"), "must have num_hidden_layers entries (" + str(m.num_layers) + ")",
-                         str(static_cast<int64_t>(rope.size())), "");
+        require_per_layer(r, "no_rope_layers", rope.size(), m);
         m.layer_sliding.assign(rope.size(), 0);
         for (size_t i = 0; i < rope.size(); ++i) m.layer_sliding[i] = rope[i] != 0;
     }

@@ -32,13 +32,18 @@ std::string label(const std::string& path, const std::string& key) {
     return f;
 }
 
+}  // namespace
+
 Mode parse_mode(const std::string& s, const std::string& field) {
     if (s == "decode") return Mode::decode;
     if (s == "prefill") return Mode::prefill;
     config_error(field, "unknown mode", s, "use decode or prefill");
 }
 
-}  // namespace
+uint64_t parse_seed(int64_t seed, const std::string& field) {
+    if (seed < 0) config_error(field, "must not be negative", std::to_string(seed), "use a value >= 0");
+    return static_cast<uint64_t>(seed);
+}
 
 RunConfig run_config_from_json(const json& j, const std::string& path) {
     JsonReader r(j, path);
@@ -62,9 +67,7 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
     c.shape.context = r.opt_int("context", c.shape.context);
     c.layers = r.opt_int("layers", c.layers);
     c.routing = r.opt_string("routing", c.routing);
-    int64_t seed = r.opt_int("seed", 0);
-    if (seed < 0) config_error(label(path, "seed"), "must not be negative", std::to_string(seed), "use a value >= 0");
-    c.options.seed = static_cast<uint64_t>(seed);
+    c.options.seed = parse_seed(r.opt_int("seed", 0), label(path, "seed"));
     c.options.capacity_factor = r.opt_double("capacity_factor", c.options.capacity_factor);
     c.options.soft_topn = r.opt_int("soft_topn", c.options.soft_topn);
     c.options.num_threads = r.opt_int("threads", c.options.num_threads);

@@ -33,6 +33,10 @@ struct RunConfig {
 /// Parses a run config object; `path` prefixes field names in errors.
 RunConfig run_config_from_json(const json& j, const std::string& path);
 json run_config_to_json(const RunConfig& r);
+/// "decode" | "prefill" -> Mode; anything else -> ConfigError naming `field` (the JSON key or the flag).
+Mode parse_mode(const std::string& s, const std::string& field);
+/// A seed given as a signed number (JSON, flag); negative -> ConfigError naming `field`.
+uint64_t parse_seed(int64_t seed, const std::string& field);
 /// Checks values (batch >= 1, iters >= 1, ...); ConfigError naming the field.
 void validate(const RunConfig& r);
 

@@ -6,6 +6,7 @@
 #include "config/model_config.hpp"
 #include "engine/check.hpp"
 #include "engine/engine.hpp"
+#include "test_models.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -45,13 +46,7 @@ NamedTensor& tensor(std::vector<NamedTensor>& ts, const std::string& name) {
 float* f32_data(NamedTensor& t) { return reinterpret_cast<float*>(t.data.data()); }
 int32_t* i32_data(NamedTensor& t) { return reinterpret_cast<int32_t*>(t.data.data()); }
 
-StepShape decode(int64_t batch) {
-    StepShape s;
-    s.mode = Mode::decode;
-    s.batch = batch;
-    s.context = 8;
-    return s;
-}
+StepShape decode(int64_t batch) { return test::decode(batch, 8); }
 
 CheckResult run_check(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& ts,
                       const LayerRouting* ovr = nullptr) {

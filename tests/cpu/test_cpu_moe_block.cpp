@@ -3,6 +3,7 @@
 // family routing re-implemented here with a sort, experts as naive dot products, for several families, plus
 // capacity drops, soft top-N, a routing override and seed determinism.
 #include "backends/cpu/cpu_backend_impl.hpp"
+#include "test_models.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -15,22 +16,14 @@ using namespace moebench;
 
 namespace {
 
+using test::decode;
+
 ModelConfig tiny_model(RoutingKind routing) {
-    ModelConfig m;
-    m.name = "tiny";
+    ModelConfig m = test::tiny_gqa_moe("tiny", {.vocab_size = 32, .hidden_size = 16, .num_layers = 2, .num_heads = 2,
+                                                .num_kv_heads = 1, .head_dim = 8, .num_experts = 8, .top_k = 2,
+                                                .expert_intermediate_size = 12});
     m.family = "test";
-    m.vocab_size = 32;
-    m.hidden_size = 16;
-    m.num_layers = 2;
-    m.attn.kind = AttentionKind::gqa;
-    m.attn.num_heads = 2;
-    m.attn.num_kv_heads = 1;
-    m.attn.head_dim = 8;
-    m.moe.num_experts = 8;
-    m.moe.top_k = 2;
-    m.moe.expert_intermediate_size = 12;
     m.moe.routing = routing;
-    m.layer_is_moe = {1, 1};
     m.norm_eps = 1e-6;
     return m;
 }
@@ -247,14 +240,6 @@ void check_block(const ModelConfig& m, const BlockRun& r, bool check_routing = t
     }
     REQUIRE(ref2 > 0);
     CHECK(std::sqrt(err2 / ref2) < 1e-5);
-}
-
-StepShape decode(int64_t batch, int64_t context) {
-    StepShape s;
-    s.mode = Mode::decode;
-    s.batch = batch;
-    s.context = context;
-    return s;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_backend_impl.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "common/error.hpp"
+#include "test_models.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -226,15 +227,9 @@ ModelConfig attn_model(bool mla) {
     m.num_layers = 1;
     m.layer_is_moe = {0};
     m.dense_intermediate_size = 20;
-    m.attn.rope_theta = 10000.0;
     if (mla) {
-        m.attn.kind = AttentionKind::mla;
-        m.attn.num_heads = 3;
-        m.attn.q_lora_rank = 10;
-        m.attn.kv_lora_rank = 12;
-        m.attn.qk_nope_head_dim = 8;
-        m.attn.qk_rope_head_dim = 4;
-        m.attn.v_head_dim = 6;
+        m.attn = test::tiny_mla_attention({.num_heads = 3, .q_lora_rank = 10, .kv_lora_rank = 12,
+                                           .qk_nope_head_dim = 8, .qk_rope_head_dim = 4, .v_head_dim = 6});
     } else {
         m.attn.kind = AttentionKind::gqa;
         m.attn.num_heads = 4;
@@ -243,29 +238,37 @@ ModelConfig attn_model(bool mla) {
         m.attn.qkv_bias = true;
         m.attn.qk_norm = true;
     }
+    m.attn.rope_theta = 10000.0;
     return m;
+}
+
+// Runs embed .. o_proj (the attention block of layer 0) on `be`.
+void run_attention_block(CpuBackend& be, const ModelConfig& m, const StepShape& s, uint64_t seed) {
+    RunOptions opt;
+    opt.seed = seed;
+    be.prepare(m, {0}, s, opt);
+    be.begin_step();
+    for (Phase p : {Phase::embed, Phase::attn_norm, Phase::qkv_proj, Phase::attention, Phase::o_proj})
+        be.run_phase(p, p == Phase::embed ? -1 : 0);
+}
+
+// The block's input as the reference recomputes it: row t = embedding row of token t.
+std::vector<float> embedded_input(const CpuBackend& be, int64_t T, int64_t H) {
+    std::vector<float> x(T * H);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < H; ++i) x[t * H + i] = be.weights().embed.data()[be.token_ids()[t] * H + i];
+    return x;
 }
 }  // namespace
 
 TEST_CASE("attention block via the backend: GQA decode over the KV cache (q/k norm, biases)", "[cpu_phases]") {
     const auto m = attn_model(false);
-    StepShape s;
-    s.mode = Mode::decode;
-    s.batch = 3;
-    s.context = 9;
-    RunOptions opt;
-    opt.seed = 31;
     CpuBackend be;
-    be.prepare(m, {0}, s, opt);
-    be.begin_step();
-    for (Phase p : {Phase::embed, Phase::attn_norm, Phase::qkv_proj, Phase::attention, Phase::o_proj})
-        be.run_phase(p, p == Phase::embed ? -1 : 0);
+    run_attention_block(be, m, test::decode(3, 9), 31);
     const auto& W = be.weights();
     const auto& lw = W.layers[0];
     const int64_t T = 3, H = 24, nh = 4, nkv = 2, hd = 8, QW = (nh + 2 * nkv) * hd, L = 9;
-    std::vector<float> x(T * H);
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < H; ++i) x[t * H + i] = W.embed.data()[be.token_ids()[t] * H + i];
+    std::vector<float> x = embedded_input(be, T, H);
     auto xn = x;
     rms_ref(xn, T, H, lw.attn_norm_w.data(), m.norm_eps);
     auto qkv = to_f(linear_ref(xn.data(), lw.w_qkv.data(), T, QW, H, lw.b_qkv.data()));
@@ -298,23 +301,12 @@ TEST_CASE("attention block via the backend: GQA decode over the KV cache (q/k no
 
 TEST_CASE("attention block via the backend: MLA (non-absorbed) prefill, then dense MLP", "[cpu_phases]") {
     const auto m = attn_model(true);
-    StepShape s;
-    s.mode = Mode::prefill;
-    s.batch = 2;
-    s.seq_len = 5;
-    RunOptions opt;
-    opt.seed = 32;
     CpuBackend be;
-    be.prepare(m, {0}, s, opt);
-    be.begin_step();
-    for (Phase p : {Phase::embed, Phase::attn_norm, Phase::qkv_proj, Phase::attention, Phase::o_proj})
-        be.run_phase(p, p == Phase::embed ? -1 : 0);
+    run_attention_block(be, m, test::prefill(2, 5), 32);
     const auto& W = be.weights();
     const auto& lw = W.layers[0];
     const int64_t T = 10, S = 5, H = 24, nh = 3, nope = 8, R = 4, dq = 12, dv = 6, QL = 10, C = 12;
-    std::vector<float> x(T * H);
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < H; ++i) x[t * H + i] = W.embed.data()[be.token_ids()[t] * H + i];
+    std::vector<float> x = embedded_input(be, T, H);
     auto xn = x;
     rms_ref(xn, T, H, lw.attn_norm_w.data(), m.norm_eps);
     auto qa = to_f(linear_ref(xn.data(), lw.w_q_a.data(), T, QL, H));

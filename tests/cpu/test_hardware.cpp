@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "config/hardware.hpp"
+#include "error_helpers.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,12 +18,7 @@ json minimal_profile() {
     return json{{"name", "toy"}, {"memory_gib", 1}, {"memory_bw_gbps", 1000}, {"bf16_tflops", 100}};
 }
 std::string error_of(const json& j) {
-    try {
-        hardware_from_json(j, "hw.json");
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return test::config_error_of([&] { hardware_from_json(j, "hw.json"); });
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include "cli_helpers.hpp"
 #include "common/error.hpp"
 #include "config/model_config.hpp"
+#include "error_helpers.hpp"
 #include "model/accounting.hpp"
 
 #include <catch2/catch.hpp>
@@ -32,12 +33,7 @@ bool consistent(double counted, double published, double unit) {
 }
 
 std::string error_of(const json& j) {
-    try {
-        hf_json(j);
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return test::config_error_of([&] { hf_json(j); });
 }
 
 }  // namespace

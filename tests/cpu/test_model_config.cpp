@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "config/model_config.hpp"
+#include "error_helpers.hpp"
 #include "model/accounting.hpp"
 
 #include <catch2/catch.hpp>
@@ -17,20 +18,10 @@ std::string tiny_path(const std::string& name) { return std::string(MOEBENCH_TES
 
 // The message of the ConfigError validate() (or the parser) throws; "" if none.
 std::string error_of(const ModelConfig& m) {
-    try {
-        validate(m, "model");
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return test::config_error_of([&] { validate(m, "model"); });
 }
 std::string parse_error_of(const json& j) {
-    try {
-        validate(model_from_json(j, "model"), "model");
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return test::config_error_of([&] { validate(model_from_json(j, "model"), "model"); });
 }
 bool names(const std::string& msg, const std::string& field, const std::string& value) {
     return msg.find(field) != std::string::npos && msg.find(value) != std::string::npos;

@@ -4,6 +4,7 @@
 #include "model/phase_work.hpp"
 
 #include "model/accounting.hpp"
+#include "test_models.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -11,56 +12,17 @@ using namespace moebench;
 
 namespace {
 
-// GQA MoE: H 8, 2 heads of 4, 1 kv head, 4 experts top-2 of width 6, one shared expert of width 5, vocab 16.
-ModelConfig tiny_gqa() {
-    ModelConfig m;
-    m.name = "tiny-gqa";
-    m.vocab_size = 16;
-    m.hidden_size = 8;
-    m.num_layers = 2;
-    m.attn.kind = AttentionKind::gqa;
-    m.attn.num_heads = 2;
-    m.attn.num_kv_heads = 1;
-    m.attn.head_dim = 4;
-    m.moe.num_experts = 4;
-    m.moe.top_k = 2;
-    m.moe.expert_intermediate_size = 6;
-    m.moe.num_shared_experts = 1;
-    m.moe.shared_intermediate_size = 5;
-    m.dense_intermediate_size = 10;
-    m.layer_is_moe = {1, 1};
-    return m;
-}
+using test::decode;
+using test::prefill;
 
-// MLA: H 8, 2 heads, no q_lora, kv_lora 4, nope 2, rope 2, v 3.
+// MLA variant of test::tiny_gqa_h8(): H 8, 2 heads, no q_lora, kv_lora 4, nope 2, rope 2, v 3.
 ModelConfig tiny_mla() {
-    ModelConfig m = tiny_gqa();
+    ModelConfig m = test::tiny_gqa_h8();
     m.name = "tiny-mla";
-    m.attn.kind = AttentionKind::mla;
+    m.attn = test::tiny_mla_attention({.num_heads = 2, .q_lora_rank = 0, .kv_lora_rank = 4, .qk_nope_head_dim = 2,
+                                       .qk_rope_head_dim = 2, .v_head_dim = 3});
     m.attn.num_kv_heads = 2;
-    m.attn.head_dim = 0;
-    m.attn.q_lora_rank = 0;
-    m.attn.kv_lora_rank = 4;
-    m.attn.qk_nope_head_dim = 2;
-    m.attn.qk_rope_head_dim = 2;
-    m.attn.v_head_dim = 3;
     return m;
-}
-
-StepShape decode(int64_t batch, int64_t context) {
-    StepShape s;
-    s.mode = Mode::decode;
-    s.batch = batch;
-    s.context = context;
-    return s;
-}
-
-StepShape prefill(int64_t batch, int64_t seq_len) {
-    StepShape s;
-    s.mode = Mode::prefill;
-    s.batch = batch;
-    s.seq_len = seq_len;
-    return s;
 }
 
 PhaseWork pw(const ModelConfig& m, Phase p, const StepShape& s, const std::vector<int64_t>& tpe = {},
@@ -71,7 +33,7 @@ PhaseWork pw(const ModelConfig& m, Phase p, const StepShape& s, const std::vecto
 }  // namespace
 
 TEST_CASE("phase_work: attention-side phases of a GQA decode step by hand", "[phase_work]") {
-    const ModelConfig m = tiny_gqa();
+    const ModelConfig m = test::tiny_gqa_h8();
     const StepShape s = decode(2, 3);  // T = 2 tokens, each over 3 cached tokens
 
     // attn_norm: weights H = 8 -> 16 B; x read + xn written = 2 * T * H = 32 elems -> 64 B.
@@ -117,7 +79,7 @@ TEST_CASE("phase_work: attention-side phases of a GQA decode step by hand", "[ph
 }
 
 TEST_CASE("phase_work: MoE phases by hand, experts without tokens read nothing", "[phase_work]") {
-    const ModelConfig m = tiny_gqa();
+    const ModelConfig m = test::tiny_gqa_h8();
     const StepShape s = decode(2, 3);
     // token 0 -> {0, 1}, token 1 -> {1, 3}: tokens per expert [1, 2, 0, 1], A = 4 assignments.
     const std::vector<int64_t> tpe = {1, 2, 0, 1};
@@ -177,7 +139,7 @@ TEST_CASE("phase_work: MoE phases by hand, experts without tokens read nothing",
 }
 
 TEST_CASE("phase_work: causal prefill, sliding windows and chunks", "[phase_work]") {
-    ModelConfig m = tiny_gqa();
+    ModelConfig m = test::tiny_gqa_h8();
     // One sequence of 4 tokens: pairs 1+2+3+4 = 10, 16 MACs each -> 2*10*16 = 320 flops.
     // q 4*8 + k,v 4*8 + out 4*8 = 96 elems -> 192 B (no cache).
     PhaseWork full = pw(m, Phase::attention, prefill(1, 4));
@@ -248,7 +210,7 @@ TEST_CASE("phase_work: MLA in its three forms by hand", "[phase_work]") {
 }
 
 TEST_CASE("phase_work agrees with accounting.hpp on the whole step", "[phase_work]") {
-    for (const ModelConfig& m : {tiny_gqa(), tiny_mla()}) {
+    for (const ModelConfig& m : {test::tiny_gqa_h8(), tiny_mla()}) {
         // The attention matrices of one layer are qkv + o; flops_per_token(context 0) counts 2 per element per layer.
         const double attn0 = flops_per_token(m, 0).by_component[static_cast<int>(Component::attention)];
         CHECK(2.0 * m.num_layers * (qkv_matrix_elems(m, MlaForm::latent_expand) + o_proj_matrix_elems(m)) == attn0);
@@ -290,7 +252,7 @@ TEST_CASE("phase_floor_us is the larger of the compute and memory times", "[phas
 }
 
 TEST_CASE("a2a traffic: placement, home ranks and a hand-counted case", "[phase_work]") {
-    const ModelConfig m = tiny_gqa();  // 4 experts, H 8
+    const ModelConfig m = test::tiny_gqa_h8();  // 4 experts, H 8
     CHECK(expert_rank(3, 4, 2) == 1);
     CHECK(expert_rank(1, 4, 2) == 0);
     CHECK(token_home_rank(decode(2, 3), 1, 2) == 1);

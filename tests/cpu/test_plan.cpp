@@ -6,6 +6,7 @@
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
 #include "model/memory_plan.hpp"
+#include "test_models.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,22 +20,12 @@ namespace {
 
 // 2 layers, hidden 64, GQA 4 heads / 2 KV heads of 16, 4 experts top-2 of width 32, vocab 1000, untied, no biases.
 ModelConfig toy_gqa() {
-    ModelConfig m;
-    m.name = "toy-gqa";
+    ModelConfig m = test::tiny_gqa_moe("toy-gqa", {.vocab_size = 1000, .hidden_size = 64, .num_layers = 2,
+                                                   .num_heads = 4, .num_kv_heads = 2, .head_dim = 16,
+                                                   .num_experts = 4, .top_k = 2, .expert_intermediate_size = 32});
     m.family = "toy";
-    m.vocab_size = 1000;
-    m.hidden_size = 64;
-    m.num_layers = 2;
     m.max_position_embeddings = 4096;
-    m.attn.kind = AttentionKind::gqa;
-    m.attn.num_heads = 4;
-    m.attn.num_kv_heads = 2;
-    m.attn.head_dim = 16;
-    m.moe.num_experts = 4;
-    m.moe.top_k = 2;
-    m.moe.expert_intermediate_size = 32;
     m.moe.routing = RoutingKind::topk_softmax;
-    m.layer_is_moe = {1, 1};
     return m;
 }
 
@@ -42,13 +33,8 @@ ModelConfig toy_gqa() {
 ModelConfig toy_mla() {
     ModelConfig m = toy_gqa();
     m.name = "toy-mla";
-    m.attn = AttentionConfig{};
-    m.attn.kind = AttentionKind::mla;
-    m.attn.num_heads = 4;
-    m.attn.kv_lora_rank = 32;
-    m.attn.qk_rope_head_dim = 8;
-    m.attn.qk_nope_head_dim = 16;
-    m.attn.v_head_dim = 16;
+    m.attn = test::tiny_mla_attention({.num_heads = 4, .q_lora_rank = 0, .kv_lora_rank = 32, .qk_nope_head_dim = 16,
+                                       .qk_rope_head_dim = 8, .v_head_dim = 16});
     return m;
 }
 

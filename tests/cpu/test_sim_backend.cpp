@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "engine/engine.hpp"
+#include "test_models.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,23 +15,12 @@ using namespace moebench;
 
 namespace {
 
-// Same tiny GQA MoE as test_phase_work.cpp: H 8, 2 heads of 4, 1 kv head, 4 experts top-2 of width 6, one shared
-// expert of width 5, vocab 16.
+using test::decode;
+
+// test::tiny_gqa_h8() (the model of test_phase_work.cpp), here without a dense FFN width: every layer is MoE.
 ModelConfig tiny_gqa() {
-    ModelConfig m;
-    m.name = "tiny-gqa";
-    m.vocab_size = 16;
-    m.hidden_size = 8;
-    m.num_layers = 2;
-    m.attn.num_heads = 2;
-    m.attn.num_kv_heads = 1;
-    m.attn.head_dim = 4;
-    m.moe.num_experts = 4;
-    m.moe.top_k = 2;
-    m.moe.expert_intermediate_size = 6;
-    m.moe.num_shared_experts = 1;
-    m.moe.shared_intermediate_size = 5;
-    m.layer_is_moe = {1, 1};
+    ModelConfig m = test::tiny_gqa_h8();
+    m.dense_intermediate_size = 0;
     return m;
 }
 
@@ -56,13 +46,6 @@ SimParams toy_params() {
     p.a2a_latency_us = 10.0;
     p.a2a_network_latency_us = 20.0;
     return p;
-}
-
-StepShape decode(int64_t batch, int64_t context) {
-    StepShape s;
-    s.batch = batch;
-    s.context = context;
-    return s;
 }
 
 StepRouting same_routing(size_t layers, LayerRouting r) { return StepRouting{std::vector<LayerRouting>(layers, r)}; }

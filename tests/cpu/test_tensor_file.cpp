@@ -4,6 +4,7 @@
 #include "common/tensor_file.hpp"
 
 #include "cli_helpers.hpp"
+#include "error_helpers.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -27,12 +28,7 @@ std::string write_raw(const std::string& dir, const std::string& name, const std
 }
 
 std::string error_of(const std::string& path) {
-    try {
-        read_safetensors(path);
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return test::config_error_of([&] { read_safetensors(path); });
 }
 
 }  // namespace

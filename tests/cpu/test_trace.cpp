@@ -9,6 +9,7 @@
 #include "workload/trace_import.hpp"
 
 #include "cli_helpers.hpp"
+#include "error_helpers.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -20,17 +21,10 @@ using namespace moebench;
 
 namespace {
 
+using test::config_error_of;
+
 const std::string kData = MOEBENCH_TEST_DATA;
 const std::string kMixtralHf = kData + "/hf-configs/mixtral-8x7b-v0.1.json";
-
-std::string config_error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // host from the dumped tensors (moe_in, weights, router logits) and compared with moe_out and the chosen experts.
 #include "backends/cuda/cuda_backend.hpp"
 #include "engine/engine.hpp"
+#include "../cpu/test_models.hpp"
 #include "gpu_test_util.hpp"
 #include "kernels/moe_core.cuh"
 
@@ -26,13 +27,8 @@ ModelConfig tiny_model(bool deepseek_like, bool grok_like = false) {
     m.max_position_embeddings = 4096;
     m.norm_eps = 1e-6;
     if (deepseek_like) {
-        m.attn.kind = AttentionKind::mla;
-        m.attn.num_heads = 4;
-        m.attn.q_lora_rank = 32;
-        m.attn.kv_lora_rank = 48;
-        m.attn.qk_nope_head_dim = 16;
-        m.attn.qk_rope_head_dim = 8;
-        m.attn.v_head_dim = 16;
+        m.attn = tiny_mla_attention({.num_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 48, .qk_nope_head_dim = 16,
+                                     .qk_rope_head_dim = 8, .v_head_dim = 16});
         m.moe.num_experts = 16;
         m.moe.top_k = 4;
         m.moe.expert_intermediate_size = 32;

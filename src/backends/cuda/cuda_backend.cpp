@@ -206,6 +206,8 @@ private:
     void phase_final_norm();
     void phase_lm_head();
     bool use_grouped(const Layer& L) const;
+    bool run_expert_gemms(Layer& L, ExpertGemmArgs g, PinnedBuffer<const void*>& ptr_host,
+                          DeviceBuffer<const void*>& ptr_dev, std::vector<CudaEvent>& events, std::vector<int>& experts);
 
     // Shapes.
     ModelConfig m_;
@@ -941,26 +943,34 @@ bool CudaBackend::use_grouped(const Layer& L) const {
     return active > 0 && L.num_rows <= 64 * active;
 }
 
-void CudaBackend::phase_expert_up(Layer& L) {
-    const auto& moe = m_.moe;
-    const int32_t* counts = capturing_ ? L.graph_counts.data() : L.counts_host.get();
-    ExpertGemmArgs g;
-    g.counts_host = counts;
+// One pass of expert GEMMs (up or down) over the permuted rows: one grouped call, or the per-expert loop recording
+// which experts its events time. Returns whether the grouped call was used.
+bool CudaBackend::run_expert_gemms(Layer& L, ExpertGemmArgs g, PinnedBuffer<const void*>& ptr_host,
+                                   DeviceBuffer<const void*>& ptr_dev, std::vector<CudaEvent>& events,
+                                   std::vector<int>& experts) {
+    g.counts_host = capturing_ ? L.graph_counts.data() : L.counts_host.get();
     g.offsets_host = L.offsets_host.get();
-    g.num_experts = moe.num_experts;
-    g.n = 2 * moe.expert_intermediate_size;
+    g.num_experts = m_.moe.num_experts;
+    const bool grouped = use_grouped(L);
+    if (grouped) {
+        experts.clear();
+        expert_gemm_grouped(hb(), s(), g, ptr_host.get(), ptr_dev.get());
+    } else {
+        expert_gemm_loop(hb(), s(), g, events.empty() ? nullptr : &events, &experts, capturing_);
+    }
+    return grouped;
+}
+
+void CudaBackend::phase_expert_up(Layer& L) {
+    ExpertGemmArgs g;
+    g.n = 2 * m_.moe.expert_intermediate_size;
     g.k = H_;
     g.x = x_perm_.get();
     g.w = L.w_gu.get();
     g.y = h_perm_.get();
-    if (use_grouped(L)) {
-        expert_variant_ = "grouped (cublasGemmGroupedBatchedEx, one group per active expert)";
-        L.up_experts.clear();
-        expert_gemm_grouped(hb(), s(), g, L.ptr_host_up.get(), L.ptr_dev_up.get());
-    } else {
-        expert_variant_ = "loop (cublasGemmEx per active expert)";
-        expert_gemm_loop(hb(), s(), g, L.up_events.empty() ? nullptr : &L.up_events, &L.up_experts, capturing_);
-    }
+    const bool grouped = run_expert_gemms(L, g, L.ptr_host_up, L.ptr_dev_up, L.up_events, L.up_experts);
+    expert_variant_ = grouped ? "grouped (cublasGemmGroupedBatchedEx, one group per active expert)"
+                              : "loop (cublasGemmEx per active expert)";
 }
 
 void CudaBackend::phase_activation(Layer& L) {
@@ -971,23 +981,13 @@ void CudaBackend::phase_activation(Layer& L) {
 }
 
 void CudaBackend::phase_expert_down(Layer& L) {
-    const auto& moe = m_.moe;
-    const int32_t* counts = capturing_ ? L.graph_counts.data() : L.counts_host.get();
     ExpertGemmArgs g;
-    g.counts_host = counts;
-    g.offsets_host = L.offsets_host.get();
-    g.num_experts = moe.num_experts;
     g.n = H_;
-    g.k = moe.expert_intermediate_size;
+    g.k = m_.moe.expert_intermediate_size;
     g.x = a_perm_.get();
     g.w = L.w_down.get();
     g.y = y_perm_.get();
-    if (use_grouped(L)) {
-        L.down_experts.clear();
-        expert_gemm_grouped(hb(), s(), g, L.ptr_host_down.get(), L.ptr_dev_down.get());
-    } else {
-        expert_gemm_loop(hb(), s(), g, L.down_events.empty() ? nullptr : &L.down_events, &L.down_experts, capturing_);
-    }
+    run_expert_gemms(L, g, L.ptr_host_down, L.ptr_dev_down, L.down_events, L.down_experts);
 }
 
 void CudaBackend::phase_shared(Layer& L) {

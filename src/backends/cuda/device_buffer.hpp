@@ -12,17 +12,39 @@
 
 namespace moebench {
 
-/// cudaMalloc'd array of `size()` T (no managed memory, no construction of elements).
-template <typename T>
-class DeviceBuffer {
+namespace cuda_detail {
+
+// Where an array's memory comes from. host_visible: the host may index it directly.
+struct DeviceMemory {
+    static constexpr bool host_visible = false;
+    static void* allocate(size_t bytes) {
+        void* p = nullptr;
+        MOEBENCH_CUDA_CHECK(cudaMalloc(&p, bytes));
+        return p;
+    }
+    static void release(void* p) noexcept { MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaFree(p)); }
+};
+struct PinnedMemory {
+    static constexpr bool host_visible = true;
+    static void* allocate(size_t bytes) {
+        void* p = nullptr;
+        MOEBENCH_CUDA_CHECK(cudaMallocHost(&p, bytes));
+        return p;
+    }
+    static void release(void* p) noexcept { MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaFreeHost(p)); }
+};
+
+/// Move-only array of `size()` T in `Memory` (no construction of elements).
+template <typename T, typename Memory>
+class CudaArray {
 public:
-    DeviceBuffer() = default;
-    explicit DeviceBuffer(int64_t count) { resize(count); }
-    ~DeviceBuffer() { release(); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
-    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    CudaArray() = default;
+    explicit CudaArray(int64_t count) { resize(count); }
+    ~CudaArray() { release(); }
+    CudaArray(const CudaArray&) = delete;
+    CudaArray& operator=(const CudaArray&) = delete;
+    CudaArray(CudaArray&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+    CudaArray& operator=(CudaArray&& o) noexcept {
         if (this != &o) {
             release();
             ptr_ = std::exchange(o.ptr_, nullptr);
@@ -34,18 +56,21 @@ public:
     void resize(int64_t count) {
         release();
         if (count <= 0) return;
-        void* p = nullptr;
-        MOEBENCH_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(count) * sizeof(T)));
-        ptr_ = static_cast<T*>(p);
+        ptr_ = static_cast<T*>(Memory::allocate(static_cast<size_t>(count) * sizeof(T)));
         count_ = count;
     }
     T* get() const { return ptr_; }
+    T& operator[](int64_t i) const
+        requires Memory::host_visible
+    {
+        return ptr_[i];
+    }
     int64_t size() const { return count_; }
     size_t bytes() const { return static_cast<size_t>(count_) * sizeof(T); }
 
 private:
     void release() noexcept {
-        if (ptr_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaFree(ptr_));
+        if (ptr_) Memory::release(ptr_);
         ptr_ = nullptr;
         count_ = 0;
     }
@@ -53,45 +78,14 @@ private:
     int64_t count_ = 0;
 };
 
+}  // namespace cuda_detail
+
+/// cudaMalloc'd array (no managed memory).
+template <typename T>
+using DeviceBuffer = cuda_detail::CudaArray<T, cuda_detail::DeviceMemory>;
 /// cudaMallocHost'd array (page-locked, for asynchronous copies).
 template <typename T>
-class PinnedBuffer {
-public:
-    PinnedBuffer() = default;
-    explicit PinnedBuffer(int64_t count) { resize(count); }
-    ~PinnedBuffer() { release(); }
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
-    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-        if (this != &o) {
-            release();
-            ptr_ = std::exchange(o.ptr_, nullptr);
-            count_ = std::exchange(o.count_, 0);
-        }
-        return *this;
-    }
-    void resize(int64_t count) {
-        release();
-        if (count <= 0) return;
-        void* p = nullptr;
-        MOEBENCH_CUDA_CHECK(cudaMallocHost(&p, static_cast<size_t>(count) * sizeof(T)));
-        ptr_ = static_cast<T*>(p);
-        count_ = count;
-    }
-    T* get() const { return ptr_; }
-    T& operator[](int64_t i) const { return ptr_[i]; }
-    int64_t size() const { return count_; }
-
-private:
-    void release() noexcept {
-        if (ptr_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaFreeHost(ptr_));
-        ptr_ = nullptr;
-        count_ = 0;
-    }
-    T* ptr_ = nullptr;
-    int64_t count_ = 0;
-};
+using PinnedBuffer = cuda_detail::CudaArray<T, cuda_detail::PinnedMemory>;
 
 class CudaEvent {
 public:
