@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     moebench::cli::add_sweep_command(app);
     moebench::cli::add_compare_command(app);
     moebench::cli::add_report_command(app);
+    moebench::cli::add_bench_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

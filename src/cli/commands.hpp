@@ -12,5 +12,6 @@ void add_trace_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace moebench::cli

@@ -3,6 +3,7 @@
 // that were given, runs it, prints the terminal summary and writes the moebench.report/1 document.
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
+#include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "engine/runner.hpp"
@@ -71,6 +72,7 @@ void add_run_command(CLI::App& app) {
                                                             "trace | prom");
 
     cmd->callback([=] {
+        ensure_blas_kernels("moebench run");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
         std::string config_path = o_config->count() ? resolve_config("runs", f->config, "--config")
                                                      : resolve_config("runs", "default", "--config");
         RunConfig cfg = run_config_from_json(load_json_file(config_path), "");

@@ -3,6 +3,7 @@
 // with the golden point and knees in the report's "sweep" block (docs/sweep.md).
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
+#include "common/blas_kernels.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
@@ -126,6 +127,7 @@ void add_sweep_command(CLI::App& app) {
     cmd->add_option("--format", f->format, "Also write csv,md,html,trace,prom next to the report");
 
     cmd->callback([=] {
+        ensure_blas_kernels("moebench sweep");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
         // ---- the base config and its declared axes ----
         json raw = f->config.empty() ? load_json_file(resolve_config("runs", "default", "--config"))
                                      : load_json_file(resolve_sweep_config(f->config));

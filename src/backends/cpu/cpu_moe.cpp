@@ -13,8 +13,43 @@
 namespace moebench::cpu {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+// Expert e's rows [offsets[e], offsets[e] + counts[e]) of `in` [rows, k] times its weights w[e] [n, k]^T into
+// `out` [rows, n] (+ bias[e] [n]), for the experts with tokens only. All experts go to gemm_xwt_many together, so
+// at decode (a few rows per expert) one pass of the pool streams every touched expert's weights exactly once.
+// expert_us[e] += the measured time of expert e (see gemm_xwt_many for the shared pass).
+void run_expert_gemms(ThreadPool& pool, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
+                      int64_t n, int64_t k, const float* in, const float* w, float* out, const float* bias,
+                      std::vector<double>& expert_us) {
+    const int64_t E = static_cast<int64_t>(counts.size());
+    std::vector<XwtProblem> probs;
+    std::vector<int64_t> expert_of;
+    probs.reserve(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t m = counts[e], off = offsets[e];
+        if (m == 0) continue;  // only the tokens routed to each expert; idle experts cost nothing
+        XwtProblem p;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.x = in + off * k;
+        p.w = w + e * n * k;
+        p.y = out + off * n;
+        probs.push_back(p);
+        expert_of.push_back(e);
+    }
+    std::vector<double> us(probs.size(), 0.0);
+    gemm_xwt_many(pool, probs.data(), static_cast<int64_t>(probs.size()), 0.0f, us.data());
+    if (bias)
+        for (size_t i = 0; i < probs.size(); ++i) {
+            const int64_t e = expert_of[i];
+            const auto t0 = std::chrono::steady_clock::now();
+            add_bias_rows(pool, out + offsets[e] * n, bias + e * n, counts[e], n);
+            us[i] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        }
+    for (size_t i = 0; i < probs.size(); ++i) expert_us[static_cast<size_t>(expert_of[i])] += us[i];
+}
+
 }  // namespace
 
 void CpuBackend::phase_ffn_norm(int64_t slot) {
@@ -122,14 +157,8 @@ void CpuBackend::phase_expert_up(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I2 = 2 * d_.I;
-    for (int64_t e = 0; e < d_.E; ++e) {
-        const int64_t m = counts_[e], off = offsets_[e];
-        if (m == 0) continue;  // only the tokens routed to each expert; idle experts cost nothing
-        const auto t0 = Clock::now();
-        gemm_auto(*pool_, m, I2, H, xperm_.data() + off * H, w.w_gu.data() + e * I2 * H, gu_.data() + off * I2);
-        if (!w.b_gu.empty()) add_bias_rows(*pool_, gu_.data() + off * I2, w.b_gu.data() + e * I2, m, I2);
-        st.result.expert_gemm_us[static_cast<size_t>(e)] += us_since(t0);
-    }
+    run_expert_gemms(*pool_, counts_, offsets_, I2, H, xperm_.data(), w.w_gu.data(), gu_.data(),
+                     w.b_gu.empty() ? nullptr : w.b_gu.data(), st.result.expert_gemm_us);
 }
 
 void CpuBackend::phase_activation(int64_t slot) {
@@ -151,14 +180,8 @@ void CpuBackend::phase_expert_down(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I = d_.I;
-    for (int64_t e = 0; e < d_.E; ++e) {
-        const int64_t m = counts_[e], off = offsets_[e];
-        if (m == 0) continue;
-        const auto t0 = Clock::now();
-        gemm_auto(*pool_, m, H, I, act_.data() + off * I, w.w_down.data() + e * H * I, yperm_.data() + off * H);
-        if (!w.b_down.empty()) add_bias_rows(*pool_, yperm_.data() + off * H, w.b_down.data() + e * H, m, H);
-        st.result.expert_gemm_us[static_cast<size_t>(e)] += us_since(t0);
-    }
+    run_expert_gemms(*pool_, counts_, offsets_, H, I, act_.data(), w.w_down.data(), yperm_.data(),
+                     w.b_down.empty() ? nullptr : w.b_down.data(), st.result.expert_gemm_us);
 }
 
 void CpuBackend::phase_shared(int64_t slot) {

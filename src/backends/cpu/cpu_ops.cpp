@@ -7,7 +7,13 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 namespace moebench::cpu {
@@ -22,39 +28,188 @@ void gemm_xwt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, f
 
 namespace {
 
-// Rows [jb, je) of W against all m rows of X. Cloned for AVX2+FMA with a generic fallback picked at load time
-// (the build targets baseline x86-64); accumulators are locals so they stay in registers.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
-void skinny_rows(int64_t m, int64_t jb, int64_t je, int64_t k, const float* x, int64_t ldx, const float* w,
-                 int64_t ldw, float* y, int64_t ldy, float beta) {
-    constexpr int64_t kStep = 512;  // k-chunk of a W row kept in L1 while every X row uses it
-    const int64_t k8 = k & ~int64_t(7);
-    float acc[kSkinnyRows][8];
-    for (int64_t j = jb; j < je; ++j) {
-        const float* wr = w + j * ldw;
-        for (int64_t i = 0; i < m; ++i)
-            for (int l = 0; l < 8; ++l) acc[i][l] = 0.0f;
-        for (int64_t k0 = 0; k0 < k8; k0 += kStep) {
-            const int64_t k1 = std::min(k8, k0 + kStep);
-            for (int64_t i = 0; i < m; ++i) {
-                const float* xr = x + i * ldx;
-                float t[8];
-                for (int l = 0; l < 8; ++l) t[l] = acc[i][l];
-                for (int64_t c = k0; c < k1; c += 8)
-                    for (int l = 0; l < 8; ++l) t[l] += xr[c + l] * wr[c + l];
-                for (int l = 0; l < 8; ++l) acc[i][l] = t[l];
-            }
+// The vector helpers below are always inlined into the ISA clones, so the AVX-512 ABI note does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// 16 fp32 lanes as a GCC vector: one zmm on AVX-512, two ymm on AVX2, four xmm on the generic clone.
+typedef float v16f __attribute__((vector_size(64)));
+
+inline __attribute__((always_inline)) v16f load16(const float* p) {
+    v16f v;
+    __builtin_memcpy(&v, p, sizeof(v));  // unaligned load
+    return v;
+}
+
+inline __attribute__((always_inline)) float hsum16(const v16f& v) {
+    float s[16];
+    __builtin_memcpy(s, &v, sizeof(v));
+    return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) +
+           (((s[8] + s[9]) + (s[10] + s[11])) + ((s[12] + s[13]) + (s[14] + s[15])));
+}
+
+// Software prefetch distance on the weight streams (2 KiB ahead per row).
+constexpr int64_t kPrefetchFloats = 512;
+
+// RI rows of X against RJ rows of W: RI * RJ vector accumulators, every W vector loaded once and used RI times.
+// The k tail (k % 16) is summed in scalar.
+template <int RI, int RJ>
+inline __attribute__((always_inline)) void tile(int64_t h, int64_t k, const float* x, int64_t ldx, const float* w,
+                                                int64_t ldw, float* y, int64_t ldy, float beta) {
+    v16f acc[RI][RJ];
+    for (int i = 0; i < RI; ++i)
+        for (int j = 0; j < RJ; ++j) acc[i][j] = v16f{};
+    const int64_t kv = h + ((k - h) & ~int64_t(15));
+    for (int64_t c = h; c < kv; c += 16) {
+        v16f wv[RJ];
+        for (int j = 0; j < RJ; ++j) {
+            __builtin_prefetch(w + j * ldw + c + kPrefetchFloats, 0, 3);  // hide DRAM latency behind the FMAs
+            wv[j] = load16(w + j * ldw + c);
         }
-        for (int64_t i = 0; i < m; ++i) {
-            const float* a = acc[i];
-            float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-            for (int64_t c = k8; c < k; ++c) s += x[i * ldx + c] * wr[c];
+        for (int i = 0; i < RI; ++i) {
+            const v16f xv = load16(x + i * ldx + c);
+            for (int j = 0; j < RJ; ++j) acc[i][j] += xv * wv[j];
+        }
+    }
+    for (int i = 0; i < RI; ++i)
+        for (int j = 0; j < RJ; ++j) {
+            float s = hsum16(acc[i][j]);
+            for (int64_t c = 0; c < h; ++c) s += x[i * ldx + c] * w[j * ldw + c];
+            for (int64_t c = kv; c < k; ++c) s += x[i * ldx + c] * w[j * ldw + c];
             float* yo = y + i * ldy + j;
             *yo = beta == 0.0f ? s : s + beta * *yo;
         }
+}
+
+template <int RJ>
+inline __attribute__((always_inline)) void tile_rows(int64_t m, int64_t h, int64_t k, const float* x, int64_t ldx,
+                                                     const float* w, int64_t ldw, float* y, int64_t ldy, float beta) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) tile<4, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta);
+    switch (m - i) {
+    case 3: tile<3, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
+    case 2: tile<2, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
+    case 1: tile<1, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
+    default: break;
     }
+}
+
+// Which X a thread's aligned copy holds: a product of one gemm call (call_id > 0; 0 = do not reuse).
+struct XCopyKey {
+    uint64_t call_id = 0;
+    const float* x = nullptr;
+    int64_t ldx = 0, m = 0, k = 0, mis = -1;
+    bool operator==(const XCopyKey&) const = default;
+};
+std::atomic<uint64_t> g_gemm_calls{0};
+
+// Rows [jb, je) of W against all m rows of X, 4 W rows at a time: the 4 rows stream from memory once. With more
+// than 4 X rows, k is cut into chunks so that the W chunk and the X chunk stay in L1 while every group of 4 X rows
+// uses them; the vector partial sums wait in `part` between chunks. Cloned per ISA and picked at load time (the
+// build targets baseline x86-64).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+void skinny_rows(int64_t m, int64_t jb, int64_t je, int64_t k, const float* x, int64_t ldx, const float* w,
+                 int64_t ldw, float* y, int64_t ldy, float beta, uint64_t call_id) {
+    if (m > kSkinnyRows) {  // callers outside gemm_auto may pass more rows: take them kSkinnyRows at a time
+        for (int64_t i = 0; i < m; i += kSkinnyRows)
+            skinny_rows(std::min(kSkinnyRows, m - i), jb, je, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta, 0);
+        return;
+    }
+    // Alignment: a 64-byte load that straddles two cache lines costs two. When every W row has the same alignment,
+    // the first h columns are summed in scalar so that the vector loads of W are aligned, and X is copied to a
+    // buffer with W's alignment, so its loads are aligned too. (Weights come from new float[], 16-byte aligned.)
+    int64_t h = 0;
+    if ((ldw * 4) % 64 == 0 && (reinterpret_cast<uintptr_t>(w) & 3) == 0) {
+        const int64_t mis = static_cast<int64_t>((reinterpret_cast<uintptr_t>(w + jb * ldw) & 63) / 4);
+        h = (16 - mis) & 15;
+        if (k < h + 16) h = 0;
+        thread_local std::vector<float> xbuf;
+        thread_local XCopyKey xkey;
+        const int64_t ldp = (k + 15) / 16 * 16 + 16;
+        if (static_cast<int64_t>(xbuf.size()) < m * ldp + 32) {
+            xbuf.resize(static_cast<size_t>(m * ldp + 32));
+            xkey = XCopyKey{};
+        }
+        float* xb = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(xbuf.data()) + 63) & ~uintptr_t(63)) + mis;
+        const XCopyKey key{call_id, x, ldx, m, k, mis};
+        if (call_id == 0 || !(key == xkey)) {  // the next block of the same product on this thread reuses the copy
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t c = 0; c < k; ++c) xb[i * ldp + c] = x[i * ldx + c];
+            xkey = key;
+        }
+        x = xb;
+        ldx = ldp;
+    }
+    if (m <= 4) {
+        int64_t j = jb;
+        for (; j + 4 <= je; j += 4) tile_rows<4>(m, h, k, x, ldx, w + j * ldw, ldw, y + j, ldy, beta);
+        for (; j < je; ++j) tile_rows<1>(m, h, k, x, ldx, w + j * ldw, ldw, y + j, ldy, beta);
+        return;
+    }
+    // X chunk (m rows x kc floats) + W chunk (4 x kc) within ~32 KiB of L1.
+    const int64_t kc = std::clamp<int64_t>(((int64_t(8192) / (m + 4)) & ~int64_t(15)), 64, 1024);
+    const int64_t kv = h + ((k - h) & ~int64_t(15));
+    v16f part[kSkinnyRows][4];
+    int64_t j = jb;
+    for (; j + 4 <= je; j += 4) {
+        const float* wj = w + j * ldw;
+        for (int64_t i = 0; i < m; ++i)
+            for (int r = 0; r < 4; ++r) part[i][r] = v16f{};
+        for (int64_t c0 = h; c0 < kv; c0 += kc) {
+            const int64_t c1 = std::min(kv, c0 + kc);
+            for (int64_t i = 0; i < m; i += 4) {
+                const int64_t ri = std::min<int64_t>(4, m - i);
+                v16f acc[4][4];
+                for (int a = 0; a < 4; ++a)
+                    for (int r = 0; r < 4; ++r) acc[a][r] = a < ri ? part[i + a][r] : v16f{};
+                const float* xi = x + i * ldx;
+                if (ri == 4) {
+                    for (int64_t c = c0; c < c1; c += 16) {
+                        const v16f w0 = load16(wj + c), w1 = load16(wj + ldw + c), w2 = load16(wj + 2 * ldw + c),
+                                   w3 = load16(wj + 3 * ldw + c);
+                        for (int a = 0; a < 4; ++a) {
+                            const v16f xv = load16(xi + a * ldx + c);
+                            acc[a][0] += xv * w0;
+                            acc[a][1] += xv * w1;
+                            acc[a][2] += xv * w2;
+                            acc[a][3] += xv * w3;
+                        }
+                    }
+                } else {
+                    for (int64_t c = c0; c < c1; c += 16) {
+                        const v16f w0 = load16(wj + c), w1 = load16(wj + ldw + c), w2 = load16(wj + 2 * ldw + c),
+                                   w3 = load16(wj + 3 * ldw + c);
+                        for (int a = 0; a < ri; ++a) {
+                            const v16f xv = load16(xi + a * ldx + c);
+                            acc[a][0] += xv * w0;
+                            acc[a][1] += xv * w1;
+                            acc[a][2] += xv * w2;
+                            acc[a][3] += xv * w3;
+                        }
+                    }
+                }
+                for (int a = 0; a < ri; ++a)
+                    for (int r = 0; r < 4; ++r) part[i + a][r] = acc[a][r];
+            }
+        }
+        for (int64_t i = 0; i < m; ++i)
+            for (int r = 0; r < 4; ++r) {
+                float s = hsum16(part[i][r]);
+                for (int64_t c = 0; c < h; ++c) s += x[i * ldx + c] * wj[r * ldw + c];
+                for (int64_t c = kv; c < k; ++c) s += x[i * ldx + c] * wj[r * ldw + c];
+                float* yo = y + i * ldy + j + r;
+                *yo = beta == 0.0f ? s : s + beta * *yo;
+            }
+    }
+    for (; j < je; ++j) tile_rows<1>(m, h, k, x, ldx, w + j * ldw, ldw, y + j, ldy, beta);
+}
+
+// W rows per work item of the skinny path: a multiple of 4, big enough to amortise scheduling, small enough to
+// balance the threads (64 rows x 2048 floats = 512 KiB of weights).
+int64_t skinny_block_rows(int64_t k) {
+    const int64_t target_floats = int64_t(1) << 17;
+    return std::clamp<int64_t>((target_floats / std::max<int64_t>(1, k)) & ~int64_t(3), 16, 256);
 }
 
 }  // namespace
@@ -65,7 +220,12 @@ void gemm_xwt_skinny(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const fl
     if (!ldx) ldx = k;
     if (!ldw) ldw = k;
     if (!ldy) ldy = n;
-    pool.parallel_for(n, [&](int64_t jb, int64_t je) { skinny_rows(m, jb, je, k, x, ldx, w, ldw, y, ldy, beta); }, 16);
+    const int64_t rows = skinny_block_rows(k);
+    const uint64_t call_id = ++g_gemm_calls;
+    const int64_t blocks = (n + rows - 1) / rows;
+    pool.parallel_for(blocks, [&](int64_t bb, int64_t be) {
+        skinny_rows(m, bb * rows, std::min(n, be * rows), k, x, ldx, w, ldw, y, ldy, beta, call_id);
+    }, 1);
 }
 
 void gemm_auto(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
@@ -74,6 +234,52 @@ void gemm_auto(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x
         gemm_xwt_skinny(pool, m, n, k, x, w, y, beta, ldx, ldw, ldy);
     else
         gemm_xwt(m, n, k, x, w, y, beta, ldx, ldw, ldy);
+}
+
+void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs, float beta, double* times_us) {
+    using Clock = std::chrono::steady_clock;
+    if (times_us)
+        for (int64_t p = 0; p < num_probs; ++p) times_us[p] = 0.0;
+    // 1. Large products: OpenBLAS, one after another (it threads each one).
+    for (int64_t p = 0; p < num_probs; ++p) {
+        const XwtProblem& q = probs[p];
+        if (q.m <= kSkinnyRows || q.n <= 0) continue;
+        const auto t0 = Clock::now();
+        gemm_xwt(q.m, q.n, q.k, q.x, q.w, q.y, beta, q.ldx, q.ldw, q.ldy);
+        if (times_us) times_us[p] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    }
+    // 2. Small products: every (problem, row block) pair is one work item of a single parallel pass, so products
+    //    too small to split well still keep every thread streaming weights.
+    const uint64_t call_id = ++g_gemm_calls;
+    std::vector<std::pair<int32_t, int64_t>> items;  // (problem, first W row)
+    for (int64_t p = 0; p < num_probs; ++p) {
+        const XwtProblem& q = probs[p];
+        if (q.m <= 0 || q.m > kSkinnyRows || q.n <= 0) continue;
+        const int64_t rows = skinny_block_rows(q.k);
+        for (int64_t j = 0; j < q.n; j += rows) items.emplace_back(static_cast<int32_t>(p), j);
+    }
+    if (items.empty()) return;
+    std::vector<double> busy_us(times_us ? static_cast<size_t>(num_probs) : 0, 0.0);
+    std::mutex mu;
+    pool.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t ib, int64_t ie) {
+        for (int64_t it = ib; it < ie; ++it) {
+            const auto [p, j] = items[static_cast<size_t>(it)];
+            const XwtProblem& q = probs[p];
+            const int64_t ldx = q.ldx ? q.ldx : q.k, ldw = q.ldw ? q.ldw : q.k, ldy = q.ldy ? q.ldy : q.n;
+            const int64_t je = std::min(q.n, j + skinny_block_rows(q.k));
+            const auto t0 = times_us ? Clock::now() : Clock::time_point{};
+            skinny_rows(q.m, j, je, q.k, q.x, ldx, q.w, ldw, q.y, ldy, beta, call_id);
+            if (times_us) {
+                const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+                std::lock_guard<std::mutex> lk(mu);
+                busy_us[static_cast<size_t>(p)] += us;
+            }
+        }
+    }, 1);
+    // Busy time of a product's blocks over all threads, divided by the threads: its share of the pass.
+    if (times_us)
+        for (int64_t p = 0; p < num_probs; ++p)
+            times_us[p] += busy_us[static_cast<size_t>(p)] / static_cast<double>(pool.size());
 }
 
 void add_bias_rows(ThreadPool& pool, float* y, const float* bias, int64_t rows, int64_t n, int64_t ldy) {

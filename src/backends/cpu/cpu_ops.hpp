@@ -12,13 +12,29 @@ namespace moebench::cpu {
 void gemm_xwt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta = 0.0f,
               int64_t ldx = 0, int64_t ldw = 0, int64_t ldy = 0);
 /// The same product for few rows (m <= kSkinnyRows): a memory-bound pass over W on the thread pool, each W row
-/// read once for all m rows of X (OpenBLAS packs W first, which doubles the traffic at decode sizes).
-inline constexpr int64_t kSkinnyRows = 8;
+/// read once for all m rows of X (OpenBLAS packs W first, which doubles the traffic at decode sizes; measured on a
+/// 2-core Xeon it stays behind this kernel up to about 24 rows).
+inline constexpr int64_t kSkinnyRows = 24;
 void gemm_xwt_skinny(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                      float beta = 0.0f, int64_t ldx = 0, int64_t ldw = 0, int64_t ldy = 0);
 /// Dispatches: skinny kernel when m <= kSkinnyRows, else OpenBLAS.
 void gemm_auto(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                float beta = 0.0f, int64_t ldx = 0, int64_t ldw = 0, int64_t ldy = 0);
+
+/// One product of a batch: Y[m, n] = X[m, k] . W[n, k]^T + beta * Y; ld* = 0 means contiguous rows.
+struct XwtProblem {
+    int64_t m = 0, n = 0, k = 0;
+    const float* x = nullptr;
+    const float* w = nullptr;
+    float* y = nullptr;
+    int64_t ldx = 0, ldw = 0, ldy = 0;
+};
+/// Runs independent products (one per expert): those with m > kSkinnyRows through OpenBLAS one by one, the rest
+/// in ONE pass of the pool over (product, row block) items, so that many tiny per-expert products still keep
+/// every thread streaming weights. times_us (optional, [num_probs]): measured time of each product; for the
+/// skinny ones, the summed time of its blocks divided by the pool's threads (its share of the shared pass).
+void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs, float beta = 0.0f,
+                   double* times_us = nullptr);
 /// y[r, :] += bias for each of `rows` rows of width n (row stride ldy, default n).
 void add_bias_rows(ThreadPool& pool, float* y, const float* bias, int64_t rows, int64_t n, int64_t ldy = 0);
 
