@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ModelConfig: the resolved architecture every later stage reads. Built from moebench's own model JSON
-// (configs/models/*.json, schema in docs/config-schemas.md) or imported from a Hugging Face config.json.
+// (configs/models/*.json, schema in docs/model-schema.md) or imported from a Hugging Face config.json.
 #pragma once
 #include "common/json_util.hpp"
 
@@ -108,7 +108,7 @@ struct ModelConfig {
 /// Validates; every problem is a ConfigError naming the field.
 ModelConfig load_model(const std::string& name_or_path);
 
-/// Parses moebench's own model schema (see docs/config-schemas.md). `path` prefixes field names in errors.
+/// Parses moebench's own model schema (see docs/model-schema.md). `path` prefixes field names in errors.
 ModelConfig model_from_json(const json& j, const std::string& path);
 /// Serialises to moebench's own schema; model_from_json(model_to_json(m)) == m.
 json model_to_json(const ModelConfig& m);

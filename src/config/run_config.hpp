@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// RunConfig: everything one benchmark point needs. Read from configs/runs/*.json (schema in docs/config-schemas.md);
+// RunConfig: everything one benchmark point needs. Read from configs/runs/*.json (schema in docs/run-schema.md);
 // command-line flags override its fields.
 #pragma once
 #include "common/json_util.hpp"
