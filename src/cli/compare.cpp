@@ -60,8 +60,14 @@ void add_compare_command(CLI::App& app) {
         }
         if (f->format != "text" && f->format != "json" && f->format != "md")
             config_error("--format", "unknown format", f->format, "use text, json or md");
-        json cmp = compare_reports(load_json_file(f->a), load_json_file(f->b), o, f->a, f->b);
-        std::string text = render_comparison(cmp, f->format);
+        const json report_a = load_json_file(f->a), report_b = load_json_file(f->b);
+        json cmp = reading_input(f->a + " or " + f->b, [&] { return compare_reports(report_a, report_b, o, f->a, f->b); });
+        // Nothing compared must not pass a CI gate silently.
+        if (cmp["points"].empty())
+            config_error(f->a + " vs " + f->b, "no point of one report matches a point of the other",
+                         fmt::format("{} and {} unmatched points", cmp["unmatched_a"].size(), cmp["unmatched_b"].size()),
+                         "compare reports of the same axes, or name the axes to match with --match (e.g. --match batch)");
+        std::string text = reading_input(f->a + " or " + f->b, [&] { return render_comparison(cmp, f->format); });
         if (f->out.empty()) {
             std::cout << text;
             std::cout.flush();

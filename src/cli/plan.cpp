@@ -297,6 +297,12 @@ void run_plan(const PlanArgs& a) {
     p.in.batch = parse_int_flag("--batch", a.batch, 1, "use the number of concurrent sequences, e.g. --batch 1");
     p.in.context = parse_int_flag("--context", a.context, 1, "use the KV length in tokens, e.g. --context 4096");
     p.in.include_mtp = a.include_mtp;
+    // Bounds that keep every count in range (ceil(batch / dp) and int64 byte counts overflowed near 2^63):
+    // 2^30 sequences and 2^40 tokens of context are far beyond any deployment.
+    if (p.in.batch > (int64_t{1} << 30))
+        config_error("--batch", "is beyond 2^30 concurrent sequences", a.batch, "use a realistic batch, e.g. --batch 256");
+    if (p.in.context > (int64_t{1} << 40))
+        config_error("--context", "is beyond 2^40 tokens", a.context, "use a realistic context, e.g. --context 131072");
 
     // Resolve here so a missing file or unknown short name names the flag the user typed.
     p.model = load_model(resolve_config("models", a.model, "--model"));
@@ -322,6 +328,10 @@ void run_plan(const PlanArgs& a) {
         }
     }
     require_weights_fit(p.model, p.hw, p.in, p.mem);
+    // The JSON holds byte counts as int64: refuse a batch x context whose KV cache cannot be counted that way.
+    if (!(p.mem.kv_cache_bytes < 4e18))
+        config_error("--batch/--context", "make a KV cache beyond 2^61 bytes per GPU, too large to count",
+                     fmt::format("--batch {} --context {}", p.in.batch, p.in.context), "use a smaller batch or context");
     p.floor = decode_floor(p.model, p.hw, p.in);
     p.explanation = explain(p);
 

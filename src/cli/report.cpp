@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
 #include "sweep/journal.hpp"
@@ -20,8 +21,8 @@ namespace {
 
 // A report from a journal: runs[] = the journal's records (later lines for the same point win).
 json report_from_journal(const std::string& path) {
+    require_readable_file(path);
     std::ifstream in(path);
-    if (!in) config_error(path, "cannot open file", "", "check the path exists and is readable");
     json runs = json::array();
     std::map<std::string, size_t> at;
     std::string line;
@@ -32,11 +33,12 @@ json report_from_journal(const std::string& path) {
         json j;
         try {
             j = json::parse(line);
-        } catch (const json::parse_error&) {
+        } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
             if (in.peek() == EOF) break;  // a torn last line: that point did not finish
             config_error(path + ":" + std::to_string(n), "is not a valid journal line", "", "remove that line");
         }
-        if (!j.is_object() || !j.contains("record"))
+        if (!j.is_object() || !j.contains("record") || !j["record"].is_object() ||
+            (j.contains("key") && !j["key"].is_string()))
             config_error(path + ":" + std::to_string(n), "is not a moebench sweep journal line", json_brief(j), "");
         std::string key = j.value("key", std::to_string(n));
         if (at.count(key)) runs[at[key]] = j["record"];
@@ -66,7 +68,7 @@ void add_report_command(CLI::App& app) {
         json report = is_journal ? report_from_journal(*input) : load_json_file(*input);
         if (!is_journal && report.is_object() && report.contains("schema") && report["schema"] != kReportSchema)
             config_error(*input, "has an unknown schema", json_brief(report["schema"]), std::string("expected ") + kReportSchema);
-        std::string text = render_report(report, fmt_name);
+        std::string text = reading_input(*input, [&] { return render_report(report, fmt_name); });
         if (out->empty() || *out == "-") {
             std::cout << text;
             std::cout.flush();

@@ -3,6 +3,7 @@
 // that were given, runs it, prints the terminal summary and writes the moebench.report/1 document.
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
+#include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
@@ -11,6 +12,7 @@
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -75,7 +77,11 @@ void add_run_command(CLI::App& app) {
         ensure_blas_kernels("moebench run");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
         std::string config_path = o_config->count() ? resolve_config("runs", f->config, "--config")
                                                      : resolve_config("runs", "default", "--config");
-        RunConfig cfg = run_config_from_json(load_json_file(config_path), "");
+        const json config_json = load_json_file(config_path);
+        if (!config_json.is_object())  // named here: run_config_from_json would say "<root>"
+            config_error(config_path, "must be a JSON object (a run config)", json_brief(config_json),
+                         "see docs/run-schema.md");
+        RunConfig cfg = run_config_from_json(config_json, "");
         override_if(o_model, cfg.model, f->model);
         override_if(o_backend, cfg.backend, f->backend);
         override_if(o_hardware, cfg.hardware, f->hardware);
@@ -106,6 +112,16 @@ void add_run_command(CLI::App& app) {
         override_if(o_cold, cfg.options.cold_l2, f->cold_l2);
         override_if(o_ceil, cfg.measure_ceilings, f->measure_ceilings);
         validate(cfg);
+        check_output_path(cfg.out);  // a bad --out fails now, not after the run
+        if (!cfg.dump_tensors.empty() && std::filesystem::exists(cfg.dump_tensors) &&
+            !std::filesystem::is_directory(cfg.dump_tensors))
+            config_error("dump_tensors (--dump-tensors)", "is a file; it names the folder for moe_layer.safetensors",
+                         cfg.dump_tensors, "give a folder (created when missing)");
+        // A flag given on the command line that would change nothing is a mistake, not a no-op.
+        if (o_seq->count() && cfg.shape.mode == Mode::decode && f->seq_len != 1)
+            config_error("seq_len (--seq-len)", "only applies to --mode prefill; a decode step has one token per sequence",
+                         std::to_string(f->seq_len) + " with mode decode",
+                         "add --mode prefill, or drop --seq-len (decode attends to --context cached tokens)");
 
         // Output rule: the JSON report goes to --out (a file, or stdout with '-'); --format FMT prints FMT on stdout
         // as well. Whatever owns stdout, the terminal summary goes to stderr.

@@ -58,7 +58,7 @@ std::string strip_json_ext(const std::string& path) {
 json set_value(const std::string& text) {
     try {
         return json::parse(text);
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
         return json(text);
     }
 }
@@ -177,6 +177,8 @@ void add_sweep_command(CLI::App& app) {
         if (out == "-") config_error("--out", "a sweep report must go to a file", out, "give --out FILE.json");
         base_json["out"] = "";
         std::string journal = o_journal->count() ? f->journal : strip_json_ext(out) + ".jsonl";
+        check_output_path(out);  // a bad --out fails before the first point, not after the last
+        check_output_path(journal);
         std::vector<std::string> formats;
         if (!f->format.empty()) formats = parse_format_list(f->format, "--format", true);
 

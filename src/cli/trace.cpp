@@ -2,6 +2,7 @@
 // `moebench trace gen|info|convert`: write a routing trace from a workload spec, summarise a trace's expert load
 // and routing statistics, and import JSONL / text traces (formats in docs/trace-format.md).
 #include "cli/commands.hpp"
+#include "backends/cpu/cpu_weights.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
@@ -55,6 +56,16 @@ void run_gen(const GenArgs& a) {
     std::vector<int64_t> layers(static_cast<size_t>(a.layers > 0 ? a.layers : model.num_layers));
     std::iota(layers.begin(), layers.end(), int64_t{0});
     auto workload = make_workload(a.routing, model, a.seed, "--routing");
+    // Refuse before allocating: ids and weights (8 bytes per selection) exist about three times at the peak
+    // (the trace, the file image, the writer's buffer).
+    const int64_t avail_bytes = cpu::mem_available_bytes();
+    const double need_bytes = 24.0 * static_cast<double>(std::max<int64_t>(model.num_moe_layers(), 1)) *
+                              static_cast<double>(a.tokens) * static_cast<double>(std::max<int64_t>(model.moe.top_k, 1));
+    if (need_bytes > 1e15 || (avail_bytes > 0 && need_bytes > 0.85 * static_cast<double>(avail_bytes)))
+        config_error("--tokens", fmt::format("a trace of this many tokens needs about {:.1f} GiB of memory, {:.1f} GiB "
+                                             "is available", need_bytes / (1024.0 * 1024 * 1024),
+                                             static_cast<double>(avail_bytes) / (1024.0 * 1024 * 1024)),
+                     std::to_string(a.tokens), "generate fewer --tokens (a trace replays cyclically)");
     RoutingTrace t = generate_trace(*workload, model, layers, a.tokens);
     t.source = fmt::format("moebench trace gen --routing {} --seed {}", a.routing, a.seed);
     t.extra_metadata["routing"] = a.routing;
@@ -82,6 +93,8 @@ void run_info(const InfoArgs& a) {
     if (a.format != "text" && a.format != "json")
         config_error("--format", "unknown format", a.format, "use text or json");
     if (a.window < 0) config_error("--window", "must be >= 0", std::to_string(a.window), "e.g. --window 256");
+    // (a negative count reached std::vector as a huge size: internal error before)
+    if (a.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(a.top_pairs), "e.g. --top-pairs 3");
     RoutingTrace t = read_trace(a.file);
     std::vector<LayerInfo> info;
     std::vector<double> mom;

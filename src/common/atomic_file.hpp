@@ -9,6 +9,10 @@ namespace moebench {
 /// `path` "-" writes to stdout.
 void write_file_atomic(const std::string& path, const std::string& content);
 
+/// Before a long run: ConfigError now, not after the run, when `path` ("-" and "" pass) is a folder or its
+/// folder cannot be created or written. Creates the parent folders, like write_file_atomic.
+void check_output_path(const std::string& path);
+
 /// Appends one line (a '\n' is added) and fsyncs, so a killed process loses no finished line.
 void append_line_durable(const std::string& path, const std::string& line);
 

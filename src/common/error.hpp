@@ -36,11 +36,39 @@ public:
     int exit_code() const override { return 3; }
 };
 
-/// Throws ConfigError("<field>: <what> (got <value>); <fix>").
+/// `s` made safe for a one-line terminal message: control bytes and bytes that are not valid UTF-8 become
+/// \xNN (a garbage input file must not echo raw binary into the error), and it is cut after about 400 bytes.
+inline std::string printable(const std::string& s) {
+    std::string out;
+    const auto hex = [&](unsigned char c) {
+        static const char* digits = "0123456789abcdef";
+        out += "\\x";
+        out += digits[c >> 4];
+        out += digits[c & 15];
+    };
+    size_t i = 0;
+    while (i < s.size() && out.size() < 400) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        bool valid = len > 0 && i + len <= s.size() && !(len == 2 && c < 0xc2);
+        for (size_t k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+        if (!valid || c < 0x20 || c == 0x7f) {
+            hex(c);
+            ++i;
+        } else {
+            out.append(s, i, len);
+            i += len;
+        }
+    }
+    if (i < s.size()) out += "...";
+    return out;
+}
+
+/// Throws ConfigError("<field>: <what> (got <value>); <fix>"). Field and value pass through printable().
 [[noreturn]] inline void config_error(const std::string& field, const std::string& what,
                                       const std::string& value, const std::string& fix) {
-    std::string msg = field + ": " + what;
-    if (!value.empty()) msg += " (got " + value + ")";
+    std::string msg = printable(field) + ": " + what;
+    if (!value.empty()) msg += " (got " + printable(value) + ")";
     if (!fix.empty()) msg += "; " + fix;
     throw ConfigError(msg);
 }

@@ -2,6 +2,7 @@
 #include "common/json_util.hpp"
 
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -10,19 +11,22 @@
 namespace moebench {
 
 json load_json_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) config_error(path, "cannot open file", "", "check the path exists and is readable");
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = read_file_bytes(path);
     try {
-        return json::parse(ss.str());
-    } catch (const json::parse_error& e) {
+        return json::parse(text);
+    } catch (const json::exception& e) {  // parse_error, and out_of_range 406 for a number like 1e400
         config_error(path, "is not valid JSON", e.what(), "fix the JSON syntax");
     }
 }
 
+void input_shape_error(const std::string& what, const std::string& detail) {
+    config_error(what, "a field has an unexpected type or is missing", detail,
+                 "pass a report written by moebench run or sweep, unedited (if it was, this is a bug: please report it)");
+}
+
 std::string json_brief(const json& v) {
-    std::string s = v.dump();
+    // replace: a string holding invalid UTF-8 (a corrupt input) must not make the error message itself throw.
+    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
     if (s.size() > 60) s = s.substr(0, 57) + "...";
     return s;
 }

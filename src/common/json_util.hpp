@@ -14,6 +14,23 @@ using json = nlohmann::json;
 /// Parses a whole file as JSON. Missing file or invalid JSON -> ConfigError naming the path.
 json load_json_file(const std::string& path);
 
+/// The ConfigError of reading_input.
+[[noreturn]] void input_shape_error(const std::string& what, const std::string& detail);
+
+/// Runs `f`, which reads a document loaded from `what` (a report, two reports); a JSON type or range error
+/// inside it (a field of the wrong type in a hand-edited or foreign file) becomes a ConfigError naming `what`,
+/// so a malformed input exits 2 with a message instead of an internal error.
+template <class F>
+decltype(auto) reading_input(const std::string& what, F&& f) {
+    try {
+        return f();
+    } catch (const json::type_error& e) {
+        input_shape_error(what, e.what());
+    } catch (const json::out_of_range& e) {
+        input_shape_error(what, e.what());
+    }
+}
+
 /// A view on an object being read, with its dotted path for messages ("model.num_experts").
 class JsonReader {
 public:

@@ -32,6 +32,8 @@ std::string resolve_config(const std::string& kind, const std::string& name_or_p
     if (name_or_path.empty()) config_error(field, "is empty", "", "give a short name or a path to a JSON file");
     std::error_code ec;
     if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
+    if (fs::is_directory(name_or_path, ec))
+        config_error(field, "is a folder, not a file", name_or_path, "give the path of a JSON file");
     fs::path shipped = fs::path(configs_dir()) / kind / (name_or_path + ".json");
     if (fs::is_regular_file(shipped, ec)) return shipped.string();
     std::string avail;

@@ -5,6 +5,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 #include "common/json_util.hpp"
 
 #include <algorithm>
@@ -32,7 +33,8 @@ int64_t dtype_size_bytes(const std::string& dtype) {
 }
 
 [[noreturn]] void bad_file(const std::string& path, const std::string& what) {
-    config_error(path, "not a valid safetensors file: " + what, "",
+    // printable: tensor names and parser messages come from the file and may hold any bytes.
+    config_error(path, "not a valid safetensors file: " + printable(what), "",
                  "write it with moebench or the Python `safetensors` package (docs/trace-format.md)");
 }
 
@@ -153,9 +155,7 @@ void write_safetensors(const std::string& path, const TensorFile& file) {
 }
 
 TensorFile read_safetensors(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) config_error(path, "cannot open file", "", "check the path");
-    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string content = read_file_bytes(path);
     if (content.size() < 8) bad_file(path, "shorter than the 8-byte header length");
     uint64_t header_len = 0;
     std::memcpy(&header_len, content.data(), 8);

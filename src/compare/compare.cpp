@@ -117,6 +117,15 @@ json compare_reports(const json& a, const json& b, const CompareOptions& o, cons
     json contrast = json::object();
     if (!o.match_keys.empty()) {
         keys = o.match_keys;
+        std::string known;
+        for (const auto& k : all) {
+            if (!known.empty()) known += ", ";
+            known += k;
+        }
+        for (const auto& k : keys)
+            if (!all.count(k))
+                config_error("--match", "is not an axis of either report", k,
+                             "use axes the reports have: " + (known.empty() ? std::string("(none)") : known));
     } else {
         for (const auto& k : all) {
             bool const_a = va[k].size() == 1, const_b = vb[k].size() == 1;

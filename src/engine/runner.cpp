@@ -369,16 +369,9 @@ json run_point(const RunConfig& cfg) {
     std::unique_ptr<Workload> workload = make_workload(cfg.routing, model, cfg.options.seed, "routing (--routing)");
     workload->check_layers(layers);
 
-    // Backend. "sim" is part of the vocabulary but may not be built into this binary.
+    // Backend. Its own ConfigError (a bad hardware profile for sim, no device for cuda) names the real cause.
     std::string why;
-    std::unique_ptr<Backend> backend;
-    try {
-        backend = make_backend(cfg.backend, &why, cfg.hardware);
-    } catch (const ConfigError& e) {
-        if (cfg.backend == "sim")
-            config_error("backend (--backend)", "the sim backend is not built yet", "sim", "use --backend cpu or cuda");
-        throw;
-    }
+    std::unique_ptr<Backend> backend = make_backend(cfg.backend, &why, cfg.hardware);
     if (!why.empty()) std::cerr << why << "\n";
     if (cfg.check && backend->name() == "sim")
         config_error("--check", "compares computed tensors against the fp32 reference; the sim backend computes none",

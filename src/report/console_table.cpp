@@ -62,8 +62,8 @@ std::string console_summary(const json& run) {
                      str(thr, "source", "?"), num(run, "num_tokens"));
     const json& whole = lat.value("whole_model", json::object());
     if (whole.contains("step_us") && whole.at("step_us").is_number()) {
-        s += fmt::format("whole model: step {:.1f} us, {:.1f} tokens/s{}\n", num(whole, "step_us"),
-                         num(whole, "tokens_per_s"),
+        s += fmt::format("whole model: step {:.1f} us, {:.1f} tokens/s ({}){}\n", num(whole, "step_us"),
+                         num(whole, "tokens_per_s"), str(lat, "source", "?"),
                          whole.value("extrapolated", false) ? " (extrapolated from the layers run)" : "");
     } else if (whole.contains("unavailable")) {
         s += fmt::format("whole model: not extrapolated ({})\n", str(whole, "unavailable"));
@@ -73,8 +73,9 @@ std::string console_summary(const json& run) {
     const json& roof = run.value("roofline", json::object());
     const json& block = roof.value("moe_block", json::object());
     if (block.contains("ratio_to_floor") && block.at("ratio_to_floor").is_number()) {
-        s += fmt::format("MoE block: {:.1f} us measured, floor {:.1f} us ({}-bound, {}) -> {:.2f}x the floor\n",
-                         num(block, "measured_us"), num(block, "floor_us"), str(block, "bound", "?"),
+        // The block's time carries the latency's source: "modeled" on the sim backend, never called measured.
+        s += fmt::format("MoE block: {:.1f} us {}, floor {:.1f} us ({}-bound, {}) -> {:.2f}x the floor\n",
+                         num(block, "measured_us"), str(roof, "times_source", str(lat, "source", "?")), num(block, "floor_us"), str(block, "bound", "?"),
                          str(roof, "ceiling_source", "?"), num(block, "ratio_to_floor"));
     } else if (!block.empty()) {
         s += "MoE block floor: not available (no ceilings: use --hardware PROFILE or --measure-ceilings)\n";
@@ -82,7 +83,7 @@ std::string console_summary(const json& run) {
 
     const json& load = run.value("expert_load", json::object());
     if (load.contains("per_layer") && !load.at("per_layer").empty()) {
-        s += "expert load max/mean:";
+        s += fmt::format("expert load max/mean ({}):", str(load, "source", "counted"));
         for (const json& l : load.at("per_layer")) {
             s += fmt::format(" L{} {:.2f}", num(l, "layer"), num(l, "max_over_mean"));
             if (num(l, "dropped") > 0) s += fmt::format(" ({} dropped)", num(l, "dropped"));

@@ -92,7 +92,10 @@ std::string render_csv(const json& report) {
             std::vector<std::string> row = point_cols;
             row.insert(row.end(), phase_cols.begin(), phase_cols.end());
             row.insert(row.end(), step_cols.begin(), step_cols.end());
-            for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + csv_field(row[i]);
+            for (size_t i = 0; i < row.size(); ++i) {
+                if (i) out += ',';  // (appending in two steps: GCC 12 -Wrestrict false positive on "," + s)
+                out += csv_field(row[i]);
+            }
             out += "\n";
         };
         std::vector<std::string> phases = run_phases(run);

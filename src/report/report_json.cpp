@@ -75,7 +75,8 @@ std::string current_command_line(const std::string& fallback) {
             auto slash = arg.rfind('/');
             arg = slash == std::string::npos ? arg : arg.substr(slash + 1);
         }
-        out += (first ? "" : " ") + shell_quote(arg);
+        if (!first) out += ' ';  // (not (first ? "" : " ") + ...: GCC 12 -Wrestrict false positive)
+        out += shell_quote(arg);
         first = false;
         arg.clear();
     }

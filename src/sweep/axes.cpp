@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -147,11 +148,18 @@ std::vector<json> expand_axes(const std::vector<SweepAxis>& axes) {
     std::vector<json> points{json::object()};
     for (const auto& axis : axes) {
         std::vector<json> uniq;
+        std::set<std::string> seen;  // by dump: a linear search made a 100000-value axis quadratic
         for (const auto& v : axis.values) {
             json n = normalize(v);
-            if (std::find(uniq.begin(), uniq.end(), n) == uniq.end()) uniq.push_back(n);
+            if (seen.insert(n.dump()).second) uniq.push_back(n);
         }
         if (uniq.empty()) config_error("axes." + axis.name, "axis has no values", "", "give at least one value");
+        // Checked before building the product, so a huge grid is a clear error and not an allocation failure.
+        const size_t kMaxPoints = 100000;
+        if (points.size() * uniq.size() > kMaxPoints)
+            config_error("axes." + axis.name, fmt::format("makes the sweep larger than {} points", kMaxPoints),
+                         fmt::format("{} points x {} values", points.size(), uniq.size()),
+                         "use fewer values per axis (a larger step or factor)");
         std::vector<json> next;
         next.reserve(points.size() * uniq.size());
         for (const auto& p : points)

@@ -4,6 +4,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 
 #include <ctime>
 #include <filesystem>
@@ -27,11 +28,7 @@ std::vector<JournalEntry> load_journal(const std::string& path, const std::strin
     if (repaired) *repaired = false;
     std::vector<JournalEntry> entries;
     if (!std::filesystem::exists(path)) return entries;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) config_error(path, "cannot read the sweep journal", "", "check the file is readable");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    const std::string text = read_file_bytes(path);
 
     std::map<std::string, size_t> index_of_key;
     std::string kept;  // the valid lines, for a repair
@@ -47,7 +44,7 @@ std::vector<JournalEntry> load_journal(const std::string& path, const std::strin
         json j;
         try {
             j = json::parse(line);
-        } catch (const json::parse_error&) {
+        } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
             if (!complete) {  // the tail of a write cut short by a kill: the point was not finished
                 torn = true;
                 break;
@@ -56,7 +53,11 @@ std::vector<JournalEntry> load_journal(const std::string& path, const std::strin
                          "remove that line or start a new journal");
         }
         if (!complete) torn = true;  // valid JSON but no newline: keep it, rewrite with its newline
-        if (!j.is_object() || j.value("journal", "") != kJournalSchema || !j.contains("point") || !j.contains("record"))
+        // Types checked here so that a hand-edited or corrupt line is a ConfigError, not a json type_error later.
+        if (!j.is_object() || !j.contains("journal") || j["journal"] != kJournalSchema || !j.contains("point") ||
+            !j["point"].is_object() || !j.contains("record") || !j["record"].is_object() ||
+            (j.contains("key") && !j["key"].is_string()) ||
+            (j.contains("fingerprint") && !j["fingerprint"].is_string()))
             config_error(fmt::format("{}:{}", path, line_no), "is not a moebench sweep journal line",
                          json_brief(j), "pass the .jsonl journal written by moebench sweep");
         if (j.value("fingerprint", "") != fingerprint)

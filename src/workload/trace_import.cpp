@@ -3,6 +3,7 @@
 #include "workload/trace_import.hpp"
 
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 #include "common/json_util.hpp"
 
 #include <fmt/format.h>
@@ -30,6 +31,7 @@ std::string ImportSummary::describe() const {
 namespace {
 
 std::ifstream open_text(const std::string& path) {
+    require_readable_file(path);
     std::ifstream in(path);
     if (!in) config_error(path, "cannot open trace file", "", "check the path");
     return in;
@@ -311,6 +313,9 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
 }
 
 RoutingTrace import_trace(const std::string& path, int64_t num_experts, ImportSummary* summary) {
+    // A .jsonl file is JSONL whatever its first line holds (a non-JSON first line is a malformed record, counted).
+    if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0)
+        return trace_from_jsonl(path, num_experts, summary);
     std::ifstream in = open_text(path);
     std::string line;
     while (std::getline(in, line)) {

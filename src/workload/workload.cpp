@@ -261,7 +261,9 @@ public:
         if (trace_.num_layers > num_moe)
             config_error(field, fmt::format("trace has {} layers but model '{}' has {} MoE layers", trace_.num_layers,
                                             model.name, num_moe),
-                         path, "replay it on the model it was recorded on (trace model: '" + trace_.model + "')");
+                         path, trace_.model.empty() ? "replay it on the model it was recorded on (the trace does not name it)"
+                                                   : "replay it on the model it was recorded on (trace model: '" +
+                                                         trace_.model + "')");
         if (trace_.top_k != top_k_)
             config_error(field, fmt::format("trace top_k {} differs from the model's top_k {}", trace_.top_k, top_k_),
                          path, "replay it on a model with the same top-k");
@@ -410,7 +412,8 @@ RoutingTrace generate_trace(Workload& workload, const ModelConfig& model, const 
     for (size_t i = 0; i < layers.size(); ++i)
         if (ordinals[static_cast<size_t>(layers[i])] >= 0) {
             moe_slots.push_back(i);
-            layer_list += (layer_list.empty() ? "" : ",") + std::to_string(layers[i]);
+            if (!layer_list.empty()) layer_list += ',';  // (not "" : "," + ...: GCC 12 -Wrestrict false positive)
+            layer_list += std::to_string(layers[i]);
         }
     if (moe_slots.empty())
         config_error("--layers", "no MoE layer among the layers asked for", std::to_string(layers.size()) + " layers",

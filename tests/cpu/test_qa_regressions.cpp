@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+// Regressions found by a first-user pass over the README, docs/ and malformed inputs: each case failed (crash,
+// exit 1, a misleading message, a late failure or a mislabelled figure) before its fix.
+#include "cli_helpers.hpp"
+#include "error_helpers.hpp"
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/json_util.hpp"
+#include "sweep/axes.hpp"
+#include "sweep/journal.hpp"
+#include "workload/trace_import.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using moebench::test::config_error_of;
+using moebench::test::run_cli;
+using moebench::test::temp_dir;
+using moebench::test::write_temp;
+using namespace moebench;
+
+namespace {
+
+const std::string kData = MOEBENCH_TEST_DATA;
+const std::string kTiny = kData + "/models/tiny-gqa.json";
+
+// Exit 2 and "moebench: error: " with each needle; never an internal error. `run` may print its OpenBLAS
+// re-exec note first, so the error line is looked for anywhere in stderr.
+void expect_refused(const std::string& args, const std::vector<std::string>& needles) {
+    auto r = run_cli(args);
+    INFO("moebench " << args << "\nstdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("moebench: error: "));
+    CHECK_THAT(r.err, !Catch::Contains("internal error"));
+    for (const auto& n : needles) CHECK_THAT(r.err, Catch::Contains(n));
+}
+
+std::string read_text_file(const std::string& path) { return moebench::test::read_text(path); }
+
+bool is_printable_utf8(const std::string& s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c == '\n') continue;
+        if (c < 0x20 || c == 0x7f) return false;
+        if (c >= 0x80) {
+            size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+            if (len == 0 || i + len > s.size()) return false;
+            for (size_t k = 1; k < len; ++k)
+                if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+            i += len - 1;
+        }
+    }
+    return true;
+}
+
+std::string journal_line(const std::string& key_json) {
+    return R"({"journal":"moebench.sweep-journal/1","fingerprint":"f","key":)" + key_json +
+           R"(,"point":{"batch":1},"record":{"status":"ok"}})";
+}
+
+}  // namespace
+
+TEST_CASE("qa: the sim backend reports a bad hardware profile, not 'not built yet'", "[qa][cli]") {
+    // Before: runner.cpp caught every ConfigError of make_backend("sim") and replaced it with
+    // "the sim backend is not built yet", hiding the real field.
+    json hw = load_json_file(std::string(MOEBENCH_SOURCE_DIR) + "/configs/hardware/h200-sxm.json");
+    hw["sim"] = {{"compute_efficiency", 5}};
+    const std::string path = write_temp("bad-sim.json", hw.dump());
+    expect_refused("run --backend sim --model " + kTiny + " --hardware " + path + " --out -",
+                   {"compute_efficiency", "5"});
+    auto r = run_cli("run --backend sim --model " + kTiny + " --hardware " + path + " --out -");
+    CHECK_THAT(r.err, !Catch::Contains("not built"));
+}
+
+TEST_CASE("qa: error messages never echo raw binary bytes", "[qa][errors]") {
+    CHECK(printable(std::string("a\x01" "b\xc3")) == "a\\x01b\\xc3");
+    CHECK(printable("caf\xc3\xa9 \xe2\x89\xa5") == "caf\xc3\xa9 \xe2\x89\xa5");  // valid UTF-8 passes
+    CHECK(printable(std::string(1000, 'x')).size() < 420);
+    // A model file of binary garbage: the JSON parser's message quotes the bytes it read.
+    std::string garbage = "{";
+    for (int i = 0; i < 64; ++i) garbage += static_cast<char>(0x80 + (i * 37) % 128);
+    const std::string path = write_temp("garbage.json", garbage);
+    auto r = run_cli("plan --model " + path);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(is_printable_utf8(r.err));
+    // json_brief of a string with invalid UTF-8 used to throw json type_error 316 (exit 1).
+    CHECK_NOTHROW(json_brief(json(std::string("\x8e\xff"))));
+}
+
+TEST_CASE("qa: a folder where a file is expected is a ConfigError", "[qa][cli]") {
+    const std::string dir = temp_dir("qa-dir");
+    const std::string sub = dir + "/x.json";
+    fs::create_directories(sub);
+    expect_refused("trace info " + sub, {sub, "folder"});         // was: internal error, exit 1
+    expect_refused("plan --model " + sub, {sub, "folder"});       // was: "file not found"
+    expect_refused("report " + sub, {sub, "folder"});             // was: "is not valid JSON"
+    expect_refused("trace convert " + sub + " -o " + dir + "/o.safetensors", {sub, "folder"});
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: corrupt sweep journal lines are ConfigErrors, not json exceptions", "[qa][sweep]") {
+    const std::string dir = temp_dir("qa-journal");
+    // A key that is a number (json type_error 302 before) and a line of invalid UTF-8 (type_error 316 before).
+    for (const std::string& bad : {journal_line("5"), std::string("\x8e\xff\x01 garbage")}) {
+        const std::string path = dir + "/j.jsonl";
+        std::ofstream(path, std::ios::binary | std::ios::trunc) << journal_line("\"{\\\"batch\\\":2}\"") << "\n"
+                                                                << bad << "\n"
+                                                                << journal_line("\"{\\\"batch\\\":4}\"") << "\n";
+        std::string msg = config_error_of([&] { (void)load_journal(path, "f", nullptr); });
+        INFO(msg);
+        CHECK_THAT(msg, Catch::Contains(path + ":2"));
+        CHECK(is_printable_utf8(msg));
+        expect_refused("report " + path, {path + ":2"});
+    }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: a .jsonl trace whose first line is not JSON imports as JSONL", "[qa][trace]") {
+    // Before: the format was guessed from the first line only, so a non-JSON first line read as the text form.
+    const std::string path = write_temp(
+        "t.jsonl", "not json\n"
+                   R"({"dataset":"a","problem_id":0,"layer":0,"experts":[1,0],"token_idx":0})" "\n"
+                   R"({"dataset":"a","problem_id":0,"layer":0,"experts":[2,3],"token_idx":1})" "\n");
+    ImportSummary s;
+    RoutingTrace t = import_trace(path, 4, &s);
+    CHECK(s.format == "jsonl");
+    CHECK(s.malformed == 1);
+    CHECK(t.num_tokens == 2);
+    CHECK(t.topk_ids == std::vector<int32_t>{1, 0, 2, 3});
+}
+
+TEST_CASE("qa: compare refuses when nothing matches or --match names no axis", "[qa][compare]") {
+    const std::string dir = temp_dir("qa-compare");
+    const std::string a = dir + "/a.json", b = dir + "/b.json";
+    REQUIRE(run_cli("run --model " + kTiny + " --batch 2 --iters 2 --warmup 0 --out " + a).exit_code == 0);
+    REQUIRE(run_cli("run --model " + kTiny + " --batch 4 --iters 2 --warmup 0 --out " + b).exit_code == 0);
+    // Before: 0 matched points -> exit 0, so a CI gate passed without comparing anything.
+    expect_refused("compare " + a + " " + b + " --match batch", {"no point", "--match"});
+    // Before: an unknown axis was accepted silently.
+    expect_refused("compare " + a + " " + b + " --match nosuchaxis", {"--match", "nosuchaxis", "batch"});
+    CHECK(run_cli("compare " + a + " " + a).exit_code == 0);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: outputs that cannot be written fail before the work, and leave no temporary file", "[qa][cli]") {
+    const std::string dir = temp_dir("qa-out");
+    const std::string folder = dir + "/out.json";
+    fs::create_directories(folder);
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_refused("run --model " + kTiny + " --iters 1000 --warmup 0 --out " + folder, {folder, "folder"});
+    // 1000 iterations take seconds; the refusal comes before the run.
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+    const std::string file = dir + "/a-file";
+    std::ofstream(file) << "x";
+    expect_refused("run --model " + kTiny + " --iters 1 --warmup 0 --out " + dir + "/r.json --dump-tensors " + file,
+                   {"--dump-tensors", file});
+    CHECK_THAT(config_error_of([&] { write_file_atomic(folder, "x"); }), Catch::Contains("folder"));
+    size_t leftovers = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.path().string().find(".tmp.") != std::string::npos) ++leftovers;
+    CHECK(leftovers == 0);
+    CHECK_THAT(config_error_of([] { check_output_path("/proc/no-such-dir/x.json"); }),
+               Catch::Contains("/proc/no-such-dir/x.json"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: flags that cannot apply or cannot fit are refused up front", "[qa][cli]") {
+    // --seq-len in decode used to be ignored silently.
+    expect_refused("run --model " + kTiny + " --seq-len 8 --out -", {"--seq-len", "prefill"});
+    // trace info --top-pairs -1 reached std::vector as a huge size (internal error).
+    const std::string trace = temp_dir("qa-trace") + "/t.safetensors";
+    REQUIRE(run_cli("trace gen --model " + kTiny + " --routing uniform --tokens 16 -o " + trace).exit_code == 0);
+    expect_refused("trace info " + trace + " --top-pairs -1", {"--top-pairs", "-1"});
+    fs::remove_all(fs::path(trace).parent_path());
+    // trace gen of 10^12 tokens used to try the allocation ("out of host memory; ... --batch").
+    expect_refused("trace gen --model " + kTiny + " --routing uniform --tokens 1000000000000 -o /tmp/never.st",
+                   {"--tokens", "1000000000000"});
+    // A 10^10-point sweep grid used to be built (quadratic dedup, then bad_alloc); now refused at once.
+    std::vector<SweepAxis> axes{{"batch", parse_axis_values("1..100000:+1", "--batch")},
+                                {"context", parse_axis_values("1..100000:+1", "--context")}};
+    CHECK_THAT(config_error_of([&] { (void)expand_axes(axes); }), Catch::Contains("100000 points"));
+}
+
+TEST_CASE("qa: the terminal summary labels sim figures modeled, never measured", "[qa][sim]") {
+    auto r = run_cli("run --backend sim --hardware h200-sxm --model " + kTiny + " --out -");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    // The summary goes to stderr when the JSON goes to stdout; look in both.
+    const std::string all = r.out + r.err;
+    CHECK_THAT(all, Catch::Contains("MoE block:"));
+    CHECK_THAT(all, !Catch::Contains("us measured"));
+    CHECK_THAT(all, Catch::Contains("us modeled"));
+}
+
+TEST_CASE("qa: the README's plan example runs as written", "[qa][docs]") {
+    // The README used --ep 8 in bf16, which the plan refuses (DeepSeek-V3 needs 16 H200s in bf16).
+    auto r = run_cli("plan --model deepseek-v3 --hardware h200-sxm --dtype fp8 --ep 8 --batch 64 --context 8192");
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    expect_refused("plan --model deepseek-v3 --hardware h200-sxm --ep 8 --batch 64 --context 8192",
+                   {"--ep", "16"});
+}
+
+TEST_CASE("qa: a report with a field of the wrong type is a ConfigError in report and compare", "[qa][report]") {
+    const std::string dir = temp_dir("qa-report");
+    const std::string good = dir + "/good.json", bad = dir + "/bad.json";
+    REQUIRE(run_cli("run --model " + kTiny + " --iters 2 --warmup 0 --out " + good).exit_code == 0);
+    json r = load_json_file(good);
+    REQUIRE(r["runs"][0]["expert_load"]["per_layer"][0].contains("max_over_mean"));
+    r["runs"][0]["expert_load"]["per_layer"][0]["max_over_mean"] = json::object();
+    std::ofstream(bad) << r.dump();
+    // Before: "moebench: internal error: [json.exception.type_error.302] ...", exit 1.
+    expect_refused("report " + bad + " --format md", {bad, "unexpected type"});
+    expect_refused("report " + bad + " --format html -o " + dir + "/r.html", {bad, "unexpected type"});
+    CHECK(!fs::exists(dir + "/r.html"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: sizes near INT64_MAX are refused, not a crash or an overflowed plan", "[qa][cli]") {
+    const std::string big = "9223372036854775807";
+    // Before: segfault (context), "internal error: cannot create std::vector larger than max_size()" (batch).
+    expect_refused("run --model " + kTiny + " --context " + big + " --out -", {"context", big});
+    expect_refused("run --model " + kTiny + " --batch " + big + " --out -", {"batch", big});
+    expect_refused("run --backend sim --model " + kTiny + " --batch " + big + " --out -", {"batch", big});
+    // batch x seq_len used to wrap to a negative token count.
+    expect_refused("run --model " + kTiny + " --mode prefill --batch 3 --seq-len 3074457345618258603 --out -",
+                   {"seq_len"});
+    expect_refused("run --model " + kTiny + " --mode prefill --batch 65536 --seq-len 65536 --out -",
+                   {"tokens per step", "65536 x 65536"});
+    expect_refused("run --model " + kTiny + " --iters 1000000000 --out -", {"iters", "1000000000"});
+    // plan: ceil(batch / dp) overflowed; the plan said "fits" with negative KV bytes, exit 0.
+    expect_refused("plan --model mixtral-8x7b --batch " + big, {"--batch", big});
+    expect_refused("plan --model mixtral-8x7b --context 1000000000000000", {"--context"});
+}
+
+TEST_CASE("qa: a number beyond double range in an input JSON is a ConfigError", "[qa][config]") {
+    // nlohmann throws out_of_range 406 (not parse_error) for 1e400: it was an internal error, exit 1.
+    std::string text = read_text_file(kData + "/hf-configs/mixtral-8x7b-v0.1.json");
+    const auto at = text.find("\"hidden_size\": 4096");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::string("\"hidden_size\": 4096").size(), "\"hidden_size\": 1e400");
+    const std::string path = write_temp("config.json", text);
+    expect_refused("plan --model " + path, {path, "not valid JSON", "1e400"});
+    const std::string journal = write_temp("j.jsonl", journal_line("1e400") + "\n" + journal_line("\"k\"") + "\n");
+    expect_refused("report " + journal, {journal + ":1"});
+}
