@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace moebench::test {
 
@@ -25,11 +26,25 @@ inline std::string read_text(const std::string& path) {
     return ss.str();
 }
 
-/// A fresh temporary folder for one test.
+/// Every temporary folder the test process made; removed when the process exits.
+struct TempDirs {
+    std::vector<std::string> dirs;
+    ~TempDirs() {
+        std::error_code ec;
+        for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+};
+inline TempDirs& temp_dirs() {
+    static TempDirs all;
+    return all;
+}
+
+/// A fresh temporary folder for one test (removed at process exit).
 inline std::string temp_dir(const std::string& tag) {
     auto dir = std::filesystem::temp_directory_path() /
                ("moebench-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()));
     std::filesystem::create_directories(dir);
+    temp_dirs().dirs.push_back(dir.string());
     return dir.string();
 }
 

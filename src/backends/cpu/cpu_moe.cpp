@@ -167,12 +167,7 @@ void CpuBackend::phase_activation(int64_t slot) {
     const int64_t rows = offsets_[d_.E], I = d_.I;
     const int kind = static_cast<int>(m_.activation);
     const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
-    const float* gu = gu_.data();
-    float* act = act_.data();
-    pool_->parallel_for(rows, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r)
-            for (int64_t i = 0; i < I; ++i) act[r * I + i] = core::activate(kind, gu[r * 2 * I + i], gu[r * 2 * I + I + i], limit);
-    }, 4);
+    activate_rows(*pool_, kind, gu_.data(), act_.data(), rows, I, limit);
 }
 
 void CpuBackend::phase_expert_down(int64_t slot) {
@@ -193,12 +188,7 @@ void CpuBackend::phase_shared(int64_t slot) {
     gemm_auto(*pool_, T_, 2 * SI, H, xin, w.shared_gu.data(), sgu_.data());
     const int kind = static_cast<int>(m_.activation);
     const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
-    const float* sgu = sgu_.data();
-    float* sact = sact_.data();
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t)
-            for (int64_t i = 0; i < SI; ++i) sact[t * SI + i] = core::activate(kind, sgu[t * 2 * SI + i], sgu[t * 2 * SI + SI + i], limit);
-    }, 4);
+    activate_rows(*pool_, kind, sgu_.data(), sact_.data(), T_, SI, limit);
     gemm_auto(*pool_, T_, H, SI, sact_.data(), w.shared_down.data(), sout_.data());
     if (!w.shared_gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w_gate) scales the shared output
         const float* gw = w.shared_gate_w.data();
@@ -257,12 +247,7 @@ void CpuBackend::phase_dense(int64_t slot) {
     gemm_auto(*pool_, T_, 2 * Id, H, ffn_in(slot), w.dense_gu.data(), dgu_.data());
     const int kind = static_cast<int>(m_.activation);
     const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
-    const float* gu = dgu_.data();
-    float* act = dact_.data();
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t)
-            for (int64_t i = 0; i < Id; ++i) act[t * Id + i] = core::activate(kind, gu[t * 2 * Id + i], gu[t * 2 * Id + Id + i], limit);
-    }, 4);
+    activate_rows(*pool_, kind, dgu_.data(), dact_.data(), T_, Id, limit);
     if (w.post_ffn_norm_w.empty()) {
         gemm_auto(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), x_.data(), 1.0f);  // residual add inside the GEMM
         return;

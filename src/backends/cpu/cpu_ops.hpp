@@ -35,6 +35,10 @@ struct XwtProblem {
 /// skinny ones, the summed time of its blocks divided by the pool's threads (its share of the shared pass).
 void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs, float beta = 0.0f,
                    double* times_us = nullptr);
+/// act[r, i] = core::activate(kind, gu[r, i], gu[r, n + i], limit) for `rows` rows: gu is [rows, 2n] (gate half,
+/// then up half), act is [rows, n]. Vectorised (a polynomial expf, ~1 ulp); equals the scalar core:: activations
+/// within fp32 rounding.
+void activate_rows(ThreadPool& pool, int kind, const float* gu, float* act, int64_t rows, int64_t n, float limit);
 /// y[r, :] += bias for each of `rows` rows of width n (row stride ldy, default n).
 void add_bias_rows(ThreadPool& pool, float* y, const float* bias, int64_t rows, int64_t n, int64_t ldy = 0);
 
