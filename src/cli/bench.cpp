@@ -32,7 +32,7 @@ namespace moebench::cli {
 namespace {
 
 struct BenchFlags {
-    std::string model, mode = "decode", routing = "router", format = "text", out, dump_routing;
+    std::string model, mode = "decode", routing = "router", format = "text", out, dump_routing, expert_gemm = "auto";
     int64_t layer = -1, batch = 0, tokens = 0, threads = 0, iters = 10, warmup = 2, seed = 0;
     bool warm_cache = false;
 };
@@ -95,6 +95,7 @@ void run_bench_moe(const BenchFlags& f) {
     RunOptions opt;
     opt.seed = static_cast<uint64_t>(f.seed);
     opt.num_threads = f.threads;
+    opt.expert_gemm = f.expert_gemm;
     const std::vector<int64_t> layers = {layer};
     std::unique_ptr<Workload> workload = make_workload(f.routing, model, opt.seed, "--routing");
     workload->check_layers(layers);
@@ -250,6 +251,7 @@ void run_bench_moe(const BenchFlags& f) {
     }
     std::cout << fmt::format("{:<18} {:>12.1f} {:>12.1f}   (measured, {} iterations)\n", "block", block.p50_us,
                              block.min_us, f.iters);
+    std::cout << fmt::format("expert GEMMs    {}\n", backend_info.value("expert_gemm_kernel", std::string("-")));
     std::cout << fmt::format("BLAS            OpenBLAS {} kernels\n", openblas_get_corename());
     std::cout << fmt::format("read bandwidth  {:8.2f} GB/s   (measured: {})\n", bw.value / 1e9, bw.method);
     std::cout << fmt::format("sgemm rate      {:8.1f} GFLOP/s (measured: {})\n", gemm.value / 1e9, gemm.method);
@@ -288,6 +290,7 @@ void add_bench_command(CLI::App& app) {
     moe->add_option("--out", f->out, "Also write the JSON result to this file");
     moe->add_option("--dump-routing", f->dump_routing, "Write the routing used (safetensors) to this file");
     moe->add_flag("--warm-cache", f->warm_cache, "Do not evict the LLC between iterations");
+    moe->add_option("--expert-gemm", f->expert_gemm, "auto | panel | blas: the expert GEMM kernel (auto: by rows per expert)");
     moe->callback([f] { run_bench_moe(*f); });
 }
 

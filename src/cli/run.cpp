@@ -65,7 +65,7 @@ void add_run_command(CLI::App& app) {
                                   "Compare the first MoE block with the fp32 host reference (cuda; cpu: self-check); "
                                   "exit 3 on mismatch");
     auto* o_ep = cmd->add_option("--ep", f->ep, "Expert-parallel ranks (adds dispatch_a2a / combine_a2a)");
-    auto* o_gemm = cmd->add_option("--expert-gemm", f->expert_gemm, "cuda: expert GEMMs auto | grouped | loop");
+    auto* o_gemm = cmd->add_option("--expert-gemm", f->expert_gemm, "Expert GEMMs: auto | grouped | loop (cuda), auto | panel | blas (cpu)");
     auto* o_graph = cmd->add_flag("--cuda-graph", f->cuda_graph, "cuda: capture the step in a CUDA graph and time replays");
     auto* o_cold = cmd->add_flag("--cold-l2", f->cold_l2, "cuda: flush L2 before each step");
     auto* o_ceil = cmd->add_flag("--measure-ceilings", f->measure_ceilings,

@@ -160,18 +160,24 @@ void validate(const RunConfig& c) {
     if (!(c.options.capacity_factor >= 0))
         config_error(label("", "capacity_factor"), "must not be negative", fmt::format("{}", c.options.capacity_factor),
                      "use 0 for dropless, or a factor such as 1.25");
-    static const std::set<std::string> gemms = {"auto", "grouped", "loop"};
+    static const std::set<std::string> gemms = {"auto", "grouped", "loop", "panel", "blas"};
     if (!gemms.count(c.options.expert_gemm))
-        config_error(label("", "expert_gemm"), "unknown expert GEMM strategy", c.options.expert_gemm, "use auto, grouped or loop");
+        config_error(label("", "expert_gemm"), "unknown expert GEMM strategy", c.options.expert_gemm,
+                     "use auto, grouped or loop (cuda), panel or blas (cpu)");
     for (const char* key : {"cuda_graph", "cold_l2"}) {
         const bool on = std::string(key) == "cuda_graph" ? c.options.cuda_graph : c.options.cold_l2;
         if (on && (c.backend == "cpu" || c.backend == "sim"))
             config_error(label("", key), "is a cuda backend option", "backend " + c.backend,
                          "drop it, or use --backend cuda");
     }
-    if (c.options.expert_gemm != "auto" && (c.backend == "cpu" || c.backend == "sim"))
+    const bool cuda_gemm = c.options.expert_gemm == "grouped" || c.options.expert_gemm == "loop";
+    const bool cpu_gemm = c.options.expert_gemm == "panel" || c.options.expert_gemm == "blas";
+    if (cuda_gemm && (c.backend == "cpu" || c.backend == "sim"))
         config_error(label("", "expert_gemm"), "chooses between cuBLAS expert GEMM variants, so it needs the cuda backend",
-                     c.options.expert_gemm + " with backend " + c.backend, "use auto, or --backend cuda");
+                     c.options.expert_gemm + " with backend " + c.backend, "use auto, panel or blas on cpu, or --backend cuda");
+    if (cpu_gemm && (c.backend == "cuda" || c.backend == "sim"))
+        config_error(label("", "expert_gemm"), "chooses between the cpu backend's expert GEMM kernels",
+                     c.options.expert_gemm + " with backend " + c.backend, "use auto, grouped or loop on cuda, or --backend cpu");
     if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
     if (c.check && c.backend == "sim")
         config_error(label("", "check"), "compares computed tensors against the fp32 reference; the sim backend computes none",

@@ -388,10 +388,16 @@ json run_point(const RunConfig& cfg) {
         if (cfg.options.cold_l2)
             config_error("cold_l2 (--cold-l2)", "is a cuda backend option", "backend " + backend->name(),
                          "drop --cold-l2, or run on the cuda backend");
-        if (cfg.options.expert_gemm != "auto")
+        if (cfg.options.expert_gemm == "grouped" || cfg.options.expert_gemm == "loop")
             config_error("expert_gemm (--expert-gemm)", "chooses a cuBLAS expert GEMM variant, so it needs the cuda backend",
-                         cfg.options.expert_gemm + " with backend " + backend->name(), "use auto, or --backend cuda");
+                         cfg.options.expert_gemm + " with backend " + backend->name(),
+                         backend->name() == "cpu" ? "use auto, panel or blas on cpu, or --backend cuda"
+                                                  : "use auto, or --backend cuda");
     }
+    if (backend->name() != "cpu" && (cfg.options.expert_gemm == "panel" || cfg.options.expert_gemm == "blas"))
+        config_error("expert_gemm (--expert-gemm)", "chooses a cpu backend expert GEMM kernel",
+                     cfg.options.expert_gemm + " with backend " + backend->name(),
+                     backend->name() == "cuda" ? "use auto, grouped or loop on cuda" : "use auto, or --backend cpu");
     if (cfg.measure_ceilings && backend->name() == "sim")
         config_error("measure_ceilings (--measure-ceilings)", "measures this machine; the sim backend models a profile",
                      "backend sim", "drop --measure-ceilings (sim uses --hardware), or use --backend cpu or cuda");

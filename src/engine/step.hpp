@@ -27,7 +27,7 @@ struct RunOptions {
     int64_t soft_topn = 0;               // 0 = the family's top-k; N = weighted mix of the N most probable experts
     int64_t num_threads = 0;             // cpu: 0 = all cores
     int64_t ep_size = 1;                 // expert-parallel ranks
-    std::string expert_gemm = "auto";    // cuda: auto | grouped | loop
+    std::string expert_gemm = "auto";    // cuda: auto | grouped | loop; cpu: auto | panel | blas
     bool cuda_graph = false;
     bool cold_l2 = false;
 };

@@ -3,6 +3,7 @@
 // family routing re-implemented here with a sort, experts as naive dot products, for several families, plus
 // capacity drops, soft top-N, a routing override and seed determinism.
 #include "backends/cpu/cpu_backend_impl.hpp"
+#include "common/error.hpp"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>
@@ -17,6 +18,7 @@ using namespace moebench;
 namespace {
 
 using test::decode;
+using test::prefill;
 
 ModelConfig tiny_model(RoutingKind routing) {
     ModelConfig m = test::tiny_gqa_moe("tiny", {.vocab_size = 32, .hidden_size = 16, .num_layers = 2, .num_heads = 2,
@@ -424,4 +426,41 @@ TEST_CASE("identical seeds give identical blocks; different seeds differ", "[cpu
     RunOptions c = a;
     c.seed = 78;
     CHECK(f32(run_block(m, decode(5, 3), c).dump, "moe_out") != f32(r1.dump, "moe_out"));
+}
+
+TEST_CASE("expert GEMM kernels: panel and blas layouts give the same block and dump the same weights", "[cpu_moe]") {
+    auto m = tiny_model(RoutingKind::topk_softmax);
+    RunOptions p;
+    p.seed = 21;
+    p.num_threads = 2;
+    p.expert_gemm = "panel";
+    RunOptions b = p;
+    b.expert_gemm = "blas";
+    // 40 tokens x top-2 over 8 experts: ~10 rows per expert, both kernels' small-row paths.
+    const auto rp = run_block(m, decode(40, 3), p), rb = run_block(m, decode(40, 3), b);
+    check_block(m, rp);
+    check_block(m, rb);
+    CHECK(rp.res.routing.ids == rb.res.routing.ids);
+    for (const char* name : {"w_gate", "w_up", "w_down", "moe_in"}) {
+        INFO(name);
+        CHECK(f32(rp.dump, name) == f32(rb.dump, name));  // the panel layout is unpacked for the dump
+    }
+    const auto op = f32(rp.dump, "moe_out"), ob = f32(rb.dump, "moe_out");
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < op.size(); ++i) {
+        d2 += (op[i] - ob[i]) * (op[i] - ob[i]);
+        r2 += ob[i] * ob[i];
+    }
+    CHECK(std::sqrt(d2 / r2) < 1e-5);
+
+    cpu::CpuBackend be;
+    be.prepare(m, {0, 1}, decode(40, 3), p);
+    CHECK(be.describe().at("expert_gemm") == "panel");
+    RunOptions a = p;
+    a.expert_gemm = "auto";
+    be.prepare(m, {0, 1}, prefill(4, 256), a);  // 1024 tokens x 2 / 8 experts = 256 rows each: OpenBLAS
+    CHECK(be.describe().at("expert_gemm") == "blas");
+    RunOptions bad = p;
+    bad.expert_gemm = "grouped";
+    CHECK_THROWS_AS(be.prepare(m, {0, 1}, decode(4, 3), bad), ConfigError);
 }

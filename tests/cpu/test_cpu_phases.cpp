@@ -115,6 +115,56 @@ TEST_CASE("skinny GEMM (decode rows) equals the naive product for m = 1..8, odd 
     }
 }
 
+TEST_CASE("panel layout: pack and unpack round-trip, including a narrower last panel", "[cpu_phases]") {
+    ThreadPool pool(2);
+    for (int64_t n : {kPanelCols, 3 * kPanelCols, 2 * kPanelCols + 5, int64_t(7)}) {
+        const int64_t k = 29;
+        auto w = randv(n * k, 70 + n);
+        std::vector<float> packed(w.size(), 0.0f), back(w.size(), 0.0f);
+        pack_panels(pool, w.data(), n, k, packed.data());
+        // Panel p holds outputs [16p, 16p + nr) k-major: element (row j0 + j, column c) at j0 * k + c * nr + j.
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = 0; c < k; ++c) {
+                const int64_t j0 = j / kPanelCols * kPanelCols, nr = std::min(kPanelCols, n - j0);
+                REQUIRE(packed[static_cast<size_t>(j0 * k + c * nr + (j - j0))] == w[static_cast<size_t>(j * k + c)]);
+            }
+        unpack_panels(pool, packed.data(), n, k, back.data());
+        CHECK(back == w);
+    }
+}
+
+TEST_CASE("panel kernel equals the naive product: one or several row groups, k chunks, tail panel, beta 0 and 1",
+          "[cpu_phases]") {
+    ThreadPool pool(2);
+    // m = 24 is one register group, 25 two, 60 three; k = 600 spans several k chunks; n = 37 has a 5-wide last panel.
+    for (int64_t m : {1, 5, 16, 24, 25, 60})
+        for (int64_t n : {int64_t(37), 8 * kPanelCols + kPanelCols})
+            for (int64_t k : {int64_t(7), int64_t(600)}) {
+                auto x = randv(m * k, 80 + m), w = randv(n * k, 90 + n), y = randv(m * n, 100 + k);
+                std::vector<float> wp(w.size());
+                pack_panels(pool, w.data(), n, k, wp.data());
+                auto y1 = y;
+                XwtProblem q;
+                q.m = m;
+                q.n = n;
+                q.k = k;
+                q.x = x.data();
+                q.w = wp.data();
+                q.y = y.data();
+                q.w_panels = true;
+                double us = -1.0;
+                gemm_xwt_many(pool, &q, 1, 0.0f, &us);
+                INFO("m " << m << " n " << n << " k " << k);
+                CHECK(rel_err(y.data(), linear_ref(x.data(), w.data(), m, n, k)) < 1e-6);
+                CHECK(us >= 0.0);
+                auto ref = linear_ref(x.data(), w.data(), m, n, k);
+                for (size_t i = 0; i < ref.size(); ++i) ref[i] += y1[i];
+                q.y = y1.data();
+                gemm_xwt_many(pool, &q, 1, 1.0f);
+                CHECK(rel_err(y1.data(), ref) < 1e-6);
+            }
+}
+
 TEST_CASE("RMSNorm and LayerNorm rows equal the naive formulas", "[cpu_phases]") {
     ThreadPool pool(2);
     const int64_t rows = 9, n = 33;

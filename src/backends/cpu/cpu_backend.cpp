@@ -70,6 +70,13 @@ json CpuBackend::describe() const {
     j["threads"] = pool_ ? pool_->size() : 0;
     j["blas"] = std::string("OpenBLAS ") + openblas_get_config();
     j["blas_threads"] = openblas_get_num_threads();
+    if (d_.E > 0) {
+        j["expert_gemm"] = expert_panels_ ? "panel" : "blas";
+        j["expert_gemm_requested"] = opt_.expert_gemm;
+        j["expert_gemm_kernel"] =
+            expert_panels_ ? fmt::format("moebench panel kernel (expert weights in {}-column k-major panels)", kPanelCols)
+                           : fmt::format("OpenBLAS sgemm (moebench small-row kernel for <= {} rows)", kSkinnyRows);
+    }
     j["hardware_threads"] = static_cast<int64_t>(std::thread::hardware_concurrency());
     return j;
 }
@@ -108,8 +115,18 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     kmax_ = std::max<int64_t>(d_.K, opt.soft_topn);
     const int64_t cache_ctx = shape.mode == Mode::decode ? shape.context : 0;
 
+    // Expert weight layout: at decode-sized steps (few rows per expert) the panel layout and its kernel (see
+    // cpu_ops.hpp); with many rows per expert, PyTorch's [out, in] for OpenBLAS, whose packing then pays off.
+    if (opt.expert_gemm != "auto" && opt.expert_gemm != "panel" && opt.expert_gemm != "blas")
+        config_error("expert_gemm", "not an expert GEMM kernel of the cpu backend", opt.expert_gemm,
+                     "use auto, panel or blas");
+    expert_panels_ = d_.E > 0 && (opt.expert_gemm == "panel" ||
+                                  (opt.expert_gemm == "auto" && T_ * kmax_ <= kPanelMaxAvgRows * d_.E));
+
     // Memory preflight against MemAvailable, before any allocation.
-    const double weight_bytes = 4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx));
+    const double weight_bytes =
+        4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx) +
+                                  (expert_panels_ ? expert_temp_floats(model) : 0));
     const double act_bytes = 4.0 * static_cast<double>(activation_floats(model, layers, shape, kmax_));
     const double avail = static_cast<double>(mem_available_bytes());
     if (avail > 0 && weight_bytes + act_bytes > 0.85 * avail)
@@ -121,7 +138,7 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
 
     pool_ = std::make_unique<ThreadPool>(opt.num_threads);
     openblas_set_num_threads(static_cast<int>(pool_->size()));
-    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed);
+    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, expert_panels_);
 
     const int64_t H = d_.H;
     x_.alloc(T_ * H);
@@ -320,16 +337,29 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
     out.push_back(NamedTensor::f32("router_weight", {E, H}, w.router_w.data()));
     if (!w.router_b.empty()) out.push_back(NamedTensor::f32("router_bias", {E}, w.router_b.data()));
     if (!w.correction_b.empty()) out.push_back(NamedTensor::f32("e_score_correction_bias", {E}, w.correction_b.data()));
-    // Unfuse [E, 2I, H] into w_gate / w_up [E, I, H].
-    std::vector<float> g(static_cast<size_t>(E * I * H)), u(static_cast<size_t>(E * I * H));
+    // Unfuse [E, 2I, H] into w_gate / w_up [E, I, H] (from the panel layout first where the weights use it).
+    std::vector<float> g(static_cast<size_t>(E * I * H)), u(static_cast<size_t>(E * I * H)), rm;
+    if (w.expert_panels) rm.resize(static_cast<size_t>(2 * I * H));
     for (int64_t e = 0; e < E; ++e) {
-        std::memcpy(g.data() + e * I * H, w.w_gu.data() + e * 2 * I * H, sizeof(float) * I * H);
-        std::memcpy(u.data() + e * I * H, w.w_gu.data() + e * 2 * I * H + I * H, sizeof(float) * I * H);
+        const float* gu = w.w_gu.data() + e * 2 * I * H;
+        if (w.expert_panels) {
+            unpack_panels(*pool_, gu, 2 * I, H, rm.data());
+            gu = rm.data();
+        }
+        std::memcpy(g.data() + e * I * H, gu, sizeof(float) * I * H);
+        std::memcpy(u.data() + e * I * H, gu + I * H, sizeof(float) * I * H);
     }
     out.push_back(NamedTensor::f32("w_gate", {E, I, H}, g.data()));
     out.push_back(NamedTensor::f32("w_up", {E, I, H}, u.data()));
     g.clear(); g.shrink_to_fit(); u.clear(); u.shrink_to_fit();
-    out.push_back(NamedTensor::f32("w_down", {E, H, I}, w.w_down.data()));
+    if (w.expert_panels) {
+        rm.assign(static_cast<size_t>(E * H * I), 0.0f);
+        for (int64_t e = 0; e < E; ++e) unpack_panels(*pool_, w.w_down.data() + e * H * I, H, I, rm.data() + e * H * I);
+        out.push_back(NamedTensor::f32("w_down", {E, H, I}, rm.data()));
+    } else {
+        out.push_back(NamedTensor::f32("w_down", {E, H, I}, w.w_down.data()));
+    }
+    rm.clear(); rm.shrink_to_fit();
     if (!w.b_gu.empty()) {
         std::vector<float> bg(static_cast<size_t>(E * I)), bu(static_cast<size_t>(E * I));
         for (int64_t e = 0; e < E; ++e)

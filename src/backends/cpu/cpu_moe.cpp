@@ -19,8 +19,8 @@ namespace {
 // at decode (a few rows per expert) one pass of the pool streams every touched expert's weights exactly once.
 // expert_us[e] += the measured time of expert e (see gemm_xwt_many for the shared pass).
 void run_expert_gemms(ThreadPool& pool, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
-                      int64_t n, int64_t k, const float* in, const float* w, float* out, const float* bias,
-                      std::vector<double>& expert_us) {
+                      int64_t n, int64_t k, const float* in, const float* w, bool w_panels, float* out,
+                      const float* bias, std::vector<double>& expert_us) {
     const int64_t E = static_cast<int64_t>(counts.size());
     std::vector<XwtProblem> probs;
     std::vector<int64_t> expert_of;
@@ -35,6 +35,7 @@ void run_expert_gemms(ThreadPool& pool, const std::vector<int64_t>& counts, cons
         p.x = in + off * k;
         p.w = w + e * n * k;
         p.y = out + off * n;
+        p.w_panels = w_panels;
         probs.push_back(p);
         expert_of.push_back(e);
     }
@@ -157,7 +158,7 @@ void CpuBackend::phase_expert_up(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I2 = 2 * d_.I;
-    run_expert_gemms(*pool_, counts_, offsets_, I2, H, xperm_.data(), w.w_gu.data(), gu_.data(),
+    run_expert_gemms(*pool_, counts_, offsets_, I2, H, xperm_.data(), w.w_gu.data(), w.expert_panels, gu_.data(),
                      w.b_gu.empty() ? nullptr : w.b_gu.data(), st.result.expert_gemm_us);
 }
 
@@ -175,7 +176,7 @@ void CpuBackend::phase_expert_down(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I = d_.I;
-    run_expert_gemms(*pool_, counts_, offsets_, H, I, act_.data(), w.w_down.data(), yperm_.data(),
+    run_expert_gemms(*pool_, counts_, offsets_, H, I, act_.data(), w.w_down.data(), w.expert_panels, yperm_.data(),
                      w.b_down.empty() ? nullptr : w.b_down.data(), st.result.expert_gemm_us);
 }
 

@@ -5,8 +5,12 @@
 #include "kernels/moe_core.cuh"
 
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -45,6 +49,25 @@ inline __attribute__((always_inline)) float hsum16(const v16f& v) {
     __builtin_memcpy(s, &v, sizeof(v));
     return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) +
            (((s[8] + s[9]) + (s[10] + s[11])) + ((s[12] + s[13]) + (s[14] + s[15])));
+}
+
+// The four horizontal sums of v0..v3 at once: halving steps that pair the vectors up (5 adds and 8 shuffles for
+// four sums instead of 4 x 15 scalar adds; at decode sizes the sums are ~10% of the kernel's work otherwise).
+inline __attribute__((always_inline)) void hsum16x4(const v16f& v0, const v16f& v1, const v16f& v2, const v16f& v3,
+                                                    float* out) {
+    const v16f a = __builtin_shufflevector(v0, v1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                   __builtin_shufflevector(v0, v1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    const v16f b = __builtin_shufflevector(v2, v3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                   __builtin_shufflevector(v2, v3, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    // c: four lanes per input vector, in order v0, v1, v2, v3.
+    const v16f c = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+                   __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    const v16f d = c + __builtin_shufflevector(c, c, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    const v16f e = d + __builtin_shufflevector(d, d, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    out[0] = e[0];
+    out[1] = e[4];
+    out[2] = e[8];
+    out[3] = e[12];
 }
 
 // Software prefetch distance on the weight streams (2 KiB ahead per row).
@@ -215,14 +238,17 @@ void skinny_rows(int64_t m, int64_t jb, int64_t je, int64_t k, const float* x, i
                 i += ri;
             }
         }
-        for (int64_t i = 0; i < m; ++i)
+        for (int64_t i = 0; i < m; ++i) {
+            float sums[4];
+            hsum16x4(part[i][0], part[i][1], part[i][2], part[i][3], sums);
             for (int r = 0; r < 4; ++r) {
-                float s = hsum16(part[i][r]);
+                float s = sums[r];
                 for (int64_t c = 0; c < h; ++c) s += x[i * ldx + c] * wj[r * ldw + c];
                 for (int64_t c = kv; c < k; ++c) s += x[i * ldx + c] * wj[r * ldw + c];
                 float* yo = y + i * ldy + j + r;
                 *yo = beta == 0.0f ? s : s + beta * *yo;
             }
+        }
     }
     for (; j < je; ++j) tile_rows<1>(m, h, k, x, ldx, w + j * ldw, ldw, y + j, ldy, beta);
 }
@@ -234,7 +260,171 @@ int64_t skinny_block_rows(int64_t k) {
     return std::clamp<int64_t>((target_floats / std::max<int64_t>(1, k)) & ~int64_t(3), 16, 256);
 }
 
+// ---- Weights in column panels (see pack_panels): the small-row expert kernel ----
+
+// Prefetch distance on a panel stream (contiguous): 4 KiB ahead.
+constexpr int64_t kPanelPrefetchFloats = 1024;
+// X rows per register group: 24 sums (one zmm each) of the 32 zmm registers. Up to 24 rows, each panel streams
+// from memory in ONE pass with the prefetch running ahead; a second group would re-read the panel from L2
+// while memory idles (measured: 16 rows as 8 + 8 took 1.4x the time of 12 rows as one group).
+constexpr int64_t kPanelGroupRows = 24;
+// k per chunk: the chunk of a 24-row group's transposed X takes 24 KiB of L1 and is used by all the panels of a
+// work item; each panel's chunk (16 KiB) is read from memory once, and from L2 by any later row group.
+constexpr int64_t kPanelChunk = 256;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MOEBENCH_PANEL_AVX512 1
+#define MOEBENCH_AVX512 __attribute__((target("avx512f")))
+
+// RI rows of X against one full panel (kPanelCols = 16 = one zmm of W columns) over k in [c0, c1): the outer
+// product of each X element (broadcast, folded into the FMA) with the panel's row of 16 weights. xt holds the
+// group's X transposed, [k][RI], so that one pointer serves all rows (RI row pointers would spill). The sums
+// start from and return to part[RI][16]. Prefetch: one line kPanelPrefetchFloats ahead per step, into L2.
+// Intrinsics, not GCC vector extensions: GCC turned a vector-extension broadcast into masked lane inserts.
+template <int RI, bool Prefetch>
+MOEBENCH_AVX512 void panel_group(int64_t c0, int64_t c1, const float* xt, const float* wp, float* part) {
+    static_assert(kPanelCols == 16, "one 16-lane vector per panel row");
+    // Full unrolling keeps acc[] in registers (GCC peels at most 16 iterations by itself).
+    __m512 acc[RI];
+#pragma GCC unroll 32
+    for (int i = 0; i < RI; ++i) acc[i] = _mm512_loadu_ps(part + i * 16);
+    for (int64_t c = c0; c < c1; ++c) {
+        const float* wr = wp + c * 16;
+        if (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchFloats), _MM_HINT_T1);
+        const __m512 w = _mm512_loadu_ps(wr);
+        const float* xc = xt + c * RI;
+#pragma GCC unroll 32
+        for (int i = 0; i < RI; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xc[i]), w, acc[i]);
+    }
+#pragma GCC unroll 32
+    for (int i = 0; i < RI; ++i) _mm512_storeu_ps(part + i * 16, acc[i]);
+}
+
+using PanelGroupFn = void (*)(int64_t, int64_t, const float*, const float*, float*);
+template <bool Prefetch, int... Is>
+constexpr std::array<PanelGroupFn, sizeof...(Is)> panel_group_table(std::integer_sequence<int, Is...>) {
+    return {&panel_group<Is + 1, Prefetch>...};
+}
+// [prefetch][rows - 1]
+const std::array<PanelGroupFn, kPanelGroupRows> kPanelGroup[2] = {
+    panel_group_table<false>(std::make_integer_sequence<int, kPanelGroupRows>{}),
+    panel_group_table<true>(std::make_integer_sequence<int, kPanelGroupRows>{})};
+
+bool have_avx512() {
+    static const bool yes = __builtin_cpu_supports("avx512f");
+    return yes;
+}
+#endif
+
+// Panel columns [0, nr) of rows [0, m) without AVX-512 (or for the narrower last panel): per X row, the sums of
+// the nr columns in a local array, k-outer so that the inner loop runs along the panel's contiguous row.
+void panel_plain(int64_t m, int64_t nr, int64_t k, const float* x, int64_t ldx, const float* w, float* part) {
+    for (int64_t i = 0; i < m; ++i) {
+        float s[kPanelCols] = {};
+        for (int64_t c = 0; c < k; ++c) {
+            const float xv = x[i * ldx + c];
+            for (int64_t j = 0; j < nr; ++j) s[j] += xv * w[c * nr + j];
+        }
+        std::memcpy(part + i * kPanelCols, s, sizeof(float) * static_cast<size_t>(nr));
+    }
+}
+
+// Row groups of m rows: as few as kPanelGroupRows allows, balanced (30 rows -> 15 + 15).
+int64_t panel_groups(int64_t m) { return (m + kPanelGroupRows - 1) / kPanelGroupRows; }
+int64_t panel_group_first_row(int64_t m, int64_t g) {
+    const int64_t groups = panel_groups(m);
+    return g * (m / groups) + std::min(g, m % groups);
+}
+
+// X rows [0, m) as the panel kernel reads them: row group g (rows [i0, i1)) transposed to [k][i1 - i0] at
+// out + i0 * k.
+void transpose_groups(int64_t m, int64_t k, const float* x, int64_t ldx, float* out) {
+    const int64_t groups = panel_groups(m);
+    for (int64_t g = 0; g < groups; ++g) {
+        const int64_t i0 = panel_group_first_row(m, g), i1 = panel_group_first_row(m, g + 1), ri = i1 - i0;
+        float* t = out + i0 * k;
+        for (int64_t c0 = 0; c0 < k; c0 += 256)  // 256-column blocks: the written lines stay in L1
+            for (int64_t i = i0; i < i1; ++i)
+                for (int64_t c = c0; c < std::min(k, c0 + 256); ++c) t[c * ri + (i - i0)] = x[i * ldx + c];
+    }
+}
+
+// Panels [pb, pe) of one [n, k] weight in panel layout (wp = its first element) against all m rows of X; xt is X
+// after transpose_groups (used with AVX-512; the plain path reads x). k runs in chunks over all the panels of the
+// item, so that the chunk of xt stays in L1 while each panel's chunk streams from memory.
+void panel_rows(int64_t m, int64_t pb, int64_t pe, int64_t n, int64_t k, const float* x, int64_t ldx,
+                const float* xt, const float* wp, float* y, int64_t ldy, float beta) {
+    const int64_t per_panel = m * kPanelCols;
+    thread_local std::vector<float> part;  // [pe - pb][m][kPanelCols] sums
+    if (static_cast<int64_t>(part.size()) < (pe - pb) * per_panel)
+        part.resize(static_cast<size_t>((pe - pb) * per_panel));
+    const auto width = [&](int64_t p) { return std::min(kPanelCols, n - p * kPanelCols); };
+    bool vec = false;
+#ifdef MOEBENCH_PANEL_AVX512
+    vec = have_avx512();
+    if (vec) {
+        const int64_t groups = panel_groups(m);
+        std::fill(part.begin(), part.begin() + (pe - pb) * per_panel, 0.0f);
+        for (int64_t c0 = 0; c0 < k; c0 += kPanelChunk) {
+            const int64_t c1 = std::min(k, c0 + kPanelChunk);
+            for (int64_t p = pb; p < pe; ++p) {
+                if (width(p) < kPanelCols) continue;
+                const float* w = wp + p * kPanelCols * k;  // panel p: [k][16]
+                for (int64_t g = 0; g < groups; ++g) {
+                    const int64_t i0 = panel_group_first_row(m, g), ri = panel_group_first_row(m, g + 1) - i0;
+                    kPanelGroup[g == 0 ? 1 : 0][static_cast<size_t>(ri - 1)](
+                        c0, c1, xt + i0 * k, w, part.data() + (p - pb) * per_panel + i0 * kPanelCols);
+                }
+            }
+        }
+    }
+#endif
+    for (int64_t p = pb; p < pe; ++p) {
+        const int64_t j0 = p * kPanelCols, nr = width(p);
+        float* pp = part.data() + (p - pb) * per_panel;
+        if (!vec || nr < kPanelCols) panel_plain(m, nr, k, x, ldx, wp + j0 * k, pp);
+        for (int64_t i = 0; i < m; ++i) {
+            float* yo = y + i * ldy + j0;
+            const float* pi = pp + i * kPanelCols;
+            if (beta == 0.0f)
+                std::memcpy(yo, pi, sizeof(float) * static_cast<size_t>(nr));
+            else
+                for (int64_t j = 0; j < nr; ++j) yo[j] = pi[j] + beta * yo[j];
+        }
+    }
+}
+
+// Panels per work item.
+constexpr int64_t kPanelsPerItem = 8;
+
+
 }  // namespace
+
+void pack_panels(ThreadPool& pool, const float* w, int64_t n, int64_t k, float* out) {
+    const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+    pool.parallel_for(panels, [&](int64_t pb, int64_t pe) {
+        for (int64_t p = pb; p < pe; ++p) {
+            const int64_t j0 = p * kPanelCols, nr = std::min(kPanelCols, n - j0);
+            float* o = out + j0 * k;
+            for (int64_t c0 = 0; c0 < k; c0 += 64)  // 64-column blocks: the nr source rows stay in L1
+                for (int64_t j = 0; j < nr; ++j)
+                    for (int64_t c = c0; c < std::min(k, c0 + 64); ++c) o[c * nr + j] = w[(j0 + j) * k + c];
+        }
+    });
+}
+
+void unpack_panels(ThreadPool& pool, const float* wp, int64_t n, int64_t k, float* out) {
+    const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+    pool.parallel_for(panels, [&](int64_t pb, int64_t pe) {
+        for (int64_t p = pb; p < pe; ++p) {
+            const int64_t j0 = p * kPanelCols, nr = std::min(kPanelCols, n - j0);
+            const float* src = wp + j0 * k;
+            for (int64_t c0 = 0; c0 < k; c0 += 64)
+                for (int64_t j = 0; j < nr; ++j)
+                    for (int64_t c = c0; c < std::min(k, c0 + 64); ++c) out[(j0 + j) * k + c] = src[c * nr + j];
+        }
+    });
+}
 
 void gemm_xwt_skinny(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,
                      float beta, int64_t ldx, int64_t ldw, int64_t ldy) {
@@ -265,7 +455,7 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
     // 1. Large products: OpenBLAS, one after another (it threads each one).
     for (int64_t p = 0; p < num_probs; ++p) {
         const XwtProblem& q = probs[p];
-        if (q.m <= kSkinnyRows || q.n <= 0) continue;
+        if (q.w_panels || q.m <= kSkinnyRows || q.n <= 0) continue;
         const auto t0 = Clock::now();
         gemm_xwt(q.m, q.n, q.k, q.x, q.w, q.y, beta, q.ldx, q.ldw, q.ldy);
         if (times_us) times_us[p] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -273,24 +463,68 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
     // 2. Small products: every (problem, row block) pair is one work item of a single parallel pass, so products
     //    too small to split well still keep every thread streaming weights.
     const uint64_t call_id = ++g_gemm_calls;
-    std::vector<std::pair<int32_t, int64_t>> items;  // (problem, first W row)
+    std::vector<std::pair<int32_t, int64_t>> items;  // (problem, first W row or first panel)
     for (int64_t p = 0; p < num_probs; ++p) {
         const XwtProblem& q = probs[p];
-        if (q.m <= 0 || q.m > kSkinnyRows || q.n <= 0) continue;
+        if (q.m <= 0 || q.n <= 0) continue;
+        if (q.w_panels) {
+            const int64_t panels = (q.n + kPanelCols - 1) / kPanelCols, per = kPanelsPerItem;
+            for (int64_t b = 0; b < panels; b += per) items.emplace_back(static_cast<int32_t>(p), b);
+            continue;
+        }
+        if (q.m > kSkinnyRows) continue;
         const int64_t rows = skinny_block_rows(q.k);
         for (int64_t j = 0; j < q.n; j += rows) items.emplace_back(static_cast<int32_t>(p), j);
     }
     if (items.empty()) return;
     std::vector<double> busy_us(times_us ? static_cast<size_t>(num_probs) : 0, 0.0);
     std::mutex mu;
+    // X of the panel products, transposed once (not once per thread) for the AVX-512 panel kernel. The buffer
+    // belongs to the calling thread; the workers use it through xt_base (their own thread_local would be empty).
+    thread_local std::vector<float> xt_all;
+    float* xt_base = nullptr;
+    std::vector<int64_t> xt_off(static_cast<size_t>(num_probs), 0);
+#ifdef MOEBENCH_PANEL_AVX512
+    if (have_avx512()) {
+        std::vector<int32_t> panel_probs;
+        int64_t xt_floats = 0;
+        for (int64_t p = 0; p < num_probs; ++p)
+            if (probs[p].w_panels && probs[p].m > 0 && probs[p].n > 0) {
+                xt_off[static_cast<size_t>(p)] = xt_floats;
+                xt_floats += probs[p].m * probs[p].k;
+                panel_probs.push_back(static_cast<int32_t>(p));
+            }
+        if (static_cast<int64_t>(xt_all.size()) < xt_floats) xt_all.resize(static_cast<size_t>(xt_floats));
+        xt_base = xt_all.data();
+        pool.parallel_for(static_cast<int64_t>(panel_probs.size()), [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                const int32_t p = panel_probs[static_cast<size_t>(i)];
+                const XwtProblem& q = probs[p];
+                const auto t0 = times_us ? Clock::now() : Clock::time_point{};
+                transpose_groups(q.m, q.k, q.x, q.ldx ? q.ldx : q.k, xt_base + xt_off[static_cast<size_t>(p)]);
+                if (times_us) {
+                    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+                    std::lock_guard<std::mutex> lk(mu);
+                    busy_us[static_cast<size_t>(p)] += us;
+                }
+            }
+        }, 1);
+    }
+#endif
     pool.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t ib, int64_t ie) {
         for (int64_t it = ib; it < ie; ++it) {
             const auto [p, j] = items[static_cast<size_t>(it)];
             const XwtProblem& q = probs[p];
             const int64_t ldx = q.ldx ? q.ldx : q.k, ldw = q.ldw ? q.ldw : q.k, ldy = q.ldy ? q.ldy : q.n;
-            const int64_t je = std::min(q.n, j + skinny_block_rows(q.k));
             const auto t0 = times_us ? Clock::now() : Clock::time_point{};
-            skinny_rows(q.m, j, je, q.k, q.x, ldx, q.w, ldw, q.y, ldy, beta, call_id);
+            if (q.w_panels) {
+                const int64_t pe = std::min((q.n + kPanelCols - 1) / kPanelCols, j + kPanelsPerItem);
+                panel_rows(q.m, j, pe, q.n, q.k, q.x, ldx, xt_base + xt_off[static_cast<size_t>(p)], q.w, q.y,
+                           ldy, beta);
+            } else {
+                skinny_rows(q.m, j, std::min(q.n, j + skinny_block_rows(q.k)), q.k, q.x, ldx, q.w, ldw, q.y, ldy,
+                            beta, call_id);
+            }
             if (times_us) {
                 const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
                 std::lock_guard<std::mutex> lk(mu);

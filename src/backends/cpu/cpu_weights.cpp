@@ -7,6 +7,7 @@
 #include "kernels/moe_core.cuh"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -208,11 +209,35 @@ int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, 
     return g.floats;
 }
 
+int64_t expert_temp_floats(const ModelConfig& m) {
+    const Dims d = resolve_dims(m);
+    return d.E > 0 ? 2 * d.I * d.H : 0;
+}
+
 ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed) {
+                          int64_t batch, int64_t context, uint64_t seed, bool expert_panels) {
     Gen g(&pool, seed);
     ModelWeights w;
     gen_model(g, m, layers, batch, context, w);
+    if (expert_panels) {
+        const Dims d = resolve_dims(m);
+        std::vector<float> tmp;
+        // Each expert's [n, k] block: copied out, then written back in panels (same size, same place).
+        const auto pack = [&](FBuf& buf, int64_t n, int64_t k) {
+            tmp.resize(static_cast<size_t>(n * k));
+            for (int64_t e = 0; e < d.E; ++e) {
+                float* blk = buf.data() + e * n * k;
+                std::memcpy(tmp.data(), blk, sizeof(float) * static_cast<size_t>(n * k));
+                pack_panels(pool, tmp.data(), n, k, blk);
+            }
+        };
+        for (LayerWeights& lw : w.layers) {
+            if (!lw.is_moe) continue;
+            pack(lw.w_gu, 2 * d.I, d.H);
+            pack(lw.w_down, d.H, d.I);
+            lw.expert_panels = true;
+        }
+    }
     return w;
 }
 

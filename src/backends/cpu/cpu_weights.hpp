@@ -7,17 +7,24 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 namespace moebench::cpu {
 
-/// An uninitialised float buffer (no zero-fill: generation touches pages in parallel).
+/// An uninitialised float buffer (no zero-fill: generation touches pages in parallel), 64-byte aligned so that
+/// the vector loads of the GEMM kernels do not straddle cache lines.
 struct FBuf {
-    std::unique_ptr<float[]> p;
+    struct AlignedDelete {
+        void operator()(float* q) const { ::operator delete[](q, std::align_val_t(64)); }
+    };
+    std::unique_ptr<float[], AlignedDelete> p;
     int64_t n = 0;
     void alloc(int64_t count) {
-        p.reset(count > 0 ? new float[static_cast<size_t>(count)] : nullptr);
+        p.reset(count > 0 ? static_cast<float*>(::operator new[](sizeof(float) * static_cast<size_t>(count),
+                                                                 std::align_val_t(64)))
+                          : nullptr);
         n = count;
     }
     float* data() { return p.get(); }
@@ -53,6 +60,7 @@ struct LayerWeights {
     // MoE
     FBuf router_w, router_b, correction_b;
     FBuf w_gu, w_down, b_gu, b_down;         // [E, 2I, H], [E, H, I], [E, 2I], [E, H]
+    bool expert_panels = false;              // w_gu / w_down: each expert's matrix in panel layout (cpu_ops.hpp)
     FBuf shared_gu, shared_down, shared_gate_w;  // [2*S*Is, H], [H, S*Is], [H]
     // dense FFN
     FBuf dense_gu, dense_down;               // [2*Id, H], [H, Id]
@@ -69,9 +77,13 @@ struct ModelWeights {
 
 /// Floats the weights of `layers` (and the decode cache of batch x context) will take, without allocating.
 int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context);
-/// Generates all weights in parallel from `seed`.
+/// Generates all weights in parallel from `seed` (the values depend on the logical [out, in] index only).
+/// expert_panels: then stores each expert's w_gu and w_down in panel layout, through a temporary of
+/// expert_temp_floats(m) floats.
 ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed);
+                          int64_t batch, int64_t context, uint64_t seed, bool expert_panels = false);
+/// Floats of the temporary that packing one expert's weights needs.
+int64_t expert_temp_floats(const ModelConfig& m);
 
 /// MemAvailable from /proc/meminfo in bytes (0 if unreadable).
 int64_t mem_available_bytes();
