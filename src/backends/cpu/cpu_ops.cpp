@@ -531,7 +531,7 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
                 busy_us[static_cast<size_t>(p)] += us;
             }
         }
-    }, 1);
+    }, 1, 1);  // one item at a time: an expert's items cost in proportion to its rows
     // Busy time of a product's blocks over all threads, divided by the threads: its share of the pass.
     if (times_us)
         for (int64_t p = 0; p < num_probs; ++p)

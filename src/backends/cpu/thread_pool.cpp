@@ -58,7 +58,8 @@ void ThreadPool::worker(int64_t) {
     }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk,
+                              int64_t max_chunk) {
     if (n <= 0) return;
     min_chunk = std::max<int64_t>(1, min_chunk);
     if (threads_.empty() || n <= min_chunk) {
@@ -72,6 +73,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         next_ = 0;
         // ~4 chunks per thread balances uneven rows without much locking.
         chunk_ = std::max(min_chunk, (n + num_threads_ * 4 - 1) / (num_threads_ * 4));
+        if (max_chunk > 0) chunk_ = std::max(min_chunk, std::min(chunk_, max_chunk));
         pending_workers_ = static_cast<int64_t>(threads_.size());
         error_ = nullptr;
         ++generation_;

@@ -22,8 +22,11 @@ public:
     int64_t size() const { return num_threads_; }
 
     /// Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done. The caller's thread
-    /// takes part. `min_chunk` avoids waking threads for tiny ranges. Exceptions in fn are rethrown here.
-    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
+    /// takes part. `min_chunk` avoids waking threads for tiny ranges; `max_chunk` (> 0) caps the chunk (default
+    /// ~n / (4 x threads)) for items so large and uneven that a thread left with the last big chunk would idle
+    /// the others. Exceptions in fn are rethrown here.
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1,
+                      int64_t max_chunk = 0);
 
 private:
     void worker(int64_t idx);
