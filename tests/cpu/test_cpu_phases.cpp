@@ -231,23 +231,24 @@ TEST_CASE("prefill attention: causal GQA, with sinks and a sliding window", "[cp
     }
 }
 
-TEST_CASE("decode attention over the cache plus the token itself, GQA, sinks, window", "[cpu_phases]") {
+TEST_CASE("decode attention over the cache plus the token itself, GQA, sinks, window, odd head size", "[cpu_phases]") {
     ThreadPool pool(2);
-    for (int variant = 0; variant < 2; ++variant) {
+    for (int variant = 0; variant < 3; ++variant) {
+        const int64_t D = variant == 2 ? 40 : 16;  // 40: head size not a multiple of 16 (scalar tails)
         AttnParams p;
         p.num_heads = 6;
         p.num_kv_heads = 2;
-        p.qk_dim = 16;
-        p.v_dim = 16;
+        p.qk_dim = D;
+        p.v_dim = D;
         p.scale = 0.25f;
         const int64_t B = 3, L = 50;
-        auto q = randv(B * 6 * 16, 20), k = randv(B * 2 * 16, 21), v = randv(B * 2 * 16, 22);
-        auto kc = randv(B * 2 * L * 16, 23), vc = randv(B * 2 * L * 16, 24), sinks = randv(6, 25);
-        if (variant == 1) {
+        auto q = randv(B * 6 * D, 20), k = randv(B * 2 * D, 21), v = randv(B * 2 * D, 22);
+        auto kc = randv(B * 2 * L * D, 23), vc = randv(B * 2 * L * D, 24), sinks = randv(6, 25);
+        if (variant >= 1) {
             p.sinks = sinks.data();
             p.window = 20;
         }
-        std::vector<float> out(B * 6 * 16);
+        std::vector<float> out(B * 6 * D);
         attention_decode(pool, p, B, L, q.data(), k.data(), v.data(), kc.data(), vc.data(), out.data());
         std::vector<double> ref(out.size());
         for (int64_t b = 0; b < B; ++b)
@@ -256,13 +257,13 @@ TEST_CASE("decode attention over the cache plus the token itself, GQA, sinks, wi
                 std::vector<const float*> ks, vs;
                 for (int64_t j = 0; j < L; ++j) {
                     if (p.window && L - j >= p.window) continue;
-                    ks.push_back(kc.data() + ((b * 2 + g) * L + j) * 16);
-                    vs.push_back(vc.data() + ((b * 2 + g) * L + j) * 16);
+                    ks.push_back(kc.data() + ((b * 2 + g) * L + j) * D);
+                    vs.push_back(vc.data() + ((b * 2 + g) * L + j) * D);
                 }
-                ks.push_back(k.data() + (b * 2 + g) * 16);
-                vs.push_back(v.data() + (b * 2 + g) * 16);
-                attend_ref(q.data() + (b * 6 + h) * 16, ks, vs, 16, 16, p.scale, p.sinks ? p.sinks + h : nullptr,
-                           ref.data() + (b * 6 + h) * 16);
+                ks.push_back(k.data() + (b * 2 + g) * D);
+                vs.push_back(v.data() + (b * 2 + g) * D);
+                attend_ref(q.data() + (b * 6 + h) * D, ks, vs, D, D, p.scale, p.sinks ? p.sinks + h : nullptr,
+                           ref.data() + (b * 6 + h) * D);
             }
         CHECK(rel_err(out.data(), ref) < 1e-5);
     }

@@ -698,17 +698,6 @@ void rope_rows(ThreadPool& pool, float* x, int64_t rows, int64_t ld, int64_t hea
 
 namespace {
 
-// 8 partial sums so that the compiler vectorises without -ffast-math.
-inline float dot(const float* a, const float* b, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s + ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 inline void axpy(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -732,6 +721,80 @@ inline void softmax_with_sink(float* s, int64_t n, const float* sink) {
     }
     const float inv = 1.0f / sum;
     for (int64_t i = 0; i < n; ++i) s[i] *= inv;
+}
+
+// a . b over n floats, 32 lanes at a time (two 16-lane sums), the n % 32 tail in scalar.
+inline __attribute__((always_inline)) float dot16(const float* a, const float* b, int64_t n) {
+    v16f s0{}, s1{};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 += load16(a + i) * load16(b + i);
+        s1 += load16(a + i + 16) * load16(b + i + 16);
+    }
+    if (i + 16 <= n) {
+        s0 += load16(a + i) * load16(b + i);
+        i += 16;
+    }
+    float t = hsum16(s0 + s1);
+    for (; i < n; ++i) t += a[i] * b[i];
+    return t;
+}
+
+// The query heads [h0, h0 + group) of one sequence against one kv head's cache (keys [lo, context) of kc / vc) and
+// the token's own key / value: scores, softmax (with the head's sink), weighted sum of values. Cloned per ISA (the
+// build targets baseline x86-64; the lambda that calls this is not cloned). s: scratch of context + 1 floats.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+void attn_decode_heads(const AttnParams& p, int64_t h0, int64_t group, int64_t lo, int64_t context, const float* q,
+                       const float* kc, const float* vc, const float* kself, const float* vself, float* out,
+                       float* s) {
+    const int64_t dq = p.qk_dim, dv = p.v_dim, n = context - lo + 1;  // cache keys [lo, context) and the token
+    for (int64_t h = h0; h < h0 + group; ++h) {
+        const float* qh = q + (h - h0) * dq;
+        int64_t j4 = lo;
+        if (dq % 16 == 0) {  // four keys at a time: four independent sums, one 4-way horizontal reduction
+            for (; j4 + 4 <= context; j4 += 4) {
+                const float* k0 = kc + j4 * dq;
+                __builtin_prefetch(k0 + 16 * dq, 0, 3);
+                __builtin_prefetch(k0 + 16 * dq + 2 * dq, 0, 3);
+                v16f a0{}, a1{}, a2{}, a3{};
+                for (int64_t c = 0; c < dq; c += 16) {
+                    const v16f qv = load16(qh + c);
+                    a0 += qv * load16(k0 + c);
+                    a1 += qv * load16(k0 + dq + c);
+                    a2 += qv * load16(k0 + 2 * dq + c);
+                    a3 += qv * load16(k0 + 3 * dq + c);
+                }
+                hsum16x4(a0, a1, a2, a3, s + (j4 - lo));
+                for (int r = 0; r < 4; ++r) s[j4 - lo + r] *= p.scale;
+            }
+        }
+        for (int64_t j = j4; j < context; ++j) s[j - lo] = p.scale * dot16(qh, kc + j * dq, dq);
+        s[n - 1] = p.scale * dot16(qh, kself, dq);
+        // softmax: max, exp (16 lanes, ~1 ulp), sum; the sink joins the denominator only.
+        const float* sink = p.sinks ? p.sinks + h : nullptr;
+        float mx = sink ? *sink : -INFINITY;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+        float sum = sink ? std::exp(*sink - mx) : 0.0f;
+        int64_t j = 0;
+        v16f vs{};
+        for (; j + 16 <= n; j += 16) {
+            const v16f e = exp16(load16(s + j) - mx);
+            __builtin_memcpy(s + j, &e, sizeof(e));
+            vs += e;
+        }
+        sum += hsum16(vs);
+        for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        const float inv = 1.0f / sum;
+        float* oh = out + (h - h0) * dv;
+        for (int64_t i = 0; i < dv; ++i) oh[i] = 0.0f;
+        for (int64_t jj = lo; jj < context; ++jj) {
+            __builtin_prefetch(vc + (jj + 8) * dv, 0, 3);
+            axpy(s[jj - lo] * inv, vc + jj * dv, oh, dv);
+        }
+        axpy(s[n - 1] * inv, vself, oh, dv);
+    }
 }
 
 }  // namespace
@@ -783,21 +846,10 @@ void attention_decode(ThreadPool& pool, const AttnParams& p, int64_t batch, int6
         std::vector<float> s(static_cast<size_t>(context + 1));
         for (int64_t task = tb; task < te; ++task) {
             const int64_t b = task / nkv, g = task % nkv;
-            const float* kc = kcache + (b * nkv + g) * context * dq;
-            const float* vc = vcache + (b * nkv + g) * context * dv;
-            const float* kself = k + b * nkv * dq + g * dq;
-            const float* vself = v + b * nkv * dv + g * dv;
-            for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-                const float* qh = q + b * nh * dq + h * dq;
-                const int64_t n = context - lo + 1;  // cache keys [lo, context) and the token itself
-                for (int64_t j = lo; j < context; ++j) s[j - lo] = p.scale * dot(qh, kc + j * dq, dq);
-                s[n - 1] = p.scale * dot(qh, kself, dq);
-                softmax_with_sink(s.data(), n, p.sinks ? p.sinks + h : nullptr);
-                float* oh = out + b * nh * dv + h * dv;
-                for (int64_t i = 0; i < dv; ++i) oh[i] = 0.0f;
-                for (int64_t j = lo; j < context; ++j) axpy(s[j - lo], vc + j * dv, oh, dv);
-                axpy(s[n - 1], vself, oh, dv);
-            }
+            attn_decode_heads(p, g * group, group, lo, context, q + b * nh * dq + g * group * dq,
+                              kcache + (b * nkv + g) * context * dq, vcache + (b * nkv + g) * context * dv,
+                              k + b * nkv * dq + g * dq, v + b * nkv * dv + g * dv, out + b * nh * dv + g * group * dv,
+                              s.data());
         }
     });
 }
