@@ -303,6 +303,14 @@ void run_attention_block(CpuBackend& be, const ModelConfig& m, const StepShape& 
         be.run_phase(p, p == Phase::embed ? -1 : 0);
 }
 
+// A linear weight [n, k] of the backend as the reference reads it: row-major, whatever layout the backend chose
+// (small steps store weights with a multiple of 16 outputs in panels).
+std::vector<float> rows_of(const FBuf& w, int64_t n, int64_t k) {
+    ThreadPool pool(1);
+    REQUIRE(w.n == n * k);
+    return row_major(pool, w.data(), w.panels, n, k);
+}
+
 // The block's input as the reference recomputes it: row t = embedding row of token t.
 std::vector<float> embedded_input(const CpuBackend& be, int64_t T, int64_t H) {
     std::vector<float> x(T * H);
@@ -319,10 +327,11 @@ TEST_CASE("attention block via the backend: GQA decode over the KV cache (q/k no
     const auto& W = be.weights();
     const auto& lw = W.layers[0];
     const int64_t T = 3, H = 24, nh = 4, nkv = 2, hd = 8, QW = (nh + 2 * nkv) * hd, L = 9;
+    CHECK(lw.w_qkv.panels);  // 3 tokens: the fused projection (64 outputs) runs on the panel kernel
     std::vector<float> x = embedded_input(be, T, H);
     auto xn = x;
     rms_ref(xn, T, H, lw.attn_norm_w.data(), m.norm_eps);
-    auto qkv = to_f(linear_ref(xn.data(), lw.w_qkv.data(), T, QW, H, lw.b_qkv.data()));
+    auto qkv = to_f(linear_ref(xn.data(), rows_of(lw.w_qkv, QW, H).data(), T, QW, H, lw.b_qkv.data()));
     std::vector<double> attn(T * nh * hd);
     for (int64_t t = 0; t < T; ++t) {
         float* row = qkv.data() + t * QW;
@@ -345,7 +354,7 @@ TEST_CASE("attention block via the backend: GQA decode over the KV cache (q/k no
         }
     }
     const auto attnf = to_f(attn);
-    auto o = linear_ref(attnf.data(), lw.w_o.data(), T, H, nh * hd);
+    auto o = linear_ref(attnf.data(), rows_of(lw.w_o, H, nh * hd).data(), T, H, nh * hd);
     for (size_t i = 0; i < o.size(); ++i) o[i] += x[i];
     CHECK(rel_err(be.hidden(), o) < 1e-5);
 }
@@ -360,16 +369,16 @@ TEST_CASE("attention block via the backend: MLA (non-absorbed) prefill, then den
     std::vector<float> x = embedded_input(be, T, H);
     auto xn = x;
     rms_ref(xn, T, H, lw.attn_norm_w.data(), m.norm_eps);
-    auto qa = to_f(linear_ref(xn.data(), lw.w_q_a.data(), T, QL, H));
+    auto qa = to_f(linear_ref(xn.data(), rows_of(lw.w_q_a, QL, H).data(), T, QL, H));
     rms_ref(qa, T, QL, lw.q_a_norm.data(), m.norm_eps);
-    auto q = to_f(linear_ref(qa.data(), lw.w_q_b.data(), T, nh * dq, QL));
-    auto kva = to_f(linear_ref(xn.data(), lw.w_kv_a.data(), T, C + R, H));
+    auto q = to_f(linear_ref(qa.data(), rows_of(lw.w_q_b, nh * dq, QL).data(), T, nh * dq, QL));
+    auto kva = to_f(linear_ref(xn.data(), rows_of(lw.w_kv_a, C + R, H).data(), T, C + R, H));
     auto lat = kva;
     rms_ref(lat, T, C, lw.kv_a_norm.data(), m.norm_eps, C + R);
     std::vector<float> latc(T * C);
     for (int64_t t = 0; t < T; ++t)
         for (int64_t i = 0; i < C; ++i) latc[t * C + i] = lat[t * (C + R) + i];
-    auto kvb = to_f(linear_ref(latc.data(), lw.w_kv_b.data(), T, nh * (nope + dv), C));
+    auto kvb = to_f(linear_ref(latc.data(), rows_of(lw.w_kv_b, nh * (nope + dv), C).data(), T, nh * (nope + dv), C));
     std::vector<float> K(T * nh * dq), V(T * nh * dv);
     for (int64_t t = 0; t < T; ++t) {
         const int64_t pos = t % S;
@@ -393,7 +402,7 @@ TEST_CASE("attention block via the backend: MLA (non-absorbed) prefill, then den
                        attn.data() + (t * nh + h) * dv);
         }
     const auto attnf = to_f(attn);
-    auto o = linear_ref(attnf.data(), lw.w_o.data(), T, H, nh * dv);
+    auto o = linear_ref(attnf.data(), rows_of(lw.w_o, H, nh * dv).data(), T, H, nh * dv);
     for (size_t i = 0; i < o.size(); ++i) o[i] += x[i];
     CHECK(rel_err(be.hidden(), o) < 1e-5);
 
@@ -403,14 +412,14 @@ TEST_CASE("attention block via the backend: MLA (non-absorbed) prefill, then den
     be.run_phase(Phase::dense_mlp, 0);
     auto xf = x1;
     rms_ref(xf, T, H, lw.ffn_norm_w.data(), m.norm_eps);
-    auto gu = linear_ref(xf.data(), lw.dense_gu.data(), T, 40, H);
+    auto gu = linear_ref(xf.data(), rows_of(lw.dense_gu, 40, H).data(), T, 40, H);
     std::vector<float> a(T * 20);
     for (int64_t t = 0; t < T; ++t)
         for (int64_t i = 0; i < 20; ++i) {
             const double g = gu[t * 40 + i], u = gu[t * 40 + 20 + i];
             a[t * 20 + i] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
         }
-    auto y = linear_ref(a.data(), lw.dense_down.data(), T, H, 20);
+    auto y = linear_ref(a.data(), rows_of(lw.dense_down, H, 20).data(), T, H, 20);
     for (size_t i = 0; i < y.size(); ++i) y[i] += x1[i];
     CHECK(rel_err(be.hidden(), y) < 1e-5);
 

@@ -21,7 +21,7 @@ void CpuBackend::phase_qkv(int64_t slot) {
     const float eps = static_cast<float>(m_.norm_eps);
     if (!d_.mla) {
         const int64_t W = d_.qkv_width, qn = nh * dq, kn = nkv * dq;
-        gemm_auto(*pool_, T_, W, H, xn_.data(), w.w_qkv.data(), qkv_.data());
+        gemm_w(*pool_, T_, W, H, xn_.data(), w.w_qkv.data(), w.w_qkv.panels, qkv_.data());
         if (!w.b_qkv.empty()) add_bias_rows(*pool_, qkv_.data(), w.b_qkv.data(), T_, W);
         const float* src = qkv_.data();
         float *q = q_.data(), *k = k_.data(), *v = v_.data();
@@ -45,16 +45,16 @@ void CpuBackend::phase_qkv(int64_t slot) {
     //   [k_nope | v] per head = kv_b(rmsnorm(c_kv));  k = [k_nope | rope(k_pe) shared by all heads].
     const int64_t qn = nh * dq, R = d_.rot_dim, C = d_.kv_lora, nope = d_.nope, KA = C + R;
     if (d_.q_lora > 0) {
-        gemm_auto(*pool_, T_, d_.q_lora, H, xn_.data(), w.w_q_a.data(), q_a_.data());
+        gemm_w(*pool_, T_, d_.q_lora, H, xn_.data(), w.w_q_a.data(), w.w_q_a.panels, q_a_.data());
         rmsnorm_rows(*pool_, q_a_.data(), w.q_a_norm.data(), q_a_.data(), T_, d_.q_lora, eps);
-        gemm_auto(*pool_, T_, qn, d_.q_lora, q_a_.data(), w.w_q_b.data(), q_.data());
+        gemm_w(*pool_, T_, qn, d_.q_lora, q_a_.data(), w.w_q_b.data(), w.w_q_b.panels, q_.data());
     } else {
-        gemm_auto(*pool_, T_, qn, H, xn_.data(), w.w_q.data(), q_.data());
+        gemm_w(*pool_, T_, qn, H, xn_.data(), w.w_q.data(), w.w_q.panels, q_.data());
     }
-    gemm_auto(*pool_, T_, KA, H, xn_.data(), w.w_kv_a.data(), kv_a_.data());
+    gemm_w(*pool_, T_, KA, H, xn_.data(), w.w_kv_a.data(), w.w_kv_a.panels, kv_a_.data());
     rmsnorm_rows(*pool_, kv_a_.data(), w.kv_a_norm.data(), kv_lat_.data(), T_, C, eps, KA, C);
     const int64_t BW = nope + dv;
-    gemm_auto(*pool_, T_, nh * BW, C, kv_lat_.data(), w.w_kv_b.data(), kvb_.data());
+    gemm_w(*pool_, T_, nh * BW, C, kv_lat_.data(), w.w_kv_b.data(), w.w_kv_b.panels, kvb_.data());
     rope_rows(*pool_, q_.data(), T_, qn, nh, dq, nope, R, rope_cs_.data(), positions_.data());
     rope_rows(*pool_, kv_a_.data(), T_, KA, 1, KA, C, R, rope_cs_.data(), positions_.data());
     const float *kvb = kvb_.data(), *kva = kv_a_.data();
@@ -94,10 +94,11 @@ void CpuBackend::phase_o_proj(int64_t slot) {
     LayerWeights& w = lw(slot);
     const int64_t H = d_.H, in = d_.nh * d_.v_dim;
     if (w.post_attn_norm_w.empty() && w.b_o.empty()) {
-        gemm_auto(*pool_, T_, H, in, attn_out_.data(), w.w_o.data(), x_.data(), 1.0f);  // residual add inside the GEMM
+        gemm_w(*pool_, T_, H, in, attn_out_.data(), w.w_o.data(), w.w_o.panels, x_.data(),
+               1.0f);  // residual add inside the GEMM
         return;
     }
-    gemm_auto(*pool_, T_, H, in, attn_out_.data(), w.w_o.data(), tmp_h_.data());
+    gemm_w(*pool_, T_, H, in, attn_out_.data(), w.w_o.data(), w.w_o.panels, tmp_h_.data());
     if (!w.b_o.empty()) add_bias_rows(*pool_, tmp_h_.data(), w.b_o.data(), T_, H);
     if (!w.post_attn_norm_w.empty()) norm(tmp_h_.data(), w.post_attn_norm_w, FBuf{}, tmp_h_.data(), T_);
     float *x = x_.data(), *o = tmp_h_.data();

@@ -70,13 +70,18 @@ json CpuBackend::describe() const {
     j["threads"] = pool_ ? pool_->size() : 0;
     j["blas"] = std::string("OpenBLAS ") + openblas_get_config();
     j["blas_threads"] = openblas_get_num_threads();
+    const auto kernel = [](bool panels) {
+        return panels ? fmt::format("moebench panel kernel (weights in {}-column k-major panels)", kPanelCols)
+                      : fmt::format("OpenBLAS sgemm (moebench small-row kernel for <= {} rows)", kSkinnyRows);
+    };
     if (d_.E > 0) {
-        j["expert_gemm"] = expert_panels_ ? "panel" : "blas";
+        j["expert_gemm"] = plan_.experts ? "panel" : "blas";
         j["expert_gemm_requested"] = opt_.expert_gemm;
-        j["expert_gemm_kernel"] =
-            expert_panels_ ? fmt::format("moebench panel kernel (expert weights in {}-column k-major panels)", kPanelCols)
-                           : fmt::format("OpenBLAS sgemm (moebench small-row kernel for <= {} rows)", kSkinnyRows);
+        j["expert_gemm_kernel"] = kernel(plan_.experts);
     }
+    j["dense_gemm"] = plan_.dense ? "panel" : "blas";
+    j["dense_gemm_kernel"] = kernel(plan_.dense) + (plan_.dense ? ", for weights with a multiple of 16 outputs" : "");
+    j["lm_head_gemm"] = w_.lm_head.panels ? "panel" : "blas";
     j["hardware_threads"] = static_cast<int64_t>(std::thread::hardware_concurrency());
     return j;
 }
@@ -115,18 +120,22 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     kmax_ = std::max<int64_t>(d_.K, opt.soft_topn);
     const int64_t cache_ctx = shape.mode == Mode::decode ? shape.context : 0;
 
-    // Expert weight layout: at decode-sized steps (few rows per expert) the panel layout and its kernel (see
-    // cpu_ops.hpp); with many rows per expert, PyTorch's [out, in] for OpenBLAS, whose packing then pays off.
+    // Weight layout: for products of few rows (decode-sized steps) the panel layout and its kernel (see
+    // cpu_ops.hpp); with many rows, PyTorch's [out, in] for OpenBLAS, whose packing then pays off. Experts by their
+    // average rows (tokens x k / experts), unless --expert-gemm says; dense weights by the step's tokens; the LM
+    // head by its rows (one per sequence at prefill).
     if (opt.expert_gemm != "auto" && opt.expert_gemm != "panel" && opt.expert_gemm != "blas")
         config_error("expert_gemm", "not an expert GEMM kernel of the cpu backend", opt.expert_gemm,
                      "use auto, panel or blas");
-    expert_panels_ = d_.E > 0 && (opt.expert_gemm == "panel" ||
-                                  (opt.expert_gemm == "auto" && T_ * kmax_ <= kPanelMaxAvgRows * d_.E));
+    lm_rows_ = lm_rows_for(shape);
+    PanelPlan& plan = plan_;
+    plan.experts = d_.E > 0 && (opt.expert_gemm == "panel" ||
+                                (opt.expert_gemm == "auto" && T_ * kmax_ <= kPanelMaxRows * d_.E));
+    plan.dense = T_ <= kPanelMaxRows;
+    plan.lm_head = lm_rows_ <= kPanelMaxRows;
 
     // Memory preflight against MemAvailable, before any allocation.
-    const double weight_bytes =
-        4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx) +
-                                  (expert_panels_ ? expert_temp_floats(model) : 0));
+    const double weight_bytes = 4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx));
     const double act_bytes = 4.0 * static_cast<double>(activation_floats(model, layers, shape, kmax_));
     const double avail = static_cast<double>(mem_available_bytes());
     if (avail > 0 && weight_bytes + act_bytes > 0.85 * avail)
@@ -138,7 +147,7 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
 
     pool_ = std::make_unique<ThreadPool>(opt.num_threads);
     openblas_set_num_threads(static_cast<int>(pool_->size()));
-    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, expert_panels_);
+    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, plan);
 
     const int64_t H = d_.H;
     x_.alloc(T_ * H);
@@ -184,7 +193,6 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
         dgu_.alloc(T_ * 2 * d_.dense_I);
         dact_.alloc(T_ * d_.dense_I);
     }
-    lm_rows_ = lm_rows_for(shape);
     lm_in_.alloc(lm_rows_ * H);
     lm_logits_.alloc(lm_rows_ * d_.V);
 
@@ -317,8 +325,8 @@ void CpuBackend::phase_lm_head() {
             std::memcpy(lm_in_.data() + b * H, xn_.data() + ((b + 1) * shape_.seq_len - 1) * H, sizeof(float) * H);
         src = lm_in_.data();
     }
-    const float* head = w_.lm_head.empty() ? w_.embed.data() : w_.lm_head.data();
-    gemm_auto(*pool_, lm_rows_, d_.V, H, src, head, lm_logits_.data());
+    const FBuf& head = w_.lm_head.empty() ? w_.embed : w_.lm_head;  // tied: the embedding, always [V, H]
+    gemm_w(*pool_, lm_rows_, d_.V, H, src, head.data(), head.panels, lm_logits_.data());
 }
 
 MoeLayerResult CpuBackend::moe_result(int64_t slot) const {
@@ -334,32 +342,27 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
     const int64_t T = T_, H = d_.H, E = d_.E, I = d_.I, SI = d_.shared_I;
     std::vector<NamedTensor> out;
     out.push_back(NamedTensor::f32("moe_in", {T, H}, st.moe_in.data()));
-    out.push_back(NamedTensor::f32("router_weight", {E, H}, w.router_w.data()));
+    out.push_back(NamedTensor::f32("router_weight", {E, H}, row_major(*pool_, w.router_w.data(), w.router_w.panels, E, H).data()));
     if (!w.router_b.empty()) out.push_back(NamedTensor::f32("router_bias", {E}, w.router_b.data()));
     if (!w.correction_b.empty()) out.push_back(NamedTensor::f32("e_score_correction_bias", {E}, w.correction_b.data()));
     // Unfuse [E, 2I, H] into w_gate / w_up [E, I, H] (from the panel layout first where the weights use it).
-    std::vector<float> g(static_cast<size_t>(E * I * H)), u(static_cast<size_t>(E * I * H)), rm;
-    if (w.expert_panels) rm.resize(static_cast<size_t>(2 * I * H));
+    std::vector<float> g(static_cast<size_t>(E * I * H)), u(static_cast<size_t>(E * I * H));
     for (int64_t e = 0; e < E; ++e) {
-        const float* gu = w.w_gu.data() + e * 2 * I * H;
-        if (w.expert_panels) {
-            unpack_panels(*pool_, gu, 2 * I, H, rm.data());
-            gu = rm.data();
-        }
-        std::memcpy(g.data() + e * I * H, gu, sizeof(float) * I * H);
-        std::memcpy(u.data() + e * I * H, gu + I * H, sizeof(float) * I * H);
+        const std::vector<float> gu = row_major(*pool_, w.w_gu.data() + e * 2 * I * H, w.w_gu.panels, 2 * I, H);
+        std::memcpy(g.data() + e * I * H, gu.data(), sizeof(float) * I * H);
+        std::memcpy(u.data() + e * I * H, gu.data() + I * H, sizeof(float) * I * H);
     }
     out.push_back(NamedTensor::f32("w_gate", {E, I, H}, g.data()));
     out.push_back(NamedTensor::f32("w_up", {E, I, H}, u.data()));
     g.clear(); g.shrink_to_fit(); u.clear(); u.shrink_to_fit();
-    if (w.expert_panels) {
-        rm.assign(static_cast<size_t>(E * H * I), 0.0f);
-        for (int64_t e = 0; e < E; ++e) unpack_panels(*pool_, w.w_down.data() + e * H * I, H, I, rm.data() + e * H * I);
-        out.push_back(NamedTensor::f32("w_down", {E, H, I}, rm.data()));
-    } else {
-        out.push_back(NamedTensor::f32("w_down", {E, H, I}, w.w_down.data()));
+    {
+        std::vector<float> down(static_cast<size_t>(E * H * I));
+        for (int64_t e = 0; e < E; ++e) {
+            const std::vector<float> d = row_major(*pool_, w.w_down.data() + e * H * I, w.w_down.panels, H, I);
+            std::copy(d.begin(), d.end(), down.begin() + e * H * I);
+        }
+        out.push_back(NamedTensor::f32("w_down", {E, H, I}, down.data()));
     }
-    rm.clear(); rm.shrink_to_fit();
     if (!w.b_gu.empty()) {
         std::vector<float> bg(static_cast<size_t>(E * I)), bu(static_cast<size_t>(E * I));
         for (int64_t e = 0; e < E; ++e)
@@ -372,9 +375,11 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
         out.push_back(NamedTensor::f32("b_down", {E, H}, w.b_down.data()));
     }
     if (SI > 0) {
-        out.push_back(NamedTensor::f32("shared_w_gate", {SI, H}, w.shared_gu.data()));
-        out.push_back(NamedTensor::f32("shared_w_up", {SI, H}, w.shared_gu.data() + SI * H));
-        out.push_back(NamedTensor::f32("shared_w_down", {H, SI}, w.shared_down.data()));
+        const std::vector<float> sgu = row_major(*pool_, w.shared_gu.data(), w.shared_gu.panels, 2 * SI, H);
+        out.push_back(NamedTensor::f32("shared_w_gate", {SI, H}, sgu.data()));
+        out.push_back(NamedTensor::f32("shared_w_up", {SI, H}, sgu.data() + SI * H));
+        out.push_back(NamedTensor::f32("shared_w_down", {H, SI},
+                                       row_major(*pool_, w.shared_down.data(), w.shared_down.panels, H, SI).data()));
         if (!w.shared_gate_w.empty()) out.push_back(NamedTensor::f32("shared_gate_weight", {1, H}, w.shared_gate_w.data()));
     }
     const LayerRouting& r = st.result.routing;

@@ -61,7 +61,7 @@ void CpuBackend::phase_ffn_norm(int64_t slot) {
 void CpuBackend::phase_router(int64_t slot) {
     LayerWeights& w = lw(slot);
     if (!w.is_moe) return;
-    gemm_auto(*pool_, T_, d_.E, d_.H, ffn_in(slot), w.router_w.data(), logits_.data());
+    gemm_w(*pool_, T_, d_.E, d_.H, ffn_in(slot), w.router_w.data(), w.router_w.panels, logits_.data());
     if (!w.router_b.empty()) add_bias_rows(*pool_, logits_.data(), w.router_b.data(), T_, d_.E);  // gpt-oss
 }
 
@@ -158,7 +158,7 @@ void CpuBackend::phase_expert_up(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I2 = 2 * d_.I;
-    run_expert_gemms(*pool_, counts_, offsets_, I2, H, xperm_.data(), w.w_gu.data(), w.expert_panels, gu_.data(),
+    run_expert_gemms(*pool_, counts_, offsets_, I2, H, xperm_.data(), w.w_gu.data(), w.w_gu.panels, gu_.data(),
                      w.b_gu.empty() ? nullptr : w.b_gu.data(), st.result.expert_gemm_us);
 }
 
@@ -176,7 +176,7 @@ void CpuBackend::phase_expert_down(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I = d_.I;
-    run_expert_gemms(*pool_, counts_, offsets_, H, I, act_.data(), w.w_down.data(), w.expert_panels, yperm_.data(),
+    run_expert_gemms(*pool_, counts_, offsets_, H, I, act_.data(), w.w_down.data(), w.w_down.panels, yperm_.data(),
                      w.b_down.empty() ? nullptr : w.b_down.data(), st.result.expert_gemm_us);
 }
 
@@ -186,11 +186,11 @@ void CpuBackend::phase_shared(int64_t slot) {
     const int64_t H = d_.H, SI = d_.shared_I;
     const float* xin = ffn_in(slot);
     // The S shared experts as one MLP of width S * Is: the same sum, one GEMM each way.
-    gemm_auto(*pool_, T_, 2 * SI, H, xin, w.shared_gu.data(), sgu_.data());
+    gemm_w(*pool_, T_, 2 * SI, H, xin, w.shared_gu.data(), w.shared_gu.panels, sgu_.data());
     const int kind = static_cast<int>(m_.activation);
     const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
     activate_rows(*pool_, kind, sgu_.data(), sact_.data(), T_, SI, limit);
-    gemm_auto(*pool_, T_, H, SI, sact_.data(), w.shared_down.data(), sout_.data());
+    gemm_w(*pool_, T_, H, SI, sact_.data(), w.shared_down.data(), w.shared_down.panels, sout_.data());
     if (!w.shared_gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w_gate) scales the shared output
         const float* gw = w.shared_gate_w.data();
         float* so = sout_.data();
@@ -245,15 +245,16 @@ void CpuBackend::phase_dense(int64_t slot) {
     LayerWeights& w = lw(slot);
     if (w.is_moe || d_.dense_I == 0) return;
     const int64_t H = d_.H, Id = d_.dense_I;
-    gemm_auto(*pool_, T_, 2 * Id, H, ffn_in(slot), w.dense_gu.data(), dgu_.data());
+    gemm_w(*pool_, T_, 2 * Id, H, ffn_in(slot), w.dense_gu.data(), w.dense_gu.panels, dgu_.data());
     const int kind = static_cast<int>(m_.activation);
     const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
     activate_rows(*pool_, kind, dgu_.data(), dact_.data(), T_, Id, limit);
     if (w.post_ffn_norm_w.empty()) {
-        gemm_auto(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), x_.data(), 1.0f);  // residual add inside the GEMM
+        gemm_w(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), w.dense_down.panels, x_.data(),
+               1.0f);  // residual add inside the GEMM
         return;
     }
-    gemm_auto(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), tmp_h_.data());
+    gemm_w(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), w.dense_down.panels, tmp_h_.data());
     norm(tmp_h_.data(), w.post_ffn_norm_w, FBuf{}, tmp_h_.data(), T_);
     float *x = x_.data(), *o = tmp_h_.data();
     pool_->parallel_for(T_ * H, [&](int64_t b, int64_t e) {

@@ -402,13 +402,17 @@ constexpr int64_t kPanelsPerItem = 8;
 
 void pack_panels(ThreadPool& pool, const float* w, int64_t n, int64_t k, float* out) {
     const int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+    // Panel p takes the same floats [16p k, (16p + nr) k) as its rows did, so each panel is copied out first and
+    // the transform works in place (out == w) without a copy of the whole matrix.
     pool.parallel_for(panels, [&](int64_t pb, int64_t pe) {
+        std::vector<float> rows(static_cast<size_t>(kPanelCols * k));
         for (int64_t p = pb; p < pe; ++p) {
             const int64_t j0 = p * kPanelCols, nr = std::min(kPanelCols, n - j0);
+            std::memcpy(rows.data(), w + j0 * k, sizeof(float) * static_cast<size_t>(nr * k));
             float* o = out + j0 * k;
             for (int64_t c0 = 0; c0 < k; c0 += 64)  // 64-column blocks: the nr source rows stay in L1
                 for (int64_t j = 0; j < nr; ++j)
-                    for (int64_t c = c0; c < std::min(k, c0 + 64); ++c) o[c * nr + j] = w[(j0 + j) * k + c];
+                    for (int64_t c = c0; c < std::min(k, c0 + 64); ++c) o[c * nr + j] = rows[j * k + c];
         }
     });
 }
@@ -424,6 +428,23 @@ void unpack_panels(ThreadPool& pool, const float* wp, int64_t n, int64_t k, floa
                     for (int64_t c = c0; c < std::min(k, c0 + 64); ++c) out[(j0 + j) * k + c] = src[c * nr + j];
         }
     });
+}
+
+void gemm_w(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, bool w_panels, float* y,
+            float beta) {
+    if (!w_panels) {
+        gemm_auto(pool, m, n, k, x, w, y, beta);
+        return;
+    }
+    XwtProblem q;
+    q.m = m;
+    q.n = n;
+    q.k = k;
+    q.x = x;
+    q.w = w;
+    q.y = y;
+    q.w_panels = true;
+    gemm_xwt_many(pool, &q, 1, beta);
 }
 
 void gemm_xwt_skinny(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y,

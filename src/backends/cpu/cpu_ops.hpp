@@ -28,7 +28,7 @@ void gemm_auto(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x
 /// 130 for the dot-product kernel over [n, k] rows. OpenBLAS cannot take this layout, so it is used for expert
 /// weights of decode-sized steps only (see CpuBackend::prepare).
 inline constexpr int64_t kPanelCols = 16;
-/// w [n, k] row-major -> out in panel layout (out must not alias w).
+/// w [n, k] row-major -> out in panel layout; out may be w (in place, a panel of scratch per thread).
 void pack_panels(ThreadPool& pool, const float* w, int64_t n, int64_t k, float* out);
 /// The inverse: panel layout -> [n, k] row-major.
 void unpack_panels(ThreadPool& pool, const float* wp, int64_t n, int64_t k, float* out);
@@ -43,6 +43,9 @@ struct XwtProblem {
     int64_t ldx = 0, ldw = 0, ldy = 0;
     bool w_panels = false;
 };
+/// Y[m, n] = X[m, k] . W^T + beta * Y for a weight W [n, k] in panel layout (w_panels) or [out, in] (gemm_auto).
+void gemm_w(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, bool w_panels, float* y,
+            float beta = 0.0f);
 /// Runs independent products (one per expert): those with m > kSkinnyRows (and W not in panels) through OpenBLAS
 /// one by one, the rest in ONE pass of the pool over (product, row or panel block) items, so that many tiny
 /// per-expert products still keep every thread streaming weights. times_us (optional, [num_probs]): measured

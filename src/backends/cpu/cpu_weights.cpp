@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "kernels/moe_core.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -209,36 +210,46 @@ int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, 
     return g.floats;
 }
 
-int64_t expert_temp_floats(const ModelConfig& m) {
-    const Dims d = resolve_dims(m);
-    return d.E > 0 ? 2 * d.I * d.H : 0;
-}
-
 ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed, bool expert_panels) {
+                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan) {
     Gen g(&pool, seed);
     ModelWeights w;
     gen_model(g, m, layers, batch, context, w);
-    if (expert_panels) {
-        const Dims d = resolve_dims(m);
-        std::vector<float> tmp;
-        // Each expert's [n, k] block: copied out, then written back in panels (same size, same place).
-        const auto pack = [&](FBuf& buf, int64_t n, int64_t k) {
-            tmp.resize(static_cast<size_t>(n * k));
-            for (int64_t e = 0; e < d.E; ++e) {
-                float* blk = buf.data() + e * n * k;
-                std::memcpy(tmp.data(), blk, sizeof(float) * static_cast<size_t>(n * k));
-                pack_panels(pool, tmp.data(), n, k, blk);
-            }
-        };
-        for (LayerWeights& lw : w.layers) {
-            if (!lw.is_moe) continue;
-            pack(lw.w_gu, 2 * d.I, d.H);
-            pack(lw.w_down, d.H, d.I);
-            lw.expert_panels = true;
-        }
+    const Dims d = resolve_dims(m);
+    // A weight of `count` experts x [n, k]; dense ones only with whole panels (a narrower last panel would run the
+    // kernel's plain loop, slower than the row-major kernels for the few-output router or odd test shapes).
+    const auto pack = [&](FBuf& buf, int64_t count, int64_t n, int64_t k, bool want) {
+        if (!want || buf.empty() || (count == 1 && n % kPanelCols != 0)) return;
+        for (int64_t e = 0; e < count; ++e) pack_panels(pool, buf.data() + e * n * k, n, k, buf.data() + e * n * k);
+        buf.panels = true;
+    };
+    for (LayerWeights& lw : w.layers) {
+        pack(lw.w_gu, d.E, 2 * d.I, d.H, plan.experts);
+        pack(lw.w_down, d.E, d.H, d.I, plan.experts);
+        pack(lw.w_qkv, 1, d.qkv_width, d.H, plan.dense);
+        pack(lw.w_q_a, 1, d.q_lora, d.H, plan.dense);
+        pack(lw.w_q_b, 1, d.nh * d.qk_dim, d.q_lora, plan.dense);
+        pack(lw.w_q, 1, d.nh * d.qk_dim, d.H, plan.dense);
+        pack(lw.w_kv_a, 1, d.kv_lora + d.rot_dim, d.H, plan.dense);
+        pack(lw.w_kv_b, 1, d.nh * (d.nope + d.v_dim), d.kv_lora, plan.dense);
+        pack(lw.w_o, 1, d.H, d.nh * d.v_dim, plan.dense);
+        pack(lw.router_w, 1, d.E, d.H, plan.dense);
+        pack(lw.shared_gu, 1, 2 * d.shared_I, d.H, plan.dense);
+        pack(lw.shared_down, 1, d.H, d.shared_I, plan.dense);
+        pack(lw.dense_gu, 1, 2 * d.dense_I, d.H, plan.dense);
+        pack(lw.dense_down, 1, d.H, d.dense_I, plan.dense);
     }
+    pack(w.lm_head, 1, d.V, d.H, plan.lm_head);
     return w;
+}
+
+std::vector<float> row_major(ThreadPool& pool, const float* w, bool panels, int64_t n, int64_t k) {
+    std::vector<float> out(static_cast<size_t>(n * k));
+    if (panels)
+        unpack_panels(pool, w, n, k, out.data());
+    else
+        std::copy(w, w + n * k, out.begin());
+    return out;
 }
 
 int64_t mem_available_bytes() {

@@ -21,6 +21,7 @@ struct FBuf {
     };
     std::unique_ptr<float[], AlignedDelete> p;
     int64_t n = 0;
+    bool panels = false;  // a linear weight [out, in] stored in panel layout (cpu_ops.hpp), per expert for experts
     void alloc(int64_t count) {
         p.reset(count > 0 ? static_cast<float*>(::operator new[](sizeof(float) * static_cast<size_t>(count),
                                                                  std::align_val_t(64)))
@@ -60,7 +61,6 @@ struct LayerWeights {
     // MoE
     FBuf router_w, router_b, correction_b;
     FBuf w_gu, w_down, b_gu, b_down;         // [E, 2I, H], [E, H, I], [E, 2I], [E, H]
-    bool expert_panels = false;              // w_gu / w_down: each expert's matrix in panel layout (cpu_ops.hpp)
     FBuf shared_gu, shared_down, shared_gate_w;  // [2*S*Is, H], [H, S*Is], [H]
     // dense FFN
     FBuf dense_gu, dense_down;               // [2*Id, H], [H, Id]
@@ -77,13 +77,19 @@ struct ModelWeights {
 
 /// Floats the weights of `layers` (and the decode cache of batch x context) will take, without allocating.
 int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context);
-/// Generates all weights in parallel from `seed` (the values depend on the logical [out, in] index only).
-/// expert_panels: then stores each expert's w_gu and w_down in panel layout, through a temporary of
-/// expert_temp_floats(m) floats.
+/// Which linear weights to store in panel layout (in place after generation; FBuf::panels says which were).
+struct PanelPlan {
+    bool experts = false;  // w_gu, w_down: each expert's matrix
+    bool dense = false;    // attention projections, router, shared experts, dense MLPs (when out % 16 == 0)
+    bool lm_head = false;  // an untied LM head (when vocab % 16 == 0)
+};
+
+/// Generates all weights in parallel from `seed` (the values depend on the logical [out, in] index only), then
+/// packs those of `plan` into panel layout.
 ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed, bool expert_panels = false);
-/// Floats of the temporary that packing one expert's weights needs.
-int64_t expert_temp_floats(const ModelConfig& m);
+                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan = {});
+/// A linear weight [n, k] (one expert's or a dense one) as a row-major copy, whatever its layout.
+std::vector<float> row_major(ThreadPool& pool, const float* w, bool panels, int64_t n, int64_t k);
 
 /// MemAvailable from /proc/meminfo in bytes (0 if unreadable).
 int64_t mem_available_bytes();
