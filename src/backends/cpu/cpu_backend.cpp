@@ -342,7 +342,8 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
     const int64_t T = T_, H = d_.H, E = d_.E, I = d_.I, SI = d_.shared_I;
     std::vector<NamedTensor> out;
     out.push_back(NamedTensor::f32("moe_in", {T, H}, st.moe_in.data()));
-    out.push_back(NamedTensor::f32("router_weight", {E, H}, row_major(*pool_, w.router_w.data(), w.router_w.panels, E, H).data()));
+    out.push_back(
+        NamedTensor::f32("router_weight", {E, H}, row_major(*pool_, w.router_w.data(), w.router_w.panels, E, H).data()));
     if (!w.router_b.empty()) out.push_back(NamedTensor::f32("router_bias", {E}, w.router_b.data()));
     if (!w.correction_b.empty()) out.push_back(NamedTensor::f32("e_score_correction_bias", {E}, w.correction_b.data()));
     // Unfuse [E, 2I, H] into w_gate / w_up [E, I, H] (from the panel layout first where the weights use it).
