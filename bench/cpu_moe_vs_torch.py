@@ -22,11 +22,12 @@ import sys
 import tempfile
 import time
 
+# The 8 points, plus decode 256 (32 / 64 rows per expert: between the small-row and the prefill regimes).
 DEFAULT_POINTS = [
     ("olmoe-1b-7b", "decode", 1), ("olmoe-1b-7b", "decode", 8), ("olmoe-1b-7b", "decode", 64),
-    ("olmoe-1b-7b", "prefill", 4096),
+    ("olmoe-1b-7b", "decode", 256), ("olmoe-1b-7b", "prefill", 4096),
     ("mixtral-8x7b", "decode", 1), ("mixtral-8x7b", "decode", 8), ("mixtral-8x7b", "decode", 64),
-    ("mixtral-8x7b", "prefill", 4096),
+    ("mixtral-8x7b", "decode", 256), ("mixtral-8x7b", "prefill", 4096),
 ]
 
 
@@ -120,7 +121,7 @@ def main():
     ap.add_argument("--moebench", default=os.path.join(os.path.dirname(__file__), "..", "build", "moebench"))
     ap.add_argument("--threads", type=int, default=0, help="0 = all cores")
     ap.add_argument("--iters", type=int, default=0, help="0 = 10 for decode, 3 for prefill")
-    ap.add_argument("--points", default="", help="model:mode:tokens,... (default: the issue's 8 points)")
+    ap.add_argument("--points", default="", help="model:mode:tokens,... (default: the issue's 8 points and decode 256)")
     ap.add_argument("--out-md", default="")
     ap.add_argument("--out-json", default="")
     args = ap.parse_args()
