@@ -143,9 +143,12 @@ RooflineCeilings measure_ceilings(const std::string& backend_name, const Backend
     RooflineCeilings c;
     c.source = "measured on this machine";
     if (backend_name == "cpu") {
+        // Other work on the machine only ever lowers a measured ceiling, and a low ceiling puts a run "below its
+        // floor": best of 12 read passes (~0.5 s for 1 GiB) and 5 sgemms. With 5 passes a default run on the
+        // shared 2-core Xeon read 25.9 GB/s where bench moe (best of 28) read 30-31.
         ReadBuffer buf(0, cfg.options.num_threads);
-        Ceiling bw = measure_read_bandwidth(buf, 5);
-        Ceiling gemm = measure_sgemm_rate(2048, cfg.options.num_threads, 3);
+        Ceiling bw = measure_read_bandwidth(buf, 12);
+        Ceiling gemm = measure_sgemm_rate(2048, cfg.options.num_threads, 5);
         c.mem_bw_bytes_per_s = bw.value;
         c.peak_flops_per_s = gemm.value;
         c.detail = {{"mem_bw", {{"value", bw.value}, {"unit", bw.unit}, {"method", bw.method}}},
