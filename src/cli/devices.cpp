@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
 #include "common/json_util.hpp"
 
 #if MOEBENCH_HAS_CUDA
@@ -45,13 +46,6 @@ std::string proc_value(const std::string& file, const std::string& key) {
         if (colon != std::string::npos && trim(line.substr(0, colon)) == key) return trim(line.substr(colon + 1));
     }
     return "";
-}
-
-// "/proc/meminfo" values are "<n> kB" (kibibytes).
-int64_t meminfo_bytes(const std::string& key) {
-    std::string v = proc_value("/proc/meminfo", key);
-    if (v.empty()) return -1;
-    return std::stoll(v) * 1024;
 }
 
 json host_json() {

@@ -2,9 +2,9 @@
 // `moebench trace gen|info|convert`: write a routing trace from a workload spec, summarise a trace's expert load
 // and routing statistics, and import JSONL / text traces (formats in docs/trace-format.md).
 #include "cli/commands.hpp"
-#include "backends/cpu/cpu_weights.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
 #include "common/json_util.hpp"
 #include "config/model_config.hpp"
 #include "metrics/expert_load.hpp"
@@ -58,7 +58,7 @@ void run_gen(const GenArgs& a) {
     auto workload = make_workload(a.routing, model, a.seed, "--routing");
     // Refuse before allocating: ids and weights (8 bytes per selection) exist about three times at the peak
     // (the trace, the file image, the writer's buffer).
-    const int64_t avail_bytes = cpu::mem_available_bytes();
+    const int64_t avail_bytes = mem_available_bytes();
     const double need_bytes = 24.0 * static_cast<double>(std::max<int64_t>(model.num_moe_layers(), 1)) *
                               static_cast<double>(a.tokens) * static_cast<double>(std::max<int64_t>(model.moe.top_k, 1));
     if (need_bytes > 1e15 || (avail_bytes > 0 && need_bytes > 0.85 * static_cast<double>(avail_bytes)))

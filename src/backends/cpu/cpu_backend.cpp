@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
 #include "kernels/moe_core.cuh"
 
 #include <cblas.h>

@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 namespace moebench::cpu {
@@ -250,20 +248,6 @@ std::vector<float> row_major(ThreadPool& pool, const float* w, bool panels, int6
     else
         std::copy(w, w + n * k, out.begin());
     return out;
-}
-
-int64_t mem_available_bytes() {
-    std::ifstream f("/proc/meminfo");
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.rfind("MemAvailable:", 0) == 0) {
-            std::istringstream is(line.substr(13));
-            int64_t kb = 0;
-            is >> kb;
-            return kb * 1024;
-        }
-    }
-    return 0;
 }
 
 }  // namespace moebench::cpu

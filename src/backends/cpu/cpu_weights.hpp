@@ -91,7 +91,4 @@ ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vec
 /// A linear weight [n, k] (one expert's or a dense one) as a row-major copy, whatever its layout.
 std::vector<float> row_major(ThreadPool& pool, const float* w, bool panels, int64_t n, int64_t k);
 
-/// MemAvailable from /proc/meminfo in bytes (0 if unreadable).
-int64_t mem_available_bytes();
-
 }  // namespace moebench::cpu
