@@ -144,14 +144,7 @@ TEST_CASE("panel kernel equals the naive product: one or several row groups, k c
                 std::vector<float> wp(w.size());
                 pack_panels(pool, w.data(), n, k, wp.data());
                 auto y1 = y;
-                XwtProblem q;
-                q.m = m;
-                q.n = n;
-                q.k = k;
-                q.x = x.data();
-                q.w = wp.data();
-                q.y = y.data();
-                q.w_panels = true;
+                XwtProblem q{.m = m, .n = n, .k = k, .x = x.data(), .w = wp.data(), .y = y.data(), .w_panels = true};
                 double us = -1.0;
                 gemm_xwt_many(pool, &q, 1, 0.0f, &us);
                 INFO("m " << m << " n " << n << " k " << k);

@@ -441,14 +441,7 @@ void gemm_w(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, c
         gemm_auto(pool, m, n, k, x, w, y, beta);
         return;
     }
-    XwtProblem q;
-    q.m = m;
-    q.n = n;
-    q.k = k;
-    q.x = x;
-    q.w = w;
-    q.y = y;
-    q.w_panels = true;
+    const XwtProblem q{.m = m, .n = n, .k = k, .x = x, .w = w, .y = y, .w_panels = true};
     gemm_xwt_many(pool, &q, 1, beta);
 }
 
