@@ -729,16 +729,21 @@ inline int64_t first_key(const AttnParams& p, int64_t pos) {
 }
 
 // In-place softmax over s[0..n), with an optional sink logit in the denominator. Returns nothing; s holds probs.
-inline void softmax_with_sink(float* s, int64_t n, const float* sink) {
+inline __attribute__((always_inline)) void softmax_with_sink(float* s, int64_t n, const float* sink) {
     float mx = sink ? *sink : -INFINITY;
     for (int64_t i = 0; i < n; ++i) mx = std::max(mx, s[i]);
     float sum = sink ? std::exp(*sink - mx) : 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-        s[i] = std::exp(s[i] - mx);
-        sum += s[i];
+    int64_t i = 0;
+    v16f vs{};
+    for (; i + 16 <= n; i += 16) {  // exp on 16 lanes (~1 ulp)
+        const v16f e = exp16(load16(s + i) - mx);
+        __builtin_memcpy(s + i, &e, sizeof(e));
+        vs += e;
     }
+    sum += hsum16(vs);
+    for (; i < n; ++i) sum += (s[i] = std::exp(s[i] - mx));
     const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < n; ++i) s[i] *= inv;
+    for (i = 0; i < n; ++i) s[i] *= inv;
 }
 
 // a . b over n floats, 32 lanes at a time (two 16-lane sums), the n % 32 tail in scalar.
@@ -790,28 +795,14 @@ void attn_decode_heads(const AttnParams& p, int64_t h0, int64_t group, int64_t l
         }
         for (int64_t j = j4; j < context; ++j) s[j - lo] = p.scale * dot16(qh, kc + j * dq, dq);
         s[n - 1] = p.scale * dot16(qh, kself, dq);
-        // softmax: max, exp (16 lanes, ~1 ulp), sum; the sink joins the denominator only.
-        const float* sink = p.sinks ? p.sinks + h : nullptr;
-        float mx = sink ? *sink : -INFINITY;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
-        float sum = sink ? std::exp(*sink - mx) : 0.0f;
-        int64_t j = 0;
-        v16f vs{};
-        for (; j + 16 <= n; j += 16) {
-            const v16f e = exp16(load16(s + j) - mx);
-            __builtin_memcpy(s + j, &e, sizeof(e));
-            vs += e;
-        }
-        sum += hsum16(vs);
-        for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
-        const float inv = 1.0f / sum;
+        softmax_with_sink(s, n, p.sinks ? p.sinks + h : nullptr);
         float* oh = out + (h - h0) * dv;
         for (int64_t i = 0; i < dv; ++i) oh[i] = 0.0f;
         for (int64_t jj = lo; jj < context; ++jj) {
             __builtin_prefetch(vc + (jj + 8) * dv, 0, 3);
-            axpy(s[jj - lo] * inv, vc + jj * dv, oh, dv);
+            axpy(s[jj - lo], vc + jj * dv, oh, dv);
         }
-        axpy(s[n - 1] * inv, vself, oh, dv);
+        axpy(s[n - 1], vself, oh, dv);
     }
 }
 
