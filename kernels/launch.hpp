@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/moe_core.cuh"
+
 #include <cstdint>
 
 namespace moebench::kernels {
@@ -86,11 +88,8 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
 // ---- moe.cu: router top-k, permutation, activation, combine -------------------------------------------------------
 /// Routing semantics, copied from the model config (one struct so the kernel sees every family's knobs).
 struct RoutingParams {
-    int kind = 0;  // moebench::RoutingKind as int
-    int num_experts = 0, top_k = 0, num_groups = 1, topk_groups = 1;
-    bool norm_topk_prob = false;
-    float routed_scaling_factor = 1.0f;
-    int soft_topn = 0;
+    core::RouteParams route;  // the family's routing (moebench::route_params)
+    int soft_topn = 0;        // > 0: soft top-N instead
 };
 /// logits [T, E] fp32 (+ bias [E] fp32 added before scoring when non-null; correction [E] fp32 for selection only).
 /// Writes ids [T, k_out] int32 and weights [T, k_out] fp32 (k_out = soft_topn when > 0, else top_k).

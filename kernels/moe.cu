@@ -181,19 +181,12 @@ int64_t topk_scratch_floats(int64_t num_experts, int64_t num_groups) {
 const char* launch_topk(const float* logits, const float* bias, const float* correction, const RoutingParams& p,
                         int64_t num_tokens, int32_t* ids, float* weights, float* scratch, cudaStream_t stream) {
     if (num_tokens <= 0) return "topk_thread_per_token";
-    MOEBENCH_CHECK(p.topk_groups <= 64, "topk_groups {} > 64 is not supported by moe_core", p.topk_groups);
-    core::RouteParams rp;
-    rp.kind = p.kind;
-    rp.num_experts = p.num_experts;
-    rp.top_k = p.top_k;
-    rp.norm_topk_prob = p.norm_topk_prob ? 1 : 0;
-    rp.routed_scaling_factor = p.routed_scaling_factor;
-    rp.num_groups = p.num_groups;
-    rp.topk_groups = p.topk_groups;
+    const core::RouteParams& rp = p.route;
+    MOEBENCH_CHECK(rp.topk_groups <= 64, "topk_groups {} > 64 is not supported by moe_core", rp.topk_groups);
     const int block = 128;
     const unsigned grid = static_cast<unsigned>((num_tokens + block - 1) / block);
     topk_thread_kernel<<<grid, block, 0, stream>>>(logits, bias, correction, rp, p.soft_topn, num_tokens, ids, weights,
-                                                   scratch, topk_scratch_floats(p.num_experts, p.num_groups));
+                                                   scratch, topk_scratch_floats(rp.num_experts, rp.num_groups));
     MOEBENCH_LAUNCH_CHECK();
     return p.soft_topn > 0 ? "soft_topn_thread_per_token" : "topk_thread_per_token";
 }

@@ -73,6 +73,7 @@ enum RouteKind : int {
     kRouteSigmoidGroupTopk = 2,   // DeepSeek-V3, Kimi-K2
     kRouteSoftmaxGroupGreedy = 3, // DeepSeek-V2
     kRouteTopkSigmoid = 4,        // Llama-4
+    kRouteSparsemixer = 5,        // PhiMoE (top-2 only)
 };
 
 struct RouteParams {
@@ -83,6 +84,7 @@ struct RouteParams {
     float routed_scaling_factor = 1.0f;
     int num_groups = 1;
     int topk_groups = 1;
+    float jitter_eps = 0.01f;  // sparsemixer's router_jitter_noise: the relative band of logits each softmax keeps
 };
 
 /// Floats of scratch route_row needs: scores, choice scores, group scores (+ a byte mask stored in floats).
@@ -103,6 +105,21 @@ MOEBENCH_HD inline void group_mask(const float* group_scores, int num_groups, in
         for (int j = 0; j < got; ++j) chosen |= (gscratch_ids[j] == g);
         for (int i = 0; i < group_size; ++i) keep[g * group_size + i] = chosen;
     }
+}
+
+/// PhiMoE's sparsemixer weight of expert `sel` (score m = its logit, the best not `skip`): a softmax evaluated at
+/// `sel` over only the logits within the relative band (m - l_i) / max(|l_i|, m) <= 2 eps, `skip` left out. As the
+/// reference, a NaN band test (0 / 0) keeps the logit.
+MOEBENCH_HD inline float sparsemixer_weight(const float* logits, int n, int sel, int skip, float eps) {
+    const float m = logits[sel];
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) {
+        if (i == skip) continue;
+        const float factor = fmaxf(fabsf(logits[i]), m);
+        if ((m - logits[i]) / factor > 2.0f * eps) continue;
+        sum += expf(logits[i] - m);
+    }
+    return 1.0f / sum;
 }
 
 /// One row of the family's routing: logits[E] -> ids[k], weights[k] (best first). correction_bias[E] may be null
@@ -129,6 +146,15 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
         // Llama-4: topk(logits), weight = sigmoid(selected logit).
         topk_row(logits, E, K, nullptr, weights, ids);
         for (int j = 0; j < K; ++j) weights[j] = sigmoidf_(weights[j]);
+        break;
+    }
+    case kRouteSparsemixer: {
+        // PhiMoE (HF modeling_phimoe.py sparsemixer, inference): expert 1 = the best logit, expert 2 = the best of
+        // the others (= top-2 of the logits); each weight is a softmax over only the logits near that expert's
+        // (see sparsemixer_weight), so the two weights do not sum to 1 and are often both ~1. K must be 2.
+        topk_row(logits, E, 2, nullptr, weights, ids);
+        weights[0] = sparsemixer_weight(logits, E, ids[0], -1, p.jitter_eps);
+        weights[1] = sparsemixer_weight(logits, E, ids[1], ids[0], p.jitter_eps);
         break;
     }
     case kRouteSigmoidGroupTopk: {

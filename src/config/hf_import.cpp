@@ -412,8 +412,10 @@ ModelConfig import_phimoe(const JsonReader& r) {
     read_llama_common(r, m);
     read_experts(r, m, "num_local_experts", "num_experts_per_tok");
     m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
-    m.moe.routing = RoutingKind::topk_softmax;  // SparseMixer at training; top-k + softmax at inference
-    m.moe.norm_topk_prob = true;
+    // sparsemixer (modeling_phimoe.py) also at inference: top-2 of the logits, each weight a softmax over the
+    // logits within router_jitter_noise of it; not Mixtral's renormalised pair.
+    m.moe.routing = RoutingKind::sparsemixer;
+    m.moe.router_jitter_noise = r.opt_double("router_jitter_noise", 0.01);
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
     m.lm_head_bias = r.opt_bool("lm_head_bias", false);
     m.norm = NormKind::layernorm;  // nn.LayerNorm with bias

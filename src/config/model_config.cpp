@@ -41,6 +41,7 @@ const char* to_string(RoutingKind r) {
         case RoutingKind::sigmoid_group_topk: return "sigmoid_group_topk";
         case RoutingKind::softmax_group_greedy: return "softmax_group_greedy";
         case RoutingKind::topk_sigmoid: return "topk_sigmoid";
+        case RoutingKind::sparsemixer: return "sparsemixer";
     }
     return "?";
 }
@@ -109,7 +110,7 @@ constexpr NormKind kNormKinds[] = {NormKind::rmsnorm, NormKind::layernorm};
 constexpr Activation kActivations[] = {Activation::swiglu, Activation::geglu, Activation::swiglu_oai};
 constexpr RoutingKind kRoutings[] = {RoutingKind::softmax_topk, RoutingKind::topk_softmax,
                                      RoutingKind::sigmoid_group_topk, RoutingKind::softmax_group_greedy,
-                                     RoutingKind::topk_sigmoid};
+                                     RoutingKind::topk_sigmoid, RoutingKind::sparsemixer};
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -168,7 +169,7 @@ ModelConfig model_from_json(const json& j, const std::string& path) {
         reject_unknown_keys(*mo, {"num_experts", "top_k", "expert_intermediate_size", "num_shared_experts",
                                   "shared_intermediate_size", "shared_expert_gate", "expert_bias", "router_bias",
                                   "router_correction_bias", "routing", "norm_topk_prob", "routed_scaling_factor",
-                                  "num_groups", "topk_groups"});
+                                  "num_groups", "topk_groups", "router_jitter_noise"});
         MoeConfig& e = m.moe;
         e.num_experts = mo->req_positive("num_experts");
         e.top_k = mo->req_positive("top_k");
@@ -186,6 +187,7 @@ ModelConfig model_from_json(const json& j, const std::string& path) {
         e.routed_scaling_factor = mo->opt_double("routed_scaling_factor", 1.0);
         e.num_groups = mo->opt_int("num_groups", 1);
         e.topk_groups = mo->opt_int("topk_groups", 1);
+        e.router_jitter_noise = mo->opt_double("router_jitter_noise", 0.01);
     }
     m.dense_intermediate_size = r.opt_nonneg("dense_intermediate_size", 0);
     // Without a "moe" block every layer is dense; with one, only the listed dense_layers are.
@@ -261,6 +263,7 @@ json model_to_json(const ModelConfig& m) {
         mo["routed_scaling_factor"] = e.routed_scaling_factor;
         mo["num_groups"] = e.num_groups;
         mo["topk_groups"] = e.topk_groups;
+        if (e.routing == RoutingKind::sparsemixer) mo["router_jitter_noise"] = e.router_jitter_noise;
         j["moe"] = mo;
         j["dense_layers"] = layer_list(m.layer_is_moe, 0);
     }
@@ -417,6 +420,12 @@ void validate(const ModelConfig& m, const std::string& path) {
         if (!(e.routed_scaling_factor > 0))
             config_error(f("moe.routed_scaling_factor"), "must be positive",
                          fmt::format("{}", e.routed_scaling_factor), "use 1.0 for no scaling");
+        if (e.routing == RoutingKind::sparsemixer && e.top_k != 2)
+            config_error(f("moe.top_k"), "must be 2 for routing sparsemixer (PhiMoE's router picks exactly two)",
+                         str(e.top_k), "set top_k to 2 or choose another routing");
+        if (!(e.router_jitter_noise >= 0))
+            config_error(f("moe.router_jitter_noise"), "must not be negative",
+                         fmt::format("{}", e.router_jitter_noise), "PhiMoE uses 0.01");
     }
     if (moe_layers == 0 && e.num_experts > 0)
         config_error(f("dense_layers"), "lists every layer although moe.num_experts > 0", "", "drop the moe block or "

@@ -20,10 +20,11 @@ enum class Activation { swiglu, geglu, swiglu_oai };
 /// How router logits become (expert ids, weights). Exactly the reference implementation of each family.
 enum class RoutingKind {
     softmax_topk,          // softmax over all experts, top-k, optional renormalisation (Qwen, OLMoE, DBRX, DeepSeekMoE)
-    topk_softmax,          // top-k on logits, softmax over the k selected (Mixtral, gpt-oss, PhiMoE, Grok-1)
+    topk_softmax,          // top-k on logits, softmax over the k selected (Mixtral, gpt-oss)
     sigmoid_group_topk,    // sigmoid + score-correction bias, top groups by sum of top-2, top-k, renorm, scale (DeepSeek-V3, Kimi-K2)
     softmax_group_greedy,  // softmax, top groups by max score, top-k within them, scale (DeepSeek-V2)
     topk_sigmoid,          // top-k on logits, sigmoid of the selected logits (Llama-4)
+    sparsemixer,           // top-2 on logits, each weight a softmax over the logits near it (PhiMoE, inference)
 };
 
 const char* to_string(AttentionKind k);
@@ -69,6 +70,7 @@ struct MoeConfig {
     double routed_scaling_factor = 1.0;
     int64_t num_groups = 1;                  // expert groups for group-limited routing
     int64_t topk_groups = 1;
+    double router_jitter_noise = 0.01;       // sparsemixer's relative band (PhiMoE's router_jitter_noise)
 };
 
 struct ModelConfig {

@@ -4,6 +4,7 @@
 #include "engine/check.hpp"
 
 #include "common/error.hpp"
+#include "engine/route_params.hpp"
 #include "kernels/moe_core.cuh"
 
 #include <cblas.h>
@@ -113,6 +114,21 @@ bool selection_near_tie(const core::RouteParams& p, int64_t soft_topn, const flo
             for (int i = 0; i < gs; ++i) keep[g * gs + i] = 1;
         return kth_tie(l, &keep, p.top_k, eps);
     }
+    if (p.kind == core::kRouteSparsemixer && kth_tie(l, nullptr, 2, eps)) return true;
+    if (p.kind == core::kRouteSparsemixer) {
+        // The weights count the logits inside each chosen expert's band (m - l) / max(|l|, m) <= 2 jitter: a
+        // logit on the band's edge may fall on either side (the "tie" of this routing).
+        float best[2];
+        int ids[2];
+        core::topk_row(l.data(), E, 2, nullptr, best, ids);
+        for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < E; ++i) {
+                if (i == ids[0] && j == 1) continue;
+                const double band = (best[j] - l[i]) / std::max(std::fabs(double(l[i])), double(best[j]));
+                if (std::isfinite(band) && near(band, 2.0 * p.jitter_eps, eps)) return true;
+            }
+        return false;
+    }
     // softmax_topk, topk_softmax, topk_sigmoid: the order of the logits is the order of the selection scores.
     return kth_tie(l, nullptr, p.top_k, eps);
 }
@@ -167,14 +183,7 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
             for (int64_t e = 0; e < E; ++e) logits[t * E + e] += router_b[e];
 
     // 2. The reference selection before capacity: the family's routing, soft top-N, or the workload's.
-    core::RouteParams rp;
-    rp.kind = static_cast<int>(m.moe.routing);
-    rp.num_experts = static_cast<int>(E);
-    rp.top_k = static_cast<int>(m.moe.top_k);
-    rp.norm_topk_prob = m.moe.norm_topk_prob ? 1 : 0;
-    rp.routed_scaling_factor = static_cast<float>(m.moe.routed_scaling_factor);
-    rp.num_groups = static_cast<int>(std::max<int64_t>(1, m.moe.num_groups));
-    rp.topk_groups = static_cast<int>(std::max<int64_t>(1, m.moe.topk_groups));
+    const core::RouteParams rp = route_params(m);
     const bool overridden = override_routing && override_routing->k > 0;
     int64_t k = overridden ? override_routing->k : (opt.soft_topn > 0 ? opt.soft_topn : m.moe.top_k);
     res.k = k;
@@ -211,13 +220,16 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
     }
 
     // 3. Near-ties: where the backend chose an expert the reference did not and the scores tie, take the
-    //    backend's row (its ids after capacity: -1 stays -1), so that the drops that follow agree.
+    //    backend's row (its ids after capacity: -1 stays -1), so that the drops that follow agree. sparsemixer:
+    //    also where a weight differs and a logit sits on a band's edge.
+    const bool banded = rp.kind == core::kRouteSparsemixer && opt.soft_topn <= 0;
     std::vector<unsigned char> near_tie(static_cast<size_t>(T), 0);
     for (int64_t t = 0; t < T; ++t) {
         bool differs = false;
         for (int64_t j = 0; j < k; ++j) {
             const int32_t e = ids_b[t * k + j];
             if (e >= 0 && std::find(&ids[t * k], &ids[t * k] + k, e) == &ids[t * k] + k) differs = true;
+            if (banded && e == ids[t * k + j] && std::fabs(wts_b[t * k + j] - wts[t * k + j]) > 0.05f) differs = true;
         }
         if (!differs || overridden) continue;
         if (selection_near_tie(rp, opt.soft_topn, &logits[t * E], corr.empty() ? nullptr : corr.data(),

@@ -17,7 +17,8 @@ struct CheckOptions {
     double tolerance = 1e-2;     // relative L2 error of moe_out that still passes (bf16: 1e-2, fp32: 1e-4)
     /// Two selection scores a, b tie when |a - b| <= tie_epsilon * max(1, |a|, |b|). Scores are compared in the
     /// family's selection domain: router logits for the softmax and top-k families (softmax keeps their order),
-    /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing.
+    /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing;
+    /// sparsemixer: also a logit whose band value lies within tie_epsilon of the band's edge (2 jitter).
     double tie_epsilon = 1e-3;
 };
 

@@ -109,6 +109,7 @@ void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelC
         {"routed_scaling_factor", fmt_num(moe.routed_scaling_factor)},
         {"num_groups", std::to_string(moe.num_groups)},
         {"topk_groups", std::to_string(moe.topk_groups)},
+        {"router_jitter_noise", fmt_num(moe.router_jitter_noise)},
         {"num_shared_experts", std::to_string(moe.num_shared_experts)},
         {"shared_expert_gate", moe.shared_expert_gate ? "true" : "false"},
         {"router_bias", moe.router_bias ? "true" : "false"},

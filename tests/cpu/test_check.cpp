@@ -82,11 +82,13 @@ TEST_CASE("check: families built here (shared gate, Llama-4 input scaling, greed
         {"llama4-like topk_sigmoid + shared", RoutingKind::topk_sigmoid, true, false, Activation::swiglu, 1},
         {"deepseek-v2-like greedy groups", RoutingKind::softmax_group_greedy, true, false, Activation::swiglu, 4},
         {"grok-like geglu", RoutingKind::topk_softmax, false, false, Activation::geglu, 1},
+        {"phimoe-like sparsemixer", RoutingKind::sparsemixer, false, false, Activation::swiglu, 1},
     };
     for (const Variant& v : variants) {
         INFO(v.what);
         ModelConfig m = base;
         m.moe.routing = v.routing;
+        m.moe.router_jitter_noise = 0.2;  // sparsemixer: a band wide enough to hold other logits here
         m.activation = v.act;
         m.moe.norm_topk_prob = v.routing == RoutingKind::softmax_topk;
         if (v.shared) {

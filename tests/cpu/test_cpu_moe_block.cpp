@@ -87,6 +87,19 @@ void route_ref(const ModelConfig& m, const std::vector<float>& l, const float* c
         ids = best_k(l, K, {});
         for (int j = 0; j < K; ++j) w[j] = sigm(l[ids[j]]);
         break;
+    case RoutingKind::sparsemixer: {  // modeling_phimoe.py sparsemixer, training=False
+        ids = best_k(l, 2, {});
+        const double eps2 = 2.0 * m.moe.router_jitter_noise;
+        for (int j = 0; j < 2; ++j) {
+            const double mx = l[ids[j]];
+            double sum = 0;
+            for (int i = 0; i < E; ++i)
+                if (!(j == 1 && i == ids[0]) && !((mx - l[i]) / std::max<double>(std::fabs(l[i]), mx) > eps2))
+                    sum += std::exp(l[i] - mx);
+            w[j] = static_cast<float>(1.0 / sum);
+        }
+        break;
+    }
     case RoutingKind::sigmoid_group_topk:
     case RoutingKind::softmax_group_greedy: {
         const bool v3 = m.moe.routing == RoutingKind::sigmoid_group_topk;
@@ -321,6 +334,21 @@ TEST_CASE("MoE block, Llama-4 style: sigmoid top-1 scales the expert input; Grok
     auto g = tiny_model(RoutingKind::topk_softmax);
     g.activation = Activation::geglu;
     check_block(g, run_block(g, decode(6, 2), opt));
+}
+
+TEST_CASE("MoE block, PhiMoE style sparsemixer: the weights are not Mixtral's renormalised pair", "[cpu_moe]") {
+    auto m = tiny_model(RoutingKind::sparsemixer);
+    m.moe.top_k = 2;
+    m.moe.router_jitter_noise = 0.2;  // a wide band, so that several logits fall inside it on these small shapes
+    RunOptions opt;
+    opt.seed = 17;
+    const auto r = run_block(m, decode(16, 2), opt);
+    check_block(m, r);
+    // Some token's two weights must differ from a pair that sums to 1 (else the test could not tell the two apart).
+    const auto& w = r.res.routing.weights;
+    bool not_a_pair = false;
+    for (size_t t = 0; t + 1 < w.size(); t += 2) not_a_pair |= std::fabs(w[t] + w[t + 1] - 1.0f) > 0.05f;
+    CHECK(not_a_pair);
 }
 
 TEST_CASE("MoE block with prefill tokens and LayerNorm", "[cpu_moe]") {

@@ -152,6 +152,8 @@ TEST_CASE("family semantics: MLA without q_lora, q/k norms, biases, sinks, windo
     CHECK(oss.layer_sliding[1] == 0);
 
     ModelConfig phi = hf("phi-3.5-moe-instruct.json");
+    CHECK(phi.moe.routing == RoutingKind::sparsemixer);  // modeling_phimoe.py uses sparsemixer at inference too
+    CHECK(phi.moe.router_jitter_noise == 0.01);
     CHECK(phi.norm == NormKind::layernorm);
     CHECK(phi.norm_bias);
     CHECK(phi.lm_head_bias);

@@ -87,6 +87,14 @@ TEST_CASE("validate: each error class names field, value and fix", "[model_confi
     m.moe.topk_groups = 1;
     CHECK(names(error_of(m), "moe.top_k", "2"));
     m = good;
+    m.moe.routing = RoutingKind::sparsemixer;  // PhiMoE's router picks exactly two
+    m.moe.top_k = 1;
+    CHECK(names(error_of(m), "moe.top_k", "1"));
+    m = good;
+    m.moe.routing = RoutingKind::sparsemixer;
+    m.moe.router_jitter_noise = -0.5;
+    CHECK(names(error_of(m), "moe.router_jitter_noise", "-0.5"));
+    m = good;
     m.layer_is_moe.push_back(1);
     CHECK(names(error_of(m), "layer_is_moe", "3 entries"));
     m = good;

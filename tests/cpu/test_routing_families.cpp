@@ -63,6 +63,29 @@ TEST_CASE("topk_sigmoid (Llama-4): top-1 of logits, sigmoid of the chosen logit;
     CHECK_FALSE(route_scales_input(kRouteTopkSoftmax));
 }
 
+TEST_CASE("sparsemixer (PhiMoE): top-2 of logits, each weight a softmax over the logits in its band", "[routing]") {
+    // router_jitter_noise 0.01: logit l is in the band of m when (m - l) / max(|l|, m) <= 0.02.
+    auto p = params(kRouteSparsemixer, 4, 2);
+    p.jitter_eps = 0.01f;
+    // m1 = 1.0: 0.99 is in its band (0.01), -1 and 0.5 are not: w1 = 1 / (1 + e^-0.01) = 0.5025.
+    // m2 = 0.99 (expert 0 left out): alone in its band: w2 = 1 (Mixtral's pair would give 0.4975).
+    auto r = route(p, {1.0f, 0.99f, -1.0f, 0.5f});
+    CHECK(r.ids == std::vector<int>{0, 1});
+    CHECK(r.w[0] == Approx(0.5025000f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(1.0f).epsilon(1e-6));
+    // m1 = 2: 1.99 (0.005) and 1.985 (0.0075) in its band: w1 = 1 / (1 + e^-0.01 + e^-0.015) = 0.3361162.
+    // m2 = 1.99: 1.985 (0.0025) in its band, 2.0 left out: w2 = 1 / (1 + e^-0.005) = 0.5012500.
+    r = route(p, {2.0f, 1.0f, 1.99f, 1.985f});
+    CHECK(r.ids == std::vector<int>{0, 2});
+    CHECK(r.w[0] == Approx(0.3361162f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.5012500f).epsilon(1e-5));
+    // Negative logits: the band divides by |l| (m < 0): (-0.5 + 0.505) / 0.505 = 0.0099 in, -0.6 (0.167) out.
+    r = route(p, {-0.5f, -0.505f, -3.0f, -0.6f});
+    CHECK(r.ids == std::vector<int>{0, 1});
+    CHECK(r.w[0] == Approx(0.5012500f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(1.0f).epsilon(1e-6));
+}
+
 TEST_CASE("sigmoid_group_topk (DeepSeek-V3): bias for selection only, groups by top-2 sum, renorm, scale", "[routing]") {
     // E = 8 in 4 groups of 2, keep 2 groups, top-2, norm_topk_prob, routed_scaling_factor 2.5.
     // s = sigmoid(l) = [.952574 .047426 | .731059 .5 | .880797 .268941 | .622459 .377541]

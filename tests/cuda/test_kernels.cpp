@@ -198,33 +198,26 @@ TEST_CASE("router top-k equals moe_core route_row on the host for every routing 
     auto logits = random_vec(T * E, 21, -3, 3);
     auto corr = random_vec(E, 22, -0.2f, 0.2f);
     auto dl = upload(logits), dc = upload(corr);
-    for (int kind = 0; kind <= 4; ++kind) {
+    for (int kind = 0; kind <= core::kRouteSparsemixer; ++kind) {
         for (int soft : {0, 5}) {
-            kernels::RoutingParams p;
-            p.kind = kind;
-            p.num_experts = E;
-            p.top_k = (kind == 4) ? 1 : 6;
-            p.num_groups = (kind == 2 || kind == 3) ? 8 : 1;
-            p.topk_groups = (kind == 2 || kind == 3) ? 3 : 1;
-            p.norm_topk_prob = kind != 3;
-            p.routed_scaling_factor = kind >= 2 ? 2.5f : 1.0f;
-            p.soft_topn = soft;
-            const int k = soft > 0 ? soft : p.top_k;
+            core::RouteParams rp;
+            rp.kind = kind;
+            rp.num_experts = E;
+            rp.top_k = kind == core::kRouteTopkSigmoid ? 1 : kind == core::kRouteSparsemixer ? 2 : 6;
+            rp.num_groups = (kind == 2 || kind == 3) ? 8 : 1;
+            rp.topk_groups = (kind == 2 || kind == 3) ? 3 : 1;
+            rp.norm_topk_prob = kind != 3;
+            rp.routed_scaling_factor = kind >= 2 ? 2.5f : 1.0f;
+            rp.jitter_eps = 0.05f;  // a wide band: several logits inside it on these random rows
+            const kernels::RoutingParams p{.route = rp, .soft_topn = soft};
+            const int k = soft > 0 ? soft : rp.top_k;
             DeviceBuffer<int32_t> ids(T * k);
-            DeviceBuffer<float> w(T * k), scratch(T * kernels::topk_scratch_floats(E, p.num_groups));
+            DeviceBuffer<float> w(T * k), scratch(T * kernels::topk_scratch_floats(E, rp.num_groups));
             kernels::launch_topk(dl.get(), nullptr, kind == 2 ? dc.get() : nullptr, p, T, ids.get(), w.get(),
                                  scratch.get(), kStream);
             auto gi = download(ids.get(), T * k);
             auto gw = download(w.get(), T * k);
-            core::RouteParams rp;
-            rp.kind = kind;
-            rp.num_experts = E;
-            rp.top_k = p.top_k;
-            rp.norm_topk_prob = p.norm_topk_prob;
-            rp.routed_scaling_factor = p.routed_scaling_factor;
-            rp.num_groups = p.num_groups;
-            rp.topk_groups = p.topk_groups;
-            std::vector<float> scratch_h(core::route_scratch_floats(E, p.num_groups) + E);
+            std::vector<float> scratch_h(core::route_scratch_floats(E, rp.num_groups) + E);
             for (int t = 0; t < T; ++t) {
                 std::vector<int> ri(k);
                 std::vector<float> rw(k);

@@ -26,6 +26,7 @@ static_assert(static_cast<int>(RoutingKind::topk_softmax) == core::kRouteTopkSof
 static_assert(static_cast<int>(RoutingKind::sigmoid_group_topk) == core::kRouteSigmoidGroupTopk);
 static_assert(static_cast<int>(RoutingKind::softmax_group_greedy) == core::kRouteSoftmaxGroupGreedy);
 static_assert(static_cast<int>(RoutingKind::topk_sigmoid) == core::kRouteTopkSigmoid);
+static_assert(static_cast<int>(RoutingKind::sparsemixer) == core::kRouteSparsemixer);
 static_assert(static_cast<int>(Activation::swiglu) == core::kActSwiglu);
 static_assert(static_cast<int>(Activation::geglu) == core::kActGeglu);
 static_assert(static_cast<int>(Activation::swiglu_oai) == core::kActSwigluOai);

@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_backend_impl.hpp"
 
 #include "backends/cpu/cpu_ops.hpp"
+#include "engine/route_params.hpp"
 #include "kernels/moe_core.cuh"
 
 #include <chrono>
@@ -70,14 +71,7 @@ void CpuBackend::phase_topk(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int E = static_cast<int>(d_.E);
-    core::RouteParams rp;
-    rp.kind = static_cast<int>(m_.moe.routing);
-    rp.num_experts = E;
-    rp.top_k = static_cast<int>(d_.K);
-    rp.norm_topk_prob = m_.moe.norm_topk_prob ? 1 : 0;
-    rp.routed_scaling_factor = static_cast<float>(m_.moe.routed_scaling_factor);
-    rp.num_groups = static_cast<int>(std::max<int64_t>(1, m_.moe.num_groups));
-    rp.topk_groups = static_cast<int>(std::max<int64_t>(1, m_.moe.topk_groups));
+    const core::RouteParams rp = route_params(m_);
     const int64_t soft = opt_.soft_topn;
     int64_t k = soft > 0 ? soft : d_.K;
     const float* logits = logits_.data();

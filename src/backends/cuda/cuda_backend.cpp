@@ -9,6 +9,7 @@
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/gemm.hpp"
 #include "common/error.hpp"
+#include "engine/route_params.hpp"
 #include "kernels/launch.hpp"
 #include "kernels/moe_core.cuh"
 
@@ -878,15 +879,7 @@ bool CudaBackend::stage_override(Layer& L, int64_t slot_idx) {
 
 void CudaBackend::phase_topk(Layer& L, int64_t slot_idx) {
     const auto& moe = m_.moe;
-    kernels::RoutingParams p;
-    p.kind = static_cast<int>(moe.routing);
-    p.num_experts = static_cast<int>(moe.num_experts);
-    p.top_k = static_cast<int>(moe.top_k);
-    p.num_groups = static_cast<int>(std::max<int64_t>(1, moe.num_groups));  // as the CPU backend
-    p.topk_groups = static_cast<int>(std::max<int64_t>(1, moe.topk_groups));
-    p.norm_topk_prob = moe.norm_topk_prob;
-    p.routed_scaling_factor = static_cast<float>(moe.routed_scaling_factor);
-    p.soft_topn = static_cast<int>(opt_.soft_topn);
+    const kernels::RoutingParams p{.route = route_params(m_), .soft_topn = static_cast<int>(opt_.soft_topn)};
     // The router bias is already in the logits (phase_router_gemm).
     topk_variant_ = kernels::launch_topk(L.logits.get(), nullptr, moe.router_correction_bias ? L.correction.get() : nullptr,
                                          p, T_, L.ids.get(), L.weights.get(), topk_scratch_.get(), s());
