@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Idempotent set-up: installs only the missing Debian packages, then configures and builds into build/.
-# Usage: scripts/setup.sh [extra cmake args...]   (env BUILD_DIR, MOEBENCH_CUDA=AUTO|ON|OFF)
+# Usage: scripts/setup.sh [extra cmake args...]   (env BUILD_DIR, MOEBENCH_CUDA=AUTO|ON|OFF, MOEBENCH_EXTRA_PKGS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libopenblas-dev)
+# shellcheck disable=SC2206  # extra packages, space-separated (scripts/test.sh adds the tests' own)
+pkgs+=(${MOEBENCH_EXTRA_PKGS:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,6 +3,7 @@
 # Sets up (scripts/setup.sh), then runs every test with CTest. GPU tests report "skipped" without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# numpy: tests/dump_check.py recomputes dumped MoE blocks with scripts/check_moe_dump.py (skipped without it).
+MOEBENCH_EXTRA_PKGS="python3-numpy" scripts/setup.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900
