@@ -3,6 +3,7 @@
 #include "metrics/routing_stats.hpp"
 
 #include "common/error.hpp"
+#include "metrics/timing_stats.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -52,14 +53,6 @@ SwitchStats switch_stats(const int32_t* ids, int64_t num_tokens, int64_t k, cons
     return s;
 }
 
-double percentile_nearest_rank(std::vector<double> values, double q) {
-    if (values.empty()) return 0;
-    std::sort(values.begin(), values.end());
-    double rank = std::ceil(q * static_cast<double>(values.size()));
-    int64_t idx = std::clamp<int64_t>(static_cast<int64_t>(rank) - 1, 0, static_cast<int64_t>(values.size()) - 1);
-    return values[static_cast<size_t>(idx)];
-}
-
 RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_experts) {
     RouterStats r;
     r.num_tokens = num_tokens;
@@ -94,7 +87,8 @@ RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_ex
     double h_sum = 0;
     for (double h : entropies) h_sum += h;
     r.entropy_bits_mean = h_sum / n;
-    r.entropy_bits_p95 = percentile_nearest_rank(entropies, 0.95);
+    std::sort(entropies.begin(), entropies.end());
+    r.entropy_bits_p95 = percentile_sorted(entropies, 95);  // linear interpolation, as the timing percentiles
     r.entropy_norm_mean = num_experts > 1 ? r.entropy_bits_mean / std::log2(static_cast<double>(num_experts)) : 0.0;
     r.top1_prob_mean = top1_sum / n;
     r.logit_range_mean = range_sum / n;

@@ -26,7 +26,7 @@ struct RouterStats {
     int64_t num_tokens = 0;
     int64_t num_experts = 0;
     double entropy_bits_mean = 0;   // H(p) = -sum p log2 p
-    double entropy_bits_p95 = 0;    // nearest-rank 95th percentile over tokens
+    double entropy_bits_p95 = 0;    // 95th percentile over tokens (linear interpolation, as numpy's default)
     double entropy_norm_mean = 0;   // entropy_bits_mean / log2(E)
     double top1_prob_mean = 0;      // mean of max_e p_e
     double logit_min = 0;           // over all tokens and experts
@@ -35,8 +35,6 @@ struct RouterStats {
 };
 RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_experts);
 
-/// Nearest-rank percentile (q in [0, 1]) of `values`; 0 for an empty vector.
-double percentile_nearest_rank(std::vector<double> values, double q);
 
 json to_json(const SwitchStats& s);
 json to_json(const RouterStats& r);
