@@ -302,7 +302,14 @@ ModelConfig import_dbrx(const JsonReader& r) {
     read_experts(f, m, "moe_num_experts", "moe_top_k");
     m.moe.expert_intermediate_size = req_dim(f, "ffn_hidden_size");
     m.moe.routing = RoutingKind::softmax_topk;
-    m.moe.norm_topk_prob = f.opt_double("moe_normalize_expert_weights", 0.0) > 0;
+    // DbrxRouter divides the top-k weights by their p-norm, p = moe_normalize_expert_weights (DbrxFFNConfig default
+    // 1.0, which dbrx-base leaves implicit); null or 0: no normalisation. Only p = 1 (the sum) is modelled.
+    const bool explicit_null = f.raw().contains("moe_normalize_expert_weights") && !f.has("moe_normalize_expert_weights");
+    const double p_norm = explicit_null ? 0.0 : f.opt_double("moe_normalize_expert_weights", 1.0);
+    if (p_norm != 0.0 && p_norm != 1.0)
+        config_error(f.field("moe_normalize_expert_weights"), "is a p-norm moebench does not model",
+                     fmt::format("{}", p_norm), "use 1 (renormalise by the sum, as DBRX) or null");
+    m.moe.norm_topk_prob = p_norm == 1.0;
     all_layers(m, 1);
     m.norm = NormKind::layernorm;  // nn.LayerNorm(bias=False)
     m.norm_eps = 1e-5;

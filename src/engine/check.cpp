@@ -114,7 +114,9 @@ bool selection_near_tie(const core::RouteParams& p, int64_t soft_topn, const flo
             for (int i = 0; i < gs; ++i) keep[g * gs + i] = 1;
         return kth_tie(l, &keep, p.top_k, eps);
     }
-    if (p.kind == core::kRouteSparsemixer && kth_tie(l, nullptr, 2, eps)) return true;
+    // sparsemixer: the slots are ordered (the first weight counts the runner-up, the second leaves the first
+    // out), so a tie between the first two matters as much as one between the second and third.
+    if (p.kind == core::kRouteSparsemixer && (kth_tie(l, nullptr, 1, eps) || kth_tie(l, nullptr, 2, eps))) return true;
     if (p.kind == core::kRouteSparsemixer) {
         // The weights count the logits inside each chosen expert's band (m - l) / max(|l|, m) <= 2 jitter: a
         // logit on the band's edge may fall on either side (the "tie" of this routing).
@@ -221,7 +223,7 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
 
     // 3. Near-ties: where the backend chose an expert the reference did not and the scores tie, take the
     //    backend's row (its ids after capacity: -1 stays -1), so that the drops that follow agree. sparsemixer:
-    //    also where a weight differs and a logit sits on a band's edge.
+    //    also where the slot order or a weight differs (beyond the tolerance) and a logit sits on a band's edge.
     const bool banded = rp.kind == core::kRouteSparsemixer && opt.soft_topn <= 0;
     std::vector<unsigned char> near_tie(static_cast<size_t>(T), 0);
     for (int64_t t = 0; t < T; ++t) {
@@ -229,7 +231,8 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
         for (int64_t j = 0; j < k; ++j) {
             const int32_t e = ids_b[t * k + j];
             if (e >= 0 && std::find(&ids[t * k], &ids[t * k] + k, e) == &ids[t * k] + k) differs = true;
-            if (banded && e == ids[t * k + j] && std::fabs(wts_b[t * k + j] - wts[t * k + j]) > 0.05f) differs = true;
+            if (banded && e >= 0 && (e != ids[t * k + j] || std::fabs(wts_b[t * k + j] - wts[t * k + j]) > o.tolerance))
+                differs = true;
         }
         if (!differs || overridden) continue;
         if (selection_near_tie(rp, opt.soft_topn, &logits[t * E], corr.empty() ? nullptr : corr.data(),

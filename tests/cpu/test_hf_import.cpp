@@ -160,6 +160,14 @@ TEST_CASE("family semantics: MLA without q_lora, q/k norms, biases, sinks, windo
     CHECK(phi.attn.qkv_bias);
     CHECK(phi.attn.o_bias);
     ModelConfig dbrx = hf("dbrx-base.json");
+    CHECK(dbrx.moe.norm_topk_prob);  // moe_normalize_expert_weights absent: DbrxFFNConfig's default 1.0 (sum)
+    {
+        json j = json::parse(test::read_text(kHf + "dbrx-base.json"));
+        j["ffn_config"]["moe_normalize_expert_weights"] = nullptr;  // None in DbrxRouter: no renormalisation
+        CHECK_FALSE(hf_json(j).moe.norm_topk_prob);
+        j["ffn_config"]["moe_normalize_expert_weights"] = 2;  // an L2 norm: refused, naming the field
+        CHECK(error_of(j).find("moe_normalize_expert_weights") != std::string::npos);
+    }
     CHECK(dbrx.norm == NormKind::layernorm);
     CHECK_FALSE(dbrx.norm_bias);
     CHECK(dbrx.attn.num_kv_heads == 8);
