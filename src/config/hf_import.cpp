@@ -251,8 +251,9 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         e.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
         e.num_shared_experts = opt_dim(r, "n_shared_experts", 0);
         if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
-        e.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
-        e.routed_scaling_factor = r.opt_double("routed_scaling_factor", 1.0);
+        // Absent fields take the transformers config class's defaults (DeepseekV3Config: true and 2.5).
+        e.norm_topk_prob = r.opt_bool("norm_topk_prob", v3);
+        e.routed_scaling_factor = r.opt_double("routed_scaling_factor", v3 ? 2.5 : 1.0);
         std::string method = r.opt_string("topk_method", v3 ? "noaux_tc" : "greedy");
         std::string scoring = r.opt_string("scoring_func", v3 ? "sigmoid" : "softmax");
         if (method == "noaux_tc" || scoring == "sigmoid") {

@@ -159,6 +159,14 @@ TEST_CASE("family semantics: MLA without q_lora, q/k norms, biases, sinks, windo
     CHECK(phi.lm_head_bias);
     CHECK(phi.attn.qkv_bias);
     CHECK(phi.attn.o_bias);
+    {  // DeepseekV3Config's defaults where a config leaves the routing fields out
+        json j = json::parse(test::read_text(kHf + "deepseek-v3.json"));
+        j.erase("norm_topk_prob");
+        j.erase("routed_scaling_factor");
+        ModelConfig v3 = hf_json(j);
+        CHECK(v3.moe.norm_topk_prob);
+        CHECK(v3.moe.routed_scaling_factor == 2.5);
+    }
     ModelConfig dbrx = hf("dbrx-base.json");
     CHECK(dbrx.moe.norm_topk_prob);  // moe_normalize_expert_weights absent: DbrxFFNConfig's default 1.0 (sum)
     {
