@@ -136,9 +136,10 @@ TEST_CASE("panel layout: pack and unpack round-trip, including a narrower last p
 TEST_CASE("panel kernel equals the naive product: one or several row groups, k chunks, tail panel, beta 0 and 1",
           "[cpu_phases]") {
     ThreadPool pool(2);
-    // m = 24 is one register group, 25 two, 60 three; k = 600 spans several k chunks; n = 37 has a 5-wide last panel.
-    for (int64_t m : {1, 5, 16, 24, 25, 60})
-        for (int64_t n : {int64_t(37), 8 * kPanelCols + kPanelCols})
+    // m = 1-15 run adjacent panels in pairs (an odd panel alone), 16-24 one register group, 25 two, 60 three; k = 600
+    // spans several k chunks; n = 37 has a 5-wide last panel, 48 an odd number of full panels, 144 an item of 8 + 1.
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 25, 60})
+        for (int64_t n : {int64_t(37), 3 * kPanelCols, 8 * kPanelCols + kPanelCols})
             for (int64_t k : {int64_t(7), int64_t(600)}) {
                 auto x = randv(m * k, 80 + m), w = randv(n * k, 90 + n), y = randv(m * n, 100 + k);
                 std::vector<float> wp(w.size());

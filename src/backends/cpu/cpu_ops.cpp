@@ -308,6 +308,52 @@ MOEBENCH_AVX512 void panel_group(int64_t c0, int64_t c1, const float* xt, const 
     for (int i = 0; i < RI; ++i) _mm512_storeu_ps(part + i * 16, acc[i]);
 }
 
+// Two adjacent panels at once (RI <= 15: 2 RI sums + 2 weight vectors + the broadcast in the 32 registers): two
+// independent weight streams per k step, so a late line of one panel stalls only half of the FMAs. Used when all m
+// rows fit one such group (m <= 15). Measured on the 2-core Xeon of results/, 2 x Mixtral gate-up [28672, 4096]:
+// 8 rows 36.8 -> 33.4 ms, 15 rows 38.0 -> 37.1 ms; splitting 16-21 rows into paired groups of <= 15 was slower
+// than one 24-row single-panel group (16 rows 40 -> 43-53 ms), so larger m keeps panel_group.
+template <int RI>
+MOEBENCH_AVX512 void panel_group2(int64_t c0, int64_t c1, const float* xt, const float* wp0, const float* wp1,
+                                  float* part0, float* part1) {
+    __m512 a0[RI], a1[RI];
+#pragma GCC unroll 32
+    for (int i = 0; i < RI; ++i) {
+        a0[i] = _mm512_loadu_ps(part0 + i * 16);
+        a1[i] = _mm512_loadu_ps(part1 + i * 16);
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+        const float* w0r = wp0 + c * 16;
+        const float* w1r = wp1 + c * 16;
+        _mm_prefetch(reinterpret_cast<const char*>(w0r + kPanelPrefetchFloats), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(w1r + kPanelPrefetchFloats), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(w0r + kPanelPrefetchL1Floats), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w1r + kPanelPrefetchL1Floats), _MM_HINT_T0);
+        const __m512 w0 = _mm512_loadu_ps(w0r);
+        const __m512 w1 = _mm512_loadu_ps(w1r);
+        const float* xc = xt + c * RI;
+#pragma GCC unroll 32
+        for (int i = 0; i < RI; ++i) {
+            const __m512 xb = _mm512_set1_ps(xc[i]);
+            a0[i] = _mm512_fmadd_ps(xb, w0, a0[i]);
+            a1[i] = _mm512_fmadd_ps(xb, w1, a1[i]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int i = 0; i < RI; ++i) {
+        _mm512_storeu_ps(part0 + i * 16, a0[i]);
+        _mm512_storeu_ps(part1 + i * 16, a1[i]);
+    }
+}
+using PanelGroup2Fn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, float*);
+template <int... Is>
+constexpr std::array<PanelGroup2Fn, sizeof...(Is)> panel_group2_table(std::integer_sequence<int, Is...>) {
+    return {&panel_group2<Is + 1>...};
+}
+constexpr int64_t kPanelPairRows = 15;
+const std::array<PanelGroup2Fn, kPanelPairRows> kPanelGroup2 =
+    panel_group2_table(std::make_integer_sequence<int, kPanelPairRows>{});
+
 using PanelGroupFn = void (*)(int64_t, int64_t, const float*, const float*, float*);
 template <bool Prefetch, int... Is>
 constexpr std::array<PanelGroupFn, sizeof...(Is)> panel_group_table(std::integer_sequence<int, Is...>) {
@@ -378,6 +424,13 @@ void panel_rows(int64_t m, int64_t pb, int64_t pe, int64_t n, int64_t k, const f
             for (int64_t p = pb; p < pe; ++p) {
                 if (width(p) < kPanelCols) continue;
                 const float* w = wp + p * kPanelCols * k;  // panel p: [k][16]
+                if (m <= kPanelPairRows && p + 1 < pe && width(p + 1) == kPanelCols) {  // one group, see above
+                    kPanelGroup2[static_cast<size_t>(m - 1)](c0, c1, xt, w, w + kPanelCols * k,
+                                                             part.data() + (p - pb) * per_panel,
+                                                             part.data() + (p + 1 - pb) * per_panel);
+                    ++p;
+                    continue;
+                }
                 for (int64_t g = 0; g < groups; ++g) {
                     const int64_t i0 = panel_group_first_row(m, g), ri = panel_group_first_row(m, g + 1) - i0;
                     kPanelGroup[g == 0 ? 1 : 0][static_cast<size_t>(ri - 1)](
