@@ -91,7 +91,7 @@ int64_t llc_bytes() {
 ReadBuffer::ReadBuffer(int64_t bytes, int64_t num_threads) : num_threads_(resolve_threads(num_threads)) {
     if (bytes <= 0) bytes = std::max<int64_t>(4 * llc_bytes(), int64_t(1) << 30);
     num_floats_ = (bytes / 4 + 63) & ~int64_t(63);
-    data_.reset(new float[static_cast<size_t>(num_floats_)]);
+    data_ = alloc_aligned_floats(num_floats_);
     // First touch by the thread that will read the slice (NUMA placement), with non-zero data.
     const int64_t nt = num_threads_, n = num_floats_;
     float* d = data_.get();

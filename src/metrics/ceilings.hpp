@@ -2,8 +2,9 @@
 // Ceilings of this machine, measured by the program itself (label "measured"): multithreaded streaming memory read
 // bandwidth and the OpenBLAS sgemm rate; and the physical floor of a piece of work against them.
 #pragma once
+#include "common/aligned_floats.hpp"
+
 #include <cstdint>
-#include <memory>
 #include <string>
 
 namespace moebench {
@@ -23,11 +24,12 @@ public:
 
     int64_t bytes() const { return num_floats_ * 4; }
     int64_t num_threads() const { return num_threads_; }
+    const float* data() const { return data_.get(); }
     /// One pass: every thread reads its contiguous slice once. Returns the pass's wall time in seconds.
     double read_pass();
 
 private:
-    std::unique_ptr<float[]> data_;
+    AlignedFloats data_;  // aligned: a straddling load would measure the split, not the memory
     int64_t num_floats_ = 0;
     int64_t num_threads_ = 1;
     volatile float sink_ = 0;  // keeps the reads from being optimised away

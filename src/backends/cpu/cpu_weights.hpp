@@ -3,29 +3,23 @@
 // (kernels/moe_core.cuh), so the CUDA backend can produce the same values. Also the memory preflight.
 #pragma once
 #include "backends/cpu/thread_pool.hpp"
+#include "common/aligned_floats.hpp"
 #include "config/model_config.hpp"
 
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
 namespace moebench::cpu {
 
-/// An uninitialised float buffer (no zero-fill: generation touches pages in parallel), 64-byte aligned so that
-/// the vector loads of the GEMM kernels do not straddle cache lines.
+/// An uninitialised float buffer (no zero-fill: generation touches pages in parallel), cache-line aligned so
+/// that the vector loads of the GEMM kernels do not straddle lines.
 struct FBuf {
-    struct AlignedDelete {
-        void operator()(float* q) const { ::operator delete[](q, std::align_val_t(64)); }
-    };
-    std::unique_ptr<float[], AlignedDelete> p;
+    AlignedFloats p;
     int64_t n = 0;
     bool panels = false;  // a linear weight [out, in] stored in panel layout (cpu_ops.hpp), per expert for experts
     void alloc(int64_t count) {
-        p.reset(count > 0 ? static_cast<float*>(::operator new[](sizeof(float) * static_cast<size_t>(count),
-                                                                 std::align_val_t(64)))
-                          : nullptr);
+        p = alloc_aligned_floats(count);
         n = count;
     }
     float* data() { return p.get(); }
