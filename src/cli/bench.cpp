@@ -235,16 +235,8 @@ void run_bench_moe(const BenchFlags& f) {
     for (size_t i = 0; i < phases.size(); ++i) pj[std::string(phase_name(phases[i]))] = to_json(summarize(phase_us[i]));
     j["time"] = {{"source", "measured"}, {"block", to_json(block)}, {"phases", pj}};
     j["ratio_to_floor"] = {{"p50", block.p50_us / floor.floor_us}, {"min", block.min_us / floor.floor_us}};
-    // A block faster than its floor means a ceiling was measured below what the machine does (e.g. OpenBLAS held to
-    // older kernels by OPENBLAS_CORETYPE): say so next to the ratio instead of letting it pass as a result.
-    const char* coretype_env = std::getenv("OPENBLAS_CORETYPE");
-    std::string floor_warning;
-    if (block.min_us < floor.floor_us)
-        floor_warning = fmt::format(
-            "the block ran below its floor: the {} ceiling is under-measured{}", floor.bound == "compute" ?
-            "sgemm" : "read-bandwidth", floor.bound == "compute" && coretype_env ?
-            fmt::format(" (OpenBLAS runs its {} kernels because OPENBLAS_CORETYPE={} is set; unset it to let OpenBLAS "
-                        "pick the CPU's best)", openblas_get_corename(), coretype_env) : std::string());
+    // Faster than the floor means a ceiling was measured below what the machine does: said next to the ratio.
+    const std::string floor_warning = below_floor_warning(floor, block.min_us);
     if (!floor_warning.empty()) j["ratio_to_floor"]["warning"] = floor_warning;
 
     if (!f.out.empty()) write_file_atomic(f.out, j.dump(2) + "\n");
@@ -263,6 +255,7 @@ void run_bench_moe(const BenchFlags& f) {
     std::cout << fmt::format("{:<18} {:>12.1f} {:>12.1f}   (measured, {} iterations)\n", "block", block.p50_us,
                              block.min_us, f.iters);
     std::cout << fmt::format("expert GEMMs    {}\n", backend_info.value("expert_gemm_kernel", std::string("-")));
+    const char* coretype_env = std::getenv("OPENBLAS_CORETYPE");
     std::cout << fmt::format("BLAS            OpenBLAS {} kernels{}\n", openblas_get_corename(),
                              coretype_env ? fmt::format(" (OPENBLAS_CORETYPE={})", coretype_env) : std::string());
     std::cout << fmt::format("read bandwidth  {:8.2f} GB/s   (measured: {})\n", bw.value / 1e9, bw.method);
@@ -273,7 +266,7 @@ void run_bench_moe(const BenchFlags& f) {
                              floor.floor_us, floor.bound, floor.memory_us, floor.compute_us);
     std::cout << fmt::format("time / floor    {:8.2f}x (p50), {:.2f}x (min)\n", block.p50_us / floor.floor_us,
                              block.min_us / floor.floor_us);
-    if (!floor_warning.empty()) std::cout << "warning: " << floor_warning << "\n";
+    if (!floor_warning.empty()) std::cout << "warning: the block " << floor_warning << "\n";
     if (!f.out.empty()) std::cout << "json: " << f.out << "\n";
     if (!f.dump_routing.empty()) std::cout << "routing: " << f.dump_routing << "\n";
 }

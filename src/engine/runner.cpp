@@ -350,6 +350,8 @@ json roofline_block(const ModelConfig& model, const RunConfig& cfg, const std::s
             b["compute_floor_us"] = f.compute_us;
             b["bound"] = f.bound;
             b["ratio_to_floor"] = f.floor_us > 0 ? json(block_measured_us / f.floor_us) : json(nullptr);
+            const std::string warning = below_floor_warning(f, block_measured_us);
+            if (!warning.empty()) b["floor_warning"] = "the MoE block " + warning;
         } else {
             b["floor_us"] = nullptr;
             b["ratio_to_floor"] = nullptr;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -163,6 +164,18 @@ Floor physical_floor(double bytes, double flops, double read_bytes_per_s, double
     f.floor_us = std::max(f.memory_us, f.compute_us);
     f.bound = f.memory_us >= f.compute_us ? "memory" : "compute";
     return f;
+}
+
+std::string below_floor_warning(const Floor& f, double measured_us) {
+    if (!(measured_us < f.floor_us)) return "";
+    const bool compute = f.bound == "compute";
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    return fmt::format("ran below its floor ({:.2f}x): the {} ceiling is under-measured{}", measured_us / f.floor_us,
+                       compute ? "sgemm" : "read-bandwidth",
+                       compute && coretype ? fmt::format(" (OpenBLAS runs its {} kernels because OPENBLAS_CORETYPE={} "
+                                                         "is set; unset it to let OpenBLAS pick this CPU's best)",
+                                                         openblas_get_corename(), coretype)
+                                           : std::string());
 }
 
 }  // namespace moebench

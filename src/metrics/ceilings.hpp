@@ -58,4 +58,9 @@ struct Floor {
 };
 Floor physical_floor(double bytes, double flops, double read_bytes_per_s, double flops_per_s);
 
+/// Empty when measured_us >= the floor. Otherwise one sentence for the report: work cannot beat its physical floor,
+/// so the bounding ceiling was under-measured (or a datasheet figure is off); when that is the sgemm rate and
+/// OPENBLAS_CORETYPE is set, it names the kernels OpenBLAS was held to.
+std::string below_floor_warning(const Floor& f, double measured_us);
+
 }  // namespace moebench

@@ -77,6 +77,7 @@ std::string console_summary(const json& run) {
         s += fmt::format("MoE block: {:.1f} us {}, floor {:.1f} us ({}-bound, {}) -> {:.2f}x the floor\n",
                          num(block, "measured_us"), str(roof, "times_source", str(lat, "source", "?")), num(block, "floor_us"), str(block, "bound", "?"),
                          str(roof, "ceiling_source", "?"), num(block, "ratio_to_floor"));
+        if (block.contains("floor_warning")) s += fmt::format("warning: {}\n", str(block, "floor_warning"));
     } else if (!block.empty()) {
         s += "MoE block floor: not available (no ceilings: use --hardware PROFILE or --measure-ceilings)\n";
     }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +29,23 @@ TEST_CASE("measured read bandwidth and sgemm rate are positive and finite", "[ce
     CHECK(g.source == "measured");
     CHECK(g.unit == "flop/s");
     CHECK(llc_bytes() >= 0);
+}
+
+TEST_CASE("a time below the floor is flagged, naming the ceiling that bounds it", "[ceilings]") {
+    const Floor mem = physical_floor(1e9, 1e9, 50e9, 200e9);  // memory 20000 us, compute 5000 us
+    CHECK(below_floor_warning(mem, 20000.0).empty());
+    CHECK(below_floor_warning(mem, 25000.0).empty());
+    const std::string w = below_floor_warning(mem, 15000.0);
+    CHECK(w.find("read-bandwidth") != std::string::npos);
+    CHECK(w.find("0.75x") != std::string::npos);
+    const Floor cmp = physical_floor(1e8, 2e12, 50e9, 200e9);  // compute 10000 us
+    const char* old = std::getenv("OPENBLAS_CORETYPE");
+    const std::string saved = old ? old : "";
+    ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    const std::string wc = below_floor_warning(cmp, 6000.0);
+    if (old) ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1); else ::unsetenv("OPENBLAS_CORETYPE");
+    CHECK(wc.find("sgemm") != std::string::npos);
+    CHECK(wc.find("OPENBLAS_CORETYPE=Haswell") != std::string::npos);
 }
 
 TEST_CASE("physical floor = max(bytes / bandwidth, flops / rate), hand-computed", "[ceilings]") {
