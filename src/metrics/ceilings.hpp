@@ -25,13 +25,16 @@ public:
     int64_t bytes() const { return num_floats_ * 4; }
     int64_t num_threads() const { return num_threads_; }
     const float* data() const { return data_.get(); }
-    /// One pass: every thread reads its contiguous slice once. Returns the pass's wall time in seconds.
+    /// One pass: every thread reads its contiguous slice once, with plain vector loads and, every other pass, with
+    /// a software prefetch ahead as well (which of the two reads faster depends on the machine and its load).
+    /// Returns the pass's wall time in seconds.
     double read_pass();
 
 private:
     AlignedFloats data_;  // aligned: a straddling load would measure the split, not the memory
     int64_t num_floats_ = 0;
     int64_t num_threads_ = 1;
+    int64_t passes_ = 0;
     volatile float sink_ = 0;  // keeps the reads from being optimised away
 };
 
