@@ -202,17 +202,23 @@ def main():
     info = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(),
             "loadavg_at_end": load, "torch": torch.__version__, "threads": threads,
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "command": " ".join(sys.argv)}
-    lines = ["| model | mode | tokens | moebench ms | floor ms (bound) | moebench/floor | torch ms | torch/moebench |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    # The ceilings of each point's own run: on a shared machine they drift, and a ratio means something only
+    # against them.
+    lines = ["| model | mode | tokens | moebench ms | floor ms (bound) | read GB/s, sgemm GFLOP/s | moebench/floor "
+             "| torch ms | torch/moebench |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if "moebench_us" not in r:
-            lines.append("| %s | %s | %d | not run: %s | | | | |" % (r["model"], r["mode"], r["tokens"],
+            lines.append("| %s | %s | %d | not run: %s | | | | | |" % (r["model"], r["mode"], r["tokens"],
                                                                   r.get("moebench_error", "")))
             continue
         torch_cells = ("%.1f | %.2f" % (r["torch_us"] / 1e3, r["torch_ratio"])) if "torch_us" in r else \
             ("%s | " % r.get("torch_error", ""))
-        lines.append("| %s | %s | %d | %.1f | %.1f (%s) | %.2f | %s |" % (
-            r["model"], r["mode"], r["tokens"], r["moebench_us"] / 1e3, r["floor_us"] / 1e3, r["bound"],
+        ceil = r.get("moebench", {}).get("ceilings", {})
+        rates = "%.1f, %.0f" % (ceil["read_bandwidth"]["value"] / 1e9, ceil["sgemm"]["value"] / 1e9) \
+            if "read_bandwidth" in ceil and "sgemm" in ceil else ""
+        lines.append("| %s | %s | %d | %.1f | %.1f (%s) | %s | %.2f | %s |" % (
+            r["model"], r["mode"], r["tokens"], r["moebench_us"] / 1e3, r["floor_us"] / 1e3, r["bound"], rates,
             r["ratio_floor"], torch_cells))
     table = "\n".join(lines)
     print()
