@@ -154,9 +154,7 @@ void run_bench_moe(const BenchFlags& f) {
         best_pass_s = std::min(best_pass_s, static_cast<double>(buf.bytes()) / bw2.value);
         bw_passes += 8;
         bw.value = static_cast<double>(buf.bytes()) / best_pass_s;
-        bw.method = fmt::format("streaming read (plain and prefetched passes) of {:.0f} MiB (LLC {:.0f} MiB) on {} "
-                                "threads, best of {} passes before, between and after the iterations",
-                                buf.bytes() / 1048576.0, llc_bytes() / 1048576.0, buf.num_threads(), bw_passes);
+        bw.method = read_bandwidth_method(buf, bw_passes) + " passes before, between and after the iterations";
         const Ceiling gemm2 = measure_sgemm_rate(2048, threads, 3);
         if (gemm2.value > gemm.value) gemm.value = gemm2.value;
         gemm.method = fmt::format("OpenBLAS sgemm 2048x2048x2048 (A.B^T) on {} threads, best of 8 (5 before and 3 "

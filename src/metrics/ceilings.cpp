@@ -27,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 #pragma GCC diagnostic ignored "-Wpsabi"  // the vector type stays inside the ISA clones
 typedef float v16f __attribute__((vector_size(64)));
 
+// Software prefetch distance of the prefetched read passes: 4 KiB, as the CPU backend's weight kernels use.
+constexpr int64_t kReadPrefetchFloats = 1024;
+
 // Sums [p, p + n) with four independent 16-lane accumulators so that loads, not adds, limit the loop. `prefetch`
 // adds a software prefetch 4 KiB ahead into L2, as the CPU backend's weight kernels issue: on a quiet AMD EPYC
 // guest the plain loop read faster (64-72 against 58 GB/s), on the same guest under a neighbour's memory load the
@@ -39,7 +42,7 @@ float stream_sum(const float* p, int64_t n, bool prefetch) {
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
         if (prefetch)
-            for (int64_t line = 0; line < 64; line += 16) __builtin_prefetch(p + i + 1024 + line, 0, 2);
+            for (int64_t line = 0; line < 64; line += 16) __builtin_prefetch(p + i + kReadPrefetchFloats + line, 0, 2);
         v16f v0, v1, v2, v3;
         __builtin_memcpy(&v0, p + i, 64);
         __builtin_memcpy(&v1, p + i + 16, 64);
@@ -132,10 +135,13 @@ Ceiling measure_read_bandwidth(ReadBuffer& buf, int repeats) {
     Ceiling c;
     c.value = static_cast<double>(buf.bytes()) / best_s;
     c.unit = "bytes/s";
-    c.method = fmt::format("streaming read (plain and prefetched passes) of {:.0f} MiB (LLC {:.0f} MiB) on {} "
-                           "threads, best of {}", buf.bytes() / 1048576.0, llc_bytes() / 1048576.0,
-                           buf.num_threads(), std::max(1, repeats));
+    c.method = read_bandwidth_method(buf, std::max(1, repeats));
     return c;
+}
+
+std::string read_bandwidth_method(const ReadBuffer& buf, int64_t passes) {
+    return fmt::format("streaming read (plain and prefetched passes) of {:.0f} MiB (LLC {:.0f} MiB) on {} threads, "
+                       "best of {}", buf.bytes() / 1048576.0, llc_bytes() / 1048576.0, buf.num_threads(), passes);
 }
 
 Ceiling measure_sgemm_rate(int64_t n, int64_t num_threads, int repeats) {

@@ -48,6 +48,8 @@ struct Ceiling {
 
 /// Memory read bandwidth: best of `repeats` read passes over `buf` (bytes / seconds).
 Ceiling measure_read_bandwidth(ReadBuffer& buf, int repeats = 5);
+/// How a read ceiling over `passes` passes of buf was measured, in words (Ceiling::method).
+std::string read_bandwidth_method(const ReadBuffer& buf, int64_t passes);
 /// OpenBLAS sgemm rate: C[n, n] = A[n, n] . B[n, n]^T on `num_threads` OpenBLAS threads (<= 0: all), best of
 /// `repeats` (2 n^3 / seconds). Sets OpenBLAS's thread count to num_threads.
 Ceiling measure_sgemm_rate(int64_t n = 2048, int64_t num_threads = 0, int repeats = 5);
