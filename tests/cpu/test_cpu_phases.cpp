@@ -8,8 +8,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace moebench;
@@ -136,10 +140,11 @@ TEST_CASE("panel layout: pack and unpack round-trip, including a narrower last p
 TEST_CASE("panel kernel equals the naive product: one or several row groups, k chunks, tail panel, beta 0 and 1",
           "[cpu_phases]") {
     ThreadPool pool(2);
-    // m = 1-15 run adjacent panels in pairs (an odd panel alone), 16-24 one register group, 25 two, 60 three; k = 600
-    // spans several k chunks; n = 37 has a 5-wide last panel, 48 an odd number of full panels, 144 an item of 8 + 1.
+    // m = 1-6 run four adjacent panels at once, then a pair, then one; 7-15 pairs (an odd panel alone); 16-24 one
+    // register group, 25 two, 60 three. k = 600 spans several k chunks; n = 37 has a 5-wide last panel, 48 three
+    // full panels, 112 seven (4 + 2 + 1), 144 an item of 8 + 1.
     for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 25, 60})
-        for (int64_t n : {int64_t(37), 3 * kPanelCols, 8 * kPanelCols + kPanelCols})
+        for (int64_t n : {int64_t(37), 3 * kPanelCols, 7 * kPanelCols, 8 * kPanelCols + kPanelCols})
             for (int64_t k : {int64_t(7), int64_t(600)}) {
                 auto x = randv(m * k, 80 + m), w = randv(n * k, 90 + n), y = randv(m * n, 100 + k);
                 std::vector<float> wp(w.size());
@@ -157,6 +162,65 @@ TEST_CASE("panel kernel equals the naive product: one or several row groups, k c
                 gemm_xwt_many(pool, &q, 1, 1.0f);
                 CHECK(rel_err(y1.data(), ref) < 1e-6);
             }
+}
+
+TEST_CASE("gemm_xwt_many over experts with uneven rows in panel layout: each product equals the naive product",
+          "[cpu_phases]") {
+    // The items of all products run in one pass, claimed from both ends of a list sorted by rows; every product
+    // must still get exactly its own result and a time (0 rows: nothing written, no time).
+    for (int64_t threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        const int64_t n = 7 * kPanelCols + 5, k = 300;
+        const std::vector<int64_t> ms = {1, 9, 0, 24, 3, 6, 15, 40, 2};
+        std::vector<std::vector<float>> xs, ws, wps, ys;
+        std::vector<XwtProblem> probs;
+        for (size_t p = 0; p < ms.size(); ++p) {
+            const int64_t rows = std::max<int64_t>(1, ms[p]);
+            xs.push_back(randv(static_cast<size_t>(rows * k), 300 + static_cast<uint32_t>(p)));
+            ws.push_back(randv(static_cast<size_t>(n * k), 400 + static_cast<uint32_t>(p)));
+            wps.emplace_back(ws.back().size());
+            pack_panels(pool, ws.back().data(), n, k, wps.back().data());
+            ys.emplace_back(static_cast<size_t>(rows * n), 7.0f);
+        }
+        for (size_t p = 0; p < ms.size(); ++p)
+            probs.push_back(XwtProblem{.m = ms[p], .n = n, .k = k, .x = xs[p].data(), .w = wps[p].data(),
+                                       .y = ys[p].data(), .w_panels = true});
+        std::vector<double> us(ms.size(), -1.0);
+        gemm_xwt_many(pool, probs.data(), static_cast<int64_t>(probs.size()), 0.0f, us.data());
+        for (size_t p = 0; p < ms.size(); ++p) {
+            INFO("threads " << threads << " product " << p << " rows " << ms[p]);
+            if (ms[p] == 0) {
+                CHECK(us[p] == 0.0);
+                CHECK(ys[p][0] == 7.0f);
+                continue;
+            }
+            CHECK(rel_err(ys[p].data(), linear_ref(xs[p].data(), ws[p].data(), ms[p], n, k)) < 1e-6);
+            CHECK(us[p] > 0.0);
+        }
+    }
+}
+
+TEST_CASE("thread pool: every index once, back to back and after idling, and exceptions rethrown", "[cpu_phases]") {
+    ThreadPool pool(3);
+    std::vector<int> hits(1000);
+    // Back-to-back jobs (workers still spinning), then jobs after sleeps longer than the spin (workers asleep).
+    for (int round = 0; round < 40; ++round) {
+        if (round % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        const int64_t n = 1 + (round * 37) % 1000;
+        std::fill(hits.begin(), hits.end(), 0);
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+        }, 1 + round % 3);
+        for (int64_t i = 0; i < 1000; ++i) REQUIRE(hits[static_cast<size_t>(i)] == (i < n ? 1 : 0));
+    }
+    CHECK_THROWS_WITH(pool.parallel_for(64, [](int64_t b, int64_t) {
+        if (b >= 32) throw std::runtime_error("chunk failed");
+    }), "chunk failed");
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(100, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    CHECK(sum == 4950);
 }
 
 TEST_CASE("RMSNorm and LayerNorm rows equal the naive formulas", "[cpu_phases]") {

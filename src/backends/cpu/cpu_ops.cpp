@@ -262,10 +262,16 @@ int64_t skinny_block_rows(int64_t k) {
 
 // ---- Weights in column panels (see pack_panels): the small-row expert kernel ----
 
-// Prefetch distances on a panel stream (contiguous): from memory into L2 4 KiB ahead, and from L2 into L1 512 bytes
-// ahead (the second took Mixtral-8x7B decode batch 64 from ~1.38x to ~1.31x of its floor in back-to-back runs).
+// Prefetch distances on a panel stream (contiguous): from memory 4 KiB ahead, and into L1 512 bytes ahead (the
+// second took Mixtral-8x7B decode batch 64 from ~1.38x to ~1.31x of its floor in back-to-back runs).
 constexpr int64_t kPanelPrefetchFloats = 1024;
 constexpr int64_t kPanelPrefetchL1Floats = 128;
+// How a panel stream is prefetched from memory. A line that one register group uses once is fetched
+// non-temporally (kOnce): on AMD's victim L3 this spares the write of every streamed line into L3 on its way out of
+// L2 (2-vCPU EPYC guest, 2 x OLMoE-sized weights per thread at 1-8 rows: 0.72-0.90 -> 0.89-1.07 of a plain
+// streaming read in alternating runs). A line that later row groups re-read goes to L2 (kShared), and those later
+// groups prefetch nothing (kNone).
+enum class PanelPrefetch { kNone, kShared, kOnce };
 // X rows per register group: 24 sums (one zmm each) of the 32 zmm registers. Up to 24 rows, each panel streams
 // from memory in ONE pass with the prefetch running ahead; a second group re-reads the panel from L2 while
 // memory idles (measured with 32-column panels and 12-row groups, 2 x Mixtral gate-up [28672, 4096]: 12 rows as
@@ -285,9 +291,19 @@ constexpr int64_t kPanelChunk = 256;
 // RI rows of X against one full panel (kPanelCols = 16 = one zmm of W columns) over k in [c0, c1): the outer
 // product of each X element (broadcast, folded into the FMA) with the panel's row of 16 weights. xt holds the
 // group's X transposed, [k][RI], so that one pointer serves all rows (RI row pointers would spill). The sums
-// start from and return to part[RI][16]. Prefetch: per step one line into L2 and one into L1 (see above).
+// start from and return to part[RI][16]. Prefetch: per step one line from memory and one into L1 (see above).
 // Intrinsics, not GCC vector extensions: GCC turned a vector-extension broadcast into masked lane inserts.
-template <int RI, bool Prefetch>
+template <PanelPrefetch Hint>
+MOEBENCH_AVX512 inline __attribute__((always_inline)) void prefetch_panel_row(const float* wr) {
+    if constexpr (Hint == PanelPrefetch::kOnce)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchFloats), _MM_HINT_NTA);
+    else if constexpr (Hint == PanelPrefetch::kShared)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchFloats), _MM_HINT_T1);
+    if constexpr (Hint != PanelPrefetch::kNone)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchL1Floats), _MM_HINT_T0);
+}
+
+template <int RI, PanelPrefetch Hint>
 MOEBENCH_AVX512 void panel_group(int64_t c0, int64_t c1, const float* xt, const float* wp, float* part) {
     static_assert(kPanelCols == 16, "one 16-lane vector per panel row");
     // Full unrolling keeps acc[] in registers (GCC peels at most 16 iterations by itself).
@@ -296,10 +312,7 @@ MOEBENCH_AVX512 void panel_group(int64_t c0, int64_t c1, const float* xt, const 
     for (int i = 0; i < RI; ++i) acc[i] = _mm512_loadu_ps(part + i * 16);
     for (int64_t c = c0; c < c1; ++c) {
         const float* wr = wp + c * 16;
-        if (Prefetch) {
-            _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchFloats), _MM_HINT_T1);
-            _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchL1Floats), _MM_HINT_T0);
-        }
+        prefetch_panel_row<Hint>(wr);
         const __m512 w = _mm512_loadu_ps(wr);
         const float* xc = xt + c * RI;
 #pragma GCC unroll 32
@@ -309,61 +322,65 @@ MOEBENCH_AVX512 void panel_group(int64_t c0, int64_t c1, const float* xt, const 
     for (int i = 0; i < RI; ++i) _mm512_storeu_ps(part + i * 16, acc[i]);
 }
 
-// Two adjacent panels at once (RI <= 15: 2 RI sums + 2 weight vectors + the broadcast in the 32 registers): two
-// independent weight streams per k step, so a late line of one panel stalls only half of the FMAs. Used when all m
-// rows fit one such group (m <= 15). Measured on the 2-core Xeon of results/, 2 x Mixtral gate-up [28672, 4096]:
-// 8 rows 36.8 -> 33.4 ms, 15 rows 38.0 -> 37.1 ms; splitting 16-21 rows into paired groups of <= 15 was slower
-// than one 24-row single-panel group (16 rows 40 -> 43-53 ms), so larger m keeps panel_group.
-template <int RI>
-MOEBENCH_AVX512 void panel_group2(int64_t c0, int64_t c1, const float* xt, const float* wp0, const float* wp1,
-                                  float* part0, float* part1) {
-    __m512 a0[RI], a1[RI];
+// NP adjacent panels at once (NP * RI sums + NP weight vectors + the broadcast in the 32 registers): NP
+// independent weight streams per k step, so a late line of one stream stalls only its share of the FMAs, and more
+// streams are in flight. Used when all m rows fit one such group. Measured on the 2-core Xeon of results/, 2 x
+// Mixtral gate-up [28672, 4096], two panels against one: 8 rows 36.8 -> 33.4 ms, 15 rows 38.0 -> 37.1 ms; splitting
+// 16-21 rows into paired groups of <= 15 was slower than one 24-row single-panel group (16 rows 40 -> 43-53 ms).
+// Four panels against two at 1-6 rows, on the 2-vCPU EPYC guest in alternating `bench moe` runs: OLMoE decode 1
+// -4 to -13% per block, decode 8 -3 to -8%.
+template <int RI, int NP>
+MOEBENCH_AVX512 void panel_group_n(int64_t c0, int64_t c1, const float* xt, const float* wp, int64_t panel_floats,
+                                   float* part, int64_t part_floats) {
+    __m512 acc[NP][RI];
 #pragma GCC unroll 32
-    for (int i = 0; i < RI; ++i) {
-        a0[i] = _mm512_loadu_ps(part0 + i * 16);
-        a1[i] = _mm512_loadu_ps(part1 + i * 16);
-    }
+    for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 32
+        for (int i = 0; i < RI; ++i) acc[q][i] = _mm512_loadu_ps(part + q * part_floats + i * 16);
     for (int64_t c = c0; c < c1; ++c) {
-        const float* w0r = wp0 + c * 16;
-        const float* w1r = wp1 + c * 16;
-        _mm_prefetch(reinterpret_cast<const char*>(w0r + kPanelPrefetchFloats), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(w1r + kPanelPrefetchFloats), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(w0r + kPanelPrefetchL1Floats), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(w1r + kPanelPrefetchL1Floats), _MM_HINT_T0);
-        const __m512 w0 = _mm512_loadu_ps(w0r);
-        const __m512 w1 = _mm512_loadu_ps(w1r);
+        __m512 w[NP];
+#pragma GCC unroll 32
+        for (int q = 0; q < NP; ++q) {
+            const float* wr = wp + q * panel_floats + c * 16;
+            prefetch_panel_row<PanelPrefetch::kOnce>(wr);
+            w[q] = _mm512_loadu_ps(wr);
+        }
         const float* xc = xt + c * RI;
 #pragma GCC unroll 32
         for (int i = 0; i < RI; ++i) {
             const __m512 xb = _mm512_set1_ps(xc[i]);
-            a0[i] = _mm512_fmadd_ps(xb, w0, a0[i]);
-            a1[i] = _mm512_fmadd_ps(xb, w1, a1[i]);
+#pragma GCC unroll 32
+            for (int q = 0; q < NP; ++q) acc[q][i] = _mm512_fmadd_ps(xb, w[q], acc[q][i]);
         }
     }
 #pragma GCC unroll 32
-    for (int i = 0; i < RI; ++i) {
-        _mm512_storeu_ps(part0 + i * 16, a0[i]);
-        _mm512_storeu_ps(part1 + i * 16, a1[i]);
-    }
+    for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 32
+        for (int i = 0; i < RI; ++i) _mm512_storeu_ps(part + q * part_floats + i * 16, acc[q][i]);
 }
-using PanelGroup2Fn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, float*);
-template <int... Is>
-constexpr std::array<PanelGroup2Fn, sizeof...(Is)> panel_group2_table(std::integer_sequence<int, Is...>) {
-    return {&panel_group2<Is + 1>...};
+using PanelGroupNFn = void (*)(int64_t, int64_t, const float*, const float*, int64_t, float*, int64_t);
+template <int NP, int... Is>
+constexpr std::array<PanelGroupNFn, sizeof...(Is)> panel_group_n_table(std::integer_sequence<int, Is...>) {
+    return {&panel_group_n<Is + 1, NP>...};
 }
+// Rows that fit a group of four panels (4 x 6 sums) and of two (2 x 15); [rows - 1].
+constexpr int64_t kPanelQuadRows = 6;
 constexpr int64_t kPanelPairRows = 15;
-const std::array<PanelGroup2Fn, kPanelPairRows> kPanelGroup2 =
-    panel_group2_table(std::make_integer_sequence<int, kPanelPairRows>{});
+const std::array<PanelGroupNFn, kPanelQuadRows> kPanelQuad =
+    panel_group_n_table<4>(std::make_integer_sequence<int, kPanelQuadRows>{});
+const std::array<PanelGroupNFn, kPanelPairRows> kPanelPair =
+    panel_group_n_table<2>(std::make_integer_sequence<int, kPanelPairRows>{});
 
 using PanelGroupFn = void (*)(int64_t, int64_t, const float*, const float*, float*);
-template <bool Prefetch, int... Is>
+template <PanelPrefetch Hint, int... Is>
 constexpr std::array<PanelGroupFn, sizeof...(Is)> panel_group_table(std::integer_sequence<int, Is...>) {
-    return {&panel_group<Is + 1, Prefetch>...};
+    return {&panel_group<Is + 1, Hint>...};
 }
-// [prefetch][rows - 1]
-const std::array<PanelGroupFn, kPanelGroupRows> kPanelGroup[2] = {
-    panel_group_table<false>(std::make_integer_sequence<int, kPanelGroupRows>{}),
-    panel_group_table<true>(std::make_integer_sequence<int, kPanelGroupRows>{})};
+// [PanelPrefetch][rows - 1]
+const std::array<PanelGroupFn, kPanelGroupRows> kPanelGroup[3] = {
+    panel_group_table<PanelPrefetch::kNone>(std::make_integer_sequence<int, kPanelGroupRows>{}),
+    panel_group_table<PanelPrefetch::kShared>(std::make_integer_sequence<int, kPanelGroupRows>{}),
+    panel_group_table<PanelPrefetch::kOnce>(std::make_integer_sequence<int, kPanelGroupRows>{})};
 
 bool have_avx512() {
     static const bool yes = __builtin_cpu_supports("avx512f");
@@ -430,17 +447,26 @@ void panel_rows(int64_t m, int64_t pb, int64_t pe, int64_t n, int64_t k, const f
             for (int64_t p = pb; p < pe; ++p) {
                 if (width(p) < kPanelCols) continue;
                 const float* w = wp + p * kPanelCols * k;  // panel p: [k][16]
-                if (m <= kPanelPairRows && p + 1 < pe && width(p + 1) == kPanelCols) {  // one group, see above
-                    kPanelGroup2[static_cast<size_t>(m - 1)](c0, c1, xt, w, w + kPanelCols * k,
-                                                             part.data() + (p - pb) * per_panel,
-                                                             part.data() + (p + 1 - pb) * per_panel);
+                float* pp = part.data() + (p - pb) * per_panel;
+                // Several panels at once when all rows fit one such group (see panel_group_n).
+                const auto full = [&](int64_t np) { return p + np <= pe && width(p + np - 1) == kPanelCols; };
+                if (m <= kPanelQuadRows && full(4)) {
+                    kPanelQuad[static_cast<size_t>(m - 1)](c0, c1, xt, w, kPanelCols * k, pp, per_panel);
+                    p += 3;
+                    continue;
+                }
+                if (m <= kPanelPairRows && full(2)) {
+                    kPanelPair[static_cast<size_t>(m - 1)](c0, c1, xt, w, kPanelCols * k, pp, per_panel);
                     ++p;
                     continue;
                 }
                 for (int64_t g = 0; g < groups; ++g) {
                     const int64_t i0 = panel_group_first_row(m, g), ri = panel_group_first_row(m, g + 1) - i0;
-                    kPanelGroup[g == 0 ? 1 : 0][static_cast<size_t>(ri - 1)](
-                        c0, c1, xt + i0 * k, w, part.data() + (p - pb) * per_panel + i0 * kPanelCols);
+                    const PanelPrefetch hint = groups == 1 ? PanelPrefetch::kOnce
+                                               : g == 0    ? PanelPrefetch::kShared
+                                                           : PanelPrefetch::kNone;
+                    kPanelGroup[static_cast<size_t>(hint)][static_cast<size_t>(ri - 1)](c0, c1, xt + i0 * k, w,
+                                                                                       pp + i0 * kPanelCols);
                 }
             }
         }
@@ -588,27 +614,46 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
         }, 1);
     }
 #endif
-    pool.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t ib, int64_t ie) {
-        for (int64_t it = ib; it < ie; ++it) {
-            const auto [p, j] = items[static_cast<size_t>(it)];
-            const XwtProblem& q = probs[p];
-            const int64_t ldx = q.ldx ? q.ldx : q.k, ldw = q.ldw ? q.ldw : q.k, ldy = q.ldy ? q.ldy : q.n;
-            const auto t0 = times_us ? Clock::now() : Clock::time_point{};
-            if (q.w_panels) {
-                const int64_t pe = std::min((q.n + kPanelCols - 1) / kPanelCols, j + kPanelsPerItem);
-                panel_rows(q.m, j, pe, q.n, q.k, q.x, ldx, xt_base + xt_off[static_cast<size_t>(p)], q.w, q.y,
-                           ldy, beta);
-            } else {
-                skinny_rows(q.m, j, std::min(q.n, j + skinny_block_rows(q.k)), q.k, q.x, ldx, q.w, ldw, q.y, ldy,
-                            beta, call_id);
-            }
-            if (times_us) {
-                const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-                std::lock_guard<std::mutex> lk(mu);
-                busy_us[static_cast<size_t>(p)] += us;
-            }
+    // Items in falling order of rows, claimed one at a time from both ends: even slots take the front (the most
+    // rows: compute-heavy), odd slots the back (the fewest: memory-heavy), so that at decode, where experts get
+    // uneven rows, compute-bound and memory-bound items run side by side instead of both threads waiting on memory
+    // and then both on the FMAs (2-vCPU EPYC guest, OLMoE decode 64 in alternating runs: -2 to -7% per block in 4 of
+    // 5 rounds; no change at decode 1, where all rows are equal and the order stays as built).
+    std::stable_sort(items.begin(), items.end(),
+                     [&](const auto& a, const auto& b) { return probs[a.first].m > probs[b.first].m; });
+    int64_t front = 0, back = static_cast<int64_t>(items.size());
+    const auto run_item = [&](int64_t it) {
+        const auto [p, j] = items[static_cast<size_t>(it)];
+        const XwtProblem& q = probs[p];
+        const int64_t ldx = q.ldx ? q.ldx : q.k, ldw = q.ldw ? q.ldw : q.k, ldy = q.ldy ? q.ldy : q.n;
+        const auto t0 = times_us ? Clock::now() : Clock::time_point{};
+        if (q.w_panels) {
+            const int64_t pe = std::min((q.n + kPanelCols - 1) / kPanelCols, j + kPanelsPerItem);
+            panel_rows(q.m, j, pe, q.n, q.k, q.x, ldx, xt_base + xt_off[static_cast<size_t>(p)], q.w, q.y,
+                       ldy, beta);
+        } else {
+            skinny_rows(q.m, j, std::min(q.n, j + skinny_block_rows(q.k)), q.k, q.x, ldx, q.w, ldw, q.y, ldy,
+                        beta, call_id);
         }
-    }, 1, 1);  // one item at a time: an expert's items cost in proportion to its rows
+        if (times_us) {
+            const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+            std::lock_guard<std::mutex> lk(mu);
+            busy_us[static_cast<size_t>(p)] += us;
+        }
+    };
+    const int64_t slots = std::min<int64_t>(pool.size(), static_cast<int64_t>(items.size()));
+    pool.parallel_for(slots, [&](int64_t sb, int64_t se) {
+        for (int64_t slot = sb; slot < se; ++slot)
+            for (;;) {
+                int64_t it;
+                {
+                    std::lock_guard<std::mutex> lk(mu);
+                    if (front >= back) break;
+                    it = slot % 2 == 0 ? front++ : --back;
+                }
+                run_item(it);
+            }
+    }, 1, 1);
     // Busy time of a product's blocks over all threads, divided by the threads: its share of the pass.
     if (times_us)
         for (int64_t p = 0; p < num_probs; ++p)

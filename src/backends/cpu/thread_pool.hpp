@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A small persistent thread pool for the CPU backend's elementwise and row-parallel phases.
-// GEMMs do not run here: they go to OpenBLAS, which has its own threads.
+// A small persistent thread pool for the CPU backend's row-parallel phases and its own small-row GEMM kernels
+// (large GEMMs go to OpenBLAS, which has its own threads).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -36,11 +37,13 @@ private:
     std::vector<std::thread> threads_;
     std::mutex mu_;
     std::condition_variable cv_work_, cv_done_;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
+    // Written under mu_; atomic so that a spinning worker (or the spinning caller) can watch them without it.
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int64_t> pending_workers_{0};
+    std::atomic<bool> stop_{false};
     // current job
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-    int64_t n_ = 0, chunk_ = 1, next_ = 0, pending_workers_ = 0;
+    int64_t n_ = 0, chunk_ = 1, next_ = 0;
     std::exception_ptr error_;
 };
 
