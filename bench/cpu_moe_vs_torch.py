@@ -165,6 +165,10 @@ def main():
         row["floor_us"] = mj["floor"]["floor_us"]
         row["bound"] = mj["floor"]["bound"]
         row["ratio_floor"] = row["moebench_us"] / row["floor_us"]
+        # Against the read passes next to each iteration (absent with --warm-cache or an older binary).
+        adj = mj["ratio_to_floor"].get("adjacent_passes")
+        if adj:
+            row["ratio_adjacent"] = adj["p50"]
         # torch runs with the OpenBLAS kernels moebench ran with (torch's generic BLAS is OpenBLAS here).
         if mj.get("openblas_coretype_env") and "OPENBLAS_CORETYPE" not in os.environ:
             # OpenBLAS reads it when it loads; torch is imported already, so re-run this script once with it set.
@@ -204,12 +208,14 @@ def main():
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "command": " ".join(sys.argv)}
     # The ceilings of each point's own run: on a shared machine they drift, and a ratio means something only
     # against them.
+    # moebench/floor: against the run's best read pass; "next to each iteration": each iteration against the
+    # evicting read passes just before and after it, which follows a neighbour's load (see bench/README.md).
     lines = ["| model | mode | tokens | moebench ms | floor ms (bound) | read GB/s, sgemm GFLOP/s | moebench/floor "
-             "| torch ms | torch/moebench |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| moebench/floor, read next to each iteration | torch ms | torch/moebench |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if "moebench_us" not in r:
-            lines.append("| %s | %s | %d | not run: %s | | | | | |" % (r["model"], r["mode"], r["tokens"],
+            lines.append("| %s | %s | %d | not run: %s | | | | | | |" % (r["model"], r["mode"], r["tokens"],
                                                                   r.get("moebench_error", "")))
             continue
         torch_cells = ("%.1f | %.2f" % (r["torch_us"] / 1e3, r["torch_ratio"])) if "torch_us" in r else \
@@ -217,9 +223,10 @@ def main():
         ceil = r.get("moebench", {}).get("ceilings", {})
         rates = "%.1f, %.0f" % (ceil["read_bandwidth"]["value"] / 1e9, ceil["sgemm"]["value"] / 1e9) \
             if "read_bandwidth" in ceil and "sgemm" in ceil else ""
-        lines.append("| %s | %s | %d | %.1f | %.1f (%s) | %s | %.2f | %s |" % (
+        adjacent = "%.2f" % r["ratio_adjacent"] if "ratio_adjacent" in r else ""
+        lines.append("| %s | %s | %d | %.1f | %.1f (%s) | %s | %.2f | %s | %s |" % (
             r["model"], r["mode"], r["tokens"], r["moebench_us"] / 1e3, r["floor_us"] / 1e3, r["bound"], rates,
-            r["ratio_floor"], torch_cells))
+            r["ratio_floor"], adjacent, torch_cells))
     table = "\n".join(lines)
     print()
     print(table)
