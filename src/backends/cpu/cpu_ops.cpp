@@ -288,11 +288,7 @@ constexpr int64_t kPanelChunk = 256;
 #define MOEBENCH_PANEL_AVX512 1
 #define MOEBENCH_AVX512 __attribute__((target("avx512f")))
 
-// RI rows of X against one full panel (kPanelCols = 16 = one zmm of W columns) over k in [c0, c1): the outer
-// product of each X element (broadcast, folded into the FMA) with the panel's row of 16 weights. xt holds the
-// group's X transposed, [k][RI], so that one pointer serves all rows (RI row pointers would spill). The sums
-// start from and return to part[RI][16]. Prefetch: per step one line from memory and one into L1 (see above).
-// Intrinsics, not GCC vector extensions: GCC turned a vector-extension broadcast into masked lane inserts.
+// The prefetches of one k step of a panel stream whose current row is wr.
 template <PanelPrefetch Hint>
 MOEBENCH_AVX512 inline __attribute__((always_inline)) void prefetch_panel_row(const float* wr) {
     if constexpr (Hint == PanelPrefetch::kOnce)
@@ -303,35 +299,23 @@ MOEBENCH_AVX512 inline __attribute__((always_inline)) void prefetch_panel_row(co
         _mm_prefetch(reinterpret_cast<const char*>(wr + kPanelPrefetchL1Floats), _MM_HINT_T0);
 }
 
-template <int RI, PanelPrefetch Hint>
-MOEBENCH_AVX512 void panel_group(int64_t c0, int64_t c1, const float* xt, const float* wp, float* part) {
-    static_assert(kPanelCols == 16, "one 16-lane vector per panel row");
-    // Full unrolling keeps acc[] in registers (GCC peels at most 16 iterations by itself).
-    __m512 acc[RI];
-#pragma GCC unroll 32
-    for (int i = 0; i < RI; ++i) acc[i] = _mm512_loadu_ps(part + i * 16);
-    for (int64_t c = c0; c < c1; ++c) {
-        const float* wr = wp + c * 16;
-        prefetch_panel_row<Hint>(wr);
-        const __m512 w = _mm512_loadu_ps(wr);
-        const float* xc = xt + c * RI;
-#pragma GCC unroll 32
-        for (int i = 0; i < RI; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xc[i]), w, acc[i]);
-    }
-#pragma GCC unroll 32
-    for (int i = 0; i < RI; ++i) _mm512_storeu_ps(part + i * 16, acc[i]);
-}
-
-// NP adjacent panels at once (NP * RI sums + NP weight vectors + the broadcast in the 32 registers): NP
-// independent weight streams per k step, so a late line of one stream stalls only its share of the FMAs, and more
-// streams are in flight. Used when all m rows fit one such group. Measured on the 2-core Xeon of results/, 2 x
-// Mixtral gate-up [28672, 4096], two panels against one: 8 rows 36.8 -> 33.4 ms, 15 rows 38.0 -> 37.1 ms; splitting
-// 16-21 rows into paired groups of <= 15 was slower than one 24-row single-panel group (16 rows 40 -> 43-53 ms).
-// Four panels against two at 1-6 rows, on the 2-vCPU EPYC guest in alternating `bench moe` runs: OLMoE decode 1
-// -4 to -13% per block, decode 8 -3 to -8%.
-template <int RI, int NP>
+// RI rows of X against NP adjacent full panels (kPanelCols = 16 = one zmm of W columns each) over k in [c0, c1):
+// the outer product of each X element (broadcast, folded into the FMA) with each panel's row of 16 weights. xt
+// holds the group's X transposed, [k][RI], so that one pointer serves all rows (RI row pointers would spill). Panel
+// q starts panel_floats after panel q - 1; its sums start from and return to part + q * part_floats, [RI][16].
+// Prefetch per step and panel: one line from memory and one into L1, as Hint says (see above). Intrinsics, not GCC
+// vector extensions: GCC turned a vector-extension broadcast into masked lane inserts.
+// NP > 1 (NP * RI sums + NP weight vectors in the 32 registers) gives NP independent weight streams per k step,
+// so a late line of one stream stalls only its share of the FMAs, and more streams are in flight; used when all m
+// rows fit one such group. Measured on the 2-core Xeon of results/, 2 x Mixtral gate-up [28672, 4096], two panels
+// against one: 8 rows 36.8 -> 33.4 ms, 15 rows 38.0 -> 37.1 ms; splitting 16-21 rows into paired groups of <= 15
+// was slower than one 24-row single-panel group (16 rows 40 -> 43-53 ms). Four panels against two at 1-6 rows, on
+// the 2-vCPU EPYC guest in alternating `bench moe` runs: OLMoE decode 1 -4 to -13% per block, decode 8 -3 to -8%.
+template <int RI, int NP, PanelPrefetch Hint>
 MOEBENCH_AVX512 void panel_group_n(int64_t c0, int64_t c1, const float* xt, const float* wp, int64_t panel_floats,
                                    float* part, int64_t part_floats) {
+    static_assert(kPanelCols == 16, "one 16-lane vector per panel row");
+    // Full unrolling keeps acc[][] in registers (GCC peels at most 16 iterations by itself).
     __m512 acc[NP][RI];
 #pragma GCC unroll 32
     for (int q = 0; q < NP; ++q)
@@ -342,7 +326,7 @@ MOEBENCH_AVX512 void panel_group_n(int64_t c0, int64_t c1, const float* xt, cons
 #pragma GCC unroll 32
         for (int q = 0; q < NP; ++q) {
             const float* wr = wp + q * panel_floats + c * 16;
-            prefetch_panel_row<PanelPrefetch::kOnce>(wr);
+            prefetch_panel_row<Hint>(wr);
             w[q] = _mm512_loadu_ps(wr);
         }
         const float* xc = xt + c * RI;
@@ -358,29 +342,23 @@ MOEBENCH_AVX512 void panel_group_n(int64_t c0, int64_t c1, const float* xt, cons
 #pragma GCC unroll 32
         for (int i = 0; i < RI; ++i) _mm512_storeu_ps(part + q * part_floats + i * 16, acc[q][i]);
 }
-using PanelGroupNFn = void (*)(int64_t, int64_t, const float*, const float*, int64_t, float*, int64_t);
-template <int NP, int... Is>
-constexpr std::array<PanelGroupNFn, sizeof...(Is)> panel_group_n_table(std::integer_sequence<int, Is...>) {
-    return {&panel_group_n<Is + 1, NP>...};
+using PanelGroupFn = void (*)(int64_t, int64_t, const float*, const float*, int64_t, float*, int64_t);
+template <int NP, PanelPrefetch Hint, int... Is>
+constexpr std::array<PanelGroupFn, sizeof...(Is)> panel_group_table(std::integer_sequence<int, Is...>) {
+    return {&panel_group_n<Is + 1, NP, Hint>...};
 }
-// Rows that fit a group of four panels (4 x 6 sums) and of two (2 x 15); [rows - 1].
+// Rows that fit a group of four panels (4 x 6 sums) and of two (2 x 15); tables by [rows - 1].
 constexpr int64_t kPanelQuadRows = 6;
 constexpr int64_t kPanelPairRows = 15;
-const std::array<PanelGroupNFn, kPanelQuadRows> kPanelQuad =
-    panel_group_n_table<4>(std::make_integer_sequence<int, kPanelQuadRows>{});
-const std::array<PanelGroupNFn, kPanelPairRows> kPanelPair =
-    panel_group_n_table<2>(std::make_integer_sequence<int, kPanelPairRows>{});
-
-using PanelGroupFn = void (*)(int64_t, int64_t, const float*, const float*, float*);
-template <PanelPrefetch Hint, int... Is>
-constexpr std::array<PanelGroupFn, sizeof...(Is)> panel_group_table(std::integer_sequence<int, Is...>) {
-    return {&panel_group<Is + 1, Hint>...};
-}
-// [PanelPrefetch][rows - 1]
+const std::array<PanelGroupFn, kPanelQuadRows> kPanelQuad =
+    panel_group_table<4, PanelPrefetch::kOnce>(std::make_integer_sequence<int, kPanelQuadRows>{});
+const std::array<PanelGroupFn, kPanelPairRows> kPanelPair =
+    panel_group_table<2, PanelPrefetch::kOnce>(std::make_integer_sequence<int, kPanelPairRows>{});
+// One panel, any register group: [PanelPrefetch][rows - 1].
 const std::array<PanelGroupFn, kPanelGroupRows> kPanelGroup[3] = {
-    panel_group_table<PanelPrefetch::kNone>(std::make_integer_sequence<int, kPanelGroupRows>{}),
-    panel_group_table<PanelPrefetch::kShared>(std::make_integer_sequence<int, kPanelGroupRows>{}),
-    panel_group_table<PanelPrefetch::kOnce>(std::make_integer_sequence<int, kPanelGroupRows>{})};
+    panel_group_table<1, PanelPrefetch::kNone>(std::make_integer_sequence<int, kPanelGroupRows>{}),
+    panel_group_table<1, PanelPrefetch::kShared>(std::make_integer_sequence<int, kPanelGroupRows>{}),
+    panel_group_table<1, PanelPrefetch::kOnce>(std::make_integer_sequence<int, kPanelGroupRows>{})};
 
 bool have_avx512() {
     static const bool yes = __builtin_cpu_supports("avx512f");
@@ -465,8 +443,8 @@ void panel_rows(int64_t m, int64_t pb, int64_t pe, int64_t n, int64_t k, const f
                     const PanelPrefetch hint = groups == 1 ? PanelPrefetch::kOnce
                                                : g == 0    ? PanelPrefetch::kShared
                                                            : PanelPrefetch::kNone;
-                    kPanelGroup[static_cast<size_t>(hint)][static_cast<size_t>(ri - 1)](c0, c1, xt + i0 * k, w,
-                                                                                       pp + i0 * kPanelCols);
+                    kPanelGroup[static_cast<size_t>(hint)][static_cast<size_t>(ri - 1)](
+                        c0, c1, xt + i0 * k, w, kPanelCols * k, pp + i0 * kPanelCols, per_panel);
                 }
             }
         }
