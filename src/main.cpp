@@ -13,6 +13,14 @@ int main(int argc, char** argv) {
     CLI::App app{"moebench: benchmark and profile Mixture-of-Experts inference, phase by phase", "moebench"};
     app.set_version_flag("--version", std::string(MOEBENCH_VERSION) + " (" + MOEBENCH_GIT_REV + ")");
     app.require_subcommand(1);
+    // CLI11's own messages, in moebench's form (what is wrong, then the fix); exit 2 below.
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {
+        const bool conversion = dynamic_cast<const CLI::ConversionError*>(&e) != nullptr;
+        return fmt::format("moebench: error: {}; {}\n", e.what(),
+                           conversion ? "give the option a value of its type, e.g. a whole number for --batch; "
+                                        "`moebench <command> --help` lists each option's type"
+                                      : "see `moebench <command> --help`");
+    });
     moebench::cli::add_plan_command(app);
     moebench::cli::add_devices_command(app);
     moebench::cli::add_run_command(app);

@@ -102,6 +102,9 @@ void add_run_command(CLI::App& app) {
         override_if(o_out, cfg.out, f->out);
         if (o_json->count()) {
             if (f->json_out.empty()) config_error("--json", "needs a value", "", "use --json - for stdout, or --out FILE");
+            if (o_out->count() && f->out != f->json_out)
+                config_error("--json", "and --out both name where the report goes", f->json_out + " and " + f->out,
+                             "give one of them (--json - writes the report to stdout, --out FILE to a file)");
             cfg.out = f->json_out;   // '-' = stdout; any other value is a file, like --out
         }
         override_if(o_dump, cfg.dump_tensors, f->dump_tensors);

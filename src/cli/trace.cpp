@@ -7,6 +7,7 @@
 #include "common/host_memory.hpp"
 #include "common/json_util.hpp"
 #include "config/model_config.hpp"
+#include "config/run_config.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/routing_stats.hpp"
 #include "workload/trace.hpp"
@@ -29,7 +30,7 @@ struct GenArgs {
     std::string routing;
     int64_t tokens = 0;
     int64_t layers = 0;
-    uint64_t seed = 0;
+    int64_t seed = 0;  // checked by parse_seed: CLI11 would wrap -1 into a uint64_t
     std::string out;
 };
 
@@ -55,7 +56,8 @@ void run_gen(const GenArgs& a) {
                      std::to_string(a.layers), "run fewer layers or leave it out");
     std::vector<int64_t> layers(static_cast<size_t>(a.layers > 0 ? a.layers : model.num_layers));
     std::iota(layers.begin(), layers.end(), int64_t{0});
-    auto workload = make_workload(a.routing, model, a.seed, "--routing");
+    const uint64_t seed = parse_seed(a.seed, "--seed");
+    auto workload = make_workload(a.routing, model, seed, "--routing");
     // Refuse before allocating: ids and weights (8 bytes per selection) exist about three times at the peak
     // (the trace, the file image, the writer's buffer).
     const int64_t avail_bytes = mem_available_bytes();

@@ -30,19 +30,53 @@ static void write_all(int fd, const std::string& content, const std::string& pat
     }
 }
 
+// Where an output path really writes. A symbolic link is followed to its target (created if missing), so the link
+// stays and its target gets the file, as `>` in a shell would; renaming over the link would replace it instead.
+static std::filesystem::path resolve_output(const std::filesystem::path& p) {
+    namespace fs = std::filesystem;
+    fs::path t = p;
+    std::error_code ec;
+    for (int hops = 0; fs::is_symlink(fs::symlink_status(t, ec)); ++hops) {
+        if (hops == 40) config_error(p.string(), "too many levels of symbolic links", "", "give the real file path");
+        fs::path next = fs::read_symlink(t, ec);
+        if (ec) config_error(p.string(), "cannot read the symbolic link", ec.message(), "give the real file path");
+        t = next.is_absolute() ? next : t.parent_path() / next;
+    }
+    return t;
+}
+
+// A path that exists and is not a regular file (a device such as /dev/null, a named pipe, /dev/stdout): a rename
+// would replace it with a regular file, so the content is written into it directly. Follows symbolic links.
+static bool is_special_file(const std::filesystem::path& p) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
     if (path == "-") {
         std::cout << content;
         std::cout.flush();
+        if (!std::cout)
+            config_error("stdout", "write failed", "", "check where standard output goes (a full disk, a closed pipe)");
         return;
     }
     namespace fs = std::filesystem;
-    fs::path p(path);
     std::error_code ec;
+    if (is_special_file(path)) {
+        const int fd = ::open(path.c_str(), O_WRONLY);
+        if (fd < 0) config_error(path, "cannot open for writing", std::strerror(errno), "check the path and permissions");
+        write_all(fd, content, path);
+        if (::close(fd) != 0) config_error(path, "write failed", std::strerror(errno), "check the path and permissions");
+        return;
+    }
+    const fs::path p = resolve_output(path);
+    const std::string target = p.string();
     if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
     if (fs::is_directory(p, ec))
         config_error(path, "is a folder", "", "give a file path for the output, e.g. " + (p / "out.json").string());
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    std::string tmp = target + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) config_error(path, "cannot create output file", std::strerror(errno), "check the folder exists and is writable");
     write_all(fd, content, path, tmp);
@@ -53,7 +87,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
         std::remove(tmp.c_str());
         config_error(path, "write failed", why, "check disk space and permissions");
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
         const std::string why = std::strerror(errno);
         std::remove(tmp.c_str());
         config_error(path, "cannot rename the temporary file into place", why, "check the folder is writable");
@@ -63,7 +97,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 void check_output_path(const std::string& path) {
     if (path.empty() || path == "-") return;
     namespace fs = std::filesystem;
-    fs::path p(path);
+    if (is_special_file(path)) {
+        if (::access(path.c_str(), W_OK) != 0)
+            config_error(path, "is not writable", std::strerror(errno), "choose another --out");
+        return;
+    }
+    const fs::path p = resolve_output(path);
     std::error_code ec;
     if (fs::is_directory(p, ec))
         config_error(path, "is a folder", "", "give a file path for the output, e.g. " + (p / "out.json").string());

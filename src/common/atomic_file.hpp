@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Whole-or-nothing file writes: write to a temporary file in the same folder, fsync, then rename.
+// Whole-or-nothing file writes: write to a temporary file in the same folder, fsync, then rename. A symbolic link
+// is followed to its target; a device or named pipe (e.g. /dev/null) is written into directly, never replaced.
 #pragma once
 #include <string>
 

@@ -42,7 +42,8 @@ std::string resolve_config(const std::string& kind, const std::string& name_or_p
                            (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
     if (looks_like_path)
         config_error(field, "file not found", name_or_path, "check the path");
-    config_error(field, "unknown " + kind + " name", name_or_path,
+    const std::string noun = kind == "models" ? "model" : kind == "runs" ? "run config" : kind == "sweeps" ? "sweep config" : kind;
+    config_error(field, "unknown " + noun + " name", name_or_path,
                  "use a path to a JSON file or one of: " + avail);
 }
 

@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 
+#include <cmath>
 #include <set>
 
 namespace moebench {
@@ -152,14 +153,16 @@ void validate(const RunConfig& c) {
         at_most(key, v, 1'000'000, "10^6 iterations", "use fewer iterations (or min_time_s / max_noise)");
     at_most("threads", c.options.num_threads, 4096, "4096 threads", "use 0 for all cores");
     at_most("ep", c.options.ep_size, 65536, "65536 ranks", "use the number of expert-parallel GPUs");
-    if (!(c.min_time_s >= 0))
-        config_error(label("", "min_time_s"), "must not be negative", fmt::format("{}", c.min_time_s), "use seconds >= 0");
-    if (!(c.max_noise >= 0))
-        config_error(label("", "max_noise"), "must not be negative", fmt::format("{}", c.max_noise),
+    // Finite too: an infinite value would be written to the report as null, which no run can reproduce.
+    if (!(c.min_time_s >= 0 && std::isfinite(c.min_time_s)))
+        config_error(label("", "min_time_s"), "must be a finite number >= 0", fmt::format("{}", c.min_time_s),
+                     "use seconds >= 0");
+    if (!(c.max_noise >= 0 && std::isfinite(c.max_noise)))
+        config_error(label("", "max_noise"), "must be a finite number >= 0", fmt::format("{}", c.max_noise),
                      "use a coefficient of variation such as 0.05 (0 = off)");
-    if (!(c.options.capacity_factor >= 0))
-        config_error(label("", "capacity_factor"), "must not be negative", fmt::format("{}", c.options.capacity_factor),
-                     "use 0 for dropless, or a factor such as 1.25");
+    if (!(c.options.capacity_factor >= 0 && std::isfinite(c.options.capacity_factor)))
+        config_error(label("", "capacity_factor"), "must be a finite number >= 0",
+                     fmt::format("{}", c.options.capacity_factor), "use 0 for dropless, or a factor such as 1.25");
     static const std::set<std::string> gemms = {"auto", "grouped", "loop", "panel", "blas"};
     if (!gemms.count(c.options.expert_gemm))
         config_error(label("", "expert_gemm"), "unknown expert GEMM strategy", c.options.expert_gemm,

@@ -5,8 +5,13 @@
 #include "common/error.hpp"
 #include "common/tensor_file.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 namespace moebench {
 
@@ -59,6 +64,23 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
                 std::to_string(e), "ids must be < num_experts; -1 marks a missing selection");
         }
     }
+    // A token that picks one expert twice would run that expert twice (or, with capacity, take two slots).
+    if (t.topk_ids.size() == n)
+        for (size_t row = 0; row < n; row += static_cast<size_t>(t.top_k))
+            for (int64_t a = 0; a < t.top_k; ++a)
+                for (int64_t b = a + 1; b < t.top_k; ++b) {
+                    const int32_t e = t.topk_ids[row + static_cast<size_t>(a)];
+                    if (e >= 0 && e == t.topk_ids[row + static_cast<size_t>(b)]) {
+                        const int64_t per_layer = t.num_tokens * t.top_k, i = static_cast<int64_t>(row);
+                        bad(fmt::format("expert {} is selected twice by token {} at layer {}", e,
+                                        (i % per_layer) / t.top_k, i / per_layer),
+                            std::to_string(e), "each token's k ids must differ (-1 marks a missing selection)");
+                    }
+                }
+    for (size_t i = 0; i < t.topk_weights.size(); ++i)
+        if (!std::isfinite(t.topk_weights[i]))
+            bad(fmt::format("topk_weights[{}] is not a finite number", i), fmt::format("{}", t.topk_weights[i]),
+                "record finite combine weights, or leave topk_weights out");
     if (t.num_tokens > 0 && (t.seq_starts.empty() || t.seq_starts[0] != 0))
         bad("seq_starts must begin with 0", t.seq_starts.empty() ? "empty" : std::to_string(t.seq_starts[0]),
             "list the first token of every sequence, starting with 0");
@@ -90,7 +112,23 @@ void write_trace(const std::string& path, const RoutingTrace& t) {
     write_safetensors(path, f);
 }
 
+// A JSONL or text trace given where a safetensors one is expected: its first 8 bytes read as a header length of
+// petabytes. Say what it is and how to convert it, instead of that.
+static void reject_text_trace(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    char head[8] = {};
+    if (!in.read(head, sizeof head)) return;  // short or unreadable: read_safetensors says so
+    const bool printable = std::all_of(std::begin(head), std::end(head), [](char c) {
+        return (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t';
+    });
+    if (printable)  // a real header length has zero high bytes, so never 8 printable characters
+        config_error(path, "is a text file (JSONL or text routing records?), not a safetensors trace",
+                     std::string(head, sizeof head) + "...",
+                     "convert it first: moebench trace convert " + path + " -o trace.safetensors (docs/trace-format.md)");
+}
+
 RoutingTrace read_trace(const std::string& path) {
+    reject_text_trace(path);
     TensorFile f = read_safetensors(path);
     auto fix = std::string("see docs/trace-format.md");
     const NamedTensor* ids = f.find("topk_ids");

@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace moebench {
@@ -107,14 +109,25 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
             if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 1'000'000) ok = false;
             else r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
         }
-        if (j.contains("gating_probs") && j["gating_probs"].is_array()) {
-            for (const auto& p : j["gating_probs"])
-                if (p.is_number()) r.probs.push_back(p.get<float>());
-            if (r.probs.size() != r.ids.size()) r.probs.clear();
-        }
         if (!ok || r.ids.empty()) {
             malformed("layer, token_idx or expert ids out of range");
             continue;
+        }
+        if (std::set<int32_t>(r.ids.begin(), r.ids.end()).size() != r.ids.size()) {
+            malformed("an expert id appears twice in experts");
+            continue;
+        }
+        if (j.contains("gating_probs")) {  // optional, but when present it must match experts one to one
+            bool probs_ok = j["gating_probs"].is_array() && j["gating_probs"].size() == r.ids.size();
+            if (probs_ok)
+                for (const auto& p : j["gating_probs"]) {
+                    probs_ok = probs_ok && p.is_number() && std::isfinite(p.get<double>());
+                    if (probs_ok) r.probs.push_back(p.get<float>());
+                }
+            if (!probs_ok) {
+                malformed(fmt::format("gating_probs must be {} finite numbers, one per expert", r.ids.size()));
+                continue;
+            }
         }
         if (k < 0) k = static_cast<int64_t>(r.ids.size());
         if (static_cast<int64_t>(r.ids.size()) != k) {
@@ -131,7 +144,9 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
     }
     s.records = static_cast<int64_t>(records.size());
     if (records.empty())
-        config_error(path, "no usable JSONL routing records", fmt::format("{} lines, {} malformed", s.lines, s.malformed),
+        config_error(path, "no usable JSONL routing records",
+                     fmt::format("{} lines, {} malformed{}", s.lines, s.malformed,
+                                 s.examples.empty() ? "" : "; first: " + s.examples.front()),
                      "one object per line with layer, token_idx and experts (docs/trace-format.md)");
 
     int64_t num_layers = 0;

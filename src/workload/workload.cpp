@@ -372,6 +372,11 @@ std::unique_ptr<Workload> make_workload(const std::string& spec_text, const Mode
                              fmt::format("use hot:N:F with N < {}", e));
             double per_hot = spec.hot_fraction / static_cast<double>(spec.hot_experts);
             double per_cold = (1 - spec.hot_fraction) / static_cast<double>(e - spec.hot_experts);
+            // Hot means busier than the rest: F at or below the even share N/E would make them the coldest.
+            if (per_hot <= per_cold)
+                config_error(field, fmt::format("hot fraction must exceed the even share N/E = {:.4g} of {} experts",
+                                                static_cast<double>(spec.hot_experts) / static_cast<double>(e), e),
+                             spec_text, "use a larger F (or uniform for even load)" + fix_tail);
             if (per_hot * static_cast<double>(k) > 1 + 1e-9)
                 config_error(field, "hot fraction is too large for this top-k", spec_text,
                              fmt::format("use F <= N/k = {:.4g}", static_cast<double>(spec.hot_experts) / k) + fix_tail);

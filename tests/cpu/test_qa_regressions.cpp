@@ -9,13 +9,18 @@
 #include "common/json_util.hpp"
 #include "sweep/axes.hpp"
 #include "sweep/journal.hpp"
+#include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace fs = std::filesystem;
 using moebench::test::config_error_of;
@@ -249,4 +254,101 @@ TEST_CASE("qa: a number beyond double range in an input JSON is a ConfigError", 
     expect_refused("plan --model " + path, {path, "not valid JSON", "1e400"});
     const std::string journal = write_temp("j.jsonl", journal_line("1e400") + "\n" + journal_line("\"k\"") + "\n");
     expect_refused("report " + journal, {journal + ":1"});
+}
+
+// ---- A second review pass (2026-12-02): outputs that are not plain files, and trace contents ----
+
+TEST_CASE("qa: an output path that is a symbolic link or a named pipe is written through, never replaced",
+          "[qa][cli]") {
+    // Before: the temporary file was renamed over the path, so a link became a regular file (its target never
+    // written) and a device such as /dev/null would have been replaced by a file.
+    const std::string dir = temp_dir("qa-special-out");
+    const std::string target = dir + "/real/r.json", link = dir + "/link.json";
+    fs::create_directories(dir + "/real");
+    fs::create_symlink("real/r.json", link);  // relative, dangling until written
+    write_file_atomic(link, "{}\n");
+    CHECK(fs::is_symlink(fs::symlink_status(link)));
+    CHECK(read_text_file(target) == "{}\n");
+
+    const std::string fifo = dir + "/pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string received;
+    std::thread reader([&] { received = read_text_file(fifo); });  // opening for reading waits for the writer
+    write_file_atomic(fifo, "through the pipe\n");
+    reader.join();
+    CHECK(received == "through the pipe\n");
+    CHECK(fs::is_fifo(fs::status(fifo)));
+    check_output_path(fifo);  // a writable special file is a valid --out
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: a report that cannot reach stdout is an error, and --json - with --out is refused", "[qa][cli]") {
+    if (!fs::exists("/dev/full")) {
+        WARN("skipped: no /dev/full here");
+        return;
+    }
+    const std::string dir = temp_dir("qa-stdout");
+    const std::string cmd = std::string(MOEBENCH_BIN) + " run --model " + kTiny +
+                            " --iters 1 --warmup 0 --json - >/dev/full 2>" + dir + "/err";
+    const int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);  // before: 0, the report lost silently
+    CHECK_THAT(read_text_file(dir + "/err"), Catch::Contains("stdout"));
+    // Before: --out was ignored silently when --json - was given too.
+    expect_refused("run --model " + kTiny + " --iters 1 --json - --out " + dir + "/r.json", {"--json", "--out"});
+    CHECK_FALSE(fs::exists(dir + "/r.json"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[qa][cli]") {
+    // Before: inf was accepted and the report's resolved config said "capacity_factor": null.
+    expect_refused("run --model " + kTiny + " --capacity-factor inf --out -", {"capacity_factor", "inf", "finite"});
+    expect_refused("run --model " + kTiny + " --min-time inf --out -", {"min_time_s", "finite"});
+    // Before: -1 wrapped to 18446744073709551615.
+    expect_refused("trace gen --model " + kTiny + " --routing uniform --tokens 8 --seed -1 -o /tmp/never.safetensors",
+                   {"--seed", "-1"});
+    CHECK_FALSE(fs::exists("/tmp/never.safetensors"));
+    expect_refused("run --model no-such-model --out -", {"unknown model name", "no-such-model"});
+    // CLI11's parse errors carry the fix too (before: "Could not convert: --batch = eight" and nothing more).
+    expect_refused("run --batch eight", {"--batch", "eight", "whole number", "--help"});
+}
+
+TEST_CASE("qa: traces with repeated expert ids, bad weights or the wrong format are refused with the reason",
+          "[qa][trace]") {
+    const std::string good = R"({"dataset":"a","problem_id":0,"layer":0,"experts":[1,0],"token_idx":0})";
+    // A token that selects one expert twice: skipped with the reason when other lines are good ...
+    const std::string mixed = write_temp(
+        "dup.jsonl", good + "\n" R"({"dataset":"a","problem_id":0,"layer":0,"experts":[3,3],"token_idx":1})" "\n");
+    ImportSummary s;
+    RoutingTrace t = import_trace(mixed, 4, &s);
+    CHECK(s.malformed == 1);
+    CHECK(t.num_tokens == 1);
+    REQUIRE_FALSE(s.examples.empty());
+    CHECK_THAT(s.examples.front(), Catch::Contains("twice"));
+    // ... and when every line is bad, the error says why (before: only "6 lines, 6 malformed").
+    const std::string all_bad = write_temp(
+        "neg.jsonl", R"({"dataset":"a","problem_id":0,"layer":0,"experts":[-1,2],"token_idx":0})" "\n");
+    CHECK_THAT(config_error_of([&] { (void)import_trace(all_bad, 4, nullptr); }), Catch::Contains("out of range"));
+    // gating_probs that do not match experts one to one (before: dropped silently, exit 0).
+    const std::string short_probs = write_temp(
+        "probs.jsonl", good + "\n" R"({"dataset":"a","problem_id":0,"layer":0,"experts":[2,3],"gating_probs":[1.0],"token_idx":1})" "\n");
+    (void)import_trace(short_probs, 4, &s);
+    CHECK(s.malformed == 1);
+    CHECK_THAT(s.examples.front(), Catch::Contains("gating_probs"));
+    // The binary form: repeated ids and non-finite weights.
+    RoutingTrace bad;
+    bad.num_layers = 1;
+    bad.num_tokens = 2;
+    bad.top_k = 2;
+    bad.num_experts = 4;
+    bad.seq_starts = {0};
+    bad.topk_ids = {0, 1, 2, 2};
+    CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }), Catch::Contains("expert 2 is selected twice by token 1"));
+    bad.topk_ids = {0, 1, 2, -1};
+    bad.topk_weights = {0.5f, 0.5f, std::nanf(""), 0.0f};
+    CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }), Catch::Contains("topk_weights[2]"));
+    // A JSONL file given where a safetensors trace is expected names the conversion (before: "header length
+    // 7310293772630499963 exceeds the file size").
+    expect_refused("trace info " + mixed, {"text file", "trace convert"});
+    expect_refused("run --model " + kTiny + " --routing trace:" + mixed + " --out -", {"trace convert"});
 }

@@ -124,7 +124,7 @@ TEST_CASE("JSONL import survives malformed, duplicate and missing records", "[tr
 {"problem_id": 0, "layer": 1, "experts": [3, 0], "gating_probs": [0.7, 0.3], "token_idx": 0}
 not json at all
 {"problem_id": 0, "layer": 1, "experts": [3, 0, 1], "token_idx": 1}
-{"problem_id": 0, "layer": 0, "experts": [2, 2], "gating_probs": [0.5, 0.5], "token_idx": 1}
+{"problem_id": 0, "layer": 0, "experts": [2, 0], "gating_probs": [0.5, 0.5], "token_idx": 1}
 {"problem_id": 0, "layer": 0, "experts": [0, 1], "gating_probs": [0.5, 0.5], "token_idx": 0}
 {"problem_id": 1, "layer": 1, "experts": [1, 0], "gating_probs": [0.9, 0.1], "token_idx": 3}
 {"problem_id": 1, "layer": 0, "experts": [0, 3], "gating_probs": [0.8, 0.2], "token_idx": 3}

@@ -100,6 +100,8 @@ TEST_CASE("infeasible specs for a model are ConfigErrors", "[workload]") {
     ModelConfig m = synthetic_model(64, 2);
     CHECK_THROWS_AS(make_workload("hot:1:0.6", m, 0), ConfigError);      // one expert can take at most 1/k = 0.5
     CHECK_THROWS_AS(make_workload("hot:64:0.6", m, 0), ConfigError);     // no cold experts left
+    CHECK_THROWS_AS(make_workload("hot:32:0.4", m, 0), ConfigError);     // below the even share 32/64: not hot
+    CHECK_NOTHROW(make_workload("hot:32:0.6", m, 0));
     CHECK_THROWS_AS(make_workload("imbalance:40", m, 0), ConfigError);   // above E/k = 32
     CHECK_NOTHROW(make_workload("imbalance:32", m, 0));
     auto w = make_workload("uniform", m, 0);
