@@ -33,8 +33,9 @@ ModelConfig tiny_model(RoutingKind routing) {
 float sigm(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float act_ref(const ModelConfig& m, float g, float u) {
     if (m.activation == Activation::swiglu_oai) {
-        g = std::min(g, 7.0f);
-        u = std::max(-7.0f, std::min(u, 7.0f));
+        const auto limit = static_cast<float>(m.swiglu_limit);
+        g = std::min(g, limit);
+        u = std::max(-limit, std::min(u, limit));
         return g * sigm(1.702f * g) * (u + 1.0f);
     }
     if (m.activation == Activation::geglu)
@@ -320,6 +321,12 @@ TEST_CASE("MoE block, DeepSeek-V2 style greedy groups; gpt-oss style biases and 
     CHECK(r.dump.find("router_bias") != nullptr);
     CHECK(r.dump.find("b_down") != nullptr);
     check_block(g, r);
+    // Random weights keep gate and up within about +-5, so the clamp at 7 rarely acts; at 0.5 it acts on most
+    // elements, and the block must still equal the reference (and differ from the run clamped at 7).
+    g.swiglu_limit = 0.5;
+    const auto low = run_block(g, decode(6, 2), opt);
+    check_block(g, low);
+    CHECK(f32(low.dump, "moe_out") != f32(r.dump, "moe_out"));
 }
 
 TEST_CASE("MoE block, Llama-4 style: sigmoid top-1 scales the expert input; Grok-style GeGLU", "[cpu_moe]") {
