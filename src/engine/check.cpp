@@ -272,7 +272,7 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
 
     // 6. The block: per expert, its tokens' rows through gate/up, the activation and down; then the weighted sum.
     const int act_kind = static_cast<int>(m.activation);
-    const float limit = m.swiglu_limit > 0 ? static_cast<float>(m.swiglu_limit) : core::kSwigluOaiLimit;
+    const float limit = activation_limit(m);
     const bool scale_in = core::route_scales_input(static_cast<int>(m.moe.routing));
     std::vector<double> out(static_cast<size_t>(T * H), 0.0);
     std::vector<std::vector<int64_t>> assign(static_cast<size_t>(E));  // (t * k + j) per expert, arrival order

@@ -161,7 +161,7 @@ void CpuBackend::phase_activation(int64_t slot) {
     if (!w.is_moe) return;
     const int64_t rows = offsets_[d_.E], I = d_.I;
     const int kind = static_cast<int>(m_.activation);
-    const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    const float limit = activation_limit(m_);
     activate_rows(*pool_, kind, gu_.data(), act_.data(), rows, I, limit);
 }
 
@@ -182,7 +182,7 @@ void CpuBackend::phase_shared(int64_t slot) {
     // The S shared experts as one MLP of width S * Is: the same sum, one GEMM each way.
     gemm_w(*pool_, T_, 2 * SI, H, xin, w.shared_gu.data(), w.shared_gu.panels, sgu_.data());
     const int kind = static_cast<int>(m_.activation);
-    const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    const float limit = activation_limit(m_);
     activate_rows(*pool_, kind, sgu_.data(), sact_.data(), T_, SI, limit);
     gemm_w(*pool_, T_, H, SI, sact_.data(), w.shared_down.data(), w.shared_down.panels, sout_.data());
     if (!w.shared_gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w_gate) scales the shared output
@@ -241,7 +241,7 @@ void CpuBackend::phase_dense(int64_t slot) {
     const int64_t H = d_.H, Id = d_.dense_I;
     gemm_w(*pool_, T_, 2 * Id, H, ffn_in(slot), w.dense_gu.data(), w.dense_gu.panels, dgu_.data());
     const int kind = static_cast<int>(m_.activation);
-    const float limit = m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+    const float limit = activation_limit(m_);
     activate_rows(*pool_, kind, dgu_.data(), dact_.data(), T_, Id, limit);
     if (w.post_ffn_norm_w.empty()) {
         gemm_w(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), w.dense_down.panels, x_.data(),

@@ -194,8 +194,7 @@ private:
     void post_norm_add(const DeviceBuffer<bf16>& norm_w, const bf16* src);
     void norm_rows(const bf16* x, const DeviceBuffer<bf16>& w, const DeviceBuffer<bf16>& b, bf16* y, int64_t rows);
     float act_limit() const {
-        // As the CPU backend: swiglu_limit when set, else gpt-oss's default clamp (only swiglu_oai reads it).
-        return m_.swiglu_limit > 0 ? static_cast<float>(m_.swiglu_limit) : core::kSwigluOaiLimit;
+        return activation_limit(m_);  // as the CPU backend
     }
     void phase_permute(Layer& L);
     void phase_expert_up(Layer& L);
