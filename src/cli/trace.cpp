@@ -17,9 +17,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <sstream>
 
 namespace moebench::cli {
 
@@ -98,6 +100,26 @@ void run_info(const InfoArgs& a) {
     // (a negative count reached std::vector as a huge size: internal error before)
     if (a.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(a.top_pairs), "e.g. --top-pairs 3");
     RoutingTrace t = read_trace(a.file);
+    // The model layer of each slot, from the layer_indices metadata that trace gen writes (a run report names model
+    // layers); empty when the trace does not say, e.g. after trace convert.
+    std::vector<int64_t> model_layer;
+    if (auto it = t.extra_metadata.find("layer_indices"); it != t.extra_metadata.end()) {
+        std::stringstream list(it->second);
+        std::string item;
+        while (std::getline(list, item, ',')) {
+            char* end = nullptr;
+            const long long v = std::strtoll(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || v < 0) {
+                model_layer.clear();
+                break;
+            }
+            model_layer.push_back(v);
+        }
+        if (static_cast<int64_t>(model_layer.size()) != t.num_layers) model_layer.clear();
+    }
+    const auto layer_label = [&](int64_t slot) {
+        return model_layer.empty() ? std::to_string(slot) : std::to_string(model_layer[static_cast<size_t>(slot)]);
+    };
     std::vector<LayerInfo> info;
     std::vector<double> mom;
     for (int64_t l = 0; l < t.num_layers; ++l) {
@@ -123,6 +145,7 @@ void run_info(const InfoArgs& a) {
             for (const auto& p : li.pairs) pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
             json lj = {{"layer", l}, {"load", to_json(li.load)}, {"switch", to_json(li.sw)},
                        {"coactivation_top_pairs", pairs}};
+            if (!model_layer.empty()) lj["model_layer"] = model_layer[static_cast<size_t>(l)];
             if (a.window > 0) lj["windows"] = to_json(li.windows);
             layers.push_back(lj);
         }
@@ -154,14 +177,16 @@ void run_info(const InfoArgs& a) {
     std::cout << fmt::format("  {} layers x {} tokens, top-{} of {} experts, {} sequences, {} missing selections{}\n",
                              t.num_layers, t.num_tokens, t.top_k, t.num_experts, t.seq_starts.size(), missing,
                              t.topk_weights.empty() ? ", no weights" : "");
-    std::cout << "\nexpert load per layer (counted)\n";
+    std::cout << fmt::format("\nexpert load per layer (counted){}\n",
+                             model_layer.empty() ? "; layer = MoE layer slot (the trace names no model layers)"
+                                                 : "; layer = model layer index");
     std::cout << fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>5} {:>8} {:>7}  {}\n", "layer", "max/mean", "cv", "gini",
                              "top3", "idle", "entropy", "switch", "top co-activated pairs (count)");
     for (int64_t l = 0; l < t.num_layers; ++l) {
         const auto& li = info[static_cast<size_t>(l)];
         std::string pairs;
         for (const auto& p : li.pairs) pairs += fmt::format("{}+{} ({})  ", p.a, p.b, p.count);
-        std::cout << fmt::format("{:>5} {:>8.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5} {:>8.3f} {:>7.3f}  {}\n", l,
+        std::cout << fmt::format("{:>5} {:>8.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5} {:>8.3f} {:>7.3f}  {}\n", layer_label(l),
                                  li.load.max_over_mean, li.load.cv, li.load.gini, li.load.top3_share,
                                  li.load.idle_experts, li.load.entropy_norm, li.sw.switch_rate, pairs);
     }
@@ -175,7 +200,7 @@ void run_info(const InfoArgs& a) {
         for (int64_t e = 0; e < t.num_experts; ++e) std::cout << fmt::format(" {:>6}", e);
         std::cout << "\n";
         for (int64_t l = 0; l < t.num_layers; ++l) {
-            std::cout << fmt::format("{:>5}", l);
+            std::cout << fmt::format("{:>5}", layer_label(l));
             for (int64_t v : info[static_cast<size_t>(l)].load.tokens_per_expert) std::cout << fmt::format(" {:>6}", v);
             std::cout << "\n";
         }

@@ -213,6 +213,18 @@ TEST_CASE("moebench trace convert / info / gen, and exit 2 on bad input", "[trac
     auto text = test::run_cli("trace info " + dir + "/g.safetensors");
     CHECK(text.exit_code == 0);
     CHECK(text.out.find("max/mean") != std::string::npos);
+    CHECK(text.out.find("MoE layer slot") != std::string::npos);  // a converted trace names no model layers
+    // A generated trace of a model with a dense first layer labels its slots with the model's layers, as a run
+    // report does (slot 0 = layer 1 of DeepSeek-V2-Lite).
+    REQUIRE(test::run_cli("trace gen --model deepseek-v2-lite --routing uniform --tokens 16 --layers 3 -o " + dir +
+                          "/d.safetensors").exit_code == 0);
+    auto dinfo = test::run_cli("trace info " + dir + "/d.safetensors --format json");
+    REQUIRE(dinfo.exit_code == 0);
+    json dj = json::parse(dinfo.out);
+    REQUIRE(dj["layers"].size() == 2);
+    CHECK(dj["layers"][0]["layer"] == 0);
+    CHECK(dj["layers"][0]["model_layer"] == 1);
+    CHECK(dj["layers"][1]["model_layer"] == 2);
 
     // gen -> replay through trace:FILE -> identical ids.
     auto gen = test::run_cli("trace gen --model " + kMixtralHf + " --routing zipf:1.1 --tokens 300 --seed 4 -o " + dir +
