@@ -290,7 +290,10 @@ json roofline_block(const ModelConfig& model, const RunConfig& cfg, const std::s
         }
     }
 
-    const double peak = ceil.peak_flops_per_s, bw = ceil.mem_bw_bytes_per_s;
+    // The work counts every rank (the whole step); with expert parallelism (sim only) the ranks run side by side,
+    // so the floors and fractions use the ranks' summed ceilings.
+    const double ranks = static_cast<double>(std::max<int64_t>(1, cfg.options.ep_size));
+    const double peak = ceil.peak_flops_per_s * ranks, bw = ceil.mem_bw_bytes_per_s * ranks;
     const bool have_ceilings = peak > 0 && bw > 0;
     json phases = json::object();
     for (const auto& [ph, w] : per_phase) {
@@ -326,8 +329,9 @@ json roofline_block(const ModelConfig& model, const RunConfig& cfg, const std::s
               {"basis", "model/phase_work.hpp: FLOPs (2 per multiply-add) and bytes (weights touched once per step + "
                         "activations) per phase, summed over the layers run; MoE phases at each measured step's "
                         "tokens per expert, averaged over the steps"},
-              {"peak_flops_per_s", rate_or_null(peak)},
-              {"mem_bw_bytes_per_s", rate_or_null(bw)},
+              {"peak_flops_per_s", rate_or_null(ceil.peak_flops_per_s)},
+              {"mem_bw_bytes_per_s", rate_or_null(ceil.mem_bw_bytes_per_s)},
+              {"ranks", static_cast<int64_t>(ranks)},
               {"ceiling_source", ceil.source.empty() ? json(nullptr) : json(ceil.source)},
               {"phases", phases}};
     if (!ceil.note.empty()) r["ceiling_note"] = ceil.note;
@@ -350,7 +354,8 @@ json roofline_block(const ModelConfig& model, const RunConfig& cfg, const std::s
             b["compute_floor_us"] = f.compute_us;
             b["bound"] = f.bound;
             b["ratio_to_floor"] = f.floor_us > 0 ? json(block_measured_us / f.floor_us) : json(nullptr);
-            const std::string warning = below_floor_warning(f, block_measured_us);
+            // Only a measured time below its floor points at an under-measured ceiling.
+            const std::string warning = times_source == "measured" ? below_floor_warning(f, block_measured_us) : "";
             if (!warning.empty()) b["floor_warning"] = "the MoE block " + warning;
         } else {
             b["floor_us"] = nullptr;
@@ -664,9 +669,19 @@ json run_point(const RunConfig& cfg) {
         routing_layers.push_back(r);
     }
 
-    const std::string ids_from = workload->overrides_routing()
-                                     ? "workload: " + workload->describe()
-                                     : "the model's router (" + std::string(to_string(model.moe.routing)) + ")";
+    // Where the ids and logits really came from: the sim backend has no router (it routes as its describe() says),
+    // and without an override every cpu/cuda step routes the same seeded tokens.
+    const bool sim_routes = !workload->overrides_routing() && backend->name() == "sim";
+    const json& sim_routing = backend->describe().value("routing", json("its own routing"));
+    const std::string ids_from =
+        workload->overrides_routing() ? "workload: " + workload->describe()
+        : sim_routes ? "the sim backend (no router): " + (sim_routing.is_string() ? sim_routing.get<std::string>() : sim_routing.dump())
+                     : "the model's router (" + std::string(to_string(model.moe.routing)) + ")";
+    std::string load_basis = "final expert ids of the measured steps (after override, soft top-N, capacity)";
+    if (!workload->overrides_routing() && !sim_routes)
+        load_basis += "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
+                      "that their times compare), so the counts repeat one step's; use a synthetic workload or a trace "
+                      "for load over a stream";
     json record;
     record["status"] = "ok";
     record["axes"] = {{"backend", backend->name()},       {"mode", to_string(cfg.shape.mode)},
@@ -698,12 +713,14 @@ json run_point(const RunConfig& cfg) {
                              step_stats.mean_us > 0 ? static_cast<double>(T) / (step_stats.mean_us * 1e-6) : 0.0},
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
     record["expert_load"] = {{"source", "counted"},
-                             {"basis", "final expert ids of the measured steps (after override, soft top-N, capacity)"},
+                             {"basis", load_basis},
                              {"per_layer", load_layers}};
     record["routing"] = {{"source", "counted"},
                          {"workload", cfg.routing},
                          {"ids_from", ids_from},
-                         {"logits_from", "router GEMM on the step's hidden states (before any override)"},
+                         {"logits_from", backend->name() == "sim"
+                                             ? "none: the sim backend runs no router GEMM"
+                                             : "router GEMM on the step's hidden states (before any override)"},
                          {"switch_order", cfg.shape.mode == Mode::decode
                                               ? "stream order (step after step, batch row after row), one sequence"
                                               : "consecutive tokens of each prefill sequence"},

@@ -352,3 +352,35 @@ TEST_CASE("qa: traces with repeated expert ids, bad weights or the wrong format 
     expect_refused("trace info " + mixed, {"text file", "trace convert"});
     expect_refused("run --model " + kTiny + " --routing trace:" + mixed + " --out -", {"trace convert"});
 }
+
+TEST_CASE("qa: the routing block says where ids came from on sim, and that router steps repeat", "[qa][report]") {
+    // Before: a sim report said its ids came from "the model's router" and its logits from the router GEMM; the sim
+    // has neither. And nothing said that router-workload steps all route the same tokens.
+    const auto sim = run_cli("run --backend sim --model " + kTiny + " --iters 2 --warmup 0 --json -");
+    REQUIRE(sim.exit_code == 0);
+    const json s = json::parse(sim.out)["runs"][0];
+    CHECK_THAT(s["routing"]["ids_from"].get<std::string>(), Catch::Contains("sim backend"));
+    CHECK_THAT(s["routing"]["logits_from"].get<std::string>(), Catch::StartsWith("none"));
+    const auto cpu = run_cli("run --backend cpu --model " + kTiny + " --iters 2 --warmup 0 --json -");
+    REQUIRE(cpu.exit_code == 0);
+    const json c = json::parse(cpu.out)["runs"][0];
+    CHECK_THAT(c["routing"]["ids_from"].get<std::string>(), Catch::Contains("router"));
+    CHECK_THAT(c["expert_load"]["basis"].get<std::string>(), Catch::Contains("same seeded tokens"));
+    const auto zipf = run_cli("run --backend cpu --model " + kTiny + " --routing zipf:1.2 --iters 2 --warmup 0 --json -");
+    REQUIRE(zipf.exit_code == 0);
+    CHECK_THAT(json::parse(zipf.out)["runs"][0]["expert_load"]["basis"].get<std::string>(),
+               !Catch::Contains("same seeded tokens"));
+}
+
+TEST_CASE("qa: with expert parallelism on sim the floors use all ranks' ceilings", "[qa][sim]") {
+    // Before: the whole step's work (all 8 ranks) was held to ONE GPU's bandwidth, so the modeled block came out at
+    // 0.17x of its "floor", with a warning that a ceiling was under-measured (nothing is measured on sim).
+    const auto r = run_cli("run --backend sim --model deepseek-v3 --layers 4 --batch 256 --context 4096 --hardware b200 "
+                           "--ep 8 --iters 2 --warmup 0 --json -");
+    REQUIRE(r.exit_code == 0);
+    const json roof = json::parse(r.out)["runs"][0]["roofline"];
+    CHECK(roof["ranks"] == 8);
+    CHECK(roof["moe_block"]["ratio_to_floor"].get<double>() >= 1.0);
+    CHECK_FALSE(roof["moe_block"].contains("floor_warning"));
+    CHECK(roof["phases"]["expert_up"]["fraction_of_mem_bw"].get<double>() <= 1.0);
+}
