@@ -47,7 +47,7 @@ void add_run_command(CLI::App& app) {
     auto* o_mode = cmd->add_option("--mode", f->mode, "decode | prefill");
     auto* o_batch = cmd->add_option("--batch", f->batch, "Sequences (decode: tokens) per step");
     auto* o_seq = cmd->add_option("--seq-len", f->seq_len, "Prefill: tokens per sequence");
-    auto* o_ctx = cmd->add_option("--context", f->context, "Tokens already in the KV cache");
+    auto* o_ctx = cmd->add_option("--context", f->context, "Decode: tokens already in the KV cache (prefill starts empty)");
     auto* o_layers = cmd->add_option("--layers", f->layers, "Run the first N layers (0 = all)");
     auto* o_routing = cmd->add_option("--routing", f->routing, "Workload: router, uniform, zipf:1.2, hot:4:0.6, trace:FILE ...");
     auto* o_cf = cmd->add_option("--capacity-factor", f->capacity_factor, "Expert capacity factor (0 = dropless)");
@@ -69,7 +69,7 @@ void add_run_command(CLI::App& app) {
     auto* o_graph = cmd->add_flag("--cuda-graph", f->cuda_graph, "cuda: capture the step in a CUDA graph and time replays");
     auto* o_cold = cmd->add_flag("--cold-l2", f->cold_l2, "cuda: flush L2 before each step");
     auto* o_ceil = cmd->add_flag("--measure-ceilings", f->measure_ceilings,
-                                 "Measure memory bandwidth and GEMM rate here for the roofline floors (about a second)");
+                                 "Measure memory bandwidth and GEMM rate here for the roofline floors (seconds: cpu reads a buffer of max(4 x LLC, 1 GiB))");
     auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as json | csv | md | html | "
                                                             "trace | prom");
 
@@ -121,6 +121,10 @@ void add_run_command(CLI::App& app) {
             config_error("dump_tensors (--dump-tensors)", "is a file; it names the folder for moe_layer.safetensors",
                          cfg.dump_tensors, "give a folder (created when missing)");
         // A flag given on the command line that would change nothing is a mistake, not a no-op.
+        if (o_ctx->count() && cfg.shape.mode == Mode::prefill && f->context != 0)
+            config_error("context (--context)", "only applies to --mode decode; prefill starts from an empty KV cache",
+                         std::to_string(f->context) + " with mode prefill",
+                         "drop --context (prefill attends causally within each --seq-len sequence), or use --mode decode");
         if (o_seq->count() && cfg.shape.mode == Mode::decode && f->seq_len != 1)
             config_error("seq_len (--seq-len)", "only applies to --mode prefill; a decode step has one token per sequence",
                          std::to_string(f->seq_len) + " with mode decode",

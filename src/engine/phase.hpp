@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The phase vocabulary of DESIGN.md: names used verbatim by every backend, report, trace view, NVTX range and test.
+// The phase vocabulary (the project's design notes name it; this file is its one definition): names used verbatim by every backend, report, trace view, NVTX range and test.
 #pragma once
 #include <array>
 #include <optional>
@@ -46,7 +46,7 @@ inline std::optional<Phase> phase_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-/// DESIGN.md's groups, for summaries ("dispatch is 35% of latency").
+/// The phase groups, for summaries ("dispatch is 35% of latency").
 enum class PhaseGroup { embed, attention, router, dispatch, experts, combine, dense, head };
 std::string_view phase_group_name(PhaseGroup g);
 PhaseGroup phase_group(Phase p);

@@ -693,7 +693,7 @@ json run_point(const RunConfig& cfg) {
     record["mode"] = to_string(cfg.shape.mode);
     record["batch"] = cfg.shape.batch;
     record["seq_len"] = cfg.shape.mode == Mode::decode ? 1 : cfg.shape.seq_len;
-    record["context"] = cfg.shape.context;
+    record["context"] = cfg.shape.mode == Mode::decode ? cfg.shape.context : 0;  // prefill starts from an empty cache
     record["num_tokens"] = T;
     record["backend"] = backend->name();
     if (!why.empty()) record["backend_note"] = why;

@@ -384,3 +384,12 @@ TEST_CASE("qa: with expert parallelism on sim the floors use all ranks' ceilings
     CHECK_FALSE(roof["moe_block"].contains("floor_warning"));
     CHECK(roof["phases"]["expert_up"]["fraction_of_mem_bw"].get<double>() <= 1.0);
 }
+
+TEST_CASE("qa: prefill reports no KV context, and refuses --context", "[qa][cli]") {
+    // Before: prefill ignored context but the report (and terminal) carried the default run's 1024.
+    const auto r = run_cli("run --model " + kTiny + " --mode prefill --seq-len 4 --iters 1 --warmup 0 --json -");
+    REQUIRE(r.exit_code == 0);
+    CHECK(json::parse(r.out)["runs"][0]["context"] == 0);
+    expect_refused("run --model " + kTiny + " --mode prefill --seq-len 4 --context 100 --out -",
+                   {"--context", "prefill", "100"});
+}
