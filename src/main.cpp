@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
         int rc = app.exit(e);
         return rc == 0 ? 0 : 2;
     } catch (const moebench::Error& e) {
-        std::cerr << "moebench: error: " << e.what() << "\n";
+        std::cerr << "moebench: " << e.label() << ": " << e.what() << "\n";
         return e.exit_code();
     } catch (const std::bad_alloc&) {
         std::cerr << "moebench: error: out of host memory; use fewer --layers or a smaller --batch\n";

@@ -76,7 +76,7 @@ void add_compare_command(CLI::App& app) {
         }
         // Exit 1 (moebench::Error) so a CI job can gate on it; the table above says which points.
         if (cmp.value("exit_code", 0) != 0)
-            throw Error(std::to_string(cmp.value("regressions", 0)) + " point(s) slower beyond the threshold of " +
+            throw Regression(std::to_string(cmp.value("regressions", 0)) + " point(s) slower beyond the threshold of " +
                         f->threshold);
     });
 }

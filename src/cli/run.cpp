@@ -154,7 +154,8 @@ void add_run_command(CLI::App& app) {
 
         term << console_summary(record);
         if (out_path != "-") term << "report: " << out_path << "\n";
-        if (!cfg.dump_tensors.empty()) term << "tensors: " << cfg.dump_tensors << "/moe_layer.safetensors\n";
+        if (!cfg.dump_tensors.empty())
+            term << "tensors: " << (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string() << "\n";
         term.flush();
         // A failed --check is exit 3, after the report (which records the comparison) was written.
         if (record.contains("check") && !record["check"].value("passed", false))

@@ -174,8 +174,9 @@ void run_info(const InfoArgs& a) {
     }
 
     std::cout << fmt::format("trace {}\n  model '{}', source '{}'\n", a.file, t.model, t.source);
-    std::cout << fmt::format("  {} layers x {} tokens, top-{} of {} experts, {} sequences, {} missing selections{}\n",
-                             t.num_layers, t.num_tokens, t.top_k, t.num_experts, t.seq_starts.size(), missing,
+    std::cout << fmt::format("  {} layers x {} tokens, top-{} of {} experts, {} sequence{}, {} missing selections{}\n",
+                             t.num_layers, t.num_tokens, t.top_k, t.num_experts, t.seq_starts.size(),
+                             t.seq_starts.size() == 1 ? "" : "s", missing,
                              t.topk_weights.empty() ? ", no weights" : "");
     std::cout << fmt::format("\nexpert load per layer (counted){}\n",
                              model_layer.empty() ? "; layer = MoE layer slot (the trace names no model layers)"

@@ -13,6 +13,15 @@ class Error : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
     virtual int exit_code() const { return 1; }
+    /// The word main() prints before the message ("moebench: error: ...").
+    virtual const char* label() const { return "error"; }
+};
+
+/// The outcome a gate asked about, not a fault: compare found points slower than its threshold. Exit 1.
+class Regression : public Error {
+public:
+    using Error::Error;
+    const char* label() const override { return "regression"; }
 };
 
 /// Bad input: a config, a flag, a file. Exit 2. The message names the field, the value and the fix.

@@ -36,6 +36,12 @@ std::string resolve_config(const std::string& kind, const std::string& name_or_p
         config_error(field, "is a folder, not a file", name_or_path, "give the path of a JSON file");
     fs::path shipped = fs::path(configs_dir()) / kind / (name_or_path + ".json");
     if (fs::is_regular_file(shipped, ec)) return shipped.string();
+    // A relative path from a shipped config (e.g. tests/data/models/tiny-gqa.json) names a file of the project, so
+    // that the shipped configs work from any folder: try it against the project root (the folder above configs/).
+    if (fs::path(name_or_path).is_relative()) {
+        const fs::path in_project = fs::absolute(configs_dir(), ec).parent_path() / name_or_path;
+        if (fs::is_regular_file(in_project, ec)) return in_project.string();
+    }
     std::string avail;
     for (const auto& n : list_configs(kind)) avail += (avail.empty() ? "" : ", ") + n;
     bool looks_like_path = name_or_path.find('/') != std::string::npos ||

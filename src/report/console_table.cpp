@@ -62,9 +62,12 @@ std::string console_summary(const json& run) {
                      str(thr, "source", "?"), num(run, "num_tokens"));
     const json& whole = lat.value("whole_model", json::object());
     if (whole.contains("step_us") && whole.at("step_us").is_number()) {
-        s += fmt::format("whole model: step {:.1f} us, {:.1f} tokens/s ({}){}\n", num(whole, "step_us"),
-                         num(whole, "tokens_per_s"), str(lat, "source", "?"),
-                         whole.value("extrapolated", false) ? " (extrapolated from the layers run)" : "");
+        // An extrapolation is not a measurement: say what it was derived from instead of "(measured)".
+        const bool extrapolated = whole.value("extrapolated", false);
+        s += fmt::format("whole model: step {:.1f} us, {:.1f} tokens/s ({})\n", num(whole, "step_us"),
+                         num(whole, "tokens_per_s"),
+                         extrapolated ? "extrapolated from the " + str(lat, "source", "?") + " layers run"
+                                      : str(lat, "source", "?"));
     } else if (whole.contains("unavailable")) {
         s += fmt::format("whole model: not extrapolated ({})\n", str(whole, "unavailable"));
     }

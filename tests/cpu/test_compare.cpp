@@ -152,6 +152,7 @@ TEST_CASE("moebench compare: exit codes for CI", "[compare][cli]") {
     auto slow = test::run_cli("compare " + pa + " " + ps + " --threshold 5%");
     CHECK(slow.exit_code == 1);
     CHECK(slow.out.find("REGRESSION") != std::string::npos);
+    CHECK(slow.err.find("moebench: regression: 3 point(s) slower") != std::string::npos);  // an answer, not an error
     auto js = test::run_cli("compare " + pa + " " + ps + " --format json --threshold 25%");
     CHECK(js.exit_code == 0);
     CHECK(json::parse(js.out)["counts"]["slower"] == 3);

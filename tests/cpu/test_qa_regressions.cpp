@@ -7,6 +7,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/paths.hpp"
 #include "sweep/axes.hpp"
 #include "sweep/journal.hpp"
 #include "workload/trace.hpp"
@@ -392,4 +393,23 @@ TEST_CASE("qa: prefill reports no KV context, and refuses --context", "[qa][cli]
     CHECK(json::parse(r.out)["runs"][0]["context"] == 0);
     expect_refused("run --model " + kTiny + " --mode prefill --seq-len 4 --context 100 --out -",
                    {"--context", "prefill", "100"});
+}
+
+TEST_CASE("qa: a project path in a shipped config resolves from any folder", "[qa][config]") {
+    // Before: configs/sweeps/tiny-smoke.json's "tests/data/models/tiny-gqa.json" was looked up in the current
+    // folder only, so `moebench sweep --config tiny-smoke` failed every point outside the repository root.
+    const fs::path here = fs::current_path();
+    fs::current_path(temp_dir("qa-cwd"));
+    std::string resolved, err;
+    try {
+        resolved = resolve_config("models", "tests/data/models/tiny-gqa.json", "model");
+    } catch (const ConfigError& e) {
+        err = e.what();
+    }
+    fs::current_path(here);
+    INFO(err);
+    CHECK(fs::is_regular_file(resolved));
+    CHECK_THAT(resolved, Catch::EndsWith("tests/data/models/tiny-gqa.json"));
+    CHECK_THAT(config_error_of([] { (void)resolve_config("models", "no/such/model.json", "model"); }),
+               Catch::Contains("file not found"));
 }

@@ -70,7 +70,8 @@ json CpuBackend::describe() const {
     j["backend"] = "cpu";
     j["dtype"] = "fp32";
     j["threads"] = pool_ ? pool_->size() : 0;
-    j["blas"] = std::string("OpenBLAS ") + openblas_get_config();
+    const std::string blas = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." in the builds seen
+    j["blas"] = blas.rfind("OpenBLAS", 0) == 0 ? blas : "OpenBLAS " + blas;
     j["blas_threads"] = openblas_get_num_threads();
     const auto kernel = [](bool panels) {
         return panels ? fmt::format("moebench panel kernel (weights in {}-column k-major panels)", kPanelCols)
