@@ -225,7 +225,8 @@ std::string plan_to_text(const Plan& p) {
     line(fmt::format("moebench plan: {} on {} ({})", m.name, p.hw.name, p.hw.display_name));
     if (!p.layout_note.empty()) line("  NOTE: " + p.layout_note);
     if (m.unconfirmed) line(fmt::format("  NOTE: unconfirmed model shape. {}", m.notes));
-    line(fmt::format("  weights {}, KV {}, EP {} x TP {} = {} GPU{}, batch {}, context {}{}", to_string(p.in.dtype),
+    // Not "EP x TP": the expert and attention groups overlay the same GPUs (GPUs = max(ep, tp)).
+    line(fmt::format("  weights {}, KV {}, EP {} and TP {} on {} GPU{}, batch {}, context {}{}", to_string(p.in.dtype),
                      to_string(p.in.kv_dtype), par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "",
                      p.in.batch, p.in.context, p.in.include_mtp ? ", MTP included" : ""));
     line("");

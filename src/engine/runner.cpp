@@ -404,7 +404,10 @@ json run_point(const RunConfig& cfg) {
     // Backend. Its own ConfigError (a bad hardware profile for sim, no device for cuda) names the real cause.
     std::string why;
     std::unique_ptr<Backend> backend = make_backend(cfg.backend, &why, cfg.hardware);
-    if (!why.empty()) std::cerr << why << "\n";
+    // Once per process: a sweep would repeat the same line for every point (each report keeps it as backend_note).
+    static std::string said;
+    if (!why.empty() && why != said) std::cerr << why << "\n";
+    said = why;
     if (cfg.check && backend->name() == "sim")
         config_error("--check", "compares computed tensors against the fp32 reference; the sim backend computes none",
                      "backend sim", "use --check with --backend cuda (or cpu, a self-check of the reference path)");

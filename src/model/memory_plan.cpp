@@ -204,7 +204,7 @@ void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const 
     std::string what = fmt::format(
         "{} weights need {:.1f} GiB per GPU plus {:.1f} GiB activations/workspace, more than the {:.1f} GiB of {}",
         to_string(in.dtype), plan.weights_bytes / kGiB, plan.activation_bytes / kGiB, plan.capacity_bytes / kGiB, hw.name);
-    std::string got = fmt::format("--ep {} --tp {} = {} GPU{}", par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "");
+    std::string got = fmt::format("--ep {} --tp {} on {} GPU{}", par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "");
     MinLayout ml = min_layout_for_weights(m, hw, in);
     std::string fix;
     if (ml.found)

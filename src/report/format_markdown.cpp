@@ -36,9 +36,11 @@ std::string render_markdown(const json& report) {
     bool is_sweep = report.contains("sweep");
     o += is_sweep ? "# moebench sweep\n\n" : "# moebench run\n\n";
     o += fmt::format("- command: `{}`\n", str_at(report, {"command"}, "?"));
-    o += fmt::format("- tool: moebench {} ({}), build {}\n", str_at(report, {"tool", "version"}, "?"),
-                     str_at(report, {"tool", "git_rev"}, "?"), str_at(report, {"tool", "build_type"}, "?"));
-    o += fmt::format("- created: {}\n", str_at(report, {"created_utc"}, "?"));
+    // A report rebuilt from a sweep journal has no tool or creation block: leave those lines out, not "?".
+    if (find_path(report, {"tool"}))
+        o += fmt::format("- tool: moebench {} ({}), build {}\n", str_at(report, {"tool", "version"}, "?"),
+                         str_at(report, {"tool", "git_rev"}, "?"), str_at(report, {"tool", "build_type"}, "?"));
+    if (find_path(report, {"created_utc"})) o += fmt::format("- created: {}\n", str_at(report, {"created_utc"}, "?"));
     if (const json* env = find_path(report, {"environment"}))
         o += fmt::format("- machine: {} ({} CPUs), backend {}\n", str_at(*env, {"cpu_model"}, "?"),
                          scalar_text(env->value("num_cpus", json())), str_at(*env, {"backend"}, "?"));
