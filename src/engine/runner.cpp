@@ -14,6 +14,7 @@
 #include "config/hardware.hpp"
 #include "common/host_memory.hpp"
 #include "metrics/ceilings.hpp"
+#include "model/accounting.hpp"
 #include "model/phase_work.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/routing_stats.hpp"
@@ -220,6 +221,33 @@ json rate_or_null(double v) { return v > 0 ? json(v) : json(nullptr); }
 
 // Per-phase counted work (phase_work), summed over the layers run, with the MoE layers' work taken at each
 // measured step's actual tokens per expert and averaged over the steps; achieved rates from the phase means.
+// The sim models times, not capacity: say when the layers it ran would not fit on the profile's GPUs (their weights
+// per rank: everything but the routed experts replicated, the routed experts split over the EP ranks; the KV cache
+// and activations come on top). Empty when they fit or the profile gives no capacity.
+std::string sim_fit_note(const ModelConfig& model, const std::vector<int64_t>& layers, const RunConfig& cfg,
+                         const json& backend_info) {
+    const double capacity = backend_info.value("hardware", json::object()).value("memory_bytes", 0.0);
+    if (!(capacity > 0)) return "";
+    const double elem_bytes = backend_info.value("dtype", std::string("bf16")) == "fp32" ? 4.0 : 2.0;
+    const double ep = static_cast<double>(std::max<int64_t>(1, cfg.options.ep_size));
+    double replicated = 0, experts = 0;
+    for (int64_t l : layers) {
+        replicated += static_cast<double>(attention_params_per_layer(model) + norm_params_per_layer(model));
+        if (layer_is_moe(model, l)) {
+            replicated += static_cast<double>(router_params_per_layer(model) + shared_expert_params(model));
+            experts += static_cast<double>(model.moe.num_experts) * static_cast<double>(routed_expert_params(model));
+        } else {
+            replicated += static_cast<double>(dense_mlp_params_per_layer(model));
+        }
+    }
+    const double per_rank_bytes = (replicated + experts / ep) * elem_bytes;
+    if (per_rank_bytes <= capacity) return "";
+    return fmt::format("the {} layer(s) run need {:.1f} GiB of {} weights per GPU (EP {}), more than the {:.1f} GiB "
+                       "of the profile: the modeled times assume they fit; size a real layout with moebench plan",
+                       layers.size(), per_rank_bytes / 1073741824.0, backend_info.value("dtype", std::string("bf16")),
+                       static_cast<int64_t>(ep), capacity / 1073741824.0);
+}
+
 json roofline_block(const ModelConfig& model, const RunConfig& cfg, const std::string& backend_name,
                     const json& backend_info, const std::string& times_source, const std::vector<PhaseEntry>& plan,
                     const std::vector<StepTimes>& steps, const std::vector<MoeAccum>& moe,
@@ -700,6 +728,13 @@ json run_point(const RunConfig& cfg) {
     record["num_tokens"] = T;
     record["backend"] = backend->name();
     if (!why.empty()) record["backend_note"] = why;
+    if (backend->name() == "sim") {
+        const std::string fit = sim_fit_note(model, layers, cfg, backend->describe());
+        if (!fit.empty()) {
+            record["sim_fit_warning"] = fit;
+            std::cerr << "warning: sim: " << fit << "\n";
+        }
+    }
     record["backend_info"] = backend->describe();
     record["seed"] = cfg.options.seed;
     json kinds = json::array();

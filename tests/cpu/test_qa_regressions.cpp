@@ -413,3 +413,24 @@ TEST_CASE("qa: a project path in a shipped config resolves from any folder", "[q
     CHECK_THAT(config_error_of([] { (void)resolve_config("models", "no/such/model.json", "model"); }),
                Catch::Contains("file not found"));
 }
+
+TEST_CASE("qa: the sim says when the layers it models would not fit the profile's GPUs", "[qa][sim]") {
+    // Before: DeepSeek-V3's ~1.2 TiB of bf16 weights were modeled on one B200 without a word.
+    // Per GPU at EP 8: attention, norms, routers and shared experts of 61 layers plus 1/8 of the routed experts.
+    const auto one = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
+                             "--warmup 0 --json -");
+    REQUIRE(one.exit_code == 0);
+    const json r1 = json::parse(one.out)["runs"][0];
+    REQUIRE(r1.contains("sim_fit_warning"));
+    CHECK_THAT(r1["sim_fit_warning"].get<std::string>(), Catch::Contains("EP 1") && Catch::Contains("moebench plan"));
+    CHECK_THAT(one.err, Catch::Contains("warning: sim:"));
+    // EP 16 spreads the routed experts thin enough (moebench plan: 8 GPUs need TP 2 as well).
+    const auto ep16 = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 16 --ep 16 "
+                              "--iters 1 --warmup 0 --json -");
+    REQUIRE(ep16.exit_code == 0);
+    CHECK_FALSE(json::parse(ep16.out)["runs"][0].contains("sim_fit_warning"));
+    // A small model on one H200 fits.
+    const auto small = run_cli("run --backend sim --model " + kTiny + " --iters 1 --warmup 0 --json -");
+    REQUIRE(small.exit_code == 0);
+    CHECK_FALSE(json::parse(small.out)["runs"][0].contains("sim_fit_warning"));
+}
