@@ -17,11 +17,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <numeric>
-#include <sstream>
 
 namespace moebench::cli {
 
@@ -100,23 +98,8 @@ void run_info(const InfoArgs& a) {
     // (a negative count reached std::vector as a huge size: internal error before)
     if (a.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(a.top_pairs), "e.g. --top-pairs 3");
     RoutingTrace t = read_trace(a.file);
-    // The model layer of each slot, from the layer_indices metadata that trace gen writes (a run report names model
-    // layers); empty when the trace does not say, e.g. after trace convert.
-    std::vector<int64_t> model_layer;
-    if (auto it = t.extra_metadata.find("layer_indices"); it != t.extra_metadata.end()) {
-        std::stringstream list(it->second);
-        std::string item;
-        while (std::getline(list, item, ',')) {
-            char* end = nullptr;
-            const long long v = std::strtoll(item.c_str(), &end, 10);
-            if (item.empty() || *end != '\0' || v < 0) {
-                model_layer.clear();
-                break;
-            }
-            model_layer.push_back(v);
-        }
-        if (static_cast<int64_t>(model_layer.size()) != t.num_layers) model_layer.clear();
-    }
+    // Rows are labelled by model layer when the trace says which (as run reports are), else by MoE layer slot.
+    const std::vector<int64_t> model_layer = model_layers_of(t);
     const auto layer_label = [&](int64_t slot) {
         return model_layer.empty() ? std::to_string(slot) : std::to_string(model_layer[static_cast<size_t>(slot)]);
     };

@@ -702,14 +702,14 @@ json run_point(const RunConfig& cfg) {
 
     // Where the ids and logits really came from: the sim backend has no router (it routes as its describe() says),
     // and without an override every cpu/cuda step routes the same seeded tokens.
-    const bool sim_routes = !workload->overrides_routing() && backend->name() == "sim";
-    const json& sim_routing = backend->describe().value("routing", json("its own routing"));
+    const json backend_info = backend->describe();
+    const bool is_sim = backend->name() == "sim", overridden = workload->overrides_routing();
     const std::string ids_from =
-        workload->overrides_routing() ? "workload: " + workload->describe()
-        : sim_routes ? "the sim backend (no router): " + (sim_routing.is_string() ? sim_routing.get<std::string>() : sim_routing.dump())
-                     : "the model's router (" + std::string(to_string(model.moe.routing)) + ")";
+        overridden ? "workload: " + workload->describe()
+        : is_sim   ? "the sim backend (no router): " + backend_info.value("routing", std::string("its own routing"))
+                   : "the model's router (" + std::string(to_string(model.moe.routing)) + ")";
     std::string load_basis = "final expert ids of the measured steps (after override, soft top-N, capacity)";
-    if (!workload->overrides_routing() && !sim_routes)
+    if (!overridden && !is_sim)
         load_basis += "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
                       "that their times compare), so the counts repeat one step's; use a synthetic workload or a trace "
                       "for load over a stream";
@@ -728,14 +728,14 @@ json run_point(const RunConfig& cfg) {
     record["num_tokens"] = T;
     record["backend"] = backend->name();
     if (!why.empty()) record["backend_note"] = why;
-    if (backend->name() == "sim") {
-        const std::string fit = sim_fit_note(model, layers, cfg, backend->describe());
+    if (is_sim) {
+        const std::string fit = sim_fit_note(model, layers, cfg, backend_info);
         if (!fit.empty()) {
             record["sim_fit_warning"] = fit;
             std::cerr << "warning: sim: " << fit << "\n";
         }
     }
-    record["backend_info"] = backend->describe();
+    record["backend_info"] = backend_info;
     record["seed"] = cfg.options.seed;
     json kinds = json::array();
     for (int64_t l : layers) kinds.push_back(layer_kind(model, l));
@@ -756,8 +756,7 @@ json run_point(const RunConfig& cfg) {
     record["routing"] = {{"source", "counted"},
                          {"workload", cfg.routing},
                          {"ids_from", ids_from},
-                         {"logits_from", backend->name() == "sim"
-                                             ? "none: the sim backend runs no router GEMM"
+                         {"logits_from", is_sim ? "none: the sim backend runs no router GEMM"
                                              : "router GEMM on the step's hidden states (before any override)"},
                          {"switch_order", cfg.shape.mode == Mode::decode
                                               ? "stream order (step after step, batch row after row), one sequence"

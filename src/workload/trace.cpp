@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 namespace moebench {
 
@@ -65,18 +66,15 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
         }
     }
     // A token that picks one expert twice would run that expert twice (or, with capacity, take two slots).
-    if (t.topk_ids.size() == n)
-        for (size_t row = 0; row < n; row += static_cast<size_t>(t.top_k))
-            for (int64_t a = 0; a < t.top_k; ++a)
-                for (int64_t b = a + 1; b < t.top_k; ++b) {
-                    const int32_t e = t.topk_ids[row + static_cast<size_t>(a)];
-                    if (e >= 0 && e == t.topk_ids[row + static_cast<size_t>(b)]) {
-                        const int64_t per_layer = t.num_tokens * t.top_k, i = static_cast<int64_t>(row);
-                        bad(fmt::format("expert {} is selected twice by token {} at layer {}", e,
-                                        (i % per_layer) / t.top_k, i / per_layer),
-                            std::to_string(e), "each token's k ids must differ (-1 marks a missing selection)");
-                    }
-                }
+    for (size_t row = 0; row < n; row += static_cast<size_t>(t.top_k)) {
+        const int32_t e = repeated_expert(t.topk_ids.data() + row, t.top_k);
+        if (e >= 0) {
+            const int64_t per_layer = t.num_tokens * t.top_k, i = static_cast<int64_t>(row);
+            bad(fmt::format("expert {} is selected twice by token {} at layer {}", e, (i % per_layer) / t.top_k,
+                            i / per_layer),
+                std::to_string(e), "each token's k ids must differ (-1 marks a missing selection)");
+        }
+    }
     for (size_t i = 0; i < t.topk_weights.size(); ++i)
         if (!std::isfinite(t.topk_weights[i]))
             bad(fmt::format("topk_weights[{}] is not a finite number", i), fmt::format("{}", t.topk_weights[i]),
@@ -90,6 +88,29 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
             bad("seq_starts must be strictly increasing token indices below the token count",
                 std::to_string(t.seq_starts[i]), "fix entry " + std::to_string(i));
     }
+}
+
+int32_t repeated_expert(const int32_t* ids, int64_t k) {
+    for (int64_t a = 0; a < k; ++a)
+        for (int64_t b = a + 1; b < k; ++b)
+            if (ids[a] >= 0 && ids[a] == ids[b]) return ids[a];
+    return -1;
+}
+
+std::vector<int64_t> model_layers_of(const RoutingTrace& t) {
+    std::vector<int64_t> layers;
+    const auto it = t.extra_metadata.find("layer_indices");
+    if (it == t.extra_metadata.end()) return layers;
+    std::stringstream list(it->second);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+        char* end = nullptr;
+        const long long v = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 0) return {};
+        layers.push_back(v);
+    }
+    if (static_cast<int64_t>(layers.size()) != t.num_layers) return {};
+    return layers;
 }
 
 void write_trace(const std::string& path, const RoutingTrace& t) {

@@ -32,9 +32,16 @@ struct RoutingTrace {
     int64_t num_missing() const;
 };
 
-/// Checks sizes and ranges (ids in [-1, num_experts), sequences sorted and starting at 0);
-/// ConfigError naming `where` (a file) and the problem.
+/// Checks sizes and ranges (ids in [-1, num_experts), no expert twice in a token, finite weights, sequences sorted
+/// and starting at 0); ConfigError naming `where` (a file) and the problem.
 void validate_trace(const RoutingTrace& t, const std::string& where);
+
+/// An expert id that appears more than once among one token's k ids (-1, no selection, may repeat), or -1.
+int32_t repeated_expert(const int32_t* ids, int64_t k);
+
+/// The model layer index of each layer slot, from the `layer_indices` metadata that trace gen writes; empty when the
+/// trace does not give one valid index per slot (e.g. after trace convert).
+std::vector<int64_t> model_layers_of(const RoutingTrace& t);
 
 /// Writes the safetensors form atomically (validates first).
 void write_trace(const std::string& path, const RoutingTrace& t);

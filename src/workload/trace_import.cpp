@@ -12,7 +12,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 namespace moebench {
@@ -113,7 +112,7 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
             malformed("layer, token_idx or expert ids out of range");
             continue;
         }
-        if (std::set<int32_t>(r.ids.begin(), r.ids.end()).size() != r.ids.size()) {
+        if (repeated_expert(r.ids.data(), static_cast<int64_t>(r.ids.size())) >= 0) {
             malformed("an expert id appears twice in experts");
             continue;
         }
