@@ -45,10 +45,12 @@ void ensure_blas_kernels(const char* who) {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::setenv("OPENBLAS_CORETYPE", want, 1);
+    ::setenv(kReexecutedForCoretype, core.c_str(), 1);  // the report's environment says why the core type is set
     std::cerr << fmt::format("{}: OpenBLAS picked its {} kernels on this CPU; re-running with "
                              "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)\n", who, core, want);
     std::cerr.flush();
     ::execv("/proc/self/exe", argv.data());
+    ::unsetenv(kReexecutedForCoretype);
     ::unsetenv("OPENBLAS_CORETYPE");  // exec failed: carry on with what OpenBLAS chose
     std::cerr << who << ": re-exec failed; continuing with the Prescott kernels\n";
 }

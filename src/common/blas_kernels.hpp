@@ -9,4 +9,7 @@ namespace moebench {
 /// when the library loads). Prints one line naming `who`. Returns normally in every other case.
 void ensure_blas_kernels(const char* who);
 
+/// Set in the re-executed process's environment to the core type OpenBLAS had picked before (report: environment).
+inline constexpr const char* kReexecutedForCoretype = "MOEBENCH_REEXECUTED_FROM_CORETYPE";
+
 }  // namespace moebench

@@ -42,6 +42,13 @@ public:
 
     /// Routing, loads and router logits observed in the MoE layer at `layer_slot` during the last step.
     virtual MoeLayerResult moe_result(int64_t layer_slot) const = 0;
+    /// A reading of the device's own counters (clocks, throttle reasons, energy), taken just before and just after
+    /// the measured steps; null where the backend has none (cpu: the host's counters are read by the runner; sim).
+    virtual json read_device_counters() const { return nullptr; }
+    /// The report's conditions.device block from two readings and the tokens processed between them (energy per
+    /// token); null where the backend has no device counters.
+    virtual json device_conditions(const json& before, const json& after, int64_t tokens) const { return nullptr; }
+
     /// fp32 host copies of the MoE block of `layer_slot` (see --dump-tensors in docs/report-schema.md).
     virtual std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const = 0;
 };

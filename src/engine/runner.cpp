@@ -17,7 +17,9 @@
 #include "model/accounting.hpp"
 #include "model/phase_work.hpp"
 #include "metrics/expert_load.hpp"
+#include "metrics/host_conditions.hpp"
 #include "metrics/routing_stats.hpp"
+#include "metrics/stop_rule.hpp"
 #include "metrics/timing_stats.hpp"
 #include "report/report_json.hpp"
 #include "workload/workload.hpp"
@@ -59,34 +61,6 @@ struct MoeAccum {
 };
 
 std::string layer_kind(const ModelConfig& m, int64_t layer) { return layer_is_moe(m, layer) ? "moe" : "dense"; }
-
-// Stops when at least `iters` steps were measured and both rules hold, or at the cap. Returns the reason.
-struct StopRule {
-    explicit StopRule(const RunConfig& c) : cfg(c) {}
-    const RunConfig& cfg;
-    bool time_unmet = false, noise_unmet = false;
-    std::string reason;
-
-    bool done(const std::vector<double>& wall_us) {
-        int64_t n = static_cast<int64_t>(wall_us.size());
-        if (n < cfg.iters) return false;
-        double total_s = 0;
-        for (double w : wall_us) total_s += w * 1e-6;
-        bool time_ok = total_s >= cfg.min_time_s;
-        bool noise_ok = cfg.max_noise <= 0 || sample_cv(wall_us) <= cfg.max_noise;
-        if (time_ok && noise_ok) {
-            reason = n == cfg.iters ? "iters" : (noise_unmet ? "max_noise" : "min_time");
-            return true;
-        }
-        time_unmet = !time_ok;
-        noise_unmet = !noise_ok;
-        if (n >= std::max(cfg.max_iters, cfg.iters)) {
-            reason = "max_iters";
-            return true;
-        }
-        return false;
-    }
-};
 
 std::string fmt_num(double v) { return fmt::format("{}", v); }
 
@@ -502,7 +476,9 @@ json run_point(const RunConfig& cfg) {
 
     std::vector<StepTimes> steps;
     std::vector<double> wall_us;
-    StopRule stop(cfg);
+    const json device_before = backend->read_device_counters();
+    const HostSample host_before = sample_host();
+    StopRule stop(StopTargets{cfg.iters, cfg.max_iters, cfg.min_time_s, cfg.max_noise});
     while (true) {
         steps.push_back(one_step());
         wall_us.push_back(steps.back().wall_us);
@@ -526,7 +502,12 @@ json run_point(const RunConfig& cfg) {
         }
         if (stop.done(wall_us)) break;
     }
+    const HostSample host_after = sample_host();
+    const json device_after = backend->read_device_counters();
     const int64_t num_steps = static_cast<int64_t>(steps.size());
+    json conditions = {{"host", host_conditions(host_before, host_after, T * num_steps)}};
+    if (!device_before.is_null())
+        conditions["device"] = backend->device_conditions(device_before, device_after, T * num_steps);
     if (cfg.measure_ceilings && backend->name() == "cpu") remeasure_cpu_bandwidth(ceilings, cfg);
 
     // --check: the first MoE layer of the last measured step against the fp32 host reference (engine/check.hpp).
@@ -743,9 +724,10 @@ json run_point(const RunConfig& cfg) {
     for (double w : wall_us) measured_s += w * 1e-6;
     record["layers"] = {{"run", layers}, {"model_total", model.num_layers}, {"kinds", kinds},
                         {"extrapolated", extrapolated}};
-    record["iterations"] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", stop.reason},
-                            {"measured_time_s", measured_s}};
+    record["iterations"] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", stop.reason()},
+                            {"measured_time_s", measured_s}, {"noise", stop.noise()}, {"noise_rule", kNoiseRule}};
     record["latency"] = latency;
+    record["conditions"] = conditions;
     record["throughput"] = {{"source", source},
                             {"tokens_per_s",
                              step_stats.mean_us > 0 ? static_cast<double>(T) / (step_stats.mean_us * 1e-6) : 0.0},

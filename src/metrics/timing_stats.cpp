@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace moebench {
 
@@ -32,6 +33,32 @@ double sample_cv(const std::vector<double>& samples) {
     return mean != 0 ? sample_stdev(samples, mean) / mean : 0.0;
 }
 
+std::pair<double, double> median_ci95_sorted(const std::vector<double>& sorted) {
+    if (sorted.empty()) return {0.0, 0.0};
+    const double n = static_cast<double>(sorted.size());
+    const double half = 1.96 * std::sqrt(n) / 2.0;
+    const auto clip = [&](double rank_1based) {
+        return static_cast<size_t>(std::clamp(rank_1based, 1.0, n)) - 1;
+    };
+    return {sorted[clip(std::floor(n / 2.0 - half))], sorted[clip(std::ceil(1.0 + n / 2.0 + half))]};
+}
+
+double median_rel_ci_halfwidth(const std::vector<double>& samples) {
+    if (samples.size() < 2) return 0.0;
+    std::vector<double> sorted = samples;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = percentile_sorted(sorted, 50);
+    const auto [lo, hi] = median_ci95_sorted(sorted);
+    return median != 0 ? (hi - lo) / 2.0 / std::fabs(median) : 0.0;
+}
+
+std::vector<std::string> low_confidence_percentiles(int64_t count) {
+    std::vector<std::string> keys;
+    if (count < kMinSamplesP95) keys.push_back("p95_us");
+    if (count < kMinSamplesP99) keys.push_back("p99_us");
+    return keys;
+}
+
 TimingStats summarize(const std::vector<double>& samples_us) {
     TimingStats s;
     if (samples_us.empty()) return s;
@@ -48,12 +75,17 @@ TimingStats summarize(const std::vector<double>& samples_us) {
     s.max_us = sorted.back();
     s.stdev_us = sample_stdev(sorted, s.mean_us);
     s.cv = s.mean_us != 0 ? s.stdev_us / s.mean_us : 0.0;
+    std::tie(s.p50_ci_low_us, s.p50_ci_high_us) = median_ci95_sorted(sorted);
     return s;
 }
 
 json to_json(const TimingStats& s) {
-    return json{{"mean_us", s.mean_us}, {"p50_us", s.p50_us},  {"p95_us", s.p95_us},     {"p99_us", s.p99_us},
-                {"min_us", s.min_us},   {"max_us", s.max_us}, {"stdev_us", s.stdev_us}, {"cv", s.cv}};
+    json j{{"mean_us", s.mean_us},    {"p50_us", s.p50_us},  {"p95_us", s.p95_us},     {"p99_us", s.p99_us},
+           {"min_us", s.min_us},      {"max_us", s.max_us},  {"stdev_us", s.stdev_us}, {"cv", s.cv},
+           {"p50_ci_low_us", s.p50_ci_low_us}, {"p50_ci_high_us", s.p50_ci_high_us}, {"count", s.count}};
+    const std::vector<std::string> weak = low_confidence_percentiles(s.count);
+    if (!weak.empty()) j["low_confidence"] = weak;
+    return j;
 }
 
 }  // namespace moebench

@@ -3,6 +3,7 @@
 #include "report/console_table.hpp"
 
 #include "engine/phase.hpp"
+#include "metrics/timing_stats.hpp"
 
 #include <fmt/format.h>
 
@@ -14,6 +15,40 @@ static double num(const json& j, const char* key, double dflt = 0) {
 
 static std::string str(const json& j, const char* key, const std::string& dflt = "") {
     return j.is_object() && j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : dflt;
+}
+
+// true only for a present boolean true (null means "unknown" in the conditions block).
+static bool is_true(const json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j.at(key).is_boolean() && j.at(key).get<bool>();
+}
+
+// Whether the stats object flags `key` as from too few samples (metrics/timing_stats.hpp).
+static bool low_confidence(const json& stats, const std::string& key) {
+    if (!stats.is_object() || !stats.contains("low_confidence") || !stats.at("low_confidence").is_array()) return false;
+    for (const json& k : stats.at("low_confidence"))
+        if (k.is_string() && k.get<std::string>() == key) return true;
+    return false;
+}
+
+// p95 with a "~" in front when too few samples support it.
+static std::string p95_cell(const json& stats) {
+    return fmt::format("{}{:.1f}", low_confidence(stats, "p95_us") ? "~" : "", num(stats, "p95_us"));
+}
+
+// Energy per token: the device's counter where the backend has one, else the host's RAPL packages.
+static std::string energy_line(const json& conditions) {
+    std::string out;
+    for (const char* where : {"device", "host"}) {
+        const json& block = conditions.value(where, json::object());
+        if (!block.is_object() || !block.contains("energy")) continue;
+        const json& e = block.at("energy");
+        if (e.contains("joules_per_token"))
+            return fmt::format("energy: {:.4g} J/token, {:.4g} J over the measured steps ({}, {}: {})\n",
+                               num(e, "joules_per_token"), num(e, "joules"), where, str(e, "source", "counter"),
+                               str(e, "scope"));
+        if (out.empty()) out = fmt::format("energy: not available ({})\n", str(e, "reason", "no counter"));
+    }
+    return out;
 }
 
 std::string console_summary(const json& run) {
@@ -32,7 +67,7 @@ std::string console_summary(const json& run) {
                      num(it, "measured"), str(it, "stop_reason", "?"), str(run.value("routing", json::object()), "workload", "?"));
 
     const json& lat = run.value("latency", json::object());
-    s += fmt::format("\n{:<18} {:>11} {:>11} {:>11} {:>7}   ({} per step, all layers run)\n", "phase", "mean_us",
+    s += fmt::format("\n{:<18} {:>11} {:>11} {:>12} {:>7}   ({} per step, all layers run)\n", "phase", "mean_us",
                      "p50_us", "p95_us", "share", str(lat, "source", "?"));
     if (lat.contains("phases")) {
         // Execution order (the phase vocabulary), not the JSON object's alphabetical order.
@@ -41,14 +76,23 @@ std::string console_summary(const json& run) {
             std::string name(name_view);
             if (!phases.contains(name)) continue;
             const json& p = phases.at(name);
-            s += fmt::format("{:<18} {:>11.1f} {:>11.1f} {:>11.1f} {:>6.1f}%\n", name, num(p, "mean_us"),
-                             num(p, "p50_us"), num(p, "p95_us"), 100.0 * num(p, "share"));
+            s += fmt::format("{:<18} {:>11.1f} {:>11.1f} {:>12} {:>6.1f}%\n", name, num(p, "mean_us"),
+                             num(p, "p50_us"), p95_cell(p), 100.0 * num(p, "share"));
         }
     }
     const json& step = lat.value("step", json::object());
     s += fmt::format("{:<18} {:>11.1f}\n", "sum of phases", num(lat, "phase_sum_us"));
-    s += fmt::format("{:<18} {:>11.1f} {:>11.1f} {:>11.1f}   cv {:.3f}  ({})\n", "step", num(step, "mean_us"),
-                     num(step, "p50_us"), num(step, "p95_us"), num(step, "cv"), str(lat, "step_clock", "end to end"));
+    s += fmt::format("{:<18} {:>11.1f} {:>11.1f} {:>12}   cv {:.3f}  ({})\n", "step", num(step, "mean_us"),
+                     num(step, "p50_us"), p95_cell(step), num(step, "cv"), str(lat, "step_clock", "end to end"));
+    if (low_confidence(step, "p95_us"))
+        s += fmt::format("(~: p95 from {} samples is next to the maximum; run >= {} iterations for a p95 to trust)\n",
+                         num(it, "measured"), kMinSamplesP95);
+    if (const json& c = run.value("conditions", json::object()).value("host", json::object());
+        is_true(c, "contended") || is_true(c, "throttled"))
+        s += fmt::format("warning: the host was not quiet while measuring: {}\n", str(c, "note"));
+    if (const json& d = run.value("conditions", json::object()).value("device", json::object());
+        is_true(d, "throttled"))
+        s += fmt::format("warning: the device throttled while measuring: {}\n", str(d, "note"));
 
     if (lat.contains("per_layer") && !lat.at("per_layer").empty()) {
         s += "per layer (mean_us):";
@@ -60,6 +104,7 @@ std::string console_summary(const json& run) {
     const json& thr = run.value("throughput", json::object());
     s += fmt::format("\ntokens/s: {:.1f} ({}; {} tokens per step, the layers run)\n", num(thr, "tokens_per_s"),
                      str(thr, "source", "?"), num(run, "num_tokens"));
+    s += energy_line(run.value("conditions", json::object()));
     const json& whole = lat.value("whole_model", json::object());
     if (whole.contains("step_us") && whole.at("step_us").is_number()) {
         // An extrapolation is not a measurement: say what it was derived from instead of "(measured)".

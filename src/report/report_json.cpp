@@ -4,50 +4,13 @@
 
 #include "common/atomic_file.hpp"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <ctime>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 namespace moebench {
-
-static std::string cpu_model_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("model name", 0) == 0) {
-            auto colon = line.find(':');
-            if (colon != std::string::npos) {
-                std::string v = line.substr(colon + 1);
-                v.erase(0, v.find_first_not_of(" \t"));
-                return v;
-            }
-        }
-    }
-    return "unknown";
-}
-
-static std::string blas_name(const char* config) {
-    std::string c = config ? config : "";
-    return c.rfind("OpenBLAS", 0) == 0 ? c : "OpenBLAS " + c;
-}
-
-json environment_block() {
-    char host[256] = {0};
-    if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
-    long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
-    const char* blas_config = openblas_get_config();
-    return json{{"host", host},
-                {"cpu_model", cpu_model_name()},
-                {"num_cpus", static_cast<int64_t>(std::thread::hardware_concurrency())},
-                {"memory_bytes", pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0},
-                {"threads", openblas_get_num_threads()},
-                {"blas", blas_name(blas_config)},
-                {"gpus", json::array()}};
-}
 
 static std::string shell_quote(const std::string& arg) {
     if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
@@ -100,6 +63,7 @@ json make_report(const json& context, const json& config, const std::vector<json
     for (const char* key : {"tool", "command", "created_utc", "environment"})
         if (context.contains(key)) r[key] = context.at(key);
     if (!r.contains("environment")) r["environment"] = environment_block();
+    r["environment"]["loadavg_1m_end"] = loadavg_now();
     if (!runs.empty()) {
         const json& first = runs.front();
         if (first.contains("backend")) r["environment"]["backend"] = first.at("backend");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The moebench.report/1 document (docs/report-schema.md): context, resolved config and runs[], written atomically.
 #pragma once
+#include "common/host_environment.hpp"  // environment_block(): every report carries one
 #include "common/json_util.hpp"
 
 #include <string>
@@ -9,9 +10,6 @@
 namespace moebench {
 
 inline constexpr const char* kReportSchema = "moebench.report/1";
-
-/// The machine this process runs on: host, CPU model, CPU count, memory, OpenBLAS threads and config.
-json environment_block();
 
 /// This process's command line as the user typed it (argv joined, shell-quoted where needed), from /proc/self/cmdline.
 /// `fallback` is returned where that file cannot be read.

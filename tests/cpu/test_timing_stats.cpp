@@ -54,3 +54,49 @@ TEST_CASE("summarize: degenerate inputs", "[timing_stats]") {
         CHECK(j.contains(key));
     CHECK(j["mean_us"].get<double>() == Approx(2.0));
 }
+
+TEST_CASE("median confidence interval: order statistics, computed by hand", "[timing_stats]") {
+    // n = 100: half = 1.96 * 10 / 2 = 9.8; j = floor(50 - 9.8) = 40, k = ceil(1 + 50 + 9.8) = 61 (1-based).
+    std::vector<double> v;
+    for (int i = 1; i <= 100; ++i) v.push_back(i);
+    auto [lo, hi] = median_ci95_sorted(v);
+    CHECK(lo == 40.0);
+    CHECK(hi == 61.0);
+    CHECK(median_rel_ci_halfwidth(v) == Approx((61.0 - 40.0) / 2.0 / 50.5));
+    // n = 10: j = floor(5 - 3.099) = 1, k = ceil(9.099) = 10: the whole range.
+    std::vector<double> ten = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    CHECK(median_ci95_sorted(ten) == std::pair<double, double>{1.0, 10.0});
+    // Below ~6 samples the interval clips to [min, max].
+    CHECK(median_ci95_sorted({3, 4, 9}) == std::pair<double, double>{3.0, 9.0});
+    CHECK(median_rel_ci_halfwidth({5.0}) == 0.0);
+    TimingStats s = summarize(v);
+    CHECK(s.p50_ci_low_us == 40.0);
+    CHECK(s.p50_ci_high_us == 61.0);
+}
+
+TEST_CASE("the median's CI shrinks with more samples while the CV does not", "[timing_stats]") {
+    // Evenly spread over [100, 110): the spread is fixed, so the CV stays near 2.9% at any n; the CI of the
+    // median narrows as 1/sqrt(n). A CV target below 2.9% could never be met by running longer.
+    auto samples = [](int n) {
+        std::vector<double> v;
+        for (int i = 0; i < n; ++i) v.push_back(100.0 + 10.0 * ((i * 37) % n) / n);
+        return v;
+    };
+    const double small = median_rel_ci_halfwidth(samples(20)), large = median_rel_ci_halfwidth(samples(2000));
+    CHECK(large < small / 5);
+    CHECK(large < 0.003);
+    CHECK(sample_cv(samples(20)) > 0.025);
+    CHECK(sample_cv(samples(2000)) > 0.025);
+}
+
+TEST_CASE("percentiles from too few samples are flagged low_confidence", "[timing_stats]") {
+    CHECK(low_confidence_percentiles(10) == std::vector<std::string>{"p95_us", "p99_us"});
+    CHECK(low_confidence_percentiles(kMinSamplesP95) == std::vector<std::string>{"p99_us"});
+    CHECK(low_confidence_percentiles(kMinSamplesP99).empty());
+    json few = to_json(summarize({1, 2, 3}));
+    REQUIRE(few.contains("low_confidence"));
+    CHECK(few["low_confidence"] == json{"p95_us", "p99_us"});
+    CHECK(few["count"] == 3);
+    std::vector<double> many(100, 7.0);
+    CHECK_FALSE(to_json(summarize(many)).contains("low_confidence"));
+}

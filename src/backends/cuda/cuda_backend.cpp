@@ -3,6 +3,7 @@
 // GEMMs (per-expert loop or grouped), own kernels (kernels/launch.hpp) for the rest, CUDA events at every mark, NVTX
 // ranges named after the phases, optional whole-step CUDA graph and cold-L2 flush.
 #include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/nvml.hpp"
 
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/device_buffer.hpp"
@@ -141,6 +142,16 @@ public:
 
     MoeLayerResult moe_result(int64_t layer_slot) const override;
     std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const override;
+
+    json read_device_counters() const override {
+        char pci[32] = {0};
+        if (cudaDeviceGetPCIBusId(pci, sizeof(pci), device_) != cudaSuccess)
+            return json{{"available", false}, {"reason", "cudaDeviceGetPCIBusId failed"}};
+        return nvml_counters(pci);
+    }
+    json device_conditions(const json& before, const json& after, int64_t tokens) const override {
+        return nvml_conditions(before, after, tokens);
+    }
 
 private:
     cudaStream_t s() const { return stream_->get(); }

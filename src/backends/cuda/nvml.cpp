@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstddef>
 #include <mutex>
+#include <utility>
 
 namespace moebench {
 namespace {
@@ -39,6 +40,9 @@ constexpr int kNvmlSuccess = 0;
 constexpr unsigned kClockGraphics = 0, kClockSm = 1, kClockMem = 2;
 constexpr unsigned kTemperatureGpu = 0;
 constexpr unsigned kFieldNvlinkLinkCount = 91;
+// nvmlClocksEventReasons bits that mean the clock was held down (not idle, not an application clock setting).
+constexpr unsigned long long kReasonSwPowerCap = 0x4, kReasonHwSlowdown = 0x8, kReasonSwThermal = 0x20,
+                             kReasonHwThermal = 0x40, kReasonHwPowerBrake = 0x80;
 constexpr unsigned kFieldNvlinkThroughputDataTx = 138;  // KiB, cumulative
 constexpr unsigned kFieldNvlinkThroughputDataRx = 139;
 // Value types of nvmlFieldValue_t.valueType.
@@ -57,6 +61,8 @@ struct Nvml {
     nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned*) = nullptr;
     nvmlReturn_t (*temperature)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
     nvmlReturn_t (*field_values)(nvmlDevice_t, int, nvmlFieldValue_t*) = nullptr;
+    nvmlReturn_t (*event_reasons)(nvmlDevice_t, unsigned long long*) = nullptr;  // clock event (throttle) reasons
+    nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long*) = nullptr;         // mJ since the driver loaded
 
     std::string err(nvmlReturn_t r) const {
         return error_string ? std::string(error_string(r)) : "NVML error " + std::to_string(r);
@@ -87,6 +93,10 @@ const Nvml& nvml() {
         n.power_limit = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(sym("nvmlDeviceGetEnforcedPowerLimit"));
         n.temperature = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*)>(sym("nvmlDeviceGetTemperature"));
         n.field_values = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*)>(sym("nvmlDeviceGetFieldValues"));
+        void* reasons = sym("nvmlDeviceGetCurrentClocksEventReasons");
+        if (!reasons) reasons = sym("nvmlDeviceGetCurrentClocksThrottleReasons");  // the pre-12.2 name
+        n.event_reasons = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)>(reasons);
+        n.energy = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)>(sym("nvmlDeviceGetTotalEnergyConsumption"));
         if (!n.init || !n.by_pci) {
             n.why = "not available: libnvidia-ml.so.1 lacks nvmlInit/nvmlDeviceGetHandleByPciBusId_v2";
             return;
@@ -115,7 +125,64 @@ json field_value_json(const nvmlFieldValue_t& v, const Nvml& n) {
     }
 }
 
+std::string throttle_reason_names(unsigned long long bits) {
+    std::string out;
+    for (auto [bit, name] : {std::pair{kReasonSwPowerCap, "software power cap"}, {kReasonHwSlowdown, "hardware slowdown"},
+                             {kReasonSwThermal, "software thermal slowdown"}, {kReasonHwThermal, "hardware thermal slowdown"},
+                             {kReasonHwPowerBrake, "power brake"}})
+        if (bits & bit) out += (out.empty() ? "" : ", ") + std::string(name);
+    return out;
+}
+
 }  // namespace
+
+json nvml_counters(const std::string& pci_bus_id) {
+    const Nvml& n = nvml();
+    if (!n.ok) return json{{"available", false}, {"reason", n.why}};
+    nvmlDevice_t dev = nullptr;
+    const nvmlReturn_t r = n.by_pci(pci_bus_id.c_str(), &dev);
+    if (r != kNvmlSuccess) return json{{"available", false}, {"reason", "nvmlDeviceGetHandleByPciBusId_v2: " + n.err(r)}};
+    json c = {{"available", true}};
+    unsigned mhz = 0, temp = 0;
+    unsigned long long bits = 0, mj = 0;
+    if (n.clock && n.clock(dev, kClockSm, &mhz) == kNvmlSuccess) c["sm_clock_mhz"] = mhz;
+    if (n.temperature && n.temperature(dev, kTemperatureGpu, &temp) == kNvmlSuccess) c["temperature_c"] = temp;
+    if (n.event_reasons && n.event_reasons(dev, &bits) == kNvmlSuccess) c["clock_event_reasons"] = bits;
+    if (n.energy && n.energy(dev, &mj) == kNvmlSuccess) c["energy_mj"] = mj;
+    return c;
+}
+
+json nvml_conditions(const json& before, const json& after, int64_t tokens) {
+    if (!before.value("available", false) || !after.value("available", false))
+        return json{{"source", "counter"}, {"throttled", nullptr}, {"note", "NVML not available: throttling unknown"},
+                    {"energy", {{"available", false}, {"reason", before.value("reason", std::string("NVML not available"))}}}};
+    json d = {{"source", "counter"}};
+    if (before.contains("sm_clock_mhz") && after.contains("sm_clock_mhz"))
+        d["sm_clock_mhz"] = {{"start", before["sm_clock_mhz"]}, {"end", after["sm_clock_mhz"]}};
+    if (before.contains("temperature_c") && after.contains("temperature_c"))
+        d["temperature_c"] = {{"start", before["temperature_c"]}, {"end", after["temperature_c"]}};
+    if (before.contains("clock_event_reasons") && after.contains("clock_event_reasons")) {
+        const unsigned long long bits = before["clock_event_reasons"].get<unsigned long long>() |
+                                        after["clock_event_reasons"].get<unsigned long long>();
+        const std::string names = throttle_reason_names(bits);
+        d["clock_event_reasons"] = bits;
+        d["throttled"] = !names.empty();
+        d["note"] = names.empty() ? "no power or thermal clock limit at the start or the end of the measured steps"
+                                  : "clock held down by: " + names + " (sampled at the start and the end)";
+    } else {
+        d["throttled"] = nullptr;
+        d["note"] = "NVML gives no clock event reasons on this device: throttling unknown";
+    }
+    if (before.contains("energy_mj") && after.contains("energy_mj") && tokens > 0) {
+        const double joules = static_cast<double>(after["energy_mj"].get<unsigned long long>() -
+                                                  before["energy_mj"].get<unsigned long long>()) * 1e-3;
+        d["energy"] = {{"source", "counter"}, {"scope", "the whole GPU (nvmlDeviceGetTotalEnergyConsumption)"},
+                       {"joules", joules}, {"joules_per_token", joules / static_cast<double>(tokens)}};
+    } else {
+        d["energy"] = {{"available", false}, {"reason", "nvmlDeviceGetTotalEnergyConsumption not supported here"}};
+    }
+    return d;
+}
 
 std::string nvml_driver_version(std::string* why) {
     const Nvml& n = nvml();
