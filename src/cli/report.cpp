@@ -4,54 +4,13 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "common/read_file.hpp"
 #include "report/formats.hpp"
-#include "report/report_json.hpp"
-#include "sweep/journal.hpp"
+#include "report/report_reader.hpp"
 
-#include <fstream>
-#include <map>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 namespace moebench::cli {
-
-namespace {
-
-// A report from a journal: runs[] = the journal's records (later lines for the same point win).
-json report_from_journal(const std::string& path) {
-    require_readable_file(path);
-    std::ifstream in(path);
-    json runs = json::array();
-    std::map<std::string, size_t> at;
-    std::string line;
-    size_t n = 0;
-    while (std::getline(in, line)) {
-        ++n;
-        if (line.empty()) continue;
-        json j;
-        try {
-            j = json::parse(line);
-        } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
-            if (in.peek() == EOF) break;  // a torn last line: that point did not finish
-            config_error(path + ":" + std::to_string(n), "is not a valid journal line", "", "remove that line");
-        }
-        if (!j.is_object() || !j.contains("record") || !j["record"].is_object() ||
-            (j.contains("key") && !j["key"].is_string()))
-            config_error(path + ":" + std::to_string(n), "is not a moebench sweep journal line", json_brief(j), "");
-        std::string key = j.value("key", std::to_string(n));
-        if (at.count(key)) runs[at[key]] = j["record"];
-        else {
-            at[key] = runs.size();
-            runs.push_back(j["record"]);
-        }
-    }
-    json report = {{"schema", kReportSchema}, {"command", "(from sweep journal " + path + ")"}, {"runs", runs}};
-    return report;
-}
-
-}  // namespace
 
 void add_report_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("report", "Render a report as csv, md, html, trace (Chrome/Perfetto) or prom");
@@ -64,11 +23,9 @@ void add_report_command(CLI::App& app) {
     cmd->add_option("-o,--out", *out, "Output file (default stdout)");
     cmd->callback([=] {
         std::string fmt_name = parse_format_list(*format, "--format", false).front();
-        bool is_journal = input->size() > 6 && input->substr(input->size() - 6) == ".jsonl";
-        json report = is_journal ? report_from_journal(*input) : load_json_file(*input);
-        if (!is_journal && report.is_object() && report.contains("schema") && report["schema"] != kReportSchema)
-            config_error(*input, "has an unknown schema", json_brief(report["schema"]), std::string("expected ") + kReportSchema);
-        std::string text = reading_input(*input, [&] { return render_report(report, fmt_name); });
+        // The strict reader `compare` uses: a missing or mistyped field is exit 2 naming it, never a blank cell.
+        const ReadReport report = load_report(*input);
+        std::string text = reading_input(*input, [&] { return render_report(report.doc, fmt_name); });
         if (out->empty() || *out == "-") {
             std::cout << text;
             std::cout.flush();

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Point matching, noise-aware verdicts and the text / Markdown / JSON renderings of a comparison.
+// Noise-aware verdicts of matched points and the text / Markdown / JSON renderings of a comparison (matching:
+// point_match.cpp; warnings: environment_diff.cpp).
 #include "compare/compare.hpp"
 
 #include "common/error.hpp"
+#include "compare/environment_diff.hpp"
+#include "compare/point_match.hpp"
 #include "engine/phase.hpp"
 
 #include <fmt/format.h>
@@ -10,65 +13,69 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <map>
-#include <set>
 
 namespace moebench {
 
 namespace {
-
-double num(const json& j, std::initializer_list<const char*> path, double dflt = NAN) {
-    const json* cur = &j;
-    for (const char* k : path) {
-        if (!cur->is_object() || !cur->contains(k)) return dflt;
-        cur = &cur->at(k);
-    }
-    return cur->is_number() ? cur->get<double>() : dflt;
-}
-
-std::string scalar(const json& v) {
-    if (v.is_null()) return "-";
-    if (v.is_string()) return v.get<std::string>();
-    return v.dump();
-}
-
-// Samples behind a mean: measured iterations, else the number of step samples.
-double sample_count(const json& run) {
-    double n = num(run, {"iterations", "measured"});
-    if (std::isnan(n)) {
-        const json* s = run.contains("latency") && run["latency"].contains("step_samples_us") ? &run["latency"]["step_samples_us"] : nullptr;
-        n = s && s->is_array() ? static_cast<double>(s->size()) : 1.0;
-    }
-    return std::max(1.0, n);
-}
-
-std::map<std::string, std::set<std::string>> axis_values(const json& runs) {
-    std::map<std::string, std::set<std::string>> v;
-    for (const auto& r : runs)
-        if (r.contains("axes") && r["axes"].is_object())
-            for (const auto& [k, x] : r["axes"].items()) v[k].insert(x.dump());
-    return v;
-}
-
-json point_key(const json& run, const std::vector<std::string>& keys) {
-    json k = json::object();
-    for (const auto& name : keys) k[name] = run.contains("axes") && run["axes"].contains(name) ? run["axes"][name] : json(nullptr);
-    return k;
-}
 
 json verdict_json(const Verdict& v) {
     return json{{"verdict", v.verdict}, {"ratio", v.ratio}, {"delta_us", v.delta_us}, {"noise_us", v.noise_us},
                 {"regression", v.regression}};
 }
 
-// Only the axes that vary in either report identify a point for a reader.
-std::string label_of(const json& key, const std::set<std::string>& shown) {
-    std::string s;
-    for (const auto& [k, v] : key.items()) {
-        if (v.is_null() || !shown.count(k)) continue;
-        s += (s.empty() ? "" : " ") + k + "=" + scalar(v);
+// One matched pair of ok points: the step and every phase of either side.
+json compare_point(const ReadRun& pa, const ReadRun& pb, const std::string& name_a, const std::string& name_b,
+                   const CompareOptions& o) {
+    const double na = static_cast<double>(pa.measured_iterations), nb = static_cast<double>(pb.measured_iterations);
+    Verdict step = classify(pa.step.mean_us, pa.step.stdev_us, na, pb.step.mean_us, pb.step.stdev_us, nb, o);
+    json p;
+    p["step"] = verdict_json(step);
+    p["step"]["a_mean_us"] = pa.step.mean_us;
+    p["step"]["b_mean_us"] = pb.step.mean_us;
+    p["step"]["a_p95_us"] = pa.step.p95_us;
+    p["step"]["b_p95_us"] = pb.step.p95_us;
+    p["step"]["n_a"] = na;
+    p["step"]["n_b"] = nb;
+    p["throughput_ratio"] = pa.tokens_per_s > 0 ? pb.tokens_per_s / pa.tokens_per_s : 0.0;
+    p["a_tokens_per_s"] = pa.tokens_per_s;
+    p["b_tokens_per_s"] = pb.tokens_per_s;
+    bool regress = step.regression;
+    json phases = json::array();
+    for (auto name : kPhaseNames) {
+        std::string ph(name);
+        auto xa = pa.phases.find(ph), xb = pb.phases.find(ph);
+        bool in_a = xa != pa.phases.end(), in_b = xb != pb.phases.end();
+        if (!in_a && !in_b) continue;
+        if (!in_a || !in_b) {
+            phases.push_back({{"phase", ph}, {"verdict", in_a ? "only in " + name_a : "only in " + name_b}});
+            continue;
+        }
+        Verdict v = classify(xa->second.mean_us, xa->second.stdev_us, na, xb->second.mean_us, xb->second.stdev_us, nb, o);
+        json pj = verdict_json(v);
+        pj["phase"] = ph;
+        pj["a_mean_us"] = xa->second.mean_us;
+        pj["b_mean_us"] = xb->second.mean_us;
+        phases.push_back(pj);
+        if (o.gate_phases && v.regression) regress = true;
     }
-    return s.empty() ? "(single point)" : s;
+    p["phases"] = phases;
+    p["verdict"] = step.verdict;
+    p["regression"] = regress;
+    return p;
+}
+
+// Matched points that did not both run give no verdict; when none did, the gate compared nothing.
+[[noreturn]] void nothing_ran_in_both(const ReadReport& a, const ReadReport& b, const json& points) {
+    std::string why;
+    for (const auto& p : points) {
+        if (why.size() > 200) {
+            why += "; ...";
+            break;
+        }
+        why += (why.empty() ? "" : "; ") + p.value("label", "") + ": " + p.value("why", "");
+    }
+    config_error(a.name + " vs " + b.name, "no matched point ran in both reports, so nothing was compared", why,
+                 "compare reports whose points finished (status ok)");
 }
 
 }  // namespace
@@ -101,127 +108,46 @@ double parse_fraction(const std::string& text, const std::string& field) {
 }
 
 json compare_reports(const json& a, const json& b, const CompareOptions& o, const std::string& name_a, const std::string& name_b) {
-    for (const auto& [r, n] : {std::pair{&a, &name_a}, std::pair{&b, &name_b}})
-        if (!r->is_object() || !r->contains("runs") || !(*r)["runs"].is_array())
-            config_error(*n, "is not a moebench report (no runs[])", "", "pass reports written by moebench run or sweep");
-    const json& ra = a["runs"];
-    const json& rb = b["runs"];
+    return compare_reports(read_report(a, name_a), read_report(b, name_b), o);
+}
 
-    // Matching keys: every axis, minus those constant within each report but different between them (the contrast:
-    // backend=cpu vs backend=cuda is what is being compared, not a reason to leave points unmatched).
-    auto va = axis_values(ra), vb = axis_values(rb);
-    std::set<std::string> all;
-    for (auto& [k, s] : va) all.insert(k);
-    for (auto& [k, s] : vb) all.insert(k);
-    std::vector<std::string> keys;
-    json contrast = json::object();
-    if (!o.match_keys.empty()) {
-        keys = o.match_keys;
-        std::string known;
-        for (const auto& k : all) {
-            if (!known.empty()) known += ", ";
-            known += k;
-        }
-        for (const auto& k : keys)
-            if (!all.count(k))
-                config_error("--match", "is not an axis of either report", k,
-                             "use axes the reports have: " + (known.empty() ? std::string("(none)") : known));
-    } else {
-        for (const auto& k : all) {
-            bool const_a = va[k].size() == 1, const_b = vb[k].size() == 1;
-            if (const_a && const_b && *va[k].begin() != *vb[k].begin()) {
-                contrast[k] = {json::parse(*va[k].begin()), json::parse(*vb[k].begin())};
-                continue;
-            }
-            keys.push_back(k);
-        }
-    }
-
-    std::set<std::string> shown;
-    for (const auto& k : keys)
-        if (va[k].size() > 1 || vb[k].size() > 1) shown.insert(k);
-    auto label_of = [&](const json& key) { return ::moebench::label_of(key, shown); };
-    std::map<std::string, size_t> index_b;
-    for (size_t j = 0; j < rb.size(); ++j) index_b.emplace(point_key(rb[j], keys).dump(), j);
-    std::set<size_t> used_b;
+json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOptions& o) {
+    const PointMatch m = match_points(a, b, o.match_keys);
     json points = json::array(), unmatched_a = json::array(), unmatched_b = json::array();
     int n_faster = 0, n_slower = 0, n_same = 0, n_regress = 0, n_not_ok = 0;
-    for (size_t i = 0; i < ra.size(); ++i) {
-        json key = point_key(ra[i], keys);
-        auto it = index_b.find(key.dump());
-        if (it == index_b.end() || used_b.count(it->second)) {
-            unmatched_a.push_back(label_of(key));
-            continue;
-        }
-        used_b.insert(it->second);
-        const json& pa = ra[i];
-        const json& pb = rb[it->second];
-        json p = {{"key", key}, {"label", label_of(key)}, {"index_a", i}, {"index_b", it->second}};
-        if (pa.value("status", "ok") != "ok" || pb.value("status", "ok") != "ok") {
+    for (const auto& [i, j] : m.pairs) {
+        const ReadRun &pa = a.runs[i], &pb = b.runs[j];
+        json p = {{"key", m.key_a[i]}, {"label", m.label(m.key_a[i])}, {"index_a", i}, {"index_b", j}};
+        if (!pa.ok() || !pb.ok()) {
             p["verdict"] = "not comparable";
-            p["why"] = fmt::format("{}: {}, {}: {}", name_a, pa.value("status", "ok"), name_b, pb.value("status", "ok"));
+            p["why"] = fmt::format("{}: {}, {}: {}", a.name, pa.status, b.name, pb.status);
             ++n_not_ok;
             points.push_back(p);
             continue;
         }
-        double na = sample_count(pa), nb = sample_count(pb);
-        Verdict step = classify(num(pa, {"latency", "step", "mean_us"}, 0), num(pa, {"latency", "step", "stdev_us"}, 0), na,
-                                num(pb, {"latency", "step", "mean_us"}, 0), num(pb, {"latency", "step", "stdev_us"}, 0), nb, o);
-        p["step"] = verdict_json(step);
-        p["step"]["a_mean_us"] = num(pa, {"latency", "step", "mean_us"}, 0);
-        p["step"]["b_mean_us"] = num(pb, {"latency", "step", "mean_us"}, 0);
-        p["step"]["a_p95_us"] = num(pa, {"latency", "step", "p95_us"}, 0);
-        p["step"]["b_p95_us"] = num(pb, {"latency", "step", "p95_us"}, 0);
-        p["step"]["n_a"] = na;
-        p["step"]["n_b"] = nb;
-        double ta = num(pa, {"throughput", "tokens_per_s"}, 0), tb = num(pb, {"throughput", "tokens_per_s"}, 0);
-        p["throughput_ratio"] = ta > 0 ? tb / ta : 0.0;
-        p["a_tokens_per_s"] = ta;
-        p["b_tokens_per_s"] = tb;
-        bool regress = step.regression;
-        json phases = json::array();
-        for (auto name : kPhaseNames) {
-            std::string ph(name);
-            const json* xa = pa.contains("latency") && pa["latency"].contains("phases") && pa["latency"]["phases"].contains(ph)
-                                 ? &pa["latency"]["phases"][ph] : nullptr;
-            const json* xb = pb.contains("latency") && pb["latency"].contains("phases") && pb["latency"]["phases"].contains(ph)
-                                 ? &pb["latency"]["phases"][ph] : nullptr;
-            if (!xa && !xb) continue;
-            if (!xa || !xb) {
-                phases.push_back({{"phase", ph}, {"verdict", xa ? "only in " + name_a : "only in " + name_b}});
-                continue;
-            }
-            Verdict v = classify(num(*xa, {"mean_us"}, 0), num(*xa, {"stdev_us"}, 0), na, num(*xb, {"mean_us"}, 0),
-                                 num(*xb, {"stdev_us"}, 0), nb, o);
-            json pj = verdict_json(v);
-            pj["phase"] = ph;
-            pj["a_mean_us"] = num(*xa, {"mean_us"}, 0);
-            pj["b_mean_us"] = num(*xb, {"mean_us"}, 0);
-            phases.push_back(pj);
-            if (o.gate_phases && v.regression) regress = true;
-        }
-        p["phases"] = phases;
-        p["verdict"] = step.verdict;
-        p["regression"] = regress;
-        if (step.verdict == "faster") ++n_faster;
-        else if (step.verdict == "slower") ++n_slower;
+        p.update(compare_point(pa, pb, a.name, b.name, o));
+        const std::string verdict = p["verdict"];
+        if (verdict == "faster") ++n_faster;
+        else if (verdict == "slower") ++n_slower;
         else ++n_same;
-        if (regress) ++n_regress;
+        if (p["regression"].get<bool>()) ++n_regress;
         points.push_back(p);
     }
-    for (size_t j = 0; j < rb.size(); ++j)
-        if (!used_b.count(j)) unmatched_b.push_back(label_of(point_key(rb[j], keys)));
+    if (n_not_ok == static_cast<int>(points.size())) nothing_ran_in_both(a, b, points);
+    for (size_t i : m.unmatched_a) unmatched_a.push_back(m.label(m.key_a[i]));
+    for (size_t j : m.unmatched_b) unmatched_b.push_back(m.label(m.key_b[j]));
 
     json out;
-    out["a"] = name_a;
-    out["b"] = name_b;
+    out["a"] = a.name;
+    out["b"] = b.name;
     out["rule"] = fmt::format("same when |mean_B - mean_A| <= max({} * sqrt(sd_A^2/n_A + sd_B^2/n_B), "
                               "{} * sqrt((sd_A^2 + sd_B^2)/2), {}% of mean_A); a regression is slower by more than {}% ({})",
                               o.k_sigma, o.spread_z, 100 * o.noise_floor, 100 * o.threshold,
                               o.gate_phases ? "step or any phase" : "step");
     out["threshold"] = o.threshold;
-    out["match_keys"] = keys;
-    out["contrast"] = contrast;
+    out["match_keys"] = m.keys;
+    out["contrast"] = m.contrast;
+    out["warnings"] = environment_warnings(a, b, m);
     out["points"] = points;
     out["unmatched_a"] = unmatched_a;
     out["unmatched_b"] = unmatched_b;
@@ -240,7 +166,10 @@ std::string render_comparison(const json& cmp, const std::string& format) {
     o += md ? "# moebench compare\n\n" : "";
     o += fmt::format("{}A = {}\n{}B = {}\n", md ? "- " : "", a, md ? "- " : "", b);
     for (const auto& [k, v] : cmp["contrast"].items())
-        o += fmt::format("{}contrast: {} = {} (A) vs {} (B)\n", md ? "- " : "", k, scalar(v[0]), scalar(v[1]));
+        o += fmt::format("{}contrast: {} = {} (A) vs {} (B)\n", md ? "- " : "", k, key_text(v[0]), key_text(v[1]));
+    // The terminal has the warnings on stderr already; a Markdown comparison is a document and carries them.
+    if (md)
+        for (const auto& w : cmp.value("warnings", json::array())) o += "- warning: " + w.value("message", "") + "\n";
     o += fmt::format("{}rule: {}\n\n", md ? "- " : "", cmp.value("rule", ""));
     if (md) o += "| point | phase | A mean µs | B mean µs | B/A | noise ± µs | verdict |\n|---|---|---:|---:|---:|---:|---|\n";
     else o += fmt::format("{:<36} {:<17} {:>12} {:>12} {:>7} {:>10}  {}\n", "point", "phase", "A mean us", "B mean us", "B/A", "noise us", "verdict");

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Comparing two reports: points matched by their axes, per-point and per-phase latency ratios, and a verdict
 // (faster / slower / same) that treats a difference inside the measured noise of both runs as "same" (docs/sweep.md).
+// Points match only when their model, hardware and every axis agree; what else differs between the two runs
+// (machine, threads, dtype, git revision, build) is a warning in the comparison.
 #pragma once
 #include "common/json_util.hpp"
+#include "report/report_reader.hpp"
 
 #include <string>
 #include <vector>
@@ -14,7 +17,7 @@ struct CompareOptions {
     double k_sigma = 3.0;       // noise band: k standard errors of the difference of the means ...
     double spread_z = 1.645;    // ... or z pooled step-to-step standard deviations (1.645: the p5-p95 half-width)
     double noise_floor = 0.01;  // ... but never below this fraction of A's mean (run-to-run drift one run cannot see)
-    std::vector<std::string> match_keys;  // empty: every axis except those constant in each report but different
+    std::vector<std::string> match_keys;  // empty: the model, the hardware and every axis; else the model and these
     bool gate_phases = false;   // also fail on a phase regression (default: the step only)
 };
 
@@ -34,8 +37,13 @@ Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double s
 /// "5%" -> 0.05, "0.05" -> 0.05, "5" -> 0.05 (a bare number >= 1 is read as percent). Bad -> ConfigError naming `field`.
 double parse_fraction(const std::string& text, const std::string& field);
 
-/// The comparison as JSON: {"rule", "threshold", "match_keys", "contrast", "points": [...], "unmatched_a",
-/// "unmatched_b", "counts", "regressions", "exit_code"}. Reports without runs[] -> ConfigError.
+/// The comparison as JSON: {"a", "b", "rule", "threshold", "match_keys", "contrast", "warnings", "points": [...],
+/// "unmatched_a", "unmatched_b", "counts", "regressions", "exit_code"}. ConfigError (exit 2) when a report is not
+/// one (read_report), when the match keys do not tell a report's points apart, and when nothing is comparable:
+/// no point matches (the message names the keys that differ) or no matched point ran in both.
+json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOptions& o);
+
+/// The same, on documents: each is read with read_report under its name first.
 json compare_reports(const json& a, const json& b, const CompareOptions& o, const std::string& name_a = "A",
                      const std::string& name_b = "B");
 

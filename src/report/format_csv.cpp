@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <regex>
 #include <set>
 
 namespace moebench {
@@ -27,8 +28,22 @@ const std::vector<std::string>& csv_columns() {
 
 namespace {
 
-// RFC 4180: quote fields holding a comma, quote or line break; double the quotes.
-std::string csv_field(const std::string& s) {
+// A plain decimal number ("-12", "3.5", "-1e-05"): written as is, so a negative number stays a number.
+bool is_number_text(const std::string& s) {
+    static const std::regex kNumber(R"(-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)");
+    return std::regex_match(s, kNumber);
+}
+
+// Text a spreadsheet would run as a formula (OWASP "CSV injection": a cell starting with = + - @, tab or carriage
+// return; model names and routing specs come from third parties) gets a leading single quote, which makes it text.
+std::string neutralise_formula(const std::string& s) {
+    if (s.empty() || std::string("=+-@\t\r").find(s.front()) == std::string::npos || is_number_text(s)) return s;
+    return "'" + s;
+}
+
+// RFC 4180: quote fields holding a comma, quote or line break; double the quotes. Formulas neutralised first.
+std::string csv_field(const std::string& text) {
+    const std::string s = neutralise_formula(text);
     if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
     std::string o = "\"";
     for (char c : s) o += (c == '"') ? std::string("\"\"") : std::string(1, c);

@@ -136,7 +136,8 @@ std::string render_markdown(const json& report) {
             for (const auto& se : s["series"]) {
                 if (!se.contains("knee") || se["knee"].is_null()) continue;
                 std::string fixed;
-                for (const auto& [k, v] : se["fixed"].items())
+                const json fixed_axes = se.value("fixed", json::object());
+                for (const auto& [k, v] : fixed_axes.items())
                     if (s.contains("varying_axes") &&
                         std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
                         fixed += (fixed.empty() ? "" : ", ") + k + "=" + scalar_text(v);

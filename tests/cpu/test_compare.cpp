@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cli_helpers.hpp"
+#include "error_helpers.hpp"
 
 using namespace moebench;
 
@@ -32,6 +33,13 @@ Stats draw(std::mt19937_64& rng, double mean, double sd, int n) {
     return s;
 }
 
+// The statistics block of the report schema for samples with this mean and sd (the percentiles only need to be
+// plausible: compare reads the mean, the sd and the count).
+json stats_json(const Stats& s) {
+    return {{"mean_us", s.mean}, {"p50_us", s.mean}, {"p95_us", s.mean + 1.645 * s.sd}, {"p99_us", s.mean + 2.33 * s.sd},
+            {"min_us", s.mean - 2 * s.sd}, {"max_us", s.mean + 2.5 * s.sd}, {"stdev_us", s.sd}, {"cv", s.sd / s.mean}};
+}
+
 // A report whose points have step and phase times drawn from normal distributions: `scale` multiplies every mean.
 json noisy_report(uint64_t seed, double scale, const std::string& backend, const std::vector<int>& batches) {
     std::mt19937_64 rng(seed);
@@ -43,15 +51,15 @@ json noisy_report(uint64_t seed, double scale, const std::string& backend, const
         double sum = 0;
         for (auto [name, frac] : {std::pair{"qkv_proj", 0.3}, {"expert_up", 0.5}, {"expert_down", 0.2}}) {
             Stats p = draw(rng, scale * base * frac, 0.05 * base * frac, n);
-            phases[name] = {{"mean_us", p.mean}, {"stdev_us", p.sd}};
+            phases[name] = stats_json(p);
+            phases[name]["share"] = frac;
             sum += p.mean;
         }
         Stats s = draw(rng, scale * base, 0.05 * base, n);
-        runs.push_back({{"status", "ok"}, {"batch", b},
+        runs.push_back({{"status", "ok"}, {"model", "tiny"}, {"batch", b},
                         {"axes", {{"backend", backend}, {"mode", "decode"}, {"batch", b}, {"context", 0}}},
                         {"iterations", {{"measured", n}}},
-                        {"latency", {{"step", {{"mean_us", s.mean}, {"stdev_us", s.sd}, {"p95_us", s.mean * 1.1}}},
-                                     {"phases", phases}, {"step_samples_us", s.samples}}},
+                        {"latency", {{"step", stats_json(s)}, {"phases", phases}, {"step_samples_us", s.samples}}},
                         {"throughput", {{"tokens_per_s", b / (s.mean * 1e-6)}}}});
     }
     return json{{"schema", "moebench.report/1"}, {"runs", runs}};
@@ -123,19 +131,35 @@ TEST_CASE("compare: pure noise is all same; a 20% slowdown is slower and exits 1
     CHECK(l["exit_code"] == 0);
 }
 
-TEST_CASE("compare: a constant axis that differs is the contrast; unmatched points are listed", "[compare]") {
+TEST_CASE("compare: every axis is a key; --match leaves the others as the contrast; unmatched points are listed",
+          "[compare]") {
     json a = noisy_report(1, 1.0, "cpu", {1, 2, 4});
     json b = noisy_report(2, 1.0, "cuda", {2, 4, 8});
-    json c = compare_reports(a, b, CompareOptions{});
+    // By default the backend is a key: cpu and cuda points never match, and nothing comparable is an error.
+    std::string msg = test::config_error_of([&] { (void)compare_reports(a, b, CompareOptions{}); });
+    CHECK_THAT(msg, Catch::Contains("backend cpu (A) vs cuda (B)"));
+    CompareOptions by_batch;
+    by_batch.match_keys = {"batch"};
+    json c = compare_reports(a, b, by_batch);
+    CHECK(c["match_keys"] == json::array({"model", "batch"}));
     CHECK(c["contrast"].contains("backend"));
     CHECK(c["points"].size() == 2);
     REQUIRE(c["unmatched_a"].size() == 1);
     CHECK(c["unmatched_a"][0].get<std::string>().find("batch=1") != std::string::npos);
     REQUIRE(c["unmatched_b"].size() == 1);
     CHECK(c["unmatched_b"][0].get<std::string>().find("batch=8") != std::string::npos);
+    REQUIRE(c["warnings"].size() == 1);
+    CHECK(c["warnings"][0]["message"] == "backend differs: cpu (A) vs cuda (B); compared anyway because --match leaves it out");
     std::string text = render_comparison(c, "text");
     CHECK(text.find("contrast: backend = cpu (A) vs cuda (B)") != std::string::npos);
-    CHECK(render_comparison(c, "md").find("| point | phase |") != std::string::npos);
+    std::string md = render_comparison(c, "md");
+    CHECK(md.find("| point | phase |") != std::string::npos);
+    CHECK(md.find("- warning: backend differs") != std::string::npos);
+    // Same backend: every axis matches, no contrast, no warning.
+    json d = compare_reports(a, noisy_report(2, 1.0, "cpu", {2, 4, 8}), CompareOptions{});
+    CHECK(d["contrast"].empty());
+    CHECK(d["warnings"].empty());
+    CHECK(d["points"].size() == 2);
     CHECK_THROWS_AS(compare_reports(json::object(), b, CompareOptions{}), ConfigError);
 }
 

@@ -61,6 +61,7 @@ json constructed_run(int batch, bool with_roofline) {
                 {"iterations", {{"measured", 4}}},
                 {"latency", {{"source", "measured"},
                              {"step", {{"mean_us", total}, {"p50_us", total}, {"p95_us", total * 1.1}, {"p99_us", total * 1.2},
+                                       {"min_us", total * 0.95}, {"max_us", total * 1.1}, {"stdev_us", total * 0.05},
                                        {"cv", 0.05}}},
                              {"phases", phases}, {"per_layer", per_layer},
                              {"step_samples_us", {total * 0.95, total, total * 1.02, total * 1.1}}}},
