@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# scripts/fuzz.sh [SECONDS] [TARGET...]: builds the libFuzzer targets (fuzz/, clang, into build-fuzz/) when needed and
+# runs each (default: all) for SECONDS (default 60) with a 2 GB memory limit and a 10 s per-input timeout. Prints per
+# target: executions, coverage (cov = edges, ft = features, from libFuzzer's final stats) and findings. Exit 1 when a
+# target found a crash, leak, timeout or oversized allocation (reproducers in build-fuzz/findings/<target>/, logs in
+# build-fuzz/logs/). See docs/fuzzing.md.
+#   FUZZ_KEEP_GOING=1   fork mode that carries on past findings (to see past a known bug; slower, for triage)
+#   FUZZ_NICE=10        niceness of the build and the runs (the machine is shared)
+#   CXX=clang++-14      compiler for the first configure
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+seconds=${1:-60}
+[[ $# -gt 0 ]] && shift
+if ! [[ $seconds =~ ^[0-9]+$ ]] || [[ $seconds -lt 1 ]]; then
+  echo "fuzz.sh: SECONDS must be a whole number >= 1 (got '$seconds'); usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2
+  exit 2
+fi
+build=$root/build-fuzz
+nice_n=${FUZZ_NICE:-10}
+
+# The target list lives in fuzz/CMakeLists.txt (and fuzz/readers.hpp).
+mapfile -t all_targets < <(sed -n '/^set(MOEBENCH_FUZZ_TARGETS/,/)/p' fuzz/CMakeLists.txt |
+                           sed 's/set(MOEBENCH_FUZZ_TARGETS//; s/)//' | tr ' ' '\n' | sed '/^$/d')
+targets=("$@")
+[[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
+for t in "${targets[@]}"; do
+  if ! printf '%s\n' "${all_targets[@]}" | grep -qx "$t"; then
+    echo "fuzz.sh: unknown target '$t'; targets: ${all_targets[*]}" >&2
+    exit 2
+  fi
+done
+
+# ---- build (incremental) ----
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  nice -n "$nice_n" cmake -S fuzz -B "$build" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
+fi
+if ! nice -n "$nice_n" cmake --build "$build" -j2 >"$build/build.log" 2>&1; then
+  grep -E 'error|Error' "$build/build.log" | head -20 >&2
+  echo "fuzz.sh: the fuzz build failed; full log: $build/build.log" >&2
+  exit 2
+fi
+
+# ---- seeds: in place where they are plain files, generated where they come from moebench's writers ----
+rm -rf "$build/seeds"
+"$build/fuzz_make_seeds" "$root" "$build/seeds"
+seeds_for() {
+  case $1 in
+    model_json) echo configs/models tests/data/models ;;
+    hf_config) echo tests/data/hf-configs ;;
+    hardware) echo configs/hardware ;;
+    run_config) echo configs/runs ;;
+    sweep_config) echo configs/sweeps configs/runs ;;
+    routing_spec | trace_text) echo "fuzz/seeds/$1" ;;
+    *) echo "$build/seeds/$1" ;;
+  esac
+  [[ -d tests/data/fuzz-regressions/$1 ]] && echo "tests/data/fuzz-regressions/$1"
+  return 0
+}
+dict_for() {
+  case $1 in
+    routing_spec) echo fuzz/dicts/routing.dict ;;
+    safetensors | trace_safetensors) echo fuzz/dicts/safetensors.dict ;;
+    trace_text | trace_jsonl) echo fuzz/dicts/trace_text.dict ;;
+    *) echo fuzz/dicts/json.dict ;;
+  esac
+}
+
+# ---- run ----
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/moebench-fuzz-run.XXXXXX")
+[[ -d /dev/shm && -w /dev/shm ]] && scratch_shm=$(mktemp -d /dev/shm/moebench-fuzz-run.XXXXXX) || scratch_shm=$scratch
+trap 'rm -rf "$scratch" "$scratch_shm"' EXIT
+mkdir -p "$build/logs"
+mode_flags=()
+[[ ${FUZZ_KEEP_GOING:-0} == 1 ]] && mode_flags=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
+
+printf '%-18s %10s %7s %7s %7s  %s\n' target execs cov ft corpus findings
+status=0
+for t in "${targets[@]}"; do
+  findings=$build/findings/$t
+  corpus=$build/corpus/$t
+  log=$build/logs/$t.log
+  mkdir -p "$findings" "$corpus"
+  touch "$scratch/start-$t"
+  # shellcheck disable=SC2046  # seed folders are plain words
+  MOEBENCH_FUZZ_TMPDIR=$scratch_shm \
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    nice -n "$nice_n" "$build/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
+      -print_final_stats=1 -artifact_prefix="$findings/" -dict="$(dict_for "$t")" "${mode_flags[@]}" \
+      "$corpus" $(seeds_for "$t") >"$log" 2>&1 || true
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  last=$(grep -E '^#[0-9]+:?[[:space:]].*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
+  [[ -z $execs ]] && execs=$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")
+  cov=$(sed -nE 's/.*cov: ([0-9]+).*/\1/p' <<<"$last")
+  ft=$(sed -nE 's/.*ft: ([0-9]+).*/\1/p' <<<"$last")
+  new=$(find "$findings" -maxdepth 1 -type f -newer "$scratch/start-$t" \
+        \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+  n_corpus=$(find "$corpus" -type f | wc -l)
+  if [[ -n $new ]]; then
+    status=1
+    printf '%-18s %10s %7s %7s %7s  %s (log: %s)\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$n_corpus" \
+      "$(wc -l <<<"$new") new: $(xargs -n1 basename <<<"$new" | paste -sd' ')" "${log#"$root"/}"
+  else
+    printf '%-18s %10s %7s %7s %7s  none\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$n_corpus"
+  fi
+done
+[[ $status -ne 0 ]] && echo "reproducers: build-fuzz/findings/<target>/; replay one with build-fuzz/fuzz_<target> FILE" >&2
+exit $status
