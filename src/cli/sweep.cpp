@@ -11,11 +11,13 @@
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
 #include "sweep/axes.hpp"
+#include "sweep/journal_lock.hpp"
 #include "sweep/sweep_runner.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -31,6 +33,28 @@ struct SweepFlags {
     bool resume = false, quiet = false;
     double time_budget_s = 0, slo_p95_ms = 0, knee_fraction = 0.9;
     int64_t warmup = 0, iters = 0;
+};
+
+const char* signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+// A sweep stopped by SIGINT / SIGTERM / SIGHUP, after its report was written: exit 128 + signal, as a shell
+// reports a process that the signal killed, so that a job script sees that the sweep did not finish.
+class SweepStopped : public Error {
+public:
+    SweepStopped(int sig, size_t num_not_run, const std::string& journal)
+        : Error(num_not_run == 0
+                    ? fmt::format("sweep stopped by {} after its last point; the report is complete", signal_name(sig))
+                    : fmt::format("sweep stopped by {}; {} point(s) not run; the journal {} holds every finished "
+                                  "point: rerun the same command with --resume to finish",
+                                  signal_name(sig), num_not_run, journal)),
+          code_(128 + sig) {}
+    int exit_code() const override { return code_; }
+    const char* label() const override { return "stopped"; }
+
+private:
+    int code_;
 };
 
 // Axis flags: flag name -> run config field.
@@ -172,13 +196,11 @@ void add_sweep_command(CLI::App& app) {
             (void)check;
         }
 
-        // ---- outputs ----
+        // ---- outputs: named now, checked (and their folders created) only once every point is valid ----
         std::string out = !f->out.empty() ? f->out : (base.out.empty() ? "results/sweep-" + utc_now(true) + ".json" : base.out);
         if (out == "-") config_error("--out", "a sweep report must go to a file", out, "give --out FILE.json");
         base_json["out"] = "";
         std::string journal = o_journal->count() ? f->journal : strip_json_ext(out) + ".jsonl";
-        check_output_path(out);  // a bad --out fails before the first point, not after the last
-        check_output_path(journal);
         std::vector<std::string> formats;
         if (!f->format.empty()) formats = parse_format_list(f->format, "--format", true);
 
@@ -199,8 +221,12 @@ void add_sweep_command(CLI::App& app) {
         if (!(spec.knee_fraction > 0 && spec.knee_fraction <= 1))
             config_error("--knee", "must be a fraction in (0, 1]", fmt::format("{}", spec.knee_fraction), "use e.g. 0.9");
         spec.progress = progress_mode_for_stderr(f->quiet);
+        const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
 
-        SweepOutcome o = run_sweep(spec, [](const RunConfig& cfg) { return run_point(cfg); });
+        check_output_path(out);  // a bad --out fails before the first point, not after the last
+        check_output_path(journal);
+        const JournalLock lock(journal);  // one sweep per journal, until its report is written
+        SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });
 
         // ---- the report: same document as a run, with every point in runs[] and the sweep block ----
         std::vector<json> runs(o.runs.begin(), o.runs.end());
@@ -220,6 +246,7 @@ void add_sweep_command(CLI::App& app) {
             std::cout << "report: " << out << "\njournal: " << journal << "\n";
             for (const auto& w : written) std::cout << "wrote: " << w << "\n";
         }
+        if (o.stop_signal) throw SweepStopped(o.stop_signal, o.num_not_run, journal);
         if (o.num_failed > 0) throw Error(fmt::format("{} sweep point(s) failed; see the report", o.num_failed));
         if (o.num_ok == 0 && o.num_config_errors > 0 && o.num_config_errors == o.num_skipped)
             throw ConfigError("every sweep point was rejected; first: " + o.first_config_error);

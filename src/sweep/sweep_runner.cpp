@@ -19,25 +19,24 @@ namespace moebench {
 
 namespace {
 
-volatile std::sig_atomic_t g_stop_requested = 0;
+volatile std::sig_atomic_t g_stop_signal = 0;
 
-// First Ctrl-C / SIGTERM: finish the current point, then stop cleanly; a second one kills as usual.
+// First SIGINT / SIGTERM / SIGHUP: finish the current point, then stop cleanly; a second one kills as usual.
 extern "C" void on_stop_signal(int sig) {
-    g_stop_requested = 1;
+    g_stop_signal = sig;
     std::signal(sig, SIG_DFL);
 }
 
 struct SignalGuard {
     using Handler = void (*)(int);
-    Handler old_int, old_term;
+    static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+    Handler old[3];
     SignalGuard() {
-        g_stop_requested = 0;
-        old_int = std::signal(SIGINT, on_stop_signal);
-        old_term = std::signal(SIGTERM, on_stop_signal);
+        g_stop_signal = 0;
+        for (int i = 0; i < 3; ++i) old[i] = std::signal(kSignals[i], on_stop_signal);
     }
     ~SignalGuard() {
-        std::signal(SIGINT, old_int);
-        std::signal(SIGTERM, old_term);
+        for (int i = 0; i < 3; ++i) std::signal(kSignals[i], old[i]);
     }
 };
 
@@ -81,21 +80,29 @@ json axes_of_config(const RunConfig& cfg) {
                 {"layers", cfg.layers}};
 }
 
-SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec) {
-    MOEBENCH_CHECK(!spec.journal_path.empty(), "sweep needs a journal path");
-    const auto t_start = std::chrono::steady_clock::now();
-    const std::vector<json> points = expand_axes(spec.axes);
-
-    // Build and validate every point first: a bad axis value stops the sweep before anything runs.
-    std::vector<RunConfig> cfgs;
-    cfgs.reserve(points.size());
-    for (const auto& p : points) cfgs.push_back(apply_point(spec.base_run, p));
-
+SweepPlan plan_sweep(const SweepSpec& spec) {
+    SweepPlan plan;
+    plan.points = expand_axes(spec.axes);
+    plan.configs.reserve(plan.points.size());
+    for (const auto& p : plan.points) plan.configs.push_back(apply_point(spec.base_run, p));
     // The fingerprint covers the fixed fields only: the base value of a swept field does not matter.
     json fixed = spec.base_run;
     for (const auto& a : spec.axes) fixed.erase(a.name);
     fixed.erase("out");
-    const std::string fingerprint = sweep_fingerprint(fixed);
+    plan.fingerprint = sweep_fingerprint(fixed);
+    return plan;
+}
+
+SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec) {
+    return run_sweep(spec, plan_sweep(spec), exec);
+}
+
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const PointExecutor& exec) {
+    MOEBENCH_CHECK(!spec.journal_path.empty(), "sweep needs a journal path");
+    const auto t_start = std::chrono::steady_clock::now();
+    const std::vector<json>& points = plan.points;
+    const std::vector<RunConfig>& cfgs = plan.configs;
+    const std::string& fingerprint = plan.fingerprint;
     namespace fs = std::filesystem;
     std::error_code ec;
     bool journal_has_data = fs::exists(spec.journal_path, ec) && fs::file_size(spec.journal_path, ec) > 0;
@@ -152,7 +159,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec) {
         } else {
             double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
             double estimate_s = std::max(progress.mean_point_s(), last_point_s);
-            if (stop_reason == "done" && g_stop_requested) stop_reason = "interrupted";
+            if (stop_reason == "done" && g_stop_signal) stop_reason = "interrupted";
             if (stop_reason == "done" && spec.time_budget_s > 0 &&
                 (elapsed_s >= spec.time_budget_s || elapsed_s + estimate_s > spec.time_budget_s))
                 stop_reason = "time_budget";
@@ -199,6 +206,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec) {
         out.runs.push_back(std::move(rec));
     }
     progress.close();
+    out.stop_signal = g_stop_signal;  // also when it came during the last point: the caller exits non-zero
 
     double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     json axes_json = json::object();

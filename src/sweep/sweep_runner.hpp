@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Runs a sweep point by point: expansion, journal + resume, time budget, clean stop on Ctrl-C, skipped points,
-// and the report's "sweep" block (golden point and knees). The point executor is injected (run_point in the CLI).
+// Runs a sweep point by point: expansion, journal + resume, time budget, clean stop on SIGINT / SIGTERM / SIGHUP,
+// skipped points, and the report's "sweep" block (golden point and knees). The point executor is injected
+// (run_point in the CLI), and so is the journal's lock (JournalLock, taken by the CLI between plan and run).
 #pragma once
 #include "common/json_util.hpp"
 #include "config/run_config.hpp"
@@ -35,13 +36,29 @@ struct SweepOutcome {
     size_t num_ok = 0, num_skipped = 0, num_failed = 0, num_resumed = 0, num_not_run = 0;
     std::string first_config_error;  // message of the first point skipped for a ConfigError
     size_t num_config_errors = 0;
+    int stop_signal = 0;  // the SIGINT / SIGTERM / SIGHUP that stopped the sweep (0: none came)
+};
+
+/// Every point of a sweep, built and validated, before anything is written.
+struct SweepPlan {
+    std::vector<json> points;        // expansion order
+    std::vector<RunConfig> configs;  // one per point
+    std::string fingerprint;         // of the fixed fields (sweep_fingerprint)
 };
 
 /// The "axes" object of a record for `cfg` (docs/report-schema.md), used for records of points that did not run.
 json axes_of_config(const RunConfig& cfg);
 
-/// Runs the sweep. Every point's config is built and validated before the first runs (a bad axis value is a
-/// ConfigError, exit 2). An existing non-empty journal without `resume` -> ConfigError naming --resume.
+/// Builds and validates every point's config (a bad axis value is a ConfigError, exit 2), touching no file, so
+/// that the caller can check and create its outputs only for a sweep that can run.
+SweepPlan plan_sweep(const SweepSpec& spec);
+
+/// Runs a planned sweep. An existing non-empty journal without `resume` -> ConfigError naming --resume. The first
+/// stop signal lets the current point finish (and reach the journal), marks the rest not run and returns with
+/// `stop_signal` set; a second one kills as usual.
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const PointExecutor& exec);
+
+/// plan_sweep, then run_sweep.
 SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec);
 
 }  // namespace moebench
