@@ -5,6 +5,7 @@
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <regex>
@@ -22,7 +23,8 @@ const std::vector<std::string>& csv_columns() {
         "phase_mean_us",  "phase_p50_us",  "phase_p95_us",  "phase_p99_us",   "phase_min_us",  "phase_max_us",
         "phase_stdev_us", "phase_cv",      "phase_share",   "step_mean_us",   "step_p50_us",   "step_p95_us",
         "step_p99_us",    "step_cv",       "tokens_per_s",  "iterations",     "load_max_over_mean_avg",
-        "timing_source"};
+        "timing_source",  "low_confidence", "energy_j_per_token", "energy_scope", "host_contended",
+        "throttled"};
     return kColumns;
 }
 
@@ -97,12 +99,25 @@ std::string render_csv(const json& report) {
             std::to_string(index), status, reason, model, axis("backend"), axis("mode"), axis("batch"),
             axis("seq_len"), axis("context"), num_text(run, {"num_tokens"}), axis("routing"), axis("ep"),
             axis("capacity_factor"), axis("soft_topn"), axis("layers"), extra};
+        const json* step_stats = find_path(run, {"latency", "step"});
+        const EnergyPerToken energy = energy_per_token(run);
+        // Throttled if either the host or the device says so; unknown only when neither knows.
+        std::string throttled = tri_state(run, {"conditions", "device", "throttled"});
+        if (throttled != "yes") {
+            const std::string host = tri_state(run, {"conditions", "host", "throttled"});
+            if (host == "yes" || throttled.empty()) throttled = host.empty() ? throttled : host;
+        }
         std::vector<std::string> step_cols = {
             num_text(run, {"latency", "step", "mean_us"}), num_text(run, {"latency", "step", "p50_us"}),
             num_text(run, {"latency", "step", "p95_us"}),  num_text(run, {"latency", "step", "p99_us"}),
             num_text(run, {"latency", "step", "cv"}),      num_text(run, {"throughput", "tokens_per_s"}),
             num_text(run, {"iterations", "measured"}),     load_n ? g17(load_sum / load_n) : "",
-            str_at(run, {"latency", "source"})};
+            str_at(run, {"latency", "source"}),
+            fmt::format("{}", fmt::join(step_stats ? low_confidence_keys(*step_stats) : std::vector<std::string>{}, ";")),
+            energy.available ? g17(energy.joules_per_token) : "",
+            energy.available ? energy.where + ": " + energy.scope : energy.scope,
+            tri_state(run, {"conditions", "host", "contended"}),
+            throttled};
         auto emit = [&](const std::vector<std::string>& phase_cols) {
             std::vector<std::string> row = point_cols;
             row.insert(row.end(), phase_cols.begin(), phase_cols.end());

@@ -505,20 +505,32 @@ std::string render_html(const json& report) {
     h += "</table>\n";
 
     h += "<h2>Points</h2>\n<table><tr><th>#</th><th>point</th><th>status</th><th>step mean ms</th><th>p50 ms</th><th>p95 ms</th>"
-         "<th>p99 ms</th><th>tokens/s</th></tr>\n";
+         "<th>p99 ms</th><th>tokens/s</th><th>J/token</th><th>conditions</th></tr>\n";
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
         if (!run_ok(r)) {
             std::string why = r.value("status", "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
-            h += fmt::format("<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\" colspan=\"6\">{}: {}</td></tr>\n", i,
+            h += fmt::format("<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\" colspan=\"8\">{}: {}</td></tr>\n", i,
                              esc(run_label(r)), esc(r.value("status", "")), esc(why));
             continue;
         }
-        h += fmt::format("<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">ok</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.3f}</td>"
-                         "<td>{:.3f}</td><td>{:.1f}</td></tr>\n", i, esc(run_label(r)),
+        // "~": a percentile from fewer samples than it needs (docs/report-schema.md, low_confidence).
+        const json* step = find_path(r, {"latency", "step"});
+        const std::vector<std::string> weak = step ? low_confidence_keys(*step) : std::vector<std::string>{};
+        const auto pct = [&](const char* key) {
+            const bool low = std::find(weak.begin(), weak.end(), key) != weak.end();
+            return fmt::format("{}{:.3f}", low ? "~" : "", num_at(r, {"latency", "step", key}) / 1e3);
+        };
+        const EnergyPerToken energy = energy_per_token(r);
+        const bool noisy = tri_state(r, {"conditions", "host", "contended"}) == "yes" ||
+                           tri_state(r, {"conditions", "host", "throttled"}) == "yes" ||
+                           tri_state(r, {"conditions", "device", "throttled"}) == "yes";
+        h += fmt::format("<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">ok</td><td>{:.3f}</td><td>{:.3f}</td><td>{}</td>"
+                         "<td>{}</td><td>{:.1f}</td><td>{}</td><td class=\"l\">{}</td></tr>\n", i, esc(run_label(r)),
                          num_at(r, {"latency", "step", "mean_us"}) / 1e3, num_at(r, {"latency", "step", "p50_us"}) / 1e3,
-                         num_at(r, {"latency", "step", "p95_us"}) / 1e3, num_at(r, {"latency", "step", "p99_us"}) / 1e3,
-                         num_at(r, {"throughput", "tokens_per_s"}));
+                         pct("p95_us"), pct("p99_us"), num_at(r, {"throughput", "tokens_per_s"}),
+                         energy.available ? fmt::format("{:.4g}", energy.joules_per_token) : "n/a",
+                         noisy ? esc("not quiet: " + str_at(r, {"conditions", "host", "note"})) : "");
     }
     h += "</table>\n";
 

@@ -49,26 +49,46 @@ std::string render_markdown(const json& report) {
     if (!model.empty()) o += fmt::format("- model: {}\n", model);
     o += "\n## Points\n\nLatency is the measured end-to-end step of the layers run; throughput is tokens per second "
          "of that step.\n\n";
-    o += "| # | point | status | step mean ms | p50 ms | p95 ms | p99 ms | cv | tokens/s | max/mean load |\n";
-    o += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    o += "| # | point | status | step mean ms | p50 ms | p95 ms | p99 ms | cv | tokens/s | max/mean load | J/token |\n";
+    o += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     long golden = golden_run_index(report);
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
         std::string label = run_label(r) + (static_cast<long>(i) == golden ? " **(golden)**" : "");
         if (!run_ok(r)) {
             std::string why = r.value("status", "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
-            o += fmt::format("| {} | {} | {}: {} | | | | | | | |\n", i, md_cell(label), r.value("status", ""), md_cell(why));
+            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label), r.value("status", ""), md_cell(why));
             continue;
         }
         double load = 0;
         int n = 0;
         if (const json* pl = find_path(r, {"expert_load", "per_layer"}); pl && pl->is_array())
             for (const auto& l : *pl) load += l.value("max_over_mean", 0.0), ++n;
-        o += fmt::format("| {} | {} | ok | {} | {} | {} | {} | {:.3f} | {:.1f} | {} |\n", i, md_cell(label),
+        // A percentile the sample count cannot support is marked "~" (docs/report-schema.md, low_confidence).
+        const json* step = find_path(r, {"latency", "step"});
+        const std::vector<std::string> weak = step ? low_confidence_keys(*step) : std::vector<std::string>{};
+        const auto pct = [&](const char* key) {
+            const bool low = std::find(weak.begin(), weak.end(), key) != weak.end();
+            return (low ? "~" : "") + ms(num_at(r, {"latency", "step", key}));
+        };
+        const EnergyPerToken energy = energy_per_token(r);
+        o += fmt::format("| {} | {} | ok | {} | {} | {} | {} | {:.3f} | {:.1f} | {} | {} |\n", i, md_cell(label),
                          ms(num_at(r, {"latency", "step", "mean_us"})), ms(num_at(r, {"latency", "step", "p50_us"})),
-                         ms(num_at(r, {"latency", "step", "p95_us"})), ms(num_at(r, {"latency", "step", "p99_us"})),
-                         num_at(r, {"latency", "step", "cv"}), num_at(r, {"throughput", "tokens_per_s"}),
-                         n ? fmt::format("{:.2f}", load / n) : "");
+                         pct("p95_us"), pct("p99_us"), num_at(r, {"latency", "step", "cv"}),
+                         num_at(r, {"throughput", "tokens_per_s"}), n ? fmt::format("{:.2f}", load / n) : "",
+                         energy.available ? fmt::format("{:.4g}", energy.joules_per_token) : "");
+    }
+
+    o += "\n`~`: a percentile from fewer samples than it needs (p95: 20, p99: 100), an interpolation next to the "
+         "maximum. J/token: the GPU's energy counter (cuda) or the CPU packages' RAPL counter; empty when not readable.\n";
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const bool device_throttled = tri_state(runs[i], {"conditions", "device", "throttled"}) == "yes";
+        const json* note = find_path(runs[i], {"conditions", device_throttled ? "device" : "host", "note"});
+        if (tri_state(runs[i], {"conditions", "host", "contended"}) == "yes" ||
+            tri_state(runs[i], {"conditions", "host", "throttled"}) == "yes" ||
+            tri_state(runs[i], {"conditions", "device", "throttled"}) == "yes")
+            o += fmt::format("\n**Point {} was not measured on a quiet machine:** {}\n", i,
+                             md_cell(note && note->is_string() ? note->get<std::string>() : "see conditions"));
     }
 
     // Phase breakdown: phases as rows, ok points as columns (at most 12 columns; the CSV has them all).

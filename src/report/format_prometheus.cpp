@@ -77,6 +77,16 @@ std::string render_prometheus(const json& report) {
         add("moebench_throughput_tokens_per_second", "gauge", "Tokens per second of the measured step (measured).",
             "moebench_throughput_tokens_per_second", pl, num_at(r, {"throughput", "tokens_per_s"}));
 
+        if (const EnergyPerToken e = energy_per_token(r); e.available)
+            add("moebench_energy_joules_per_token", "gauge",
+                "Energy per token over the measured steps (counter: NVML on cuda, RAPL packages on cpu).",
+                "moebench_energy_joules_per_token", pl + fmt::format(",scope=\"{}\"", label_escape(e.where)),
+                e.joules_per_token);
+        if (const std::string c = tri_state(r, {"conditions", "host", "contended"}); !c.empty())
+            add("moebench_host_contended", "gauge",
+                "1 when steal or other processes' CPU time was above the thresholds while measuring (counter).",
+                "moebench_host_contended", pl, c == "yes" ? 1 : 0);
+
         // Per-phase latency: a summary from the recorded quantiles (the report keeps quantiles, not samples).
         double n = num_at(r, {"iterations", "measured"}, 0);
         for (const auto& ph : run_phases(r)) {

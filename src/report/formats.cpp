@@ -89,6 +89,31 @@ std::string scalar_text(const json& v) {
     return v.dump();
 }
 
+std::vector<std::string> low_confidence_keys(const json& stats) {
+    std::vector<std::string> keys;
+    if (const json* lc = find_path(stats, {"low_confidence"}); lc && lc->is_array())
+        for (const json& k : *lc)
+            if (k.is_string()) keys.push_back(k.get<std::string>());
+    return keys;
+}
+
+EnergyPerToken energy_per_token(const json& run) {
+    EnergyPerToken e;
+    for (const char* where : {"device", "host"}) {
+        const json* block = find_path(run, {"conditions", where, "energy"});
+        if (!block || !block->is_object()) continue;
+        if (block->contains("joules_per_token") && (*block)["joules_per_token"].is_number())
+            return EnergyPerToken{true, (*block)["joules_per_token"].get<double>(), where, str_at(*block, {"scope"})};
+        if (e.scope.empty()) e.scope = str_at(*block, {"reason"}, "no counter");
+    }
+    return e;
+}
+
+std::string tri_state(const json& run, std::initializer_list<const char*> path) {
+    const json* v = find_path(run, path);
+    return v && v->is_boolean() ? (v->get<bool>() ? "yes" : "no") : "";
+}
+
 bool run_ok(const json& run) { return run.value("status", "ok") == "ok"; }
 
 std::vector<std::string> run_phases(const json& run) {

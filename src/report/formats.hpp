@@ -50,6 +50,18 @@ std::string run_label(const json& run);
 long golden_run_index(const json& report);
 /// Axis names whose values differ between the report's runs (the varying axes), in a stable order.
 std::vector<std::string> varying_axes(const json& report);
+/// The percentile keys a stats object flags as from too few samples ("p95_us", "p99_us"); empty when none.
+std::vector<std::string> low_confidence_keys(const json& stats);
+/// Energy per token of a run from its conditions block: the device's counter first (cuda), else the host's RAPL.
+struct EnergyPerToken {
+    bool available = false;
+    double joules_per_token = 0;
+    std::string where;   // "device" | "host"
+    std::string scope;   // what the counter covers, or why it is not available
+};
+EnergyPerToken energy_per_token(const json& run);
+/// "yes" / "no" / "" (unknown) for a conditions flag that may be true, false or null.
+std::string tri_state(const json& run, std::initializer_list<const char*> path);
 /// Escapes &, <, >, " for HTML/SVG text and attributes.
 std::string html_escape(const std::string& s);
 

@@ -115,7 +115,8 @@ TEST_CASE("csv: exact header, one row per point x phase", "[formats]") {
           "point,status,reason,model,backend,mode,batch,seq_len,context,num_tokens,routing,ep,capacity_factor,soft_topn,"
           "layers,extra_axes,phase,phase_group,phase_mean_us,phase_p50_us,phase_p95_us,phase_p99_us,phase_min_us,"
           "phase_max_us,phase_stdev_us,phase_cv,phase_share,step_mean_us,step_p50_us,step_p95_us,step_p99_us,step_cv,"
-          "tokens_per_s,iterations,load_max_over_mean_avg,timing_source");
+          "tokens_per_s,iterations,load_max_over_mean_avg,timing_source,low_confidence,energy_j_per_token,energy_scope,"
+          "host_contended,throttled");
     const size_t ncol = csv_columns().size();
     // 2 ok points x 15 phases + 1 skipped point.
     REQUIRE(lines.size() == 1 + 2 * 15 + 1);
@@ -272,4 +273,42 @@ TEST_CASE("markdown and the report command", "[formats][cli]") {
     CHECK(test::run_cli("report " + path + " --format pdf").exit_code == 2);
     CHECK(test::run_cli("report " + dir + "/missing.json --format csv").exit_code == 2);
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("views say which percentiles are weak, the energy per token and whether the host was quiet", "[formats]") {
+    json report = constructed_report();
+    json& run = report["runs"][0];
+    run["latency"]["step"]["low_confidence"] = {"p95_us", "p99_us"};
+    run["conditions"] = {
+        {"host", {{"contended", true}, {"throttled", nullptr}, {"note", "other processes used 40% of all CPU time"},
+                  {"energy", {{"source", "counter"}, {"scope", "RAPL package zones"}, {"joules", 2.0},
+                              {"joules_per_token", 0.25}}}}},
+        {"device", {{"throttled", false}, {"energy", {{"available", false}, {"reason", "no NVML"}}}}}};
+    const std::string csv = render_report(report, "csv");
+    const auto header = csv_split(lines_of(csv)[0]);
+    const auto row = csv_split(lines_of(csv)[1]);  // the first phase row of point 0
+    std::map<std::string, std::string> cell;
+    for (size_t i = 0; i < header.size(); ++i) cell[header[i]] = row[i];
+    CHECK(cell["low_confidence"] == "p95_us;p99_us");
+    CHECK(cell["energy_j_per_token"] == "0.25");  // device energy unavailable: the host's RAPL counter
+    CHECK(cell["energy_scope"] == "host: RAPL package zones");
+    CHECK(cell["host_contended"] == "yes");
+    CHECK(cell["throttled"] == "no");  // the device says no, the host does not know
+    // Point 1 has no conditions block (an older report): empty, not "no".
+    const auto row1 = csv_split(lines_of(csv)[16]);
+    std::map<std::string, std::string> cell1;
+    for (size_t i = 0; i < header.size(); ++i) cell1[header[i]] = row1[i];
+    CHECK(cell1["point"] == "1");
+    CHECK(cell1["host_contended"].empty());
+    CHECK(cell1["energy_j_per_token"].empty());
+
+    const std::string md = render_report(report, "md");
+    CHECK(md.find("| ~") != std::string::npos);
+    CHECK(md.find("Point 0 was not measured on a quiet machine") != std::string::npos);
+    CHECK(md.find("Point 1 was not measured") == std::string::npos);
+    const std::string html = render_report(report, "html");
+    CHECK(html.find("not quiet: other processes used 40%") != std::string::npos);
+    const std::string prom = render_report(report, "prom");
+    CHECK(prom.find("moebench_energy_joules_per_token{") != std::string::npos);
+    CHECK(prom.find("moebench_host_contended{") != std::string::npos);
 }
