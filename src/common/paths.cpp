@@ -2,6 +2,7 @@
 #include "common/paths.hpp"
 
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -34,6 +35,9 @@ std::string resolve_config(const std::string& kind, const std::string& name_or_p
     if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
     if (fs::is_directory(name_or_path, ec))
         config_error(field, "is a folder, not a file", name_or_path, "give the path of a JSON file");
+    // Something else is there (a device, a FIFO, a link loop or a dangling link, a path we may not enter): say what,
+    // instead of "file not found" or "unknown name".
+    if (path_is_occupied(name_or_path)) require_readable_file(name_or_path, field);
     fs::path shipped = fs::path(configs_dir()) / kind / (name_or_path + ".json");
     if (fs::is_regular_file(shipped, ec)) return shipped.string();
     // A relative path from a shipped config (e.g. tests/data/models/tiny-gqa.json) names a file of the project, so
