@@ -2,21 +2,68 @@
 #include "common/json_util.hpp"
 
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
 #include "common/read_file.hpp"
+#include "common/tensor_file.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 namespace moebench {
 
-json load_json_file(const std::string& path) {
-    const std::string text = read_file_bytes(path);
+int json_nesting_depth(std::string_view text, int limit) {
+    int depth = 0, deepest = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            deepest = std::max(deepest, ++depth);
+            if (deepest > limit) return deepest;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
+json parse_json_text(const std::string& text, const std::string& what) {
+    if (json_nesting_depth(text) > kMaxJsonDepth)
+        config_error(what, fmt::format("nesting too deep: more than {} levels of [ and {{", kMaxJsonDepth), "",
+                     "moebench's inputs nest a few levels deep; check that this is the right file");
     try {
         return json::parse(text);
     } catch (const json::exception& e) {  // parse_error, and out_of_range 406 for a number like 1e400
-        config_error(path, "is not valid JSON", e.what(), "fix the JSON syntax");
+        config_error(what, "is not valid JSON", e.what(), "fix the JSON syntax");
     }
+}
+
+json load_json_file(const std::string& path, int64_t max_bytes) {
+    // What the file is, from its first bytes, before reading it whole (a weight file can be hundreds of GB).
+    const std::string head = peek_file_bytes(path, 16);
+    const int64_t size_bytes = file_size_bytes(path);
+    if (looks_like_safetensors(head, size_bytes))
+        config_error(path, "is a safetensors file (model weights or a routing trace), not JSON", "",
+                     "give the JSON file instead: for a model, the config.json next to its *.safetensors weights");
+    const std::string what = max_bytes <= kMaxConfigBytes ? "a JSON config" : "a JSON input";
+    require_size_at_most(path, max_bytes, what);
+    if (head.find('\0') != std::string::npos)
+        config_error(path, "is a binary file, not JSON", head.substr(0, 8), "give a JSON file");
+    // A parsed document takes several times its text in memory: refuse what this host cannot hold.
+    const int64_t avail_bytes = mem_available_bytes();
+    if (avail_bytes > 0 && 8.0 * static_cast<double>(size_bytes) > static_cast<double>(avail_bytes))
+        config_error(path, fmt::format("is {} of JSON; parsing it needs about {}, more than the {} available",
+                                       human_bytes_iec(double(size_bytes)), human_bytes_iec(8.0 * double(size_bytes)),
+                                       human_bytes_iec(double(avail_bytes))),
+                     "", "free memory or use a smaller file");
+    const std::string text = read_file_bytes(path, max_bytes, what);
+    return parse_json_text(text, path);
 }
 
 void input_shape_error(const std::string& what, const std::string& detail) {
@@ -24,10 +71,50 @@ void input_shape_error(const std::string& what, const std::string& detail) {
                  "pass a report written by moebench run or sweep, unedited (if it was, this is a bug: please report it)");
 }
 
+namespace {
+
+constexpr size_t kBriefChars = 60;
+constexpr int kBriefDepth = 4;
+
+// Appends at most about `budget` characters of `v`, descending at most kBriefDepth levels: a value nested 100000
+// deep (or a string of gigabytes) must not make the error message itself recurse or copy it all.
+void brief_into(const json& v, std::string& out, size_t budget, int depth) {
+    const auto dump = [](const json& x) { return x.dump(-1, ' ', false, json::error_handler_t::replace); };
+    if (v.is_string()) {
+        const auto& s = v.get_ref<const std::string&>();
+        out += dump(json(s.size() > budget ? s.substr(0, budget) : s));
+        return;
+    }
+    if (!v.is_structured()) {
+        out += dump(v);
+        return;
+    }
+    const bool array = v.is_array();
+    if (depth >= kBriefDepth && !v.empty()) {
+        out += array ? "[...]" : "{...}";
+        return;
+    }
+    out += array ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+        if (out.size() > budget) {
+            out += ",...";
+            break;
+        }
+        if (!first) out += ',';
+        first = false;
+        if (!array) out += dump(json(it.key().size() > budget ? it.key().substr(0, budget) : it.key())) + ":";
+        brief_into(*it, out, budget, depth + 1);
+    }
+    out += array ? ']' : '}';
+}
+
+}  // namespace
+
 std::string json_brief(const json& v) {
-    // replace: a string holding invalid UTF-8 (a corrupt input) must not make the error message itself throw.
-    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    std::string s;
+    brief_into(v, s, kBriefChars, 0);
+    if (s.size() > kBriefChars) s = s.substr(0, kBriefChars - 3) + "...";
     return s;
 }
 

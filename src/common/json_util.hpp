@@ -3,16 +3,33 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include "common/read_file.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace moebench {
 
 using json = nlohmann::json;
 
-/// Parses a whole file as JSON. Missing file or invalid JSON -> ConfigError naming the path.
-json load_json_file(const std::string& path);
+/// The deepest nesting of [ and { any input may have. Real configs and reports nest fewer than 10 levels; a deeper
+/// document is refused before parsing, because nlohmann::json copies, compares and dumps recursively (100000
+/// levels overflowed the stack).
+inline constexpr int kMaxJsonDepth = 256;
+
+/// The nesting depth of `text` (brackets outside strings), counting no further than `limit` + 1. No recursion.
+int json_nesting_depth(std::string_view text, int limit = kMaxJsonDepth);
+
+/// Parses `text` that came from `what` (a path, "line 3 of FILE"): nesting beyond kMaxJsonDepth or invalid JSON ->
+/// ConfigError naming `what`. Every parse of outside input goes through here.
+json parse_json_text(const std::string& text, const std::string& what);
+
+/// Parses a whole file as JSON: require_readable_file's checks, a file larger than `max_bytes` or a binary one (a
+/// safetensors weight file given as a config) refused before it is read, then parse_json_text. Configs pass
+/// kMaxConfigBytes; the default admits reports and journals.
+json load_json_file(const std::string& path, int64_t max_bytes = kMaxReportBytes);
 
 /// The ConfigError of reading_input.
 [[noreturn]] void input_shape_error(const std::string& what, const std::string& detail);
@@ -59,7 +76,8 @@ private:
     std::string path_;
 };
 
-/// Short, printable form of a JSON value for error messages.
+/// Short, printable form of a JSON value for error messages (at most about 60 characters, whatever the value's
+/// size or depth: it never walks more than a few levels).
 std::string json_brief(const json& v);
 
 }  // namespace moebench

@@ -5,6 +5,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
 #include "common/read_file.hpp"
 #include "common/json_util.hpp"
 
@@ -154,16 +155,41 @@ void write_safetensors(const std::string& path, const TensorFile& file) {
     write_file_atomic(path, content);
 }
 
+bool looks_like_safetensors(const std::string& head, int64_t file_bytes) {
+    if (head.size() < 9 || file_bytes < 9) return false;
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, head.data(), 8);
+    return header_len >= 2 && header_len <= static_cast<uint64_t>(file_bytes) - 8 && head[8] == '{';
+}
+
+// The file whole, refused first when the host could not hold it: the bytes, the tensors copied out of them and the
+// caller's converted values are about three copies at the peak.
+static std::string read_whole_checked(const std::string& path) {
+    const int64_t size_bytes = file_size_bytes(path);
+    const int64_t avail_bytes = mem_available_bytes();
+    if (avail_bytes > 0 && 3.0 * static_cast<double>(size_bytes) > 0.85 * static_cast<double>(avail_bytes))
+        config_error(path, fmt::format("is {}; reading it needs about {}, more than the {} of memory available",
+                                       human_bytes_iec(double(size_bytes)), human_bytes_iec(3.0 * double(size_bytes)),
+                                       human_bytes_iec(double(avail_bytes))),
+                     "", "use a smaller file (a routing trace replays cyclically: fewer tokens do)");
+    return read_file_bytes(path, std::numeric_limits<int64_t>::max(), "a safetensors file");
+}
+
 TensorFile read_safetensors(const std::string& path) {
-    const std::string content = read_file_bytes(path);
+    const std::string content = read_whole_checked(path);
     if (content.size() < 8) bad_file(path, "shorter than the 8-byte header length");
     uint64_t header_len = 0;
     std::memcpy(&header_len, content.data(), 8);
     if (header_len > content.size() - 8)
         bad_file(path, "header length " + std::to_string(header_len) + " exceeds the file size " +
                            std::to_string(content.size()));
+    if (header_len > kMaxSafetensorsHeaderBytes)
+        bad_file(path, "header length " + std::to_string(header_len) + " is beyond the format's cap of " +
+                           std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
     std::string header_text = content.substr(8, header_len);
     if (header_text.empty() || header_text[0] != '{') bad_file(path, "header does not start with '{'");
+    if (json_nesting_depth(header_text) > kMaxJsonDepth)
+        bad_file(path, "header nesting too deep (more than " + std::to_string(kMaxJsonDepth) + " levels)");
     json header;
     try {
         header = json::parse(header_text);

@@ -31,9 +31,18 @@ struct TensorFile {
     const NamedTensor* find(const std::string& name) const;
 };
 
+/// The largest header read (the `safetensors` Python package's own cap): a corrupt length is refused, not allocated.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+/// True when `head` (the first bytes of a file of `file_bytes` bytes, at least 9) starts like a safetensors file:
+/// a little-endian header length that fits in the file, then '{'.
+bool looks_like_safetensors(const std::string& head, int64_t file_bytes);
+
 /// Writes atomically (temporary file + rename).
 void write_safetensors(const std::string& path, const TensorFile& file);
 /// Reads and checks the format (offsets, sizes, dtypes); any problem -> ConfigError naming the file and what is wrong.
+/// Every allocation is bounded by the file's size, and a file the host cannot hold (about three copies at the peak)
+/// is refused before it is read.
 TensorFile read_safetensors(const std::string& path);
 
 }  // namespace moebench
