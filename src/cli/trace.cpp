@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <numeric>
@@ -91,6 +92,25 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// --window keeps one count per expert for every window of every layer: refuse a window so small that they would not
+// fit (--window 1 on a long trace of many experts is tens of GB).
+void check_window_memory(const RoutingTrace& t, int64_t window) {
+    const auto need_bytes = [&](int64_t w) {
+        const double windows = std::ceil(static_cast<double>(t.num_tokens) / static_cast<double>(w));
+        return static_cast<double>(t.num_layers) * windows * (8.0 * static_cast<double>(t.num_experts) + 64.0);
+    };
+    const int64_t avail_bytes = mem_available_bytes();
+    const double budget_bytes = avail_bytes > 0 ? 0.5 * static_cast<double>(avail_bytes) : 16.0 * (1 << 30);
+    if (need_bytes(window) <= budget_bytes) return;
+    int64_t fits = window;
+    while (fits < t.num_tokens && need_bytes(fits) > budget_bytes) fits *= 2;
+    config_error("--window", fmt::format("windows of {} tokens over {} layers x {} tokens x {} experts need about {:.1f} "
+                                         "GiB of counts, more than half of the memory available",
+                                         window, t.num_layers, t.num_tokens, t.num_experts,
+                                         need_bytes(window) / (1024.0 * 1024 * 1024)),
+                 std::to_string(window), fmt::format("use a larger window, e.g. --window {}", fits));
+}
+
 void run_info(const InfoArgs& a) {
     if (a.format != "text" && a.format != "json")
         config_error("--format", "unknown format", a.format, "use text or json");
@@ -98,6 +118,7 @@ void run_info(const InfoArgs& a) {
     // (a negative count reached std::vector as a huge size: internal error before)
     if (a.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(a.top_pairs), "e.g. --top-pairs 3");
     RoutingTrace t = read_trace(a.file);
+    if (a.window > 0) check_window_memory(t, a.window);
     // Rows are labelled by model layer when the trace says which (as run reports are), else by MoE layer slot.
     const std::vector<int64_t> model_layer = model_layers_of(t);
     const auto layer_label = [&](int64_t slot) {
@@ -207,6 +228,9 @@ void run_info(const InfoArgs& a) {
 void run_convert(const ConvertArgs& a) {
     if (a.num_experts < 0)
         config_error("--num-experts", "must be >= 1 (or 0 to infer)", std::to_string(a.num_experts), "");
+    if (a.num_experts > kMaxTraceExperts)
+        config_error("--num-experts", fmt::format("is beyond {}, more experts per layer than any model has", kMaxTraceExperts),
+                     std::to_string(a.num_experts), "give the model's routed experts per layer (or 0 to infer)");
     ImportSummary summary;
     RoutingTrace t = import_trace(a.in, a.num_experts, &summary);
     if (!a.model.empty()) t.model = a.model;

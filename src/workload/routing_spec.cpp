@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -47,9 +48,12 @@ double parse_number(const std::string& s, const std::string& field, const std::s
 
 int64_t parse_count(const std::string& s, const std::string& field, const std::string& spec, const char* what) {
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(s.c_str(), &end, 10);
     if (s.empty() || end != s.c_str() + s.size())
         bad_spec(field, spec, std::string(what) + " '" + s + "' is not an integer", "write a whole number");
+    if (errno == ERANGE)  // not the largest int64, silently
+        bad_spec(field, spec, std::string(what) + " '" + s + "' is out of range", "write a realistic count");
     return v;
 }
 

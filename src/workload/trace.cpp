@@ -3,15 +3,18 @@
 #include "workload/trace.hpp"
 
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 #include "common/tensor_file.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 namespace moebench {
@@ -20,13 +23,19 @@ namespace {
 
 const char* const kKnownMetadata[] = {"model", "num_experts", "num_layers", "top_k", "source", "moebench_trace_version"};
 
-int64_t metadata_int(const TensorFile& f, const std::string& key, const std::string& path) {
+// A metadata count, refused beyond `max_value` before anything is sized by it (a 354-byte trace claiming
+// 2000000000 experts made trace info allocate ~24 GB).
+int64_t metadata_int(const TensorFile& f, const std::string& key, const std::string& path, int64_t max_value) {
     const std::string& v = f.metadata.at(key);
     char* end = nullptr;
+    errno = 0;
     long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || end != v.c_str() + v.size() || x < 0)
+    if (v.empty() || end != v.c_str() + v.size() || x < 0 || errno == ERANGE)
         config_error(path, "metadata '" + key + "' is not a non-negative integer", v,
                      "write it as a decimal string, e.g. \"8\"");
+    if (x > max_value)
+        config_error(path, fmt::format("metadata '{}' is beyond {}, more than any model has", key, max_value), v,
+                     "check the value (it describes the model the trace was recorded on)");
     return x;
 }
 
@@ -44,6 +53,12 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
     if (t.top_k < 1) bad("top_k must be >= 1", std::to_string(t.top_k), "topk_ids is [layers, tokens, k]");
     if (t.num_tokens < 0) bad("negative token count", std::to_string(t.num_tokens), "");
     if (t.num_experts < 1) bad("num_experts must be >= 1", std::to_string(t.num_experts), "set the num_experts metadata");
+    if (t.num_experts > kMaxTraceExperts)
+        bad(fmt::format("num_experts is beyond {}, more than any model has", kMaxTraceExperts),
+            std::to_string(t.num_experts), "check the expert count (the routed experts per layer of the model)");
+    if (t.num_layers > kMaxTraceLayers)
+        bad(fmt::format("more than {} layers", kMaxTraceLayers), std::to_string(t.num_layers),
+            "a trace holds one slot per MoE layer of its model");
     if (t.top_k > t.num_experts)
         bad("top_k exceeds num_experts", std::to_string(t.top_k) + " > " + std::to_string(t.num_experts), "");
     const size_t n = static_cast<size_t>(t.num_layers * t.num_tokens * t.top_k);
@@ -149,6 +164,7 @@ static void reject_text_trace(const std::string& path) {
 }
 
 RoutingTrace read_trace(const std::string& path) {
+    require_readable_file(path);  // before any open: a FIFO would block it, a device would never end
     reject_text_trace(path);
     TensorFile f = read_safetensors(path);
     auto fix = std::string("see docs/trace-format.md");
@@ -182,7 +198,7 @@ RoutingTrace read_trace(const std::string& path) {
     // Metadata: the shape is authoritative; metadata that contradicts it is an error.
     for (const char* key : {"num_layers", "top_k"}) {
         if (!f.metadata.count(key)) continue;
-        int64_t v = metadata_int(f, key, path);
+        int64_t v = metadata_int(f, key, path, std::numeric_limits<int64_t>::max());
         int64_t actual = std::string(key) == "num_layers" ? t.num_layers : t.top_k;
         if (v != actual)
             config_error(path, std::string("metadata '") + key + "' contradicts the topk_ids shape",
@@ -190,7 +206,8 @@ RoutingTrace read_trace(const std::string& path) {
     }
     int32_t max_id = -1;
     for (int32_t e : t.topk_ids) max_id = std::max(max_id, e);
-    t.num_experts = f.metadata.count("num_experts") ? metadata_int(f, "num_experts", path) : int64_t{max_id} + 1;
+    t.num_experts =
+        f.metadata.count("num_experts") ? metadata_int(f, "num_experts", path, kMaxTraceExperts) : int64_t{max_id} + 1;
     if (f.metadata.count("model")) t.model = f.metadata.at("model");
     if (f.metadata.count("source")) t.source = f.metadata.at("source");
     for (const auto& [k, v] : f.metadata) {

@@ -11,6 +11,14 @@ namespace moebench {
 
 inline constexpr const char* kTraceFormatVersion = "1";
 
+/// Bounds on what a trace may claim, checked before anything is sized by them. Far above real models (384 routed
+/// experts and fewer than 100 MoE layers as of 2025), and small enough that trace info's per-expert tables (an
+/// [E, E] co-activation count per layer) stay within a few hundred MB.
+inline constexpr int64_t kMaxTraceExperts = 4096;
+inline constexpr int64_t kMaxTraceLayers = 4096;
+/// Token positions (JSONL token_idx) beyond this are refused: no recorded sequence is that long.
+inline constexpr int64_t kMaxTraceTokenIndex = int64_t{1} << 40;
+
 struct RoutingTrace {
     int64_t num_layers = 0;               // MoE layers recorded
     int64_t num_tokens = 0;
@@ -32,8 +40,8 @@ struct RoutingTrace {
     int64_t num_missing() const;
 };
 
-/// Checks sizes and ranges (ids in [-1, num_experts), no expert twice in a token, finite weights, sequences sorted
-/// and starting at 0); ConfigError naming `where` (a file) and the problem.
+/// Checks sizes and ranges (num_experts and num_layers within the bounds above, ids in [-1, num_experts), no expert
+/// twice in a token, finite weights, sequences sorted and starting at 0); ConfigError naming `where` (a file).
 void validate_trace(const RoutingTrace& t, const std::string& where);
 
 /// An expert id that appears more than once among one token's k ids (-1, no selection, may repeat), or -1.

@@ -3,6 +3,7 @@
 #include "workload/trace_import.hpp"
 
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
 #include "common/read_file.hpp"
 #include "common/json_util.hpp"
 
@@ -33,6 +34,13 @@ namespace {
 
 std::ifstream open_text(const std::string& path) {
     require_readable_file(path);
+    // What an import holds is proportional to the file (records, then the trace): refuse what cannot fit, up front.
+    const int64_t size_bytes = file_size_bytes(path), avail_bytes = mem_available_bytes();
+    if (avail_bytes > 0 && 8.0 * static_cast<double>(size_bytes) > static_cast<double>(avail_bytes))
+        config_error(path, fmt::format("is {}; importing it needs up to about {}, more than the {} available",
+                                       human_bytes_iec(double(size_bytes)), human_bytes_iec(8.0 * double(size_bytes)),
+                                       human_bytes_iec(double(avail_bytes))),
+                     "", "import a shorter part of the trace (a trace replays cyclically)");
     std::ifstream in(path);
     if (!in) config_error(path, "cannot open trace file", "", "check the path");
     return in;
@@ -51,6 +59,9 @@ void finish_metadata(RoutingTrace& t, const ImportSummary& s) {
 }
 
 void check_experts(RoutingTrace& t, int64_t num_experts, int32_t max_id, const std::string& path) {
+    if (num_experts > kMaxTraceExperts)
+        config_error(path, fmt::format("an expert count beyond {} was asked for, more than any model has", kMaxTraceExperts),
+                     std::to_string(num_experts), "give the model's routed experts per layer");
     if (num_experts > 0) {
         if (max_id >= num_experts)
             config_error(path, "expert id " + std::to_string(max_id) + " is beyond --num-experts",
@@ -88,6 +99,10 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
             ++s.malformed;
             note(s, fmt::format("line {}: skipped, {}", line_no, why));
         };
+        if (json_nesting_depth(line) > kMaxJsonDepth) {  // before parsing: nlohmann recurses on deep values
+            malformed(fmt::format("nested more than {} levels deep", kMaxJsonDepth));
+            continue;
+        }
         json j;
         try {
             j = json::parse(line);
@@ -103,13 +118,16 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
         Record r;
         r.layer = j["layer"].get<int64_t>();
         r.token = j["token_idx"].get<int64_t>();
-        bool ok = r.layer >= 0 && r.layer < 4096 && r.token >= 0;
+        bool ok = r.layer >= 0 && r.layer < kMaxTraceLayers && r.token >= 0 && r.token <= kMaxTraceTokenIndex &&
+                  j["experts"].size() <= static_cast<size_t>(kMaxTraceExperts);
         for (const auto& e : j["experts"]) {
-            if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 1'000'000) ok = false;
+            if (!ok) break;
+            if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= kMaxTraceExperts) ok = false;
             else r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
         }
         if (!ok || r.ids.empty()) {
-            malformed("layer, token_idx or expert ids out of range");
+            malformed(fmt::format("layer (< {}), token_idx (< 2^40) or expert ids (< {}) out of range", kMaxTraceLayers,
+                                  kMaxTraceExperts));
             continue;
         }
         if (repeated_expert(r.ids.data(), static_cast<int64_t>(r.ids.size())) >= 0) {
@@ -157,22 +175,26 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
     s.num_layers = num_layers;
     s.num_sequences = static_cast<int64_t>(seq_names.size());
 
-    // Gather per (sequence, token): the record of each layer (first one wins; repeats are counted).
-    struct TokenSlot {
-        std::vector<int32_t> rec_of_layer;  // index into records, -1 = missing
-    };
-    std::map<std::pair<int64_t, int64_t>, TokenSlot> tokens;
-    for (size_t i = 0; i < records.size(); ++i) {
-        auto& slot = tokens[{records[i].seq, records[i].token}];
-        if (slot.rec_of_layer.empty()) slot.rec_of_layer.assign(static_cast<size_t>(num_layers), -1);
-        auto& cell = slot.rec_of_layer[static_cast<size_t>(records[i].layer)];
-        if (cell >= 0) {
-            ++s.duplicates;
-            note(s, fmt::format("duplicate record: sequence {} token {} layer {} (kept the first)",
-                                seq_names[static_cast<size_t>(records[i].seq)], records[i].token, records[i].layer));
-            continue;
+    // Gather per (sequence, token) the records of its layers, sorted by layer, the first of repeated layers kept.
+    // Only the layers a token has are stored: memory follows the records, not tokens x the largest layer index.
+    std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> tokens;  // record indices
+    for (size_t i = 0; i < records.size(); ++i) tokens[{records[i].seq, records[i].token}].push_back(static_cast<int32_t>(i));
+    for (auto& [key, recs] : tokens) {
+        std::stable_sort(recs.begin(), recs.end(), [&](int32_t a, int32_t b) {
+            return records[static_cast<size_t>(a)].layer < records[static_cast<size_t>(b)].layer;
+        });
+        size_t kept_n = 0;
+        for (size_t i = 0; i < recs.size(); ++i) {
+            const Record& r = records[static_cast<size_t>(recs[i])];
+            if (kept_n > 0 && records[static_cast<size_t>(recs[kept_n - 1])].layer == r.layer) {
+                ++s.duplicates;
+                note(s, fmt::format("duplicate record: sequence {} token {} layer {} (kept the first)",
+                                    seq_names[static_cast<size_t>(key.first)], key.second, r.layer));
+                continue;
+            }
+            recs[kept_n++] = recs[i];
         }
-        cell = static_cast<int32_t>(i);
+        recs.resize(kept_n);
     }
     s.tokens_seen = static_cast<int64_t>(tokens.size());
 
@@ -181,14 +203,14 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
     t.num_layers = num_layers;
     t.top_k = k;
     bool all_probs = true;
-    std::vector<const TokenSlot*> kept;
+    std::vector<const std::vector<int32_t>*> kept;  // per kept token: its record of each layer, in layer order
     int64_t prev_seq = -1, prev_token = -1, last_kept_seq = -1;
-    for (const auto& [key, slot] : tokens) {
+    for (const auto& [key, recs] : tokens) {
         if (key.first != prev_seq) prev_token = -1;
         s.position_gaps += key.second - prev_token - 1;
         prev_seq = key.first;
         prev_token = key.second;
-        int64_t missing = std::count(slot.rec_of_layer.begin(), slot.rec_of_layer.end(), -1);
+        const int64_t missing = num_layers - static_cast<int64_t>(recs.size());
         if (missing > 0) {
             s.missing_records += missing;
             ++s.tokens_incomplete;
@@ -198,8 +220,8 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
         }
         if (key.first != last_kept_seq) t.seq_starts.push_back(static_cast<int64_t>(kept.size()));
         last_kept_seq = key.first;
-        for (int32_t idx : slot.rec_of_layer) all_probs &= !records[static_cast<size_t>(idx)].probs.empty();
-        kept.push_back(&slot);
+        for (int32_t idx : recs) all_probs &= !records[static_cast<size_t>(idx)].probs.empty();
+        kept.push_back(&recs);
     }
     s.tokens_kept = static_cast<int64_t>(kept.size());
     t.num_tokens = s.tokens_kept;
@@ -210,7 +232,7 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
     if (all_probs) t.topk_weights.assign(t.topk_ids.size(), 0.0f);
     for (int64_t tok = 0; tok < t.num_tokens; ++tok)
         for (int64_t l = 0; l < num_layers; ++l) {
-            const Record& r = records[static_cast<size_t>(kept[static_cast<size_t>(tok)]->rec_of_layer[l])];
+            const Record& r = records[static_cast<size_t>((*kept[static_cast<size_t>(tok)])[static_cast<size_t>(l)])];
             for (int64_t j = 0; j < k; ++j) {
                 size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
                 t.topk_ids[at] = r.ids[static_cast<size_t>(j)];
@@ -236,8 +258,10 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
     std::string line;
     int64_t line_no = 0, k = -1, num_layers = -1;
     bool has_weights = false, new_sequence = true;
-    std::vector<std::vector<int32_t>> token_ids;   // per token: [layers * k]
-    std::vector<std::vector<float>> token_weights;
+    // Flat [tokens, layers * k], in file order (one vector per token cost ~20x the text of a short line).
+    std::vector<int32_t> token_ids;
+    std::vector<float> token_weights;
+    int64_t num_tokens = 0;
     RoutingTrace t;
     int32_t max_id = -1;
     while (std::getline(in, line)) {
@@ -246,7 +270,7 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
         if (hash != std::string::npos) line.resize(hash);
         if (line.find_first_not_of(" \t\r") == std::string::npos) {
             // A blank line ends a sequence (comment-only lines do not).
-            if (hash == std::string::npos && !token_ids.empty()) new_sequence = true;
+            if (hash == std::string::npos && num_tokens > 0) new_sequence = true;
             continue;
         }
         ++s.lines;
@@ -268,7 +292,8 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
                 std::string id_text = item.substr(0, colon);
                 char* end = nullptr;
                 long v = std::strtol(id_text.c_str(), &end, 10);
-                if (id_text.empty() || *end != '\0' || v < -1 || v > 1'000'000) fail("bad expert id '" + id_text + "'");
+                if (id_text.empty() || *end != '\0' || v < -1 || v >= kMaxTraceExperts)
+                    fail(fmt::format("bad expert id '{}' (ids are -1 or 0..{})", id_text, kMaxTraceExperts - 1));
                 ids.push_back(static_cast<int32_t>(v));
                 max_id = std::max<int32_t>(max_id, static_cast<int32_t>(v));
                 if (colon != std::string::npos) {
@@ -285,7 +310,7 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
             if (k < 0) k = in_group;
             if (in_group != k || k == 0)
                 fail(fmt::format("layer group {} has {} ids, expected {}", layers_here, in_group, k));
-            ++layers_here;
+            if (++layers_here > kMaxTraceLayers) fail(fmt::format("more than {} layer groups", kMaxTraceLayers));
         }
         if (num_layers < 0) {
             num_layers = layers_here;
@@ -294,25 +319,27 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
         if (layers_here != num_layers) fail(fmt::format("{} layer groups, expected {}", layers_here, num_layers));
         if ((has_weights && plain > 0) || (!has_weights && weighted > 0))
             fail("give weights for every id (id:weight) or for none");
-        if (new_sequence) t.seq_starts.push_back(static_cast<int64_t>(token_ids.size()));
+        if (new_sequence) t.seq_starts.push_back(num_tokens);
         new_sequence = false;
-        token_ids.push_back(std::move(ids));
-        token_weights.push_back(std::move(weights));
+        token_ids.insert(token_ids.end(), ids.begin(), ids.end());
+        token_weights.insert(token_weights.end(), weights.begin(), weights.end());
+        ++num_tokens;
         ++s.records;
     }
-    if (token_ids.empty())
+    if (num_tokens == 0)
         config_error(path, "no token lines found", "", "one line per token: k ids per layer, layers separated by '|'");
     t.num_layers = num_layers;
     t.top_k = k;
-    t.num_tokens = static_cast<int64_t>(token_ids.size());
+    t.num_tokens = num_tokens;
     t.topk_ids.resize(static_cast<size_t>(num_layers * t.num_tokens * k));
     if (has_weights) t.topk_weights.resize(t.topk_ids.size());
     for (int64_t tok = 0; tok < t.num_tokens; ++tok)
         for (int64_t l = 0; l < num_layers; ++l)
             for (int64_t j = 0; j < k; ++j) {
                 size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
-                t.topk_ids[at] = token_ids[static_cast<size_t>(tok)][static_cast<size_t>(l * k + j)];
-                if (has_weights) t.topk_weights[at] = token_weights[static_cast<size_t>(tok)][static_cast<size_t>(l * k + j)];
+                const size_t from = static_cast<size_t>((tok * num_layers + l) * k + j);
+                t.topk_ids[at] = token_ids[from];
+                if (has_weights) t.topk_weights[at] = token_weights[from];
             }
     s.num_layers = num_layers;
     s.num_sequences = static_cast<int64_t>(t.seq_starts.size());
