@@ -29,18 +29,48 @@ std::string known_keys_list() {
     return s;
 }
 
-// A finite number > 0 (required) or >= 0 (optional rates: 0 means "not supported").
+// The physically plausible range of each figure, in the field's own unit: far beyond any accelerator announced as of
+// 2025 (H200: 4.8 TB/s, B200: 2.25 PFLOP/s dense bf16, NVLink 5: 900 GB/s per direction), yet bounded, so that a
+// typo such as 1e300 is refused by name instead of turning every modeled time into 0 or inf.
+struct Range {
+    const char* key;
+    double lo, hi;
+};
+constexpr Range kRanges[] = {
+    {"memory_gib", 0.001, 65536},         {"memory_gb", 0.001, 70000},       {"memory_bytes", 1e6, 7e13},
+    {"memory_bw_gbps", 0.1, 100000},      {"bf16_tflops", 0.001, 100000},    {"fp8_tflops", 0.001, 200000},
+    {"fp32_tflops", 0.001, 100000},       {"int4_tops", 0.001, 400000},      {"scaleup_bw_gbps", 0.01, 100000},
+    {"pcie_bw_gbps", 0.01, 10000},        {"network_bw_gbps", 0.001, 10000},
+};
+
+Range range_of(const std::string& key) {
+    for (const Range& rg : kRanges)
+        if (key == rg.key) return rg;
+    return {"", 0, 0};
+}
+
+[[noreturn]] void out_of_range(const JsonReader& r, const std::string& key, const std::string& what) {
+    const Range rg = range_of(key);
+    config_error(r.field(key), fmt::format("{} (plausible: {:g} to {:g})", what, rg.lo, rg.hi),
+                 json_brief(r.raw().at(key)), "use the datasheet value in the unit the field's name gives");
+}
+
+// A required figure: a finite number within its plausible range.
 double positive_number(const JsonReader& r, const std::string& key) {
-    double v = r.req_double(key);
-    if (!std::isfinite(v) || v <= 0)
-        config_error(r.field(key), "must be a positive number", json_brief(r.raw().at(key)), "use the datasheet value");
+    const double v = r.req_double(key);
+    const Range rg = range_of(key);
+    if (!std::isfinite(v) || v <= 0) out_of_range(r, key, "must be a positive number");
+    if (v < rg.lo || v > rg.hi) out_of_range(r, key, "is outside the physically plausible range");
     return v;
 }
+// An optional rate: 0 (or absent) means "not supported"; otherwise within its plausible range.
 double nonneg_number(const JsonReader& r, const std::string& key) {
-    double v = r.opt_double(key, 0.0);
+    const double v = r.opt_double(key, 0.0);
+    const Range rg = range_of(key);
     if (!std::isfinite(v) || v < 0)
         config_error(r.field(key), "must not be negative", json_brief(r.raw().at(key)),
                      "use the datasheet value, or 0 when the GPU does not support it");
+    if (v != 0 && (v < rg.lo || v > rg.hi)) out_of_range(r, key, "is outside the physically plausible range (or 0)");
     return v;
 }
 
@@ -88,15 +118,21 @@ HardwareProfile hardware_from_json(const json& j, const std::string& path) {
     h.scaleup_name = r.opt_string("scaleup_name", "");
     h.scaleup_bw_bytes_per_s = nonneg_number(r, "scaleup_bw_gbps") * kGB;
     h.scaleup_links = r.opt_nonneg("scaleup_links", 0);
+    if (h.scaleup_links > 1024)
+        config_error(r.field("scaleup_links"), "is outside the physically plausible range (0 to 1024)",
+                     std::to_string(h.scaleup_links), "use the number of scale-up links per GPU");
     h.pcie_bw_bytes_per_s = nonneg_number(r, "pcie_bw_gbps") * kGB;
     h.network_bw_bytes_per_s = nonneg_number(r, "network_bw_gbps") * kGB;
     h.gpus_per_node = r.has("gpus_per_node") ? r.req_positive("gpus_per_node") : 8;
+    if (h.gpus_per_node > 4096)
+        config_error(r.field("gpus_per_node"), "is outside the physically plausible range (1 to 4096)",
+                     std::to_string(h.gpus_per_node), "use the GPUs that share one scale-up domain (e.g. 8, or 72)");
     return h;
 }
 
 HardwareProfile load_hardware(const std::string& name_or_path) {
     std::string path = resolve_config("hardware", name_or_path, "--hardware");
-    return hardware_from_json(load_json_file(path), path);
+    return hardware_from_json(load_json_file(path, kMaxConfigBytes), path);
 }
 
 json hardware_to_json(const HardwareProfile& h) {

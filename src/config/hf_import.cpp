@@ -175,9 +175,10 @@ void qwen_sliding(const JsonReader& r, ModelConfig& m) {
 void qwen_moe_layers(const JsonReader& r, ModelConfig& m) {
     int64_t step = r.has("decoder_sparse_step") ? req_dim(r, "decoder_sparse_step") : 1;
     auto mlp_only = int_list(r, "mlp_only_layers");
+    std::sort(mlp_only.begin(), mlp_only.end());  // searched once per layer: a linear find was layers x list long
     m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
     for (int64_t i = 0; i < m.num_layers; ++i) {
-        bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+        bool dense = std::binary_search(mlp_only.begin(), mlp_only.end(), i);
         m.layer_is_moe[static_cast<size_t>(i)] = (!dense && (i + 1) % step == 0) ? 1 : 0;
     }
 }

@@ -114,6 +114,17 @@ constexpr RoutingKind kRoutings[] = {RoutingKind::softmax_topk, RoutingKind::top
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// Bounds far above any real model, so that a typo is refused by name instead of overflowing the int64 accounting
+// or sizing an allocation (the per-layer lists are sized by num_layers as they are read).
+constexpr int64_t kMaxDim = int64_t{1} << 24, kMaxTokens = int64_t{1} << 40;
+
+// A required positive size, refused beyond `cap` before anything is sized by it.
+int64_t req_bounded(const JsonReader& r, const std::string& key, int64_t cap = kMaxDim) {
+    const int64_t v = r.req_positive(key);
+    if (v > cap) config_error(r.field(key), "is too large", str(v), "use at most " + str(cap) + " (check for a typo)");
+    return v;
+}
+
 }  // namespace
 
 ModelConfig model_from_json(const json& j, const std::string& path) {
@@ -132,9 +143,9 @@ ModelConfig model_from_json(const json& j, const std::string& path) {
     m.family = r.opt_string("family", "custom");
     m.notes = r.opt_string("notes", "");
     m.unconfirmed = r.opt_bool("unconfirmed", false);
-    m.vocab_size = r.req_positive("vocab_size");
-    m.hidden_size = r.req_positive("hidden_size");
-    m.num_layers = r.req_positive("num_layers");
+    m.vocab_size = req_bounded(r, "vocab_size");
+    m.hidden_size = req_bounded(r, "hidden_size");
+    m.num_layers = req_bounded(r, "num_layers");
     m.max_position_embeddings = r.opt_nonneg("max_position_embeddings", 0);
 
     JsonReader a = r.child("attention");
@@ -294,9 +305,7 @@ void validate(const ModelConfig& m, const std::string& path) {
     auto nonneg = [&](const std::string& name, int64_t v) {
         if (v < 0) config_error(f(name), "must not be negative", str(v), "use a value >= 0");
     };
-    // Bounds far above any real model, so that a typo is refused by name instead of overflowing the int64
-    // accounting (the total is bounded again below).
-    constexpr int64_t kMaxDim = int64_t{1} << 24, kMaxTokens = int64_t{1} << 40;
+    // Each size within kMaxDim / kMaxTokens (the total is bounded again below).
     auto bounded = [&](const std::string& name, int64_t v, int64_t cap) {
         if (v > cap) config_error(f(name), "is too large", str(v), "use at most " + str(cap) + " (check for a typo)");
     };
@@ -445,7 +454,7 @@ void validate(const ModelConfig& m, const std::string& path) {
 
 ModelConfig load_model(const std::string& name_or_path) {
     std::string path = resolve_config("models", name_or_path, "model");
-    json j = load_json_file(path);
+    json j = load_json_file(path, kMaxConfigBytes);
     ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
     m.source = path;
     if (m.name.empty()) {
