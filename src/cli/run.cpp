@@ -77,7 +77,7 @@ void add_run_command(CLI::App& app) {
         ensure_blas_kernels("moebench run");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
         std::string config_path = o_config->count() ? resolve_config("runs", f->config, "--config")
                                                      : resolve_config("runs", "default", "--config");
-        const json config_json = load_json_file(config_path);
+        const json config_json = load_json_file(config_path, kMaxConfigBytes);
         if (!config_json.is_object())  // named here: run_config_from_json would say "<root>"
             config_error(config_path, "must be a JSON object (a run config)", json_brief(config_json),
                          "see docs/run-schema.md");
@@ -115,7 +115,9 @@ void add_run_command(CLI::App& app) {
         override_if(o_cold, cfg.options.cold_l2, f->cold_l2);
         override_if(o_ceil, cfg.measure_ceilings, f->measure_ceilings);
         validate(cfg);
-        check_output_path(cfg.out);  // a bad --out fails now, not after the run
+        // A bad --out fails now, not after the run; its folders are made only when the report is written, so a run
+        // refused on a later check (the model, the routing, the hardware) leaves no folder behind.
+        check_output_path(cfg.out);
         if (!cfg.dump_tensors.empty() && std::filesystem::exists(cfg.dump_tensors) &&
             !std::filesystem::is_directory(cfg.dump_tensors))
             config_error("dump_tensors (--dump-tensors)", "is a file; it names the folder for moe_layer.safetensors",

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 namespace moebench {
 
@@ -54,6 +56,27 @@ static bool is_special_file(const std::filesystem::path& p) {
     return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
 }
 
+// Removes `<target>.tmp.<pid>` files that a killed write left behind: those whose process no longer exists (a live
+// pid may be another writer of the same target, mid-write; our own pid is the file about to be written).
+static void remove_stale_temporaries(const std::filesystem::path& target) {
+    namespace fs = std::filesystem;
+    const std::string prefix = target.filename().string() + ".tmp.";
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string pid_text = name.substr(prefix.size());
+        if (pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+        const long pid = std::stol(pid_text);
+        if (pid <= 0 || pid == ::getpid()) continue;
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+            std::error_code rm_ec;
+            fs::remove(it->path(), rm_ec);  // best effort: a file we cannot remove is left as it was
+        }
+    }
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
     if (path == "-") {
         std::cout << content;
@@ -76,6 +99,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
     if (fs::is_directory(p, ec))
         config_error(path, "is a folder", "", "give a file path for the output, e.g. " + (p / "out.json").string());
+    remove_stale_temporaries(p);
     std::string tmp = target + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) config_error(path, "cannot create output file", std::strerror(errno), "check the folder exists and is writable");
@@ -107,12 +131,22 @@ void check_output_path(const std::string& path) {
     if (fs::is_directory(p, ec))
         config_error(path, "is a folder", "", "give a file path for the output, e.g. " + (p / "out.json").string());
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    // The missing folders are created to prove they can be, then removed again: the output is written (and its
+    // folders made) only once the work is done, so a run refused on a later check leaves nothing behind.
+    std::vector<fs::path> missing;
+    for (fs::path d = dir; !d.empty() && !fs::exists(fs::symlink_status(d, ec)); d = d.parent_path()) {
+        missing.push_back(d);
+        if (d == d.parent_path()) break;
+    }
     fs::create_directories(dir, ec);
-    if (!fs::is_directory(dir, ec))
+    const bool made = fs::is_directory(dir, ec);
+    const bool writable = made && ::access(dir.c_str(), W_OK) == 0;
+    const std::string why = std::strerror(errno);
+    for (const fs::path& d : missing) fs::remove(d, ec);  // deepest first; only the (empty) folders made here
+    if (!made)
         config_error(path, "cannot create the output folder", dir.string(),
                      "check the path: every part of it must be a folder you can write to");
-    if (::access(dir.c_str(), W_OK) != 0)
-        config_error(path, "the output folder is not writable", std::strerror(errno), "choose another --out");
+    if (!writable) config_error(path, "the output folder is not writable", why, "choose another --out");
 }
 
 void append_line_durable(const std::string& path, const std::string& line) {

@@ -7,11 +7,13 @@
 namespace moebench {
 
 /// Writes `content` to `path` atomically; creates parent folders. Throws ConfigError naming the path on failure.
-/// `path` "-" writes to stdout.
+/// `path` "-" writes to stdout. Removes the `<path>.tmp.<pid>` files of earlier writes whose process is gone (killed
+/// mid-write).
 void write_file_atomic(const std::string& path, const std::string& content);
 
 /// Before a long run: ConfigError now, not after the run, when `path` ("-" and "" pass) is a folder or its
-/// folder cannot be created or written. Creates the parent folders, like write_file_atomic.
+/// folder cannot be created or written. Leaves nothing behind: folders it had to create to find out are removed
+/// again (write_file_atomic makes them when the output is written).
 void check_output_path(const std::string& path);
 
 /// Appends one line (a '\n' is added) and fsyncs, so a killed process loses no finished line.
