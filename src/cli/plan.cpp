@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <functional>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -32,6 +33,7 @@ struct PlanArgs {
     std::string dtype = "bf16", kv_dtype = "bf16";
     bool include_mtp = false;
     bool layout_given = false;  // --ep or --tp on the command line
+    bool fit_asked = false;     // --batch or --context on the command line: "does this fit?" was asked
     std::string format = "text";
     std::string out;
 };
@@ -285,6 +287,44 @@ std::string plan_to_text(const Plan& p) {
     return s;
 }
 
+// The largest value in [1, hi] for which `fits` holds (monotone: true up to some point), or 0 when none.
+int64_t largest_fitting(int64_t hi, const std::function<bool(int64_t)>& fits) {
+    if (!fits(1)) return 0;
+    int64_t lo = 1;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid)) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The user asked for this batch and context (--batch/--context given): when the KV cache does not fit beside the
+// weights, that is the answer, exit 2, with the largest batch and context that do fit. Without the flags the plan
+// is accounting at default values and only marks the shortfall.
+void require_asked_fit(const Plan& p) {
+    if (p.mem.fits) return;
+    const auto fits_with = [&](int64_t batch, int64_t context) {
+        PlanInput in = p.in;
+        in.batch = batch;
+        in.context = context;
+        return plan_memory(p.model, p.hw, in).fits;
+    };
+    const int64_t max_batch = largest_fitting(p.in.batch, [&](int64_t b) { return fits_with(b, p.in.context); });
+    const int64_t max_context = largest_fitting(p.in.context, [&](int64_t c) { return fits_with(p.in.batch, c); });
+    std::string fix;
+    if (max_batch > 0) fix += fmt::format("at context {} at most --batch {} fits; ", p.in.context, max_batch);
+    if (max_context > 0) fix += fmt::format("at batch {} at most --context {} fits; ", p.in.batch, max_context);
+    fix += "or add GPUs (--ep/--tp)";
+    if (p.in.kv_dtype != DType::fp8) fix += ", or use --kv-dtype fp8";
+    config_error("--batch/--context",
+                 fmt::format("does not fit: the KV cache needs {} per GPU, {} is left after the weights and activations "
+                             "on {} ({} GPU{})",
+                             human_bytes(p.mem.kv_cache_bytes), human_bytes(std::max(0.0, p.mem.free_bytes + p.mem.kv_cache_bytes)),
+                             p.hw.name, p.in.par.num_gpus(), p.in.par.num_gpus() > 1 ? "s" : ""),
+                 fmt::format("--batch {} --context {}", p.in.batch, p.in.context), fix);
+}
+
 void run_plan(const PlanArgs& a) {
     Plan p;
     if (a.format != "text" && a.format != "json")
@@ -333,6 +373,7 @@ void run_plan(const PlanArgs& a) {
     if (!(p.mem.kv_cache_bytes < 4e18))
         config_error("--batch/--context", "make a KV cache beyond 2^61 bytes per GPU, too large to count",
                      fmt::format("--batch {} --context {}", p.in.batch, p.in.context), "use a smaller batch or context");
+    if (a.fit_asked) require_asked_fit(p);
     p.floor = decode_floor(p.model, p.hw, p.in);
     p.explanation = explain(p);
 
@@ -361,15 +402,19 @@ void add_plan_command(CLI::App& app) {
     auto* tp_opt = cmd->add_option("--tp", args->tp, "Tensor-parallel ranks for attention/dense/shared/embedding (default 1)");
     cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16|fp8|int4|fp32 (default bf16; int4 = W4A16, 128-group bf16 scales)");
     cmd->add_option("--kv-dtype", args->kv_dtype, "KV-cache dtype: bf16|fp8|fp32 (default bf16)");
-    cmd->add_option("--batch", args->batch, "Concurrent sequences (default 1)")->type_name("INT");
-    cmd->add_option("--context", args->context, "Tokens per sequence in the KV cache (default 4096)")->type_name("INT");
+    auto* batch_opt = cmd->add_option("--batch", args->batch,
+                                      "Concurrent sequences (default 1). Given with or without --context, it asks "
+                                      "whether they fit: exit 2 when they do not")->type_name("INT");
+    auto* context_opt =
+        cmd->add_option("--context", args->context, "Tokens per sequence in the KV cache (default 4096)")->type_name("INT");
     cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
     cmd->add_option("--format", args->format, "Output: text|json (default text; json schema moebench.plan/1)");
     cmd->add_option("--out", args->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
     ep_opt->type_name("INT");
     tp_opt->type_name("INT");
-    cmd->callback([args, ep_opt, tp_opt] {
+    cmd->callback([args, ep_opt, tp_opt, batch_opt, context_opt] {
         args->layout_given = ep_opt->count() > 0 || tp_opt->count() > 0;
+        args->fit_asked = batch_opt->count() > 0 || context_opt->count() > 0;
         run_plan(*args);
     });
 }
