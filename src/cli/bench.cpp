@@ -26,6 +26,7 @@
 #include <sstream>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 namespace moebench::cli {
 
@@ -35,6 +36,7 @@ struct BenchFlags {
     std::string model, mode = "decode", routing = "router", format = "text", out, dump_routing, expert_gemm = "auto";
     int64_t layer = -1, batch = 0, tokens = 0, threads = 0, iters = 10, warmup = 2, seed = 0;
     bool warm_cache = false;
+    bool batch_given = false, tokens_given = false;  // on the command line (0 is then an error, not "the default")
 };
 
 // The MoE block's phases in engine order (no all-to-all: one process).
@@ -56,7 +58,8 @@ void run_bench_moe(const BenchFlags& f) {
     if (f.model.empty()) config_error("--model", "is required", "", "use e.g. --model olmoe-1b-7b");
     ModelConfig model = load_model(f.model);
     if (model.moe.num_experts <= 0)
-        config_error("--model", "has no MoE layers", model.name, "pick a MoE model (moebench plan --list-models)");
+        config_error("--model", "has no MoE layers", model.name,
+                     "pick a MoE model (the short names are the files in configs/models)");
     int64_t layer = f.layer;
     if (layer < 0) {
         for (int64_t l = 0; l < model.num_layers && layer < 0; ++l)
@@ -67,20 +70,33 @@ void run_bench_moe(const BenchFlags& f) {
                      fmt::format("use 0..{}", model.num_layers - 1));
     if (!layer_is_moe(model, layer))
         config_error("--layer", "is a dense layer", std::to_string(layer), "pick a MoE layer");
-    if (f.batch < 0 || f.tokens < 0)
-        config_error("--batch/--tokens", "must be positive", std::to_string(std::min(f.batch, f.tokens)),
-                     "use --batch B (decode) or --tokens T");
-    if (f.batch > 0 && f.tokens > 0 && f.batch != f.tokens)
+    // Given flags mean what they say: --batch 0 used to run the default 8 tokens silently.
+    constexpr int64_t kMaxStepTokens = int64_t{1} << 26;  // as `run` (the cpu backend then checks host memory)
+    for (const auto& [flag, given, v] : {std::tuple<const char*, bool, int64_t>{"--batch", f.batch_given, f.batch},
+                                         {"--tokens", f.tokens_given, f.tokens}}) {
+        if (given && v < 1)
+            config_error(flag, "must be >= 1 (tokens of the step)", std::to_string(v),
+                         "leave it out for the default (decode 8, prefill 4096 tokens), or give e.g. " +
+                             std::string(flag) + " 8");
+        if (given && v > kMaxStepTokens)
+            config_error(flag, "is beyond 2^26 (67108864) tokens per step", std::to_string(v), "use fewer tokens");
+    }
+    if (f.batch_given && f.tokens_given && f.batch != f.tokens)
         config_error("--batch/--tokens", "give one of them", fmt::format("{} and {}", f.batch, f.tokens),
                      "use --batch B or --tokens T");
-    if (f.iters < 1) config_error("--iters", "must be >= 1", std::to_string(f.iters), "use e.g. --iters 10");
-    if (f.warmup < 0) config_error("--warmup", "must be >= 0", std::to_string(f.warmup), "use e.g. --warmup 2");
-    if (f.threads < 0) config_error("--threads", "must be >= 0", std::to_string(f.threads), "use 0 for all cores");
+    if (f.iters < 1 || f.iters > 1'000'000)
+        config_error("--iters", "must be in 1..1000000", std::to_string(f.iters), "use e.g. --iters 10");
+    if (f.warmup < 0 || f.warmup > 1'000'000)
+        config_error("--warmup", "must be in 0..1000000", std::to_string(f.warmup), "use e.g. --warmup 2");
+    if (f.threads < 0 || f.threads > 4096)
+        config_error("--threads", "must be in 0..4096", std::to_string(f.threads), "use 0 for all cores");
     if (f.seed < 0) config_error("--seed", "must be >= 0", std::to_string(f.seed), "use a value >= 0");
     if (f.format != "text" && f.format != "json")
         config_error("--format", "unknown format", f.format, "use text or json");
+    check_output_path(f.out);  // bad outputs fail now, not after the measurement
+    check_output_path(f.dump_routing);
     StepShape shape;
-    const int64_t T = f.tokens > 0 ? f.tokens : f.batch > 0 ? f.batch : (f.mode == "prefill" ? 4096 : 8);
+    const int64_t T = f.tokens_given ? f.tokens : f.batch_given ? f.batch : (f.mode == "prefill" ? 4096 : 8);
     if (f.mode == "decode") {
         shape.mode = Mode::decode;
         shape.batch = T;
@@ -317,8 +333,8 @@ void add_bench_command(CLI::App& app) {
     auto f = std::make_shared<BenchFlags>();
     moe->add_option("--model", f->model, "Model: short name, moebench model file or HF config.json")->required();
     moe->add_option("--layer", f->layer, "Model layer (default: the first MoE layer)");
-    moe->add_option("--batch", f->batch, "Decode: tokens of the step (default 8)");
-    moe->add_option("--tokens", f->tokens, "Tokens of the step (prefill default 4096)");
+    auto* batch_opt = moe->add_option("--batch", f->batch, "Decode: tokens of the step (default 8)");
+    auto* tokens_opt = moe->add_option("--tokens", f->tokens, "Tokens of the step (prefill default 4096)");
     moe->add_option("--mode", f->mode, "decode | prefill");
     moe->add_option("--routing", f->routing, "Workload: router, uniform, balanced, zipf:1.2, hot:4:0.6, trace:FILE ...");
     moe->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
@@ -330,7 +346,11 @@ void add_bench_command(CLI::App& app) {
     moe->add_option("--dump-routing", f->dump_routing, "Write the routing used (safetensors) to this file");
     moe->add_flag("--warm-cache", f->warm_cache, "Do not evict the LLC between iterations");
     moe->add_option("--expert-gemm", f->expert_gemm, "auto | panel | blas: the expert GEMM kernel (auto: by rows per expert)");
-    moe->callback([f] { run_bench_moe(*f); });
+    moe->callback([f, batch_opt, tokens_opt] {
+        f->batch_given = batch_opt->count() > 0;
+        f->tokens_given = tokens_opt->count() > 0;
+        run_bench_moe(*f);
+    });
 }
 
 }  // namespace moebench::cli
