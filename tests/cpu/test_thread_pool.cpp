@@ -101,6 +101,6 @@ TEST_CASE("thread pool: oversubscribed (sleeping workers), every index once and 
     std::atomic<int64_t> sum{0};
     pool.parallel_for(1000, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) sum += i;
-    }, 1, 1);  // one index per chunk: many chunks, every worker busy
+    }, 1, 1);  // one index per chunk: far more chunks than threads
     CHECK(sum == 499500);
 }

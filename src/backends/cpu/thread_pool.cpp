@@ -198,9 +198,11 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     if (max_chunk > 0) chunk_ = std::max(min_chunk, std::min(chunk_, max_chunk));
     error_ = nullptr;
     generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
-    const int64_t helpers = std::min<int64_t>((n + chunk_ - 1) / chunk_ - 1, static_cast<int64_t>(threads_.size()));
+    // Wake only as many sleepers as there are chunks and free CPUs for (the caller holds one): a wake-up costs
+    // ~20 us, and more runnable threads than CPUs only take turns. Spinning workers see the generation anyway.
+    const int64_t helpers = std::min({(n + chunk_ - 1) / chunk_ - 1, parallelism_ - 1,
+                                      static_cast<int64_t>(threads_.size())});
     lk.unlock();
-    // Wake only as many sleepers as there are chunks for; spinning workers see the generation change anyway.
     if (helpers >= static_cast<int64_t>(threads_.size())) cv_work_.notify_all();
     else
         for (int64_t i = 0; i < helpers; ++i) cv_work_.notify_one();
