@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 namespace moebench {
@@ -30,6 +31,10 @@ std::string holder_pid(int fd) {
 }  // namespace
 
 JournalLock::JournalLock(const std::string& journal_path) : lock_path_(journal_path + ".lock") {
+    // The sweep is validated by now, so its folder may be made (check_output_path only proves that it can be).
+    std::error_code ec;
+    const std::filesystem::path parent = std::filesystem::path(lock_path_).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     // A holder removes the file on release: if it did so between our open and our flock, we hold a lock on a
     // file no one else will open, so check that the path still names our file, and retry if not.
     for (int attempt = 0; attempt < 100; ++attempt) {

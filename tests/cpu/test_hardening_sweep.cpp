@@ -312,3 +312,35 @@ TEST_CASE("threads the system refuses (RLIMIT_NPROC): exit 2 naming the limit, w
     CHECK_THAT(err, Catch::Contains("or fewer, or raise the limit"));
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);
 }
+
+TEST_CASE("a sweep block of the wrong shape is exit 2 naming the key, not a JSON type error",
+          "[hardening][sweep_outputs][cli]") {
+    const std::string dir = temp_dir("block");
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {R"({"sweep": 5})", "sweep: must be an object (got 5)"},
+        {R"({"sweep": {"knee_fraction": [0.9]}})", "sweep.knee_fraction: must be a number"},
+        {R"({"sweep": {"time_budget_s": "x"}})", "sweep.time_budget_s: must be a number"},
+        {R"({"sweep": {"slo_p95_ms": "50"}})", "sweep.slo_p95_ms: must be a number"},
+        {R"({"sweep": {"slo_p95": 50}})", "sweep.slo_p95: unknown sweep option"}};
+    for (const auto& [text, want] : cases) {
+        const std::string cfg = moebench::test::write_temp("sweep.json", text);
+        auto r = run_cli("sweep --config " + cfg + " --model " + kTiny + " --backend cpu --batch 1 --quiet --out " +
+                         dir + "/new/s.json");
+        INFO(text << "\n" << r.err);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::StartsWith("moebench: error: " + want));
+        CHECK_FALSE(std::filesystem::exists(dir + "/new"));
+    }
+}
+
+TEST_CASE("a valid sweep makes the folders of its report and journal", "[hardening][sweep_outputs][cli]") {
+    const std::string dir = temp_dir("folders");
+    const std::string out = dir + "/a/b/s.json", journal = dir + "/j/k/s.jsonl";
+    auto r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " +
+                     out + " --journal " + journal);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(std::filesystem::exists(out));
+    CHECK(journal_lines(journal).size() == 2);
+    CHECK_FALSE(std::filesystem::exists(journal + ".lock"));
+}
