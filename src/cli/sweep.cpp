@@ -39,22 +39,6 @@ const char* signal_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
-// The config's "sweep" block, checked: an object of known keys with numbers (a string or a typo would otherwise be
-// a JSON type error, or silently ignored).
-json sweep_block(const json& raw) {
-    if (!raw.contains("sweep")) return json::object();
-    const json& s = raw["sweep"];
-    const char* example = "write e.g. \"sweep\": {\"slo_p95_ms\": 50, \"knee_fraction\": 0.9, \"time_budget_s\": 600}";
-    if (!s.is_object()) config_error("sweep", "must be an object", json_brief(s), example);
-    for (const auto& [key, v] : s.items()) {
-        if (key != "slo_p95_ms" && key != "knee_fraction" && key != "time_budget_s")
-            config_error("sweep." + key, "unknown sweep option", json_brief(v),
-                         "use slo_p95_ms, knee_fraction or time_budget_s");
-        if (!v.is_number()) config_error("sweep." + key, "must be a number", json_brief(v), example);
-    }
-    return s;
-}
-
 // A sweep stopped by SIGINT / SIGTERM / SIGHUP, after its report was written: exit 128 + signal, as a shell
 // reports a process that the signal killed, so that a job script sees that the sweep did not finish.
 class SweepStopped : public Error {
@@ -173,7 +157,7 @@ void add_sweep_command(CLI::App& app) {
                                      : load_json_file(resolve_sweep_config(f->config));
         if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
         std::vector<SweepAxis> axes;
-        const json sweep_opts = sweep_block(raw);
+        const json sweep_opts = sweep_block_of(raw);
         if (raw.contains("axes")) {
             if (!raw["axes"].is_object())
                 config_error("axes", "must be an object of field: values", json_brief(raw["axes"]),

@@ -67,6 +67,20 @@ std::string outcome_text(const json& rec) {
 
 }  // namespace
 
+json sweep_block_of(const json& raw) {
+    if (!raw.contains("sweep")) return json::object();
+    const json& s = raw["sweep"];
+    const char* example = "write e.g. \"sweep\": {\"slo_p95_ms\": 50, \"knee_fraction\": 0.9, \"time_budget_s\": 600}";
+    if (!s.is_object()) config_error("sweep", "must be an object", json_brief(s), example);
+    for (const auto& [key, v] : s.items()) {
+        if (key != "slo_p95_ms" && key != "knee_fraction" && key != "time_budget_s")
+            config_error("sweep." + key, "unknown sweep option", json_brief(v),
+                         "use slo_p95_ms, knee_fraction or time_budget_s");
+        if (!v.is_number()) config_error("sweep." + key, "must be a number", json_brief(v), example);
+    }
+    return s;
+}
+
 json axes_of_config(const RunConfig& cfg) {
     return json{{"backend", cfg.backend},
                 {"mode", to_string(cfg.shape.mode)},

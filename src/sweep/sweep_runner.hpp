@@ -46,6 +46,10 @@ struct SweepPlan {
     std::string fingerprint;         // of the fixed fields (sweep_fingerprint)
 };
 
+/// The "sweep" block of a sweep config ({} when absent), checked: an object whose keys are slo_p95_ms, knee_fraction
+/// and time_budget_s, each a number; anything else -> ConfigError naming "sweep" or "sweep.<key>".
+json sweep_block_of(const json& config);
+
 /// The "axes" object of a record for `cfg` (docs/report-schema.md), used for records of points that did not run.
 json axes_of_config(const RunConfig& cfg);
 
