@@ -13,7 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,7 +30,7 @@ using namespace moebench;
 namespace {
 
 const fs::path kRegressions = fs::path(MOEBENCH_TEST_DATA) / "fuzz-regressions";
-constexpr unsigned kReplayTimeoutS = 60;
+constexpr unsigned kReplayTimeoutS = 20;  // a reader takes milliseconds; a hang costs the suite this much
 constexpr long long kReplayExtraAddressSpaceBytes = 4LL << 30;
 
 std::string slurp(const fs::path& path) {
@@ -35,6 +38,14 @@ std::string slurp(const fs::path& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+std::string demangled(const char* name) {
+    int status = 0;
+    char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    std::string out = status == 0 && d ? d : name;
+    std::free(d);
+    return out;
 }
 
 struct Outcome {
@@ -53,7 +64,7 @@ Outcome::Kind run_and_describe(const fuzz::Reader& reader, const std::string& by
             detail = std::string("expected error: ") + e.what();
             return Outcome::expected_error;
         }
-        detail = std::string("unexpected exception ") + typeid(e).name() + ": " + e.what();
+        detail = "unexpected exception " + demangled(typeid(e).name()) + ": " + e.what();
         return Outcome::other_exception;
     } catch (...) {
         detail = "unexpected non-standard exception";
