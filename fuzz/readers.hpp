@@ -21,6 +21,7 @@
 #include "sweep/axes.hpp"
 #include "sweep/golden.hpp"
 #include "sweep/journal.hpp"
+#include "sweep/sweep_runner.hpp"
 #include "workload/routing_spec.hpp"
 #include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
@@ -182,14 +183,14 @@ inline void read_run_config(const std::string& bytes, const std::string& dir) {
     validate(run_config_from_json(run_config_to_json(cfg), ""));
 }
 
-// `moebench sweep --config FILE` up to the first point (src/cli/sweep.cpp, then run_sweep's expansion). Mirrored,
-// not called: the CLI callback goes on to run every point.
+// `moebench sweep --config FILE` up to the first point: src/cli/sweep.cpp's reading of the config (mirrored: its
+// callback goes on to run every point), then plan_sweep, which builds and checks every point and touches no file.
 inline void read_sweep_config(const std::string& bytes, const std::string& dir) {
     const std::string path = put(dir + "/sweep.json", bytes);
     json raw = load_json_file(path);
     if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
+    const json sweep_opts = sweep_block_of(raw);
     std::vector<SweepAxis> axes;
-    json sweep_opts = raw.value("sweep", json::object());
     if (raw.contains("axes")) {
         if (!raw["axes"].is_object()) config_error("axes", "must be an object of field: values", json_brief(raw["axes"]), "");
         for (const auto& [k, v] : raw["axes"].items()) axes.push_back({k, axis_values_from_json(v, "axes." + k)});
@@ -201,10 +202,16 @@ inline void read_sweep_config(const std::string& bytes, const std::string& dir) 
     for (const auto& a : axes)
         if (a.values.size() == 1 && base_json.contains(a.name)) base_json[a.name] = a.values[0];
     (void)run_config_from_json(base_json, "");
-    (void)sweep_opts.value("time_budget_s", 0.0);
-    (void)sweep_opts.value("knee_fraction", 0.9);
-    for (const json& point : expand_axes(axes)) {
-        (void)apply_point(base_json, point);
+    base_json["out"] = "";
+    SweepSpec spec;
+    spec.base_run = base_json;
+    spec.axes = axes;
+    spec.journal_path = dir + "/sweep.jsonl";
+    spec.time_budget_s = sweep_opts.value("time_budget_s", 0.0);
+    if (sweep_opts.contains("slo_p95_ms")) spec.slo_p95_ms = sweep_opts["slo_p95_ms"].get<double>();
+    spec.knee_fraction = sweep_opts.value("knee_fraction", 0.9);
+    const SweepPlan plan = plan_sweep(spec);
+    for (const json& point : plan.points) {
         (void)point_key(point);
         (void)point_label(point);
     }
