@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/host_cpus.hpp"
 #include "common/host_memory.hpp"
 #include "common/json_util.hpp"
 
@@ -56,9 +57,7 @@ json host_json() {
     }
     std::string model = proc_value("/proc/cpuinfo", "model name");
     if (model.empty()) model = proc_value("/proc/cpuinfo", "Model");  // some ARM kernels
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    int64_t usable = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : -1;
+    const int64_t usable = usable_cpus();
     j["cpu"] = {{"model", model.empty() ? "unknown (no model name in /proc/cpuinfo)" : model},
                 {"logical_cpus_online", int64_t(::sysconf(_SC_NPROCESSORS_ONLN))},
                 {"usable_cpus", usable},

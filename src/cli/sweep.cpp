@@ -7,9 +7,12 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
+#include "common/json_util.hpp"
+#include "common/read_file.hpp"
 #include "engine/runner.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
+#include "report/report_reader.hpp"
 #include "sweep/axes.hpp"
 #include "sweep/journal_lock.hpp"
 #include "sweep/sweep_runner.hpp"
@@ -80,6 +83,7 @@ std::string strip_json_ext(const std::string& path) {
 
 // Parses a --set value: JSON when it parses (numbers, true, "quoted"), else the raw text.
 json set_value(const std::string& text) {
+    if (json_nesting_depth(text) > kMaxJsonDepth) return json(text);  // nlohmann recurses on deep values
     try {
         return json::parse(text);
     } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
@@ -153,8 +157,8 @@ void add_sweep_command(CLI::App& app) {
     cmd->callback([=] {
         ensure_blas_kernels("moebench sweep");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
         // ---- the base config and its declared axes ----
-        json raw = f->config.empty() ? load_json_file(resolve_config("runs", "default", "--config"))
-                                     : load_json_file(resolve_sweep_config(f->config));
+        json raw = f->config.empty() ? load_json_file(resolve_config("runs", "default", "--config"), kMaxConfigBytes)
+                                     : load_json_file(resolve_sweep_config(f->config), kMaxConfigBytes);
         if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
         std::vector<SweepAxis> axes;
         const json sweep_opts = sweep_block_of(raw);
@@ -226,6 +230,9 @@ void add_sweep_command(CLI::App& app) {
         check_output_path(out);  // a bad --out fails before the first point, not after the last
         check_output_path(journal);
         const JournalLock lock(journal);  // one sweep per journal, until its report is written
+        // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
+        // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
+        if (f->resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
         SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });
 
         // ---- the report: same document as a run, with every point in runs[] and the sweep block ----

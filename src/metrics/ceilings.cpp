@@ -4,6 +4,7 @@
 #include "metrics/ceilings.hpp"
 
 #include "common/error.hpp"
+#include "common/host_cpus.hpp"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -60,15 +62,22 @@ float stream_sum(const float* p, int64_t n, bool prefetch) {
     return s;
 }
 
-int64_t resolve_threads(int64_t n) {
-    return n > 0 ? n : std::max<int64_t>(1, std::thread::hardware_concurrency());
-}
+// A ceiling is the machine's rate: more threads than usable CPUs only take turns, so they are capped there.
+int64_t resolve_threads(int64_t n) { return n > 0 ? std::min(n, usable_cpus()) : usable_cpus(); }
 
-// Runs fn(t) on threads 0..n-1 (thread 0 is the caller) and waits.
+// Runs fn(t) on threads 0..n-1 (thread 0 is the caller) and waits. A thread the system refuses to start is a
+// ConfigError naming --threads, after the started ones are joined (a std::thread destroyed unjoined aborts).
 template <typename F>
 void on_threads(int64_t n, F&& fn) {
     std::vector<std::thread> ts;
-    for (int64_t t = 1; t < n; ++t) ts.emplace_back([&fn, t] { fn(t); });
+    try {
+        for (int64_t t = 1; t < n; ++t) ts.emplace_back([&fn, t] { fn(t); });
+    } catch (const std::system_error& e) {
+        for (auto& t : ts) t.join();
+        config_error("--threads", fmt::format("the system refused to start thread {} of {} for a ceiling measurement ({})",
+                                              ts.size() + 1, n, e.what()),
+                     std::to_string(n), fmt::format("use --threads {} or fewer, or raise the process limit", ts.size()));
+    }
     fn(0);
     for (auto& t : ts) t.join();
 }

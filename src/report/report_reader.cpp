@@ -390,6 +390,9 @@ json report_from_journal(const std::string& path) {
         ++n;
         if (line.empty()) continue;
         json j;
+        if (json_nesting_depth(line) > kMaxJsonDepth)  // nlohmann recurses on deep values: never parse one
+            config_error(path + ":" + std::to_string(n), "is nested too deeply for a journal line",
+                         fmt::format("more than {} levels", kMaxJsonDepth), "remove that line");
         try {
             j = json::parse(line);
         } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400

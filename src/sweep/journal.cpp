@@ -4,6 +4,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/json_util.hpp"
 #include "common/read_file.hpp"
 
 #include <ctime>
@@ -43,6 +44,9 @@ std::vector<JournalEntry> load_journal(const std::string& path, const std::strin
         if (line.empty()) continue;
         json j;
         try {
+            if (json_nesting_depth(line) > kMaxJsonDepth)  // nlohmann recurses on deep values: never parse one
+                config_error(fmt::format("{}:{}", path, line_no), "is nested too deeply for a journal line",
+                             fmt::format("more than {} levels", kMaxJsonDepth), "remove that line or start a new journal");
             j = json::parse(line);
         } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
             if (!complete) {  // the tail of a write cut short by a kill: the point was not finished

@@ -344,3 +344,62 @@ TEST_CASE("a valid sweep makes the folders of its report and journal", "[hardeni
     CHECK(journal_lines(journal).size() == 2);
     CHECK_FALSE(std::filesystem::exists(journal + ".lock"));
 }
+
+TEST_CASE("--resume refuses a journal whose reused record is corrupt, naming the line's field",
+          "[hardening][sweep_resume][cli]") {
+    const std::string dir = temp_dir("corrupt");
+    const std::string out = dir + "/s.json", journal = dir + "/s.jsonl";
+    const std::string base = "sweep --model " + kTiny + " --backend cpu --set warmup=0 --set iters=1 --quiet --out " + out +
+                             " --journal " + journal;
+    REQUIRE(run_cli(base + " --batch 1,2").exit_code == 0);
+    // A hand-edited journal: the first point's step mean becomes text. Before, it went into the report and the
+    // golden-point analysis unchecked (a JSON type error, exit 1, after the sweep).
+    std::vector<json> lines = journal_lines(journal);
+    REQUIRE(lines.size() == 2);
+    lines[0]["record"]["latency"]["step"]["mean_us"] = "fast";
+    {
+        std::ofstream o(journal);
+        for (const json& l : lines) o << l.dump() << "\n";
+    }
+    auto r = run_cli(base + " --batch 1,2,4 --resume");
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("latency.step.mean_us") != std::string::npos);
+    CHECK(r.err.find("s.jsonl") != std::string::npos);
+}
+
+TEST_CASE("a deeply nested --set value or journal line never reaches the JSON parser's recursion",
+          "[hardening][sweep_resume][cli]") {
+    const std::string dir = temp_dir("deepset");
+    // 30000 levels: as deep as one command-line argument can be (128 KiB).
+    const std::string value = moebench::test::write_temp("deep.txt", std::string(30000, '[') + std::string(30000, ']'));
+    // As a --set value it is text (not JSON), so the field's own check refuses it.
+    auto r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1 --quiet --out " + dir + "/s.json --set \"iters=$(cat " +
+                     value + ")\"");
+    INFO(r.err.substr(0, 300));
+    CHECK(r.exit_code == 2);
+    // As a journal line: exit 2 naming the line.
+    const std::string journal = dir + "/j.jsonl";
+    std::ofstream(journal) << std::string(100000, '[') << std::string(100000, ']') << "\n";
+    r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1 --quiet --out " + dir + "/s2.json --journal " + journal +
+                " --resume");
+    INFO(r.err.substr(0, 300));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("nested too deeply") != std::string::npos);
+}
+
+TEST_CASE("sim parameters of a hardware profile are bounded: 1e300 us or an efficiency of 1e-300 is exit 2",
+          "[hardening][sim][cli]") {
+    std::string profile = read_text(std::string(MOEBENCH_SOURCE_DIR) + "/configs/hardware/h200-sxm.json");
+    json hw = json::parse(profile);
+    for (const auto& [key, value] : std::vector<std::pair<std::string, double>>{
+             {"phase_overhead_us", 1e300}, {"a2a_latency_us", 2e6}, {"compute_efficiency", 1e-300}}) {
+        json h = hw;
+        h["sim"] = {{key, value}};
+        const std::string path = moebench::test::write_temp("hw.json", h.dump());
+        auto r = run_cli("run --backend sim --hardware " + path + " --model " + kTiny + " --json -");
+        INFO(key << ": " << r.err);
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("sim." + key) != std::string::npos);
+    }
+}

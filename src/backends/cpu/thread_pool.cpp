@@ -5,6 +5,8 @@
 // (64 threads on 2 cores took 30-120 s for a 0.5 s run).
 #include "backends/cpu/thread_pool.hpp"
 
+#include "common/host_cpus.hpp"
+
 #include "common/error.hpp"
 
 #include <sched.h>
@@ -81,12 +83,7 @@ std::string thread_limits_text() {
 
 }  // namespace
 
-int64_t ThreadPool::usable_cpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    return std::max<int64_t>(1, std::thread::hardware_concurrency());
-}
+int64_t ThreadPool::usable_cpus() { return moebench::usable_cpus(); }
 
 ThreadPool::ThreadPool(int64_t num_threads, const ThreadStarter& start) {
     const int64_t cpus = usable_cpus();

@@ -4,6 +4,7 @@
 #include "backends/sim/sim_backend.hpp"
 
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 #include "kernels/moe_core.cuh"
 #include "model/decode_floor.hpp"
 #include "workload/workload.hpp"
@@ -17,16 +18,18 @@ namespace {
 
 double efficiency(const JsonReader& r, const std::string& key, double dflt) {
     double v = r.opt_double(key, dflt);
-    if (!std::isfinite(v) || v <= 0 || v > 1)
-        config_error(r.field(key), "must be a fraction in (0, 1]", json_brief(r.raw().at(key)),
+    // Below 1% of the datasheet no real kernel runs: a typo (1e-300) would model steps of centuries.
+    if (!std::isfinite(v) || v < 0.01 || v > 1)
+        config_error(r.field(key), "must be a fraction in [0.01, 1]", json_brief(r.raw().at(key)),
                      "use e.g. 0.8 for 80% of the datasheet figure");
     return v;
 }
 
 double latency(const JsonReader& r, const std::string& key, double dflt) {
     double v = r.opt_double(key, dflt);
-    if (!std::isfinite(v) || v < 0)
-        config_error(r.field(key), "must be a non-negative number of microseconds", json_brief(r.raw().at(key)), "");
+    if (!std::isfinite(v) || v < 0 || v > 1e6)  // a fixed cost above a second per phase is a typo
+        config_error(r.field(key), "must be between 0 and 1e6 microseconds", json_brief(r.raw().at(key)),
+                     "give the fixed cost of the operation in microseconds (launch latencies are 1-50)");
     return v;
 }
 
@@ -268,7 +271,7 @@ SimParams sim_params_from_json(const json& sim, const std::string& path) {
 SimParams sim_params_for(const HardwareProfile& hw) {
     std::error_code ec;
     if (hw.source.empty() || !std::filesystem::is_regular_file(hw.source, ec)) return SimParams{};
-    json j = load_json_file(hw.source);
+    json j = load_json_file(hw.source, kMaxConfigBytes);
     if (!j.is_object() || !j.contains("sim") || j.at("sim").is_null()) return SimParams{};
     return sim_params_from_json(j.at("sim"), hw.source + ": sim");
 }
