@@ -7,6 +7,7 @@
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
+#include "config/model_config.hpp"
 #include "engine/runner.hpp"
 #include "report/console_table.hpp"
 #include "report/formats.hpp"
@@ -28,6 +29,39 @@ struct RunFlags {
     bool check = false, cuda_graph = false, cold_l2 = false, measure_ceilings = false;
 };
 
+// `moebench run --config REPORT.json`: a run report is a valid run config. Its resolved run config is re-run
+// as it was (flags still override); the report is not overwritten (its `out` is dropped), and a model that
+// no longer resolves, or resolves to other shapes than the report's, is named.
+json run_config_of_report(const json& doc, const std::string& path) {
+    const json* runs = doc.contains("runs") && doc["runs"].is_array() ? &doc["runs"] : nullptr;
+    if (!runs || runs->size() != 1)
+        config_error(path, fmt::format("is a report of {} points; --config takes a run report (one point)",
+                                       runs ? runs->size() : 0),
+                     "", "re-run a sweep with moebench sweep (its config and --resume), or pass one run's report");
+    if (!doc.contains("config") || !doc["config"].is_object() || !doc["config"].contains("run") ||
+        !doc["config"]["run"].is_object())
+        config_error(path + ": config.run", "is missing: this report does not say what it ran", "",
+                     "pass a report written by moebench run");
+    json cfg = doc["config"]["run"];
+    cfg["out"] = "";  // never overwrite the report being reproduced
+    const std::string model = cfg.value("model", std::string());
+    ModelConfig resolved;
+    try {
+        resolved = load_model(model);
+    } catch (const ConfigError& e) {
+        config_error(path + ": config.run.model", "no longer resolves here", model,
+                     std::string("pass --model with the same model (the report's config.model holds its shapes): ") +
+                         e.what());
+    }
+    if (doc["config"].contains("model") && model_to_json(resolved) != doc["config"]["model"])
+        std::cerr << "moebench: warning: model " << model << " resolves to other shapes than " << path
+                  << " recorded (config.model); the re-run uses today's\n";
+    const std::string rev = doc.contains("tool") && doc["tool"].is_object() ? doc["tool"].value("git_rev", "") : "";
+    std::cerr << "moebench: re-running the run config of " << path
+              << (rev.empty() ? "" : " (written by moebench " + rev + ")") << "\n";
+    return cfg;
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
@@ -39,7 +73,8 @@ void add_run_command(CLI::App& app) {
         "--format FMT prints the report as FMT on stdout (the summary then goes to stderr); the JSON report is\n"
         "still written to --out. --json - writes only the JSON report, to stdout.");
     auto f = std::make_shared<RunFlags>();
-    auto* o_config = cmd->add_option("--config", f->config, "Run config: short name in configs/runs or a JSON file");
+    auto* o_config = cmd->add_option("--config", f->config, "Run config: short name in configs/runs, a JSON file, or a "
+                                                            "run report (re-runs what it ran)");
     auto* o_model = cmd->add_option("--model", f->model, "Model: short name, moebench model file or HF config.json");
     auto* o_backend = cmd->add_option("--backend", f->backend, "auto | cpu | cuda | sim");
     auto* o_hardware = cmd->add_option("--hardware", f->hardware,
@@ -77,7 +112,9 @@ void add_run_command(CLI::App& app) {
         ensure_blas_kernels("moebench run");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
         std::string config_path = o_config->count() ? resolve_config("runs", f->config, "--config")
                                                      : resolve_config("runs", "default", "--config");
-        const json config_json = load_json_file(config_path, kMaxConfigBytes);
+        json config_json = load_json_file(config_path, kMaxConfigBytes);
+        if (config_json.is_object() && config_json.value("schema", json()) == json(kReportSchema))
+            config_json = run_config_of_report(config_json, config_path);
         if (!config_json.is_object())  // named here: run_config_from_json would say "<root>"
             config_error(config_path, "must be a JSON object (a run config)", json_brief(config_json),
                          "see docs/run-schema.md");
@@ -145,8 +182,8 @@ void add_run_command(CLI::App& app) {
         std::ostream& term = to_stdout ? std::cerr : std::cout;
         std::string out_path = cfg.out.empty() ? default_report_path() : cfg.out;
 
+        json context = report_context(0, current_command_line("moebench run"));  // before: its load is the start's
         json record = run_point(cfg);
-        json context = report_context(0, current_command_line("moebench run"));
         json report = make_report(context, resolved_config(cfg), {record});
         write_report(out_path, report);
         if (!format.empty()) {

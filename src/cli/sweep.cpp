@@ -233,12 +233,13 @@ void add_sweep_command(CLI::App& app) {
         // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
         // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
         if (f->resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
+        const json context = report_context(0, current_command_line("moebench sweep"));  // the load at the start
         SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });
 
         // ---- the report: same document as a run, with every point in runs[] and the sweep block ----
         std::vector<json> runs(o.runs.begin(), o.runs.end());
         json config = {{"run", base_json}, {"sweep", {{"axes", o.sweep["axes"]}, {"slo_p95_ms", o.sweep["slo_p95_ms"]}}}};
-        json report = make_report(report_context(0, current_command_line("moebench sweep")), config, runs);
+        json report = make_report(context, config, runs);
         report["sweep"] = o.sweep;
         write_report(out, report);
         std::vector<std::string> written;

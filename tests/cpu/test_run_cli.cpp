@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 using moebench::test::run_cli;
+using json = nlohmann::json;
 
 namespace {
 
@@ -135,4 +136,49 @@ TEST_CASE("run: every shipped run config parses, validates and fits its model", 
         ++seen;
     }
     CHECK(seen >= 1);
+}
+
+TEST_CASE("run --config REPORT re-runs what the report ran, without overwriting it", "[run_cli][hardening]") {
+    const std::string dir = moebench::test::temp_dir("rerun");
+    const std::string first = dir + "/first.json", second = dir + "/second.json";
+    auto r = run_cli("run --model " + kTiny + " --backend cpu --routing zipf:1.2 --seed 7 --batch 3 --layers 2 --warmup 0 "
+                     "--iters 2 --out " + first);
+    REQUIRE(r.exit_code == 0);
+    const std::string before = moebench::test::read_text(first);
+    r = run_cli("run --config " + first + " --out " + second);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("re-running the run config of " + first) != std::string::npos);
+    CHECK(moebench::test::read_text(first) == before);
+    const json a = json::parse(before), b = json::parse(moebench::test::read_text(second));
+    json run_a = a["config"]["run"], run_b = b["config"]["run"];
+    run_a.erase("out");
+    run_b.erase("out");
+    CHECK(run_a == run_b);
+    CHECK(a["config"]["model"] == b["config"]["model"]);
+    // The same seed and workload route the same tokens: the counted expert load is identical.
+    for (size_t l = 0; l < 2; ++l)
+        for (const char* key : {"tokens_per_expert", "coactivation", "windows"})
+            CHECK(a["runs"][0]["expert_load"]["per_layer"][l][key] == b["runs"][0]["expert_load"]["per_layer"][l][key]);
+    CHECK(b["runs"][0]["seed"] == 7);
+    CHECK(b["runs"][0]["routing"]["workload"] == "zipf:1.2");
+    // Flags still override the report's fields.
+    r = run_cli("run --config " + first + " --batch 5 --json -");
+    REQUIRE(r.exit_code == 0);
+    CHECK(json::parse(r.out)["runs"][0]["batch"] == 5);
+}
+
+TEST_CASE("run --config of a sweep report or a report without its run config is exit 2", "[run_cli][hardening]") {
+    const std::string dir = moebench::test::temp_dir("rerun-bad");
+    auto s = run_cli("sweep --model " + kTiny + " --backend sim --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " +
+                     dir + "/s.json");
+    REQUIRE(s.exit_code == 0);
+    auto r = run_cli("run --config " + dir + "/s.json");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("report of 2 points") != std::string::npos);
+    const std::string bare =
+        moebench::test::write_temp("bare.json", R"({"schema": "moebench.report/1", "runs": [{"status": "ok"}]})");
+    r = run_cli("run --config " + bare);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("config.run") != std::string::npos);
 }
