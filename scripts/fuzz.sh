@@ -7,6 +7,7 @@
 # build-fuzz/logs/). See docs/fuzzing.md.
 #   FUZZ_KEEP_GOING=1   fork mode that carries on past findings (to see past a known bug; slower, for triage)
 #   FUZZ_NICE=10        niceness of the build and the runs (the machine is shared)
+#   FUZZ_WITH_REGRESSIONS=0   do not seed from tests/data/fuzz-regressions/<target>/ (default: seed, so fixes are re-checked)
 #   CXX=clang++-14      compiler for the first configure
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +56,9 @@ seeds_for() {
     routing_spec | trace_text) echo "fuzz/seeds/$1" ;;
     *) echo "$build/seeds/$1" ;;
   esac
-  [[ -d tests/data/fuzz-regressions/$1 ]] && echo "tests/data/fuzz-regressions/$1"
+  # Past findings seed their target, so a fix that regresses stops it at once (an unfixed one would stop it at its
+  # first input: FUZZ_WITH_REGRESSIONS=0 then lets the rest be explored).
+  [[ ${FUZZ_WITH_REGRESSIONS:-1} == 1 && -d tests/data/fuzz-regressions/$1 ]] && echo "tests/data/fuzz-regressions/$1"
   return 0
 }
 dict_for() {

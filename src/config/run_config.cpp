@@ -141,18 +141,17 @@ void validate(const RunConfig& c) {
     auto at_most = [](const std::string& key, int64_t v, int64_t hi, const std::string& what, const std::string& fix) {
         if (v > hi) config_error(label("", key), "is beyond " + what, std::to_string(v), fix);
     };
-    constexpr int64_t kMaxStepTokens = int64_t{1} << 26;
     at_most("batch", c.shape.batch, kMaxStepTokens, "2^26 (67108864)", "use a smaller batch");
     at_most("seq_len", c.shape.seq_len, kMaxStepTokens, "2^26 (67108864) tokens", "use a shorter sequence");
     if (c.shape.mode == Mode::prefill && c.shape.batch * c.shape.seq_len > kMaxStepTokens)
         config_error(label("", "batch"), "times seq_len is beyond 2^26 (67108864) tokens per step",
                      fmt::format("{} x {}", c.shape.batch, c.shape.seq_len), "use a smaller batch or --seq-len");
-    at_most("context", c.shape.context, int64_t{1} << 32, "2^32 tokens", "use a realistic context, e.g. 131072");
+    at_most("context", c.shape.context, kMaxContext, "2^32 tokens", "use a realistic context, e.g. 131072");
     for (const auto& [key, v] : {std::pair<const char*, int64_t>{"warmup", c.warmup}, {"iters", c.iters},
                                  {"max_iters", c.max_iters}})
         at_most(key, v, 1'000'000, "10^6 iterations", "use fewer iterations (or min_time_s / max_noise)");
-    at_most("threads", c.options.num_threads, 4096, "4096 threads", "use 0 for all cores");
-    at_most("ep", c.options.ep_size, 65536, "65536 ranks", "use the number of expert-parallel GPUs");
+    at_most("threads", c.options.num_threads, kMaxThreads, "4096 threads", "use 0 for all cores");
+    at_most("ep", c.options.ep_size, kMaxEpSize, "65536 ranks", "use the number of expert-parallel GPUs");
     // Finite too: an infinite value would be written to the report as null, which no run can reproduce.
     if (!(c.min_time_s >= 0 && std::isfinite(c.min_time_s)))
         config_error(label("", "min_time_s"), "must be a finite number >= 0", fmt::format("{}", c.min_time_s),

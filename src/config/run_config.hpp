@@ -10,6 +10,13 @@
 
 namespace moebench {
 
+// Upper bounds of a run's shape, far beyond any real step, so that sizes and products stay in range and a typo is
+// refused before anything is allocated; also what a report read back may hold (src/report/report_reader.cpp).
+inline constexpr int64_t kMaxStepTokens = int64_t{1} << 26;  // batch, seq_len, batch x seq_len (prefill)
+inline constexpr int64_t kMaxContext = int64_t{1} << 32;     // tokens in the KV cache
+inline constexpr int64_t kMaxEpSize = 65536;                 // expert-parallel ranks
+inline constexpr int64_t kMaxThreads = 4096;
+
 struct RunConfig {
     std::string model = "mixtral-8x7b";   // short name, moebench model file or HF config.json
     std::string hardware;                 // optional profile for floors / peaks ("" = none)

@@ -5,6 +5,7 @@
 // are checked only when present.
 #include "report/report_reader.hpp"
 
+#include "config/run_config.hpp"
 #include "common/error.hpp"
 #include "common/read_file.hpp"
 #include "engine/phase.hpp"
@@ -216,6 +217,19 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
     c.opt_string(r, "mode", p);
     c.opt_string(r, "backend", p);
     for (const char* k : {"batch", "seq_len", "context", "num_tokens"}) c.opt_number(r, k, p);
+    // The shape is used as counts by the views (a trace track per rank, labels): whole numbers within what a run
+    // accepts (config/run_config.hpp), in the record and in its axes. (An ep of 1e300 was undefined behaviour when
+    // converted, and 1e8 ranks made the trace view loop for minutes.)
+    for (const json* where : std::initializer_list<const json*>{&r, &run.axes})
+        for (const auto& [k, hi] : {std::pair<const char*, int64_t>{"batch", kMaxStepTokens}, {"seq_len", kMaxStepTokens},
+                                    {"num_tokens", kMaxStepTokens}, {"context", kMaxContext}, {"ep", kMaxEpSize},
+                                    {"soft_topn", kMaxStepTokens}, {"layers", kMaxStepTokens}}) {
+            const json* v = Checker::opt(*where, k);
+            if (!v || !v->is_number()) continue;  // an axis may hold text; the record's fields were type-checked above
+            const std::string path = key_path(where == &r ? p : key_path(p, "axes"), k);
+            const int64_t n = c.integer(*v, path);
+            if (n < 0 || n > hi) c.fail(path, fmt::format("must be a whole number from 0 to {}", hi), v);
+        }
     if (const json* bi = c.opt_object(r, "backend_info", p)) {
         const std::string bp = key_path(p, "backend_info");
         run.dtype = c.opt_string(*bi, "dtype", bp);

@@ -150,8 +150,7 @@ TEST_CASE("fuzz regressions: every folder names a reader and holds reproducers",
     }
 }
 
-// [!mayfail] until the fixes for the findings in docs/fuzzing.md land; then drop the tag.
-TEST_CASE("fuzz regressions: each reproducer ends in an exit-2 error", "[fuzz][!mayfail]") {
+TEST_CASE("fuzz regressions: each reproducer ends in an exit-2 error", "[fuzz][hardening]") {
     use_test_scratch();
     if (!fs::exists(kRegressions)) return;
     for (const auto& dir : fs::directory_iterator(kRegressions)) {

@@ -244,7 +244,10 @@ TEST_CASE("--dump-tensors: a readable file whose moe_out a plain reference loop 
 
 TEST_CASE("report: stopping rule by time, by noise cap, and prefill token counts", "[report]") {
     // --min-time: keeps measuring past --iters until the measured steps add up to the time.
-    json a = run_json("--model " + tiny("tiny-gqa") + " --layers 1 --batch 2 --warmup 0 --iters 1 --min-time 0.05");
+    // The cap is raised in a run config: 1000 steps of this tiny layer can take less than 0.05 s.
+    std::string time_cfg = moebench::test::write_temp("time.json", R"({"max_iters": 1000000})");
+    json a = run_json("--config " + time_cfg + " --model " + tiny("tiny-gqa") +
+                      " --layers 1 --batch 2 --warmup 0 --iters 1 --min-time 0.05");
     const json& it = a["runs"][0]["iterations"];
     CHECK(it["measured_time_s"].get<double>() >= 0.05);
     CHECK(it["measured"].get<int>() > 1);
