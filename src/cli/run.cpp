@@ -91,7 +91,7 @@ void add_run_command(CLI::App& app) {
     auto* o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations (not measured)");
     auto* o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations");
     auto* o_min_time = cmd->add_option("--min-time", f->min_time_s, "Keep measuring until this many seconds");
-    auto* o_noise = cmd->add_option("--max-noise", f->max_noise, "Keep measuring while the step CV exceeds this (0 = off)");
+    auto* o_noise = cmd->add_option("--max-noise", f->max_noise, "Keep measuring until the median step time is known to within this fraction (95% CI half-width / median; 0 = off)");
     auto* o_threads = cmd->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
     auto* o_out = cmd->add_option("--out", f->out, "Report file (default results/run-<UTC time>.json)");
     auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");

@@ -7,6 +7,7 @@
 #include "compare/environment_diff.hpp"
 #include "compare/point_match.hpp"
 #include "engine/phase.hpp"
+#include "report/formats.hpp"
 
 #include <fmt/format.h>
 
@@ -174,13 +175,17 @@ std::string render_comparison(const json& cmp, const std::string& format) {
     if (md) o += "| point | phase | A mean µs | B mean µs | B/A | noise ± µs | verdict |\n|---|---|---:|---:|---:|---:|---|\n";
     else o += fmt::format("{:<36} {:<17} {:>12} {:>12} {:>7} {:>10}  {}\n", "point", "phase", "A mean us", "B mean us", "B/A", "noise us", "verdict");
     auto line = [&](const std::string& pt, const std::string& ph, double ma, double mb, double ratio, double noise, const std::string& verdict) {
-        if (md) o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", pt, ph, ma, mb, ratio, noise, verdict);
+        if (md)
+            o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", formats_detail::md_cell(pt), ph, ma, mb,
+                             ratio, noise, formats_detail::md_cell(verdict));
         else o += fmt::format("{:<36} {:<17} {:>12.2f} {:>12.2f} {:>7.3f} {:>10.2f}  {}\n", pt.substr(0, 36), ph, ma, mb, ratio, noise, verdict);
     };
     for (const auto& p : cmp["points"]) {
         std::string label = p.value("label", "");
         if (!p.contains("step")) {
-            if (md) o += fmt::format("| {} | step | | | | | {} ({}) |\n", label, p.value("verdict", ""), p.value("why", ""));
+            if (md)
+                o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label), p.value("verdict", ""),
+                                 formats_detail::md_cell(p.value("why", "")));
             else o += fmt::format("{:<36} {:<17} {}\n", label.substr(0, 36), "step", p.value("verdict", "") + " (" + p.value("why", "") + ")");
             continue;
         }

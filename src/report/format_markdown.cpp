@@ -14,16 +14,6 @@ using namespace formats_detail;
 
 namespace {
 
-std::string md_cell(const std::string& s) {
-    std::string o;
-    for (char c : s) {
-        if (c == '|') o += "\\|";
-        else if (c == '\n') o += ' ';
-        else o += c;
-    }
-    return o;
-}
-
 std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
 
 }  // namespace

@@ -173,6 +173,16 @@ std::string run_label(const json& run) {
     return s;
 }
 
+std::string md_cell(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '|') o += "\\|";
+        else if (c == '\n') o += ' ';
+        else o += c;
+    }
+    return o;
+}
+
 std::string html_escape(const std::string& s) {
     std::string o;
     o.reserve(s.size());

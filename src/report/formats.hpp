@@ -64,6 +64,8 @@ EnergyPerToken energy_per_token(const json& run);
 std::string tri_state(const json& run, std::initializer_list<const char*> path);
 /// Escapes &, <, >, " for HTML/SVG text and attributes.
 std::string html_escape(const std::string& s);
+/// A Markdown table cell: '|' escaped, newlines flattened (model names and labels come from third-party configs).
+std::string md_cell(const std::string& s);
 
 }  // namespace formats_detail
 

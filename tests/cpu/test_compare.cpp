@@ -163,6 +163,34 @@ TEST_CASE("compare: every axis is a key; --match leaves the others as the contra
     CHECK_THROWS_AS(compare_reports(json::object(), b, CompareOptions{}), ConfigError);
 }
 
+TEST_CASE("compare --format md: a '|' in a third-party model name stays inside its cell", "[compare]") {
+    json a = noisy_report(1, 1.0, "cpu", {2, 4});
+    json b = noisy_report(2, 1.0, "cpu", {2, 4});
+    // Two models, so the model is shown in the point labels.
+    for (json* r : {&a, &b}) {
+        (*r)["runs"][0]["model"] = "evil|model";
+        (*r)["runs"][1]["model"] = "other|model";
+    }
+    std::string md = render_comparison(compare_reports(a, b, CompareOptions{}), "md");
+    size_t rows = 0;
+    size_t pos = 0;
+    while ((pos = md.find('\n', pos)) != std::string::npos) {
+        size_t start = pos + 1;
+        size_t end = md.find('\n', start);
+        std::string row = md.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        pos = start;
+        if (row.empty() || row[0] != '|') continue;
+        // Every table row has the header's 8 unescaped separators (7 columns).
+        size_t bars = 0;
+        for (size_t i = 0; i < row.size(); ++i)
+            if (row[i] == '|' && (i == 0 || row[i - 1] != '\\')) ++bars;
+        CHECK(bars == 8);
+        ++rows;
+    }
+    CHECK(rows >= 4);  // header, rule, steps, phases
+    CHECK(md.find("evil\\|model") != std::string::npos);
+}
+
 TEST_CASE("moebench compare: exit codes for CI", "[compare][cli]") {
     std::vector<int> batches = {1, 4, 16};
     std::string dir = test::temp_dir("compare");
