@@ -2,6 +2,8 @@
 // A small persistent thread pool for the CPU backend's row-parallel phases and its own small-row GEMM kernels
 // (large GEMMs go to OpenBLAS, which has its own threads).
 #pragma once
+#include "config/run_config.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -14,9 +16,9 @@ namespace moebench::cpu {
 
 class ThreadPool {
 public:
-    /// Far beyond any real core count; also bounded where --threads is parsed (run configs), this guards every
-    /// other caller (bench moe) before thousands of stacks are asked for.
-    static constexpr int64_t kMaxThreads = 4096;
+    /// The run config's bound (config/run_config.hpp), checked here too for every other caller (bench moe) before
+    /// thousands of stacks are asked for.
+    static constexpr int64_t kMaxThreads = ::moebench::kMaxThreads;
 
     /// Starts one worker thread; a test seam (the default is std::thread) so that a failure at thread k can be
     /// injected where RLIMIT_NPROC cannot bite (root).
