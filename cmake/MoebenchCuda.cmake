@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Optional CUDA backend. AUTO builds it when nvcc is found; the binary never links libcuda (driver stub).
+# NCCL is optional inside it (MoebenchNccl.cmake: MOEBENCH_HAS_NCCL).
 set(MOEBENCH_HAS_CUDA OFF)
+set(MOEBENCH_HAS_NCCL OFF)
 if(NOT MOEBENCH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -13,15 +15,7 @@ if(NOT MOEBENCH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)    # avoid cudart_static + libcudart.so on one link line
     find_package(CUDAToolkit REQUIRED)
-    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
-    find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
-                 PATH_SUFFIXES lib lib64)
-    if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-      message(FATAL_ERROR "NCCL not found next to the CUDA toolkit: set NCCL_HOME or -DMOEBENCH_CUDA=OFF")
-    endif()
-    add_library(moebench_nccl UNKNOWN IMPORTED)
-    set_target_properties(moebench_nccl PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
-                          INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+    include(${CMAKE_CURRENT_LIST_DIR}/MoebenchNccl.cmake)
     set(MOEBENCH_HAS_CUDA ON)
     message(STATUS "moebench: CUDA backend ON (archs ${CMAKE_CUDA_ARCHITECTURES}, toolkit ${CUDAToolkit_VERSION})")
   elseif(MOEBENCH_CUDA STREQUAL "ON")

@@ -6,6 +6,12 @@
 # Usage: scripts/device-check.sh [OUT_DIR]   (default: $OUT when set, else results/device-<UTC date>/)
 # Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 450 s): a step that would
 # not fit is skipped and logged. A failing step is logged (steps.log, logs/<step>.log) and the script goes on.
+# Dependencies on a machine without a package registry: carry .device-deps/ (made by scripts/device-bundle.sh on a
+# Debian machine, ~6 MB). When it is there, it is unpacked into $BUILD/deps and configure gets
+# -DMOEBENCH_DEPS_PREFIX=$BUILD/deps/usr (the bundle first and only; fmt header-only, OpenBLAS static, so the binary
+# needs no carried shared library: the probe's ldd shows it). Without it the system's packages are used.
+# NCCL: NCCL_HOME, next to the toolkit, or Python's nvidia-nccl wheel (found by cmake/MoebenchNccl.cmake; its lib
+# folder goes on LD_LIBRARY_PATH), else the build goes without it (MOEBENCH_HAS_NCCL=0, said in the probe).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -67,8 +73,27 @@ run_cfg() {
     step "run-$name" "$limit" "$BIN" run --config "$OUT_DIR/configs/$name.json" --out "$OUT_DIR/reports/$name.json" "$@"
 }
 
-# 0. The machine: nvidia-smi in full (to the terminal as well), versions, git state.
+# 0. Probe (~10 s): GPU, toolkit, the dependency bundle, NCCL; then the machine in full (nvidia-smi to the terminal).
 log "output: $OUT_DIR"
+PROBE='
+echo "gpu:      $(nvidia-smi -L 2>&1 | head -n 4 | tr "\n" " ")"
+echo "toolkit:  $(command -v nvcc || echo "nvcc not on PATH") $(nvcc --version 2>/dev/null | grep -o "release [0-9.]*")"
+echo "cmake:    $(cmake --version 2>/dev/null | head -n 1)  ninja: $(command -v ninja || echo none)  nproc: $(nproc)"
+if [ -f .device-deps/MANIFEST ]; then
+    echo "bundle:   .device-deps/ $(du -sh .device-deps | cut -f1): $(cut -d" " -f1,2 .device-deps/MANIFEST | tr "\n" " ")"
+else
+    echo "bundle:   none (.device-deps/ not carried): the system must have CLI11, nlohmann-json, fmt, Catch2, OpenBLAS"
+fi
+for p in "/usr/include/CLI/CLI.hpp" "/usr/include/nlohmann/json.hpp" "/usr/include/fmt/format.h" "/usr/include/catch2/catch.hpp"; do
+    [ -e "$p" ] && echo "system:   $p is present"
+done
+echo "nccl:     NCCL_HOME=${NCCL_HOME:-unset}; toolkit: $(ls $(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")")/include/nccl.h 2>/dev/null || echo "no nccl.h")"
+echo "nccl:     python: $(timeout 8 python3 -c "import nvidia.nccl as m, os; d = list(m.__path__)[0]; print(d, sorted(os.listdir(os.path.join(d, \"lib\"))))" 2>&1 | tail -n 1)"
+echo "tools:    $(for t in compute-sanitizer ncu nsys ldd; do printf "%s=%s " $t "$(command -v $t >/dev/null && echo yes || echo no)"; done)"
+true
+'
+step probe 20 bash -c "$PROBE"
+cat "$OUT_DIR/logs/probe.log"
 step machine 30 bash -c 'nvidia-smi; echo; nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm,clocks.sm --format=csv; echo; nvcc --version | tail -n 2; cmake --version | head -n 1; echo "nproc: $(nproc)"'
 cat "$OUT_DIR/logs/machine.log"
 {
@@ -77,11 +102,28 @@ cat "$OUT_DIR/logs/machine.log"
     echo "git: $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) uncommitted files"
     timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || echo "nvidia-smi: not available"
     nvcc --version 2>/dev/null | tail -n 2 || echo "nvcc: not on PATH"
+    cat "$OUT_DIR/logs/probe.log" 2>/dev/null
 } >"$OUT_DIR/machine.txt" 2>&1
 
 # 1. Build (sm_90 only, all cores; the shared dev build dir is not touched). The log tail goes to the terminal.
-step build-configure 90 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON -DMOEBENCH_TESTS=ON
+DEPS_ARGS=()
+if [ -f .device-deps/MANIFEST ]; then
+    step bundle-unpack 30 scripts/device-bundle.sh --unpack "$BUILD/deps"
+    [ -d "$BUILD/deps/usr/include" ] && DEPS_ARGS=(-DMOEBENCH_DEPS_PREFIX="$ROOT/$BUILD/deps/usr")
+fi
+step build-configure 90 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON -DMOEBENCH_TESTS=ON "${DEPS_ARGS[@]}"
+grep -E 'moebench:|NCCL' "$OUT_DIR/logs/build-configure.log" | tee -a "$STEPS"
 step build 300 cmake --build "$BUILD" -j"$JOBS" --target moebench moebench_tests_cuda
+# NCCL from Python's wheel is not on the loader's path (the build-tree RUNPATH has it; this covers a copied binary).
+NCCL_LIB=$(sed -n 's/^NCCL_LIBRARY:FILEPATH=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+if [ -n "$NCCL_LIB" ] && [ -f "$NCCL_LIB" ]; then
+    export LD_LIBRARY_PATH="$(dirname "$NCCL_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# What the binaries load, and from where (a "not found" here explains any failure below).
+for b in "$BIN" "$ROOT/$BUILD/tests/moebench_tests_cuda"; do
+    [ -x "$b" ] && { echo "== $b"; ldd "$b"; }
+done >"$OUT_DIR/logs/ldd.log" 2>&1
+grep -E 'not found|nccl|cublas|openblas|fmt|gfortran' "$OUT_DIR/logs/ldd.log" | sort -u | sed 's/^/        ldd: /' | tee -a "$STEPS"
 echo "---- build log (last 25 lines) ----"
 tail -n 25 "$OUT_DIR/logs/build.log" 2>/dev/null || echo "(no build log)"
 echo "-----------------------------------"

@@ -6,7 +6,9 @@
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
+#if MOEBENCH_HAS_NCCL  // NCCL is optional in the build (cmake/MoebenchNccl.cmake)
 #include <nccl.h>
+#endif
 
 #include <cstdio>
 #include <string>
@@ -38,11 +40,13 @@ namespace cuda_detail {
                                 static_cast<int>(st)));
 }
 
+#if MOEBENCH_HAS_NCCL
 [[noreturn]] inline void throw_nccl(const char* file, int line, const char* call, ncclResult_t r, ncclComm_t comm) {
     const char* last = comm ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
     throw NcclError(fmt::format("{}:{}: {} failed: {}{}{}", file, line, call, ncclGetErrorString(r),
                                 (last && *last) ? ": " : "", last ? last : ""));
 }
+#endif
 
 }  // namespace cuda_detail
 }  // namespace moebench
@@ -61,6 +65,7 @@ namespace cuda_detail {
             ::moebench::cuda_detail::throw_cublas(__FILE__, __LINE__, #call, moebench_st_);        \
     } while (false)
 
+#if MOEBENCH_HAS_NCCL
 /// `comm` may be nullptr (before a communicator exists).
 #define MOEBENCH_NCCL_CHECK(call, comm)                                                            \
     do {                                                                                           \
@@ -68,6 +73,7 @@ namespace cuda_detail {
         if (moebench_nr_ != ncclSuccess)                                                           \
             ::moebench::cuda_detail::throw_nccl(__FILE__, __LINE__, #call, moebench_nr_, (comm));  \
     } while (false)
+#endif
 
 #define MOEBENCH_CUDA_CHECK_NOEXCEPT(call)                                                         \
     do {                                                                                           \
@@ -87,6 +93,7 @@ namespace cuda_detail {
                          #call, cublasGetStatusString(moebench_st_));                              \
     } while (false)
 
+#if MOEBENCH_HAS_NCCL
 #define MOEBENCH_NCCL_CHECK_NOEXCEPT(call)                                                         \
     do {                                                                                           \
         const ncclResult_t moebench_nr_ = (call);                                                  \
@@ -94,3 +101,4 @@ namespace cuda_detail {
             std::fprintf(stderr, "moebench: warning: %s:%d: %s failed: %s\n", __FILE__, __LINE__, \
                          #call, ncclGetErrorString(moebench_nr_));                                 \
     } while (false)
+#endif

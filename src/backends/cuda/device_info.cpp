@@ -61,11 +61,15 @@ json libraries_json() {
         lib["cublas"] = "unknown";
     lib["cublas_compiled"] = fmt::format("{}.{}.{}", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
     lib["cublaslt"] = std::to_string(cublasLtGetVersion());
+#if MOEBENCH_HAS_NCCL
     int nccl = 0;
     if (ncclGetVersion(&nccl) == ncclSuccess)
         lib["nccl"] = fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
     else
         lib["nccl"] = "unknown";
+#else
+    lib["nccl"] = "not built in (NCCL was not found when moebench was built)";
+#endif
     return lib;
 }
 
