@@ -3,6 +3,7 @@
 #include "build_info.hpp"
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/sanitizers.hpp"
 
 #include <fmt/core.h>
 
@@ -21,13 +22,7 @@ namespace {
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
-#if defined(__SANITIZE_ADDRESS__)
-    std::exit(rc);
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    std::exit(rc);
-#endif
-#endif
+    if (moebench::kAddressSanitizer) std::exit(rc);
     std::_Exit(rc);
 }
 
