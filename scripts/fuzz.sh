@@ -7,6 +7,7 @@
 # build-fuzz/logs/). See docs/fuzzing.md.
 #   FUZZ_KEEP_GOING=1   fork mode that carries on past findings (to see past a known bug; slower, for triage)
 #   FUZZ_NICE=10        niceness of the build and the runs (the machine is shared)
+#   FUZZ_JOBS=1         targets fuzzed side by side (each is one process: up to the number of cores)
 #   FUZZ_WITH_REGRESSIONS=0   do not seed from tests/data/fuzz-regressions/<target>/ (default: seed, so fixes are re-checked)
 #   CXX=clang++-14      compiler for the first configure
 set -euo pipefail
@@ -20,6 +21,11 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || [[ $seconds -lt 1 ]]; then
 fi
 build=$root/build-fuzz
 nice_n=${FUZZ_NICE:-10}
+jobs_n=${FUZZ_JOBS:-1}
+if ! [[ $jobs_n =~ ^[0-9]+$ ]] || [[ $jobs_n -lt 1 ]]; then
+  echo "fuzz.sh: FUZZ_JOBS must be a whole number >= 1 (got '$jobs_n')" >&2
+  exit 2
+fi
 
 # The target list lives in fuzz/CMakeLists.txt (and fuzz/readers.hpp).
 mapfile -t all_targets < <(sed -n '/^set(MOEBENCH_FUZZ_TARGETS/,/)/p' fuzz/CMakeLists.txt |
@@ -78,12 +84,10 @@ mkdir -p "$build/logs"
 mode_flags=()
 [[ ${FUZZ_KEEP_GOING:-0} == 1 ]] && mode_flags=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
 
-printf '%-18s %10s %7s %7s %7s  %s\n' target execs cov ft corpus findings
-status=0
-for t in "${targets[@]}"; do
-  findings=$build/findings/$t
-  corpus=$build/corpus/$t
-  log=$build/logs/$t.log
+# run_target T: fuzzes T for $seconds and writes its summary line to $scratch/summary-T (and $scratch/found-T when it
+# found something), so that targets can run side by side and still print in order.
+run_target() {
+  local t=$1 findings=$build/findings/$1 corpus=$build/corpus/$1 log=$build/logs/$1.log
   mkdir -p "$findings" "$corpus"
   touch "$scratch/start-$t"
   # shellcheck disable=SC2046  # seed folders are plain words
@@ -93,6 +97,7 @@ for t in "${targets[@]}"; do
     nice -n "$nice_n" "$build/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
       -print_final_stats=1 -artifact_prefix="$findings/" -dict="$(dict_for "$t")" "${mode_flags[@]}" \
       "$corpus" $(seeds_for "$t") >"$log" 2>&1 || true
+  local execs last cov ft new n_corpus
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   last=$(grep -E '^#[0-9]+:?[[:space:]].*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
   [[ -z $execs ]] && execs=$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")
@@ -102,12 +107,26 @@ for t in "${targets[@]}"; do
         \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
   n_corpus=$(find "$corpus" -type f | wc -l)
   if [[ -n $new ]]; then
-    status=1
+    touch "$scratch/found-$t"
     printf '%-18s %10s %7s %7s %7s  %s (log: %s)\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$n_corpus" \
-      "$(wc -l <<<"$new") new: $(xargs -n1 basename <<<"$new" | paste -sd' ')" "${log#"$root"/}"
+      "$(wc -l <<<"$new") new: $(xargs -n1 basename <<<"$new" | paste -sd' ')" "${log#"$root"/}" >"$scratch/summary-$t"
   else
-    printf '%-18s %10s %7s %7s %7s  none\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$n_corpus"
+    printf '%-18s %10s %7s %7s %7s  none\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$n_corpus" >"$scratch/summary-$t"
   fi
+}
+
+started=$(date +%s)
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_n)); do wait -n || true; done
+  run_target "$t" &
 done
+wait
+printf '%-18s %10s %7s %7s %7s  %s\n' target execs cov ft corpus findings
+status=0
+for t in "${targets[@]}"; do
+  cat "$scratch/summary-$t" 2>/dev/null || echo "$t: no summary (the run was interrupted)"
+  if [[ -e $scratch/found-$t || ! -e $scratch/summary-$t ]]; then status=1; fi
+done
+echo "$(( $(date +%s) - started )) s wall, $jobs_n target(s) at a time, $seconds s each"
 [[ $status -ne 0 ]] && echo "reproducers: build-fuzz/findings/<target>/; replay one with build-fuzz/fuzz_<target> FILE" >&2
 exit $status
