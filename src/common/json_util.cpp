@@ -44,6 +44,16 @@ json parse_json_text(const std::string& text, const std::string& what) {
     }
 }
 
+std::optional<json> parse_json_line(const std::string& line, const std::string& where, const std::string& fix) {
+    if (json_nesting_depth(line) > kMaxJsonDepth)
+        config_error(where, "is nested too deeply for a line of JSON", fmt::format("more than {} levels", kMaxJsonDepth), fix);
+    try {
+        return json::parse(line);
+    } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
+        return std::nullopt;
+    }
+}
+
 json load_json_file(const std::string& path, int64_t max_bytes) {
     // What the file is, from its first bytes, before reading it whole (a weight file can be hundreds of GB).
     const std::string head = peek_file_bytes(path, 16);

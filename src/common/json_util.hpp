@@ -26,6 +26,11 @@ int json_nesting_depth(std::string_view text, int limit = kMaxJsonDepth);
 /// ConfigError naming `what`. Every parse of outside input goes through here.
 json parse_json_text(const std::string& text, const std::string& what);
 
+/// One line of a JSON-lines file (a sweep journal) read at `where` ("FILE:LINE"): its JSON, or nullopt when it is
+/// not valid JSON (the caller decides: a torn last line, or an error). Nesting beyond kMaxJsonDepth is a
+/// ConfigError naming `where` with `fix`, never parsed.
+std::optional<json> parse_json_line(const std::string& line, const std::string& where, const std::string& fix);
+
 /// Parses a whole file as JSON: require_readable_file's checks, a file larger than `max_bytes` or a binary one (a
 /// safetensors weight file given as a config) refused before it is read, then parse_json_text. Configs pass
 /// kMaxConfigBytes; the default admits reports and journals.

@@ -403,19 +403,16 @@ json report_from_journal(const std::string& path) {
     while (std::getline(in, line)) {
         ++n;
         if (line.empty()) continue;
-        json j;
-        if (json_nesting_depth(line) > kMaxJsonDepth)  // nlohmann recurses on deep values: never parse one
-            config_error(path + ":" + std::to_string(n), "is nested too deeply for a journal line",
-                         fmt::format("more than {} levels", kMaxJsonDepth), "remove that line");
-        try {
-            j = json::parse(line);
-        } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
-            if (in.peek() == EOF) break;     // a torn last line: that point did not finish
-            config_error(path + ":" + std::to_string(n), "is not a valid journal line", "", "remove that line");
+        const std::string where = path + ":" + std::to_string(n);
+        std::optional<json> parsed = parse_json_line(line, where, "remove that line");
+        if (!parsed) {
+            if (in.peek() == EOF) break;  // a torn last line: that point did not finish
+            config_error(where, "is not a valid journal line", "", "remove that line");
         }
+        const json& j = *parsed;
         if (!j.is_object() || !j.contains("record") || !j["record"].is_object() ||
             (j.contains("key") && !j["key"].is_string()))
-            config_error(path + ":" + std::to_string(n), "is not a moebench sweep journal line", json_brief(j), "");
+            config_error(where, "is not a moebench sweep journal line", json_brief(j), "");
         std::string key = j.value("key", std::to_string(n));
         if (at.count(key)) {
             runs[at[key]] = j["record"];

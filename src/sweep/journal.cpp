@@ -42,27 +42,23 @@ std::vector<JournalEntry> load_journal(const std::string& path, const std::strin
         start = complete ? nl + 1 : text.size();
         ++line_no;
         if (line.empty()) continue;
-        json j;
-        try {
-            if (json_nesting_depth(line) > kMaxJsonDepth)  // nlohmann recurses on deep values: never parse one
-                config_error(fmt::format("{}:{}", path, line_no), "is nested too deeply for a journal line",
-                             fmt::format("more than {} levels", kMaxJsonDepth), "remove that line or start a new journal");
-            j = json::parse(line);
-        } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
+        const std::string where = fmt::format("{}:{}", path, line_no);
+        std::optional<json> parsed = parse_json_line(line, where, "remove that line or start a new journal");
+        if (!parsed) {
             if (!complete) {  // the tail of a write cut short by a kill: the point was not finished
                 torn = true;
                 break;
             }
-            config_error(fmt::format("{}:{}", path, line_no), "is not a valid journal line", json_brief(json(line)),
-                         "remove that line or start a new journal");
+            config_error(where, "is not a valid journal line", json_brief(json(line)), "remove that line or start a new journal");
         }
+        json& j = *parsed;
         if (!complete) torn = true;  // valid JSON but no newline: keep it, rewrite with its newline
         // Types checked here so that a hand-edited or corrupt line is a ConfigError, not a json type_error later.
         if (!j.is_object() || !j.contains("journal") || j["journal"] != kJournalSchema || !j.contains("point") ||
             !j["point"].is_object() || !j.contains("record") || !j["record"].is_object() ||
             (j.contains("key") && !j["key"].is_string()) ||
             (j.contains("fingerprint") && !j["fingerprint"].is_string()))
-            config_error(fmt::format("{}:{}", path, line_no), "is not a moebench sweep journal line",
+            config_error(where, "is not a moebench sweep journal line",
                          json_brief(j), "pass the .jsonl journal written by moebench sweep");
         if (j.value("fingerprint", "") != fingerprint)
             config_error(path, "was written by a sweep with a different base configuration",

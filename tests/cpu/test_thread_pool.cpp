@@ -3,6 +3,7 @@
 // started threads joined, no hang), absurd thread counts, and oversubscription (no spinning, still every index once).
 #include "backends/cpu/thread_pool.hpp"
 #include "common/error.hpp"
+#include "common/host_cpus.hpp"
 #include "error_helpers.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include <vector>
 
 using moebench::ConfigError;
+using moebench::usable_cpus;
 using moebench::cpu::ThreadPool;
 using moebench::test::config_error_of;
 
@@ -71,7 +73,7 @@ TEST_CASE("thread pool: more than 4096 threads is refused before any is started"
 }
 
 TEST_CASE("thread pool: spins only when it has no more threads than usable CPUs", "[thread_pool][hardening]") {
-    const int64_t cpus = ThreadPool::usable_cpus();
+    const int64_t cpus = usable_cpus();
     REQUIRE(cpus >= 1);
     CHECK(cpus <= static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())));
     CHECK(ThreadPool(0).size() == cpus);  // 0 = every usable CPU
@@ -81,7 +83,7 @@ TEST_CASE("thread pool: spins only when it has no more threads than usable CPUs"
 
 TEST_CASE("thread pool: oversubscribed (sleeping workers), every index once and exceptions rethrown",
           "[thread_pool][hardening]") {
-    ThreadPool pool(ThreadPool::usable_cpus() * 8 + 1);
+    ThreadPool pool(usable_cpus() * 8 + 1);
     REQUIRE_FALSE(pool.spins());
     std::vector<int> hits(2000);
     // Many small jobs back to back: a worker woken late for one job must neither run a chunk of it after the

@@ -150,7 +150,7 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
 
     pool_ = std::make_unique<ThreadPool>(opt.num_threads);
     // OpenBLAS threads beyond the usable CPUs only take turns on them (and its idle threads spin).
-    openblas_set_num_threads(static_cast<int>(std::min(pool_->size(), ThreadPool::usable_cpus())));
+    openblas_set_num_threads(static_cast<int>(std::min(pool_->size(), usable_cpus())));
     w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, plan);
 
     const int64_t H = d_.H;

@@ -5,11 +5,8 @@
 // (64 threads on 2 cores took 30-120 s for a 0.5 s run).
 #include "backends/cpu/thread_pool.hpp"
 
-#include "common/host_cpus.hpp"
-
 #include "common/error.hpp"
 
-#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -82,8 +79,6 @@ std::string thread_limits_text() {
 }
 
 }  // namespace
-
-int64_t ThreadPool::usable_cpus() { return moebench::usable_cpus(); }
 
 ThreadPool::ThreadPool(int64_t num_threads, const ThreadStarter& start) {
     const int64_t cpus = usable_cpus();

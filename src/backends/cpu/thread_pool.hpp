@@ -2,6 +2,7 @@
 // A small persistent thread pool for the CPU backend's row-parallel phases and its own small-row GEMM kernels
 // (large GEMMs go to OpenBLAS, which has its own threads).
 #pragma once
+#include "common/host_cpus.hpp"
 #include "config/run_config.hpp"
 
 #include <atomic>
@@ -37,9 +38,6 @@ public:
     /// Whether idle workers (and the waiting caller) spin briefly before sleeping: only while the pool has no more
     /// threads than usable CPUs; oversubscribed, a spinning thread would steal the core of one with work.
     bool spins() const { return spin_; }
-
-    /// CPUs this process may run on (sched_getaffinity: taskset, cpusets), not the machine's count.
-    static int64_t usable_cpus();
 
     /// Calls fn(begin, end) over disjoint chunks covering [0, n); returns when all are done. The caller's thread
     /// takes part. `min_chunk` avoids waking threads for tiny ranges; `max_chunk` (> 0) caps the chunk (default
