@@ -5,7 +5,7 @@
 # Skips cleanly (writes {"skipped": reason}, exit 0) without torch, without a GPU, or without torch._grouped_mm.
 """Usage: torch_moe_peer.py [--out FILE] [--iters N] [--shapes mixtral-8x7b,deepseek-v3] [--tokens 1,8,64,256,4096]
 
-Routing: each model's own family semantics, as moebench's kernels/moe_core.cuh route_row: Mixtral = top-k of the
+Routing: each model's own family semantics, as moebench's core/moe_core.cuh route_row: Mixtral = top-k of the
 logits then softmax over the k (equal to softmax -> top-k -> renormalise); DeepSeek-V3 = sigmoid scores + score
 correction bias for selection, 8 groups ranked by the sum of their top-2, best 4 groups kept, top-8 experts, weights
 = un-biased sigmoid scores renormalised and scaled by 2.5. Weights are uniform with moebench's scales

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# -DMOEBENCH_SANITIZE=address,undefined: ASan and/or UBSan. moebench's own code (moebench_core and the binary, which
+# -DMOEBENCH_SANITIZE=address,undefined: ASan and/or UBSan. moebench's own code (the layer libraries and the binary, which
 # the CLI tests run) is instrumented; the test executables link the runtimes (every allocation gets redzones, the leak
 # check runs) but their own sources are compiled plainly: they are the checkers, and instrumenting Catch2 and the test
 # bodies doubled the tree's build time for nothing checked in moebench. UBSan halts on the first report
@@ -48,6 +48,6 @@ if(MOEBENCH_SANITIZERS)
     add_compile_definitions(MOEBENCH_SANITIZE_ADDRESS=1)
   endif()
   add_link_options(-fsanitize=${_moebench_san_flag})
-  message(STATUS "moebench: sanitizers ${_moebench_san_flag}: moebench_core and moebench instrumented, "
+  message(STATUS "moebench: sanitizers ${_moebench_san_flag}: the layer libraries and moebench instrumented, "
                  "every executable linked with the runtimes (CUDA backend OFF)")
 endif()

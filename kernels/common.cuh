@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Small device helpers shared by kernels/*.cu: launch checks, grid sizing, warp and block reductions.
 #pragma once
-#include "backends/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/launch.hpp"
 
 #include <cuda_bf16.h>

@@ -6,7 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <cstdint>
 

@@ -2,7 +2,7 @@
 // MoE kernels: router scoring + top-k (moe_core route_row), deterministic permutation by expert (counts, offsets,
 // scatter, capacity drops), row gather, the family's activation, weighted combine with residual, shared-expert gate.
 #include "kernels/common.cuh"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <cub/block/block_scan.cuh>
 

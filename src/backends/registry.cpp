@@ -1,16 +1,75 @@
 // SPDX-License-Identifier: Apache-2.0
 // make_backend: name -> backend; "auto" prefers cuda when built and a GPU is present (never sim: it models, it does
-// not measure).
+// not measure). known_backends: every backend's traits, also of one this build lacks.
+#include "backends/registry.hpp"
+
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/error.hpp"
 #include "config/hardware.hpp"
-#include "engine/backend.hpp"
 #if MOEBENCH_HAS_CUDA
-#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/device_info.hpp"
 #endif
 
 namespace moebench {
+
+namespace {
+
+#if MOEBENCH_HAS_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
+
+std::string choices_text() {
+    std::string s;
+    const std::vector<std::string> names = backend_choices();
+    for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return s;
+}
+
+}  // namespace
+
+const std::vector<KnownBackend>& known_backends() {
+    static const std::vector<KnownBackend> all = [] {
+        HardwareProfile sim_default;
+        sim_default.name = kSimDefaultHardware;
+        return std::vector<KnownBackend>{{cpu_backend_traits(), true},
+                                         {cuda_backend_traits(), kCudaBuilt},
+                                         {sim_backend_traits(sim_default, SimParams{}), true}};
+    }();
+    return all;
+}
+
+std::vector<std::string> backend_choices() {
+    std::vector<std::string> names = {"auto"};
+    for (const KnownBackend& b : known_backends()) names.push_back(b.traits.name);
+    return names;
+}
+
+std::string backends_help() {
+    std::string s;
+    for (const std::string& n : backend_choices()) s += (s.empty() ? "" : " | ") + n;
+    return s;
+}
+
+std::string expert_gemm_help() {
+    std::string s;
+    for (const KnownBackend& b : known_backends()) {
+        if (b.traits.expert_gemm.size() < 2) continue;  // "auto" alone: nothing to choose
+        std::string values;
+        for (const std::string& v : b.traits.expert_gemm) values += (values.empty() ? "" : " | ") + v;
+        s += (s.empty() ? "" : ", ") + values + " (" + b.traits.name + ")";
+    }
+    return s;
+}
+
+const BackendTraits* find_backend_traits(const std::string& name) {
+    for (const KnownBackend& b : known_backends())
+        if (b.traits.name == name) return &b.traits;
+    return nullptr;
+}
 
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why) { return make_backend(name, why, ""); }
 
@@ -45,7 +104,23 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why,
 #endif
         return make_cpu_backend();
     }
-    config_error("--backend", "unknown backend", name, "use auto, cpu, cuda or sim");
+    config_error("--backend", "unknown backend", name, "use " + choices_text());
+}
+
+json accelerator_devices_json(bool measure) {
+#if MOEBENCH_HAS_CUDA
+    json g = cuda_devices_json(measure);
+    g["built_with_cuda"] = true;
+    return g;
+#else
+    (void)measure;
+    return json{{"built_with_cuda", false},
+                {"available", false},
+                {"device_count", 0},
+                {"reason", "this moebench was built without CUDA (no nvcc at build time, or -DMOEBENCH_CUDA=OFF): "
+                           "no GPU can be used; rebuild with the CUDA toolkit to use one"},
+                {"devices", json::array()}};
+#endif
 }
 
 }  // namespace moebench

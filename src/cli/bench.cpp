@@ -7,6 +7,7 @@
 #include "common/atomic_file.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
+#include "backends/registry.hpp"
 #include "engine/backend.hpp"
 #include "engine/engine.hpp"
 #include "metrics/ceilings.hpp"
@@ -63,12 +64,12 @@ void run_bench_moe(const BenchFlags& f) {
     int64_t layer = f.layer;
     if (layer < 0) {
         for (int64_t l = 0; l < model.num_layers && layer < 0; ++l)
-            if (layer_is_moe(model, l)) layer = l;
+            if (model.is_moe_layer(l)) layer = l;
     }
     if (layer < 0 || layer >= model.num_layers)
         config_error("--layer", "outside the model", std::to_string(f.layer),
                      fmt::format("use 0..{}", model.num_layers - 1));
-    if (!layer_is_moe(model, layer))
+    if (!model.is_moe_layer(layer))
         config_error("--layer", "is a dense layer", std::to_string(layer), "pick a MoE layer");
     // Given flags mean what they say: --batch 0 used to run the default 8 tokens silently.
     constexpr int64_t kMaxStepTokens = int64_t{1} << 26;  // as `run` (the cpu backend then checks host memory)

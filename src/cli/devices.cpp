@@ -1,16 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // `moebench devices`: the GPUs found (or plainly why none), the CPU and host memory (from /proc), and, in CUDA builds,
 // the toolkit/runtime/driver versions. JSON schema "moebench.devices/1".
+#include "backends/registry.hpp"
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/host_cpus.hpp"
 #include "common/host_memory.hpp"
 #include "common/json_util.hpp"
-
-#if MOEBENCH_HAS_CUDA
-#include "backends/cuda/device_info.hpp"
-#endif
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -68,22 +65,6 @@ json host_json() {
     return j;
 }
 
-json gpus_json(bool measure) {
-#if MOEBENCH_HAS_CUDA
-    json g = cuda_devices_json(measure);
-    g["built_with_cuda"] = true;
-    return g;
-#else
-    (void)measure;
-    return json{{"built_with_cuda", false},
-                {"available", false},
-                {"device_count", 0},
-                {"reason", "this moebench was built without CUDA (no nvcc at build time, or -DMOEBENCH_CUDA=OFF): "
-                           "no GPU can be used; rebuild with the CUDA toolkit to use one"},
-                {"devices", json::array()}};
-#endif
-}
-
 std::string str_or(const json& j, const char* key, const std::string& dflt = "?") {
     if (!j.contains(key) || j.at(key).is_null()) return dflt;
     return j.at(key).is_string() ? j.at(key).get<std::string>() : j.at(key).dump();
@@ -137,7 +118,7 @@ void run_devices(const DevicesArgs& a) {
         config_error("--format", "unknown output format", a.format, "use text or json");
     json j = host_json();
     j["schema"] = "moebench.devices/1";
-    j["gpus"] = gpus_json(a.measure);
+    j["gpus"] = accelerator_devices_json(a.measure);
     std::string text = a.format == "json" ? j.dump(2) + "\n" : devices_text(j);
     if (a.out.empty() || a.out == "-") std::cout << text;
     else write_file_atomic(a.out, text);

@@ -8,7 +8,9 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "config/model_config.hpp"
-#include "engine/runner.hpp"
+#include "backends/registry.hpp"
+#include "harness/runner.hpp"
+#include "harness/validate.hpp"
 #include "report/console_table.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
@@ -76,7 +78,7 @@ void add_run_command(CLI::App& app) {
     auto* o_config = cmd->add_option("--config", f->config, "Run config: short name in configs/runs, a JSON file, or a "
                                                             "run report (re-runs what it ran)");
     auto* o_model = cmd->add_option("--model", f->model, "Model: short name, moebench model file or HF config.json");
-    auto* o_backend = cmd->add_option("--backend", f->backend, "auto | cpu | cuda | sim");
+    auto* o_backend = cmd->add_option("--backend", f->backend, backends_help());
     auto* o_hardware = cmd->add_option("--hardware", f->hardware,
                                        "Hardware profile (configs/hardware): the ceilings of the roofline block; what sim models");
     auto* o_mode = cmd->add_option("--mode", f->mode, "decode | prefill");
@@ -100,7 +102,7 @@ void add_run_command(CLI::App& app) {
                                   "Compare the first MoE block with the fp32 host reference (cuda; cpu: self-check); "
                                   "exit 3 on mismatch");
     auto* o_ep = cmd->add_option("--ep", f->ep, "Expert-parallel ranks (adds dispatch_a2a / combine_a2a)");
-    auto* o_gemm = cmd->add_option("--expert-gemm", f->expert_gemm, "Expert GEMMs: auto | grouped | loop (cuda), auto | panel | blas (cpu)");
+    auto* o_gemm = cmd->add_option("--expert-gemm", f->expert_gemm, "Expert GEMMs: " + expert_gemm_help());
     auto* o_graph = cmd->add_flag("--cuda-graph", f->cuda_graph, "cuda: capture the step in a CUDA graph and time replays");
     auto* o_cold = cmd->add_flag("--cold-l2", f->cold_l2, "cuda: flush L2 before each step");
     auto* o_ceil = cmd->add_flag("--measure-ceilings", f->measure_ceilings,
@@ -151,7 +153,7 @@ void add_run_command(CLI::App& app) {
         override_if(o_graph, cfg.options.cuda_graph, f->cuda_graph);
         override_if(o_cold, cfg.options.cold_l2, f->cold_l2);
         override_if(o_ceil, cfg.measure_ceilings, f->measure_ceilings);
-        validate(cfg);
+        validate_run(cfg);
         // A bad --out fails now, not after the run; its folders are made only when the report is written, so a run
         // refused on a later check (the model, the routing, the hardware) leaves no folder behind.
         check_output_path(cfg.out);

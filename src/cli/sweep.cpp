@@ -9,7 +9,7 @@
 #include "common/paths.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
-#include "engine/runner.hpp"
+#include "harness/runner.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
 #include "report/report_reader.hpp"

@@ -6,7 +6,7 @@
 #include "common/error.hpp"
 #include "compare/environment_diff.hpp"
 #include "compare/point_match.hpp"
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>

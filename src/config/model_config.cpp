@@ -46,8 +46,16 @@ const char* to_string(RoutingKind r) {
     return "?";
 }
 
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+    if (moe.num_experts <= 0) return false;
+    if (layer_is_moe.empty()) return true;
+    MOEBENCH_CHECK(layer >= 0 && layer < static_cast<int64_t>(layer_is_moe.size()), "layer {} out of range", layer);
+    return layer_is_moe[static_cast<size_t>(layer)] != 0;
+}
 int64_t ModelConfig::num_moe_layers() const {
-    return static_cast<int64_t>(std::count(layer_is_moe.begin(), layer_is_moe.end(), uint8_t{1}));
+    int64_t n = 0;
+    for (int64_t l = 0; l < num_layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+    return n;
 }
 int64_t ModelConfig::num_dense_layers() const { return num_layers - num_moe_layers(); }
 
@@ -400,7 +408,8 @@ void validate(const ModelConfig& m, const std::string& path) {
     }
 
     const MoeConfig& e = m.moe;
-    int64_t moe_layers = m.num_moe_layers();
+    // The listed flags, not num_moe_layers(): a layer flagged MoE in a model without experts must be refused here.
+    const auto moe_layers = std::count(m.layer_is_moe.begin(), m.layer_is_moe.end(), uint8_t{1});
     if (moe_layers > 0 || e.num_experts > 0) {
         positive("moe.num_experts", e.num_experts);
         positive("moe.top_k", e.top_k);

@@ -101,6 +101,9 @@ struct ModelConfig {
     bool lm_head_bias = false;
     int64_t num_mtp_layers = 0;            // DeepSeek-V3 multi-token prediction modules (excluded by default)
 
+    /// The one definition of "is layer `layer` a MoE layer" (every count and phase list uses it): the layer's entry
+    /// of layer_is_moe, and never without experts; an empty list (a model built in code) means every layer.
+    bool is_moe_layer(int64_t layer) const;
     int64_t num_moe_layers() const;
     int64_t num_dense_layers() const;
     bool is_moe_model() const { return moe.num_experts > 0 && num_moe_layers() > 0; }

@@ -3,7 +3,7 @@
 // command-line flags override its fields.
 #pragma once
 #include "common/json_util.hpp"
-#include "engine/step.hpp"
+#include "core/step.hpp"
 
 #include <cstdint>
 #include <string>
@@ -44,7 +44,10 @@ json run_config_to_json(const RunConfig& r);
 Mode parse_mode(const std::string& s, const std::string& field);
 /// A seed given as a signed number (JSON, flag); negative -> ConfigError naming `field`.
 uint64_t parse_seed(int64_t seed, const std::string& field);
-/// Checks values (batch >= 1, iters >= 1, ...); ConfigError naming the field.
+/// Checks values (batch >= 1, iters >= 1, ...); ConfigError naming the field. What depends on the backend (its
+/// name, --expert-gemm, --cuda-graph, --check, ...) is checked by harness/validate.hpp against its traits.
 void validate(const RunConfig& r);
+/// A run-config key as errors name it, with its flag: "expert_gemm (--expert-gemm)".
+std::string run_config_label(const std::string& key);
 
 }  // namespace moebench

@@ -2,7 +2,7 @@
 // The per-row and per-element semantics shared by the CPU backend (g++) and the CUDA kernels (nvcc): tie-break,
 // top-k, each family's routing, soft top-N, capacity drops, permutation maps, activations and the weight RNG.
 #pragma once
-#include "common/hd.hpp"
+#include "core/hd.hpp"
 
 #include <math.h>
 #include <stdint.h>

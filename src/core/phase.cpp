@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 
 namespace moebench {
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shapes and options of one forward step, and the routing handed between workload, backend and metrics.
+// Shapes and options of one forward step, its plan entries and times, and the routing handed between workload,
+// backend and metrics.
 #pragma once
+#include "core/phase.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,6 +55,21 @@ struct MoeLayerResult {
     int64_t dropped = 0;                     // (token, expert) assignments dropped by capacity
     std::vector<float> router_logits;        // [T, E] as computed by the router GEMM (before any override)
     std::vector<double> expert_gemm_us;      // per expert, measured; empty when the backend cannot split it
+};
+
+/// One entry of a step: `layer` is the model layer index (-1 for embed, final_norm, lm_head), `slot` indexes the
+/// layers handed to Backend::prepare (-1 for the once-per-step phases).
+struct PhaseEntry {
+    Phase phase;
+    int64_t layer;
+    int64_t slot;
+};
+
+/// Times of one step: phase_us[i] belongs to plan[i]; wall_us is the host steady_clock time around the whole step
+/// (begin_step .. end_step), shown beside the sum of the phases so overhead and overlap are visible.
+struct StepTimes {
+    std::vector<double> phase_us;
+    double wall_us = 0;
 };
 
 }  // namespace moebench

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backend contract: the engine owns the order of phases, a backend executes (or models) each one.
-// cpu, cuda and sim implement it; nothing upstream of the engine knows which one runs.
+// cpu, cuda and sim implement it (backends/), and describe themselves in traits(): nothing outside backends/ knows
+// which one runs, or compares a backend's name.
 #pragma once
 #include "common/json_util.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
-#include "engine/phase.hpp"
-#include "engine/step.hpp"
+#include "core/phase.hpp"
+#include "core/step.hpp"
+#include "metrics/roofline.hpp"
+#include "model/phase_work.hpp"
 
 #include <memory>
 #include <string>
@@ -14,20 +17,61 @@
 
 namespace moebench {
 
+class Communicator;  // the processes of one expert-parallel job (src/comm/, with MPI or NCCL)
+
+/// Where this process stands: rank `rank` of `world_size` processes and their communicator (nullptr in a single
+/// process). Expert-parallel ranks that one process models (the sim's RunOptions::ep_size) are not processes.
+struct Topology {
+    int64_t rank = 0;
+    int64_t world_size = 1;
+    Communicator* comm = nullptr;
+};
+
+/// --check tolerances, set by the backend's precision (harness/check.hpp uses them).
+struct CheckOptions {
+    double tolerance = 1e-2;     // relative L2 error of moe_out that still passes (bf16: 1e-2, fp32: 1e-4)
+    /// Two selection scores a, b tie when |a - b| <= tie_epsilon * max(1, |a|, |b|). Scores are compared in the
+    /// family's selection domain: router logits for the softmax and top-k families (softmax keeps their order),
+    /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing;
+    /// sparsemixer: also a logit whose band value lies within tie_epsilon of the band's edge (2 jitter).
+    double tie_epsilon = 1e-3;
+};
+
+/// What a backend is and accepts. The harness validates options, labels numbers and counts work from this alone.
+struct BackendTraits {
+    std::string name;                                // "cpu", "cuda", "sim": the report's `backend`
+    bool measures = true;                            // false: its phase times are modeled (sim)
+    bool computes_tensors = true;                    // runs router and experts on real tensors (--check, --dump-tensors,
+                                                     // router logits); false: it routes without a router (sim)
+    double elem_bytes = 4;                           // bytes per weight and activation element, for counted work
+    std::string precision;                           // for the roofline block, e.g. "fp32 weights and activations (cpu)"
+    MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work)
+    std::vector<std::string> expert_gemm = {"auto"}; // accepted --expert-gemm values
+    std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
+    bool expert_parallel = false;                    // accepts --ep > 1 within one process
+    bool measures_ceilings = false;                  // --measure-ceilings measures something
+    std::string default_hardware;                    // profile its ceilings come from without --hardware ("" = none)
+    CheckOptions check;                              // --check tolerances for its precision
+    bool accepts_switch(const std::string& key) const;
+    bool accepts_expert_gemm(const std::string& value) const;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
 
-    virtual std::string name() const = 0;
+    virtual BackendTraits traits() const = 0;
+    std::string name() const { return traits().name; }
+    /// Where this backend's phase times come from: "measured" (cpu, cuda) or "modeled" (sim).
+    std::string timing_source() const { return traits().measures ? "measured" : "modeled"; }
     /// Environment block for the report: threads and BLAS (cpu), device and library versions (cuda), profile (sim).
     virtual json describe() const = 0;
-    /// Where this backend's phase times come from: "measured" (cpu, cuda) or "modeled" (sim).
-    virtual std::string timing_source() const { return "measured"; }
 
     /// Allocates weights (random from opt.seed) and buffers for `layers` (model layer indices, ascending) at `shape`.
     /// Throws UnsupportedError / ConfigError with the fix when the memory would not suffice.
+    /// `topo`: this process's place in a multi-process job (the default: one process).
     virtual void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt) = 0;
+                         const RunOptions& opt, const Topology& topo = Topology{}) = 0;
     /// Routing imposed on the next steps (nullptr: the router decides). The router GEMM and top-k still run and are timed.
     virtual void set_routing_override(const StepRouting* routing) = 0;
 
@@ -51,13 +95,15 @@ public:
 
     /// fp32 host copies of the MoE block of `layer_slot` (see --dump-tensors in docs/report-schema.md).
     virtual std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const = 0;
-};
 
-/// "auto" picks cuda when built and a GPU is present, else cpu; `why` receives the one-line reason.
-/// Unknown or unavailable backend -> ConfigError (exit 2) saying so.
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why);
-/// The same, with the hardware profile the sim backend models (RunConfig::hardware; "" = h200-sxm). cpu and cuda
-/// ignore it. A bad profile -> ConfigError naming --hardware.
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why, const std::string& hardware);
+    /// --measure-ceilings: this machine's read bandwidth and peak rate for this backend, measured before prepare()
+    /// takes the memory. The default measures nothing and says so.
+    virtual RooflineCeilings measure_ceilings(const RunOptions& opt) const;
+    /// After the measured steps: a second look that may raise a measured ceiling (neighbours only ever lower one).
+    virtual void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const {}
+    /// What the backend modeled would not fit the hardware it models (sim); "" when it fits, or where it measures.
+    virtual std::string fit_warning(const ModelConfig& model, const std::vector<int64_t>& layers,
+                                    const RunOptions& opt) const { return ""; }
+};
 
 }  // namespace moebench

@@ -4,22 +4,14 @@
 
 #include "common/error.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace moebench {
 
-const char* to_string(Mode m) { return m == Mode::decode ? "decode" : "prefill"; }
-
-bool layer_is_moe(const ModelConfig& m, int64_t layer) {
-    if (m.moe.num_experts <= 0) return false;
-    if (m.layer_is_moe.empty()) return true;
-    MOEBENCH_CHECK(layer >= 0 && layer < static_cast<int64_t>(m.layer_is_moe.size()), "layer {} out of range", layer);
-    return m.layer_is_moe[static_cast<size_t>(layer)] != 0;
-}
-
 std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size) {
     std::vector<Phase> p = {Phase::attn_norm, Phase::qkv_proj, Phase::attention, Phase::o_proj, Phase::ffn_norm};
-    if (!layer_is_moe(m, layer)) {
+    if (!m.is_moe_layer(layer)) {
         p.push_back(Phase::dense_mlp);
         return p;
     }
@@ -43,6 +35,15 @@ std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_
         plan.push_back({Phase::final_norm, -1, -1});
         plan.push_back({Phase::lm_head, -1, -1});
     }
+    return plan;
+}
+
+std::vector<PhaseEntry> moe_block_plan(const ModelConfig& m, int64_t layer, int64_t slot, int64_t ep_size) {
+    MOEBENCH_CHECK(m.is_moe_layer(layer), "moe_block_plan: layer {} is dense", layer);
+    const std::vector<Phase> phases = phases_for_layer(m, layer, ep_size);
+    std::vector<PhaseEntry> plan;
+    for (auto it = std::find(phases.begin(), phases.end(), Phase::router_gemm); it != phases.end(); ++it)
+        plan.push_back({*it, layer, slot});
     return plan;
 }
 

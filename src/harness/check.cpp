@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The --check reference: one MoE block recomputed in fp32 (OpenBLAS GEMMs per expert, routing from moe_core) from
 // the tensors a backend dumped, and the comparison of outputs and expert ids (near-ties excused and counted).
-#include "engine/check.hpp"
+#include "harness/check.hpp"
 
 #include "common/error.hpp"
-#include "engine/route_params.hpp"
-#include "kernels/moe_core.cuh"
+#include "model/route_params.hpp"
+#include "core/moe_core.cuh"
 
 #include <cblas.h>
 #include <fmt/ranges.h>
@@ -136,15 +136,6 @@ bool selection_near_tie(const core::RouteParams& p, int64_t soft_topn, const flo
 }
 
 }  // namespace
-
-CheckOptions check_options_for(const std::string& backend) {
-    CheckOptions o;
-    if (backend == "cpu") {
-        o.tolerance = 1e-4;
-        o.tie_epsilon = 1e-5;
-    }
-    return o;
-}
 
 CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& tensors,
                             const LayerRouting* override_routing, const CheckOptions& o) {

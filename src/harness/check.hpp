@@ -5,25 +5,14 @@
 #include "common/json_util.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
-#include "engine/step.hpp"
+#include "core/step.hpp"
+#include "engine/backend.hpp"  // CheckOptions: the tolerances a backend states in its traits
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace moebench {
-
-struct CheckOptions {
-    double tolerance = 1e-2;     // relative L2 error of moe_out that still passes (bf16: 1e-2, fp32: 1e-4)
-    /// Two selection scores a, b tie when |a - b| <= tie_epsilon * max(1, |a|, |b|). Scores are compared in the
-    /// family's selection domain: router logits for the softmax and top-k families (softmax keeps their order),
-    /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing;
-    /// sparsemixer: also a logit whose band value lies within tie_epsilon of the band's edge (2 jitter).
-    double tie_epsilon = 1e-3;
-};
-
-/// Tolerances for a backend: cuda (bf16) 1e-2 / 1e-3; cpu (fp32) 1e-4 / 1e-5.
-CheckOptions check_options_for(const std::string& backend);
 
 struct CheckResult {
     int64_t layer = -1;            // model layer index (set by the caller)
@@ -46,7 +35,7 @@ struct CheckResult {
 /// w_up, w_down, [b_gate, b_up, b_down], [shared_w_gate, shared_w_up, shared_w_down, [shared_gate_weight]],
 /// topk_ids, topk_weights, moe_out; docs/report-schema.md) in fp32 with OpenBLAS and compares.
 /// Routing: logits = moe_in . router_weight^T (+ router_bias), then the family's route_row (or soft top-N) from
-/// kernels/moe_core.cuh, or `override_routing` when a workload imposed the step's selection; then the capacity
+/// core/moe_core.cuh, or `override_routing` when a workload imposed the step's selection; then the capacity
 /// drops of opt.capacity_factor. Where the backend's expert set differs from the reference only at a near-tie,
 /// the reference adopts the backend's choice for that token (counted in ids_near_tie) so that the output
 /// comparison stays meaningful. Missing or misshapen tensors -> Error.

@@ -164,4 +164,30 @@ json to_json(const LoadWindows& w) {
                 {"max_over_mean", w.max_over_mean}};
 }
 
+json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t num_tokens, int64_t num_steps,
+                       const std::string& times_source) {
+    const int64_t E = num_experts;
+    const int64_t n_tok = s.k > 0 ? static_cast<int64_t>(s.ids.size()) / s.k : 0;
+    json l = to_json(expert_load(s.ids.data(), n_tok, s.k, E));
+    l.erase("source");
+    l["layer"] = s.layer;
+    l["num_tokens"] = n_tok;
+    l["capacity_dropped"] = s.backend_dropped;  // the backend's count; `dropped` also counts -1 ids of a trace
+    l["k"] = s.k;
+    const int64_t steps_per_window = std::max<int64_t>(1, (num_steps + 31) / 32);
+    l["windows"] = to_json(load_windows(s.ids.data(), n_tok, s.k, E, steps_per_window * num_tokens));
+    const std::vector<int64_t> coact = coactivation_counts(s.ids.data(), n_tok, s.k, E);
+    json cm = json::array();
+    for (int64_t i = 0; i < E; ++i) cm.push_back(std::vector<int64_t>(coact.begin() + i * E, coact.begin() + (i + 1) * E));
+    l["coactivation"] = cm;
+    l["expert_gemm_us"] = json::array();
+    if (s.gemm_steps > 0) {
+        std::vector<double> mean_us(s.expert_gemm_us.size());
+        for (size_t e = 0; e < mean_us.size(); ++e) mean_us[e] = s.expert_gemm_us[e] / static_cast<double>(s.gemm_steps);
+        l["expert_gemm_us"] = mean_us;
+        l["expert_gemm_source"] = times_source;
+    }
+    return l;
+}
+
 }  // namespace moebench

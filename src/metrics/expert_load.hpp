@@ -3,6 +3,7 @@
 // Pure functions shared by the run report and `moebench trace info`; definitions are in docs/trace-format.md.
 #pragma once
 #include "common/json_util.hpp"
+#include "metrics/moe_samples.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -64,5 +65,11 @@ std::vector<ExpertPair> top_coactivation_pairs(const std::vector<int64_t>& coact
 /// {"source":"counted", tokens_per_expert, max_over_mean, cv, gini, top3_share, idle_experts, dropped, ...}
 json to_json(const ExpertLoad& load);
 json to_json(const LoadWindows& windows);
+
+/// One MoE layer of a run report's expert_load.per_layer: the load of the measured steps' ids, windows over the
+/// stream (about 32, whole steps of `num_tokens`), co-activation, and per-expert GEMM times when the backend split
+/// them (`times_source` labels them).
+json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t num_tokens, int64_t num_steps,
+                       const std::string& times_source);
 
 }  // namespace moebench

@@ -27,11 +27,13 @@ bool read_number(const fs::path& p, T* out) {
     return in && (in >> *out);
 }
 
-// The aggregate "cpu" line of /proc/stat: user nice system idle iowait irq softirq steal guest guest_nice.
+// The aggregate line of /proc/stat (its label is "cpu", no number): user nice system idle iowait irq softirq steal
+// guest guest_nice.
+constexpr const char* kProcStatAllCpus = "cpu";
 void read_proc_stat(const fs::path& proc, HostSample& s) {
     std::ifstream in(proc / "stat");
     std::string label;
-    if (!in || !(in >> label) || label != "cpu") return;
+    if (!in || !(in >> label) || label != kProcStatAllCpus) return;
     uint64_t v[10] = {};
     int n = 0;
     while (n < 10 && (in >> v[n])) ++n;

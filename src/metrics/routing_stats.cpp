@@ -116,4 +116,27 @@ json to_json(const RouterStats& r) {
                 {"logit_range_mean", r.logit_range_mean}};
 }
 
+json routing_layer(const MoeLayerSamples& s, int64_t num_experts, const StepShape& shape) {
+    const int64_t n_tok = s.k > 0 ? static_cast<int64_t>(s.ids.size()) / s.k : 0;
+    // Stream order (step after step, row after row); prefill sequences are contiguous runs of seq_len tokens.
+    std::vector<int64_t> seq_starts;
+    if (shape.mode == Mode::prefill)
+        for (int64_t t = 0; t < n_tok; t += shape.seq_len) seq_starts.push_back(t);
+    const SwitchStats sw = switch_stats(s.ids.data(), n_tok, s.k, seq_starts);
+    json r = {{"layer", s.layer}, {"switch_rate", sw.switch_rate}, {"switch_pairs", sw.num_pairs},
+              {"mean_overlap", sw.mean_overlap}};
+    if (s.logit_tokens > 0) {
+        const RouterStats rs = router_stats(s.logits.data(), s.logit_tokens, num_experts);
+        r["entropy_bits_mean"] = rs.entropy_bits_mean;
+        r["entropy_bits_p95"] = rs.entropy_bits_p95;
+        r["entropy_normalized"] = rs.entropy_norm_mean;
+        r["top1_prob_mean"] = rs.top1_prob_mean;
+        r["logit_min"] = rs.logit_min;
+        r["logit_max"] = rs.logit_max;
+        r["logit_range_mean"] = rs.logit_range_mean;
+        r["logit_tokens"] = s.logit_tokens;
+    }
+    return r;
+}
+
 }  // namespace moebench

@@ -3,6 +3,8 @@
 // top-1 probability and logit range from router logits. Definitions are in docs/trace-format.md.
 #pragma once
 #include "common/json_util.hpp"
+#include "core/step.hpp"
+#include "metrics/moe_samples.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -38,5 +40,9 @@ RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_ex
 
 json to_json(const SwitchStats& s);
 json to_json(const RouterStats& r);
+
+/// One MoE layer of a run report's routing.per_layer: switches in stream order (prefill: within each sequence of
+/// `shape`) and, where logits were kept, the router statistics.
+json routing_layer(const MoeLayerSamples& s, int64_t num_experts, const StepShape& shape);
 
 }  // namespace moebench

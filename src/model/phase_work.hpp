@@ -4,8 +4,8 @@
 // reports' roofline fields ("fraction of floor/peak") both read it. Conventions: docs/sim-backend.md.
 #pragma once
 #include "config/model_config.hpp"
-#include "engine/phase.hpp"
-#include "engine/step.hpp"
+#include "core/phase.hpp"
+#include "core/step.hpp"
 
 #include <cstdint>
 #include <vector>

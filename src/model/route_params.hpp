@@ -3,7 +3,7 @@
 // host check, so that a new routing field reaches all three.
 #pragma once
 #include "config/model_config.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // Terminal summary of one run record; reads only the report JSON, so any report (run or sweep point) can be shown.
 #include "report/console_table.hpp"
 
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "metrics/timing_stats.hpp"
 
 #include <fmt/format.h>

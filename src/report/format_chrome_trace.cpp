@@ -2,7 +2,7 @@
 // Chrome trace view (chrome://tracing, Perfetto): per point one process; per rank a compute track and, with expert
 // parallelism, a communication track; a slice per phase per layer of one representative step built from the
 // per-layer phase means laid end to end (not a recorded timeline: args say so).
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>

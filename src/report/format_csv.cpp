@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // CSV view: one row per point x phase, fixed documented columns (docs/csv-columns.md); points that did not run
 // get one row with an empty phase and their reason.
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 // HTML view: one self-contained file (inline CSS and SVG, no scripts, no fonts, no network references) with the
 // charts of docs/sweep.md: phase stack, throughput/p95 vs batch, expert-load heatmap, tokens per expert,
 // co-activation and roofline. Hover text comes from SVG <title> elements.
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>

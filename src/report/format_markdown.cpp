@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Markdown view: the summary tables (points, phase breakdown, expert load, sweep verdicts) for pasting into
 // issues and pull requests.
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 #include "report/formats.hpp"
 
 #include "common/error.hpp"
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 
 #include <fmt/format.h>
 

@@ -2,13 +2,19 @@
 // Assembles the moebench.report/1 document and the environment block; writes it whole or not at all.
 #include "report/report_json.hpp"
 
+#include "build_info.hpp"
 #include "common/atomic_file.hpp"
+#include "config/model_config.hpp"
 
 #include <unistd.h>
 
 #include <ctime>
 #include <fstream>
 #include <sstream>
+
+#ifndef MOEBENCH_BUILD_TYPE
+#define MOEBENCH_BUILD_TYPE "unknown"
+#endif
 
 namespace moebench {
 
@@ -77,5 +83,17 @@ json make_report(const json& context, const json& config, const std::vector<json
 }
 
 void write_report(const std::string& path, const json& report) { write_file_atomic(path, report.dump(2) + "\n"); }
+
+json report_context(int /*argc_or_0*/, const std::string& command_line) {
+    return json{{"tool", {{"name", "moebench"}, {"version", MOEBENCH_VERSION}, {"git_rev", MOEBENCH_GIT_REV},
+                          {"build_type", MOEBENCH_BUILD_TYPE}}},
+                {"command", command_line},
+                {"created_utc", utc_now(false)},
+                {"environment", environment_block()}};
+}
+
+json resolved_config(const RunConfig& cfg) {
+    return json{{"run", run_config_to_json(cfg)}, {"model", model_to_json(load_model(cfg.model))}};
+}
 
 }  // namespace moebench

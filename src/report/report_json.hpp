@@ -3,6 +3,7 @@
 #pragma once
 #include "common/host_environment.hpp"  // environment_block(): every report carries one
 #include "common/json_util.hpp"
+#include "config/run_config.hpp"
 
 #include <string>
 #include <vector>
@@ -27,5 +28,11 @@ json make_report(const json& context, const json& config, const std::vector<json
 
 /// Writes the report (pretty-printed) atomically to `path`; "-" writes it to stdout.
 void write_report(const std::string& path, const json& report);
+
+/// The report's top-level context block: tool version, git revision, build type, command line, machine, threads, BLAS.
+json report_context(int argc_or_0, const std::string& command_line);
+
+/// The report's "config" block for one point: {"run": run_config_to_json(cfg), "model": model_to_json(load_model(...))}.
+json resolved_config(const RunConfig& cfg);
 
 }  // namespace moebench

@@ -8,7 +8,7 @@
 #include "config/run_config.hpp"
 #include "common/error.hpp"
 #include "common/read_file.hpp"
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/report_json.hpp"
 
 #include <fmt/format.h>

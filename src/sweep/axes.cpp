@@ -3,6 +3,7 @@
 #include "sweep/axes.hpp"
 
 #include "common/error.hpp"
+#include "harness/validate.hpp"
 
 #include <algorithm>
 #include <set>
@@ -186,7 +187,7 @@ RunConfig apply_point(const json& base, const json& point) {
     RunConfig cfg;
     try {
         cfg = run_config_from_json(j, "");
-        validate(cfg);
+        validate_run(cfg);
     } catch (const ConfigError& e) {
         throw ConfigError(std::string("sweep point ") + point_label(point) + ": " + e.what());
     }

@@ -21,8 +21,7 @@ std::vector<int64_t> moe_ordinals(const ModelConfig& model) {
     std::vector<int64_t> ord(static_cast<size_t>(model.num_layers), -1);
     int64_t next = 0;
     for (int64_t l = 0; l < model.num_layers; ++l) {
-        bool moe = model.layer_is_moe.empty() || model.layer_is_moe[static_cast<size_t>(l)] != 0;
-        if (moe && model.moe.num_experts > 0) ord[static_cast<size_t>(l)] = next++;
+        if (model.is_moe_layer(l)) ord[static_cast<size_t>(l)] = next++;
     }
     return ord;
 }

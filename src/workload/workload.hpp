@@ -3,7 +3,7 @@
 // expert selections on each step (synthetic distributions, trace replay) or leaves the router in charge.
 #pragma once
 #include "config/model_config.hpp"
-#include "engine/step.hpp"
+#include "core/step.hpp"
 #include "workload/routing_spec.hpp"
 #include "workload/trace.hpp"
 

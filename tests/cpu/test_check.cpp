@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// --check without a GPU: the fp32 reference (engine/check.hpp) on MoE blocks the cpu backend computed (several
+// --check without a GPU: the fp32 reference (harness/check.hpp) on MoE blocks the cpu backend computed (several
 // families, capacity, soft top-N, a workload override) must pass; a 5% error in moe_out or a swapped expert id
 // must fail; a hand-built near-tie is excused and counted, not reported as a mismatch.
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "config/model_config.hpp"
-#include "engine/check.hpp"
+#include "harness/check.hpp"
 #include "engine/engine.hpp"
 #include "test_models.hpp"
 
@@ -31,7 +32,7 @@ std::vector<NamedTensor> cpu_block(const ModelConfig& m, const StepShape& shape,
     be->set_routing_override(override_routing);
     run_step(*be, step_plan(m, layers, 1, true));
     for (size_t s = 0; s < layers.size(); ++s)
-        if (layer_is_moe(m, layers[s])) return be->moe_block_tensors(static_cast<int64_t>(s));
+        if (m.is_moe_layer(layers[s])) return be->moe_block_tensors(static_cast<int64_t>(s));
     FAIL("no MoE layer");
     return {};
 }
@@ -50,7 +51,7 @@ StepShape decode(int64_t batch) { return test::decode(batch, 8); }
 
 CheckResult run_check(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& ts,
                       const LayerRouting* ovr = nullptr) {
-    return check_moe_block(m, opt, ts, ovr, check_options_for("cpu"));
+    return check_moe_block(m, opt, ts, ovr, cpu_backend_traits().check);
 }
 
 }  // namespace
@@ -168,7 +169,7 @@ TEST_CASE("check: a 5% error in moe_out or one swapped expert id fails", "[check
     CHECK(r1.rel_l2_error == Approx(0.05).epsilon(0.01));
     CHECK(r1.ids_mismatched == 0);
     // The same 5% is within the bf16 tolerance? No: 5e-2 > 1e-2, so it fails for cuda too.
-    CHECK_FALSE(check_moe_block(m, opt, scaled, nullptr, check_options_for("cuda")).passed);
+    CHECK_FALSE(check_moe_block(m, opt, scaled, nullptr, cuda_backend_traits().check).passed);
 
     // Token 0's first expert replaced by an expert it did not choose (a clear mismatch: top-2 of 4 random logits).
     auto swapped = good;

@@ -4,7 +4,7 @@
 #include "backends/cpu/cpu_backend_impl.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "common/error.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>

@@ -34,9 +34,14 @@ public:
     std::vector<std::pair<Phase, int64_t>> calls;
     int marks = 0;
     int extra_intervals = 0;
-    std::string name() const override { return "fake"; }
+    BackendTraits traits() const override {
+        BackendTraits t;
+        t.name = "fake";
+        return t;
+    }
     json describe() const override { return json::object(); }
-    void prepare(const ModelConfig&, const std::vector<int64_t>&, const StepShape&, const RunOptions&) override {}
+    void prepare(const ModelConfig&, const std::vector<int64_t>&, const StepShape&, const RunOptions&,
+                 const Topology&) override {}
     void set_routing_override(const StepRouting*) override {}
     void begin_step() override { marks = 0; calls.clear(); }
     void run_phase(Phase p, int64_t slot) override { calls.emplace_back(p, slot); }
@@ -75,7 +80,7 @@ TEST_CASE("dense-first layers run as dense; a dense model has no MoE phases", "[
     ModelConfig m = tiny_model(3, {0, 1, 1}, 1);
     CHECK(names(phases_for_layer(m, 0, 1)) ==
           std::vector<std::string>{"attn_norm", "qkv_proj", "attention", "o_proj", "ffn_norm", "dense_mlp"});
-    CHECK(layer_is_moe(m, 1));
+    CHECK(m.is_moe_layer(1));
     ModelConfig dense = tiny_model(2, {0, 0}, 0);
     dense.moe.num_experts = 0;
     CHECK(names(phases_for_layer(dense, 1, 8)).back() == "dense_mlp");

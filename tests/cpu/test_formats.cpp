@@ -3,7 +3,7 @@
 // and no external reference, the Chrome trace is valid JSON with the expected slices, the Prometheus exposition
 // is well formed.
 #include "common/error.hpp"
-#include "engine/phase.hpp"
+#include "core/phase.hpp"
 #include "report/formats.hpp"
 
 #include <catch2/catch.hpp>

@@ -3,7 +3,7 @@
 // "../cpu/test_models.hpp"). Each test keeps its own sizes: these only spare writing the same fields again.
 #pragma once
 #include "config/model_config.hpp"
-#include "engine/step.hpp"
+#include "core/step.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The shared host/device core (kernels/moe_core.cuh): tie-break, top-k insertion, capacity drops, the permutation
+// The shared host/device core (core/moe_core.cuh): tie-break, top-k insertion, capacity drops, the permutation
 // map, activations and the seeded RNG, against hand-computed cases.
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <catch2/catch.hpp>
 

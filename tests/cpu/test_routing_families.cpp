@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Each family's routing (kernels/moe_core.cuh route_row) against hand-computed cases: small E, explicit logits,
+// Each family's routing (core/moe_core.cuh route_row) against hand-computed cases: small E, explicit logits,
 // expected ids and weights worked out by hand (values from the formulas of each family's reference code).
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The sim backend: phase times equal the roofline formula on hand-computed cases, all-to-all times follow the
 // per-rank traffic of the routing, and a tiny model runs a whole step through the engine interface.
+#include "backends/registry.hpp"
 #include "backends/sim/sim_backend.hpp"
 
 #include "common/error.hpp"

@@ -5,7 +5,7 @@
 #include "engine/engine.hpp"
 #include "../cpu/test_models.hpp"
 #include "gpu_test_util.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <catch2/catch.hpp>
 

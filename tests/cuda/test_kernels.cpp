@@ -4,7 +4,7 @@
 #include "backends/cuda/gemm.hpp"
 #include "gpu_test_util.hpp"
 #include "kernels/launch.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <catch2/catch.hpp>
 

@@ -6,7 +6,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "common/error.hpp"
 #include "common/host_memory.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -32,10 +32,6 @@ static_assert(static_cast<int>(Activation::geglu) == core::kActGeglu);
 static_assert(static_cast<int>(Activation::swiglu_oai) == core::kActSwigluOai);
 
 namespace {
-bool layer_is_moe(const ModelConfig& m, int64_t layer) {
-    if (m.layer_is_moe.empty()) return m.moe.num_experts > 0;
-    return m.layer_is_moe[static_cast<size_t>(layer)] != 0;
-}
 int64_t lm_rows_for(const StepShape& s) {
     // Prefill computes logits only for the last token of each sequence (what serving engines do); decode for all.
     return s.mode == Mode::prefill ? s.batch : s.num_tokens();
@@ -51,7 +47,7 @@ int64_t activation_floats(const ModelConfig& m, const std::vector<int64_t>& laye
     n += T * (d.qkv_width + d.nh * d.qk_dim + 2 * d.nkv * std::max(d.qk_dim, d.v_dim) + d.nh * d.v_dim);
     if (d.mla) n += T * (d.q_lora + d.kv_lora + d.rot_dim + d.kv_lora + d.nh * (d.nope + d.v_dim));
     int64_t moe_slots = 0;
-    for (int64_t l : layers) moe_slots += layer_is_moe(m, l);
+    for (int64_t l : layers) moe_slots += m.is_moe_layer(l);
     if (moe_slots > 0) {
         n += T * d.E + 2 * moe_slots * T * d.H + moe_slots * T * d.E;  // logits, moe_in/out, stored logits
         n += T * kmax * (2 * d.H + 3 * d.I);
@@ -64,6 +60,24 @@ int64_t activation_floats(const ModelConfig& m, const std::vector<int64_t>& laye
     if (shape.mode == Mode::prefill) n += std::min<int64_t>(256, shape.seq_len) * shape.seq_len;  // score block
     return n;
 }
+
+BackendTraits CpuBackend::traits() const { return cpu_backend_traits(); }
+
+}  // namespace cpu
+
+BackendTraits cpu_backend_traits() {
+    BackendTraits t;
+    t.name = "cpu";
+    t.elem_bytes = 4;
+    t.precision = "fp32 weights and activations (cpu)";
+    t.mla_form = MlaForm::expanded_cache;
+    t.expert_gemm = {"auto", "panel", "blas"};
+    t.measures_ceilings = true;
+    t.check = {1e-4, 1e-5};  // fp32 against the fp32 reference: only summation order differs
+    return t;
+}
+
+namespace cpu {
 
 json CpuBackend::describe() const {
     json j;
@@ -90,7 +104,7 @@ json CpuBackend::describe() const {
 }
 
 void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt) {
+                         const RunOptions& opt, const Topology& /*topo: one process; expert parallelism is issue 16*/) {
     m_ = model;
     shape_ = shape;
     opt_ = opt;

@@ -7,6 +7,8 @@
 
 namespace moebench {
 
+/// What the cpu backend is and accepts (registry and CpuBackend::traits()).
+BackendTraits cpu_backend_traits();
 std::unique_ptr<Backend> make_cpu_backend();
 
 }  // namespace moebench

@@ -23,10 +23,10 @@ struct MoeSlotState {
 class CpuBackend final : public Backend {
 public:
     CpuBackend() = default;
-    std::string name() const override { return "cpu"; }
+    BackendTraits traits() const override;
     json describe() const override;
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt) override;
+                 const RunOptions& opt, const Topology& topo = Topology{}) override;
     void set_routing_override(const StepRouting* routing) override;
     void begin_step() override;
     void run_phase(Phase phase, int64_t layer_slot) override;
@@ -34,6 +34,8 @@ public:
     std::vector<double> end_step() override;
     MoeLayerResult moe_result(int64_t layer_slot) const override;
     std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const override;
+    RooflineCeilings measure_ceilings(const RunOptions& opt) const override;     // cpu_ceilings.cpp
+    void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const override;
 
     // For tests and tools.
     const float* hidden() const { return x_.data(); }        // residual stream [T, H]

@@ -4,8 +4,8 @@
 #include "backends/cpu/cpu_backend_impl.hpp"
 
 #include "backends/cpu/cpu_ops.hpp"
-#include "engine/route_params.hpp"
-#include "kernels/moe_core.cuh"
+#include "model/route_params.hpp"
+#include "core/moe_core.cuh"
 
 #include <chrono>
 #include <cstring>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// fp32 building blocks of the CPU backend: GEMM (OpenBLAS), norms, RoPE, attention, fills from the seed.
+// fp32 building blocks of the CPU backend, one header for the kernels of cpu_gemm, cpu_activation, cpu_norm_rope,
+// cpu_attention_ops and cpu_fill (as kernels/launch.hpp for kernels/*.cu).
 // Plain functions over raw row-major buffers so that tests can check each against a naive loop.
 #pragma once
 #include "backends/cpu/thread_pool.hpp"

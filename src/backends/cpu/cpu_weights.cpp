@@ -4,7 +4,7 @@
 #include "backends/cpu/cpu_weights.hpp"
 
 #include "backends/cpu/cpu_ops.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -194,7 +194,7 @@ void gen_model(Gen& g, const ModelConfig& m, const std::vector<int64_t>& layers,
     for (size_t i = 0; i < layers.size(); ++i) {
         LayerWeights& lw = w.layers[i];
         lw.layer = layers[i];
-        lw.is_moe = m.layer_is_moe.empty() ? m.moe.num_experts > 0 : m.layer_is_moe[static_cast<size_t>(layers[i])] != 0;
+        lw.is_moe = m.is_moe_layer(layers[i]);
         gen_layer(g, m, d, lw, batch, context);
     }
 }

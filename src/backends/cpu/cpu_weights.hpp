@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Random fp32 weights of the layers being run, generated from the run seed with the shared counter-based RNG
-// (kernels/moe_core.cuh), so the CUDA backend can produce the same values. Also the memory preflight.
+// (core/moe_core.cuh), so the CUDA backend can produce the same values. Also the memory preflight.
 #pragma once
 #include "backends/cpu/thread_pool.hpp"
 #include "common/aligned_floats.hpp"

@@ -5,14 +5,14 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/nvml.hpp"
 
-#include "backends/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "backends/cuda/device_buffer.hpp"
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/gemm.hpp"
 #include "common/error.hpp"
-#include "engine/route_params.hpp"
+#include "model/route_params.hpp"
 #include "kernels/launch.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -83,7 +83,18 @@ public:
         MOEBENCH_CUBLAS_CHECK(cublasSetWorkspace(cublas_->get(), cublas_ws_.get(), cublas_ws_.bytes()));
     }
 
-    std::string name() const override { return "cuda"; }
+    BackendTraits traits() const override { return cuda_backend_traits(); }
+
+    RooflineCeilings measure_ceilings(const RunOptions&) const override {
+        RooflineCeilings c;
+        c.source = "measured on this machine";
+        json m = measure_device_ceilings(device_);
+        c.mem_bw_bytes_per_s = m.value("read_bw_bytes_per_s", 0.0);
+        c.peak_flops_per_s = m.value("bf16_gemm_flops", 0.0);
+        c.detail = m;
+        c.note = "cuda: device read bandwidth (own kernel) and cuBLAS bf16 GEMM rate, measured before the run";
+        return c;
+    }
 
     json describe() const override {
         json d;
@@ -131,7 +142,7 @@ public:
     }
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt) override;
+                 const RunOptions& opt, const Topology& topo = Topology{}) override;
 
     void set_routing_override(const StepRouting* routing) override { override_ = routing; }
 
@@ -312,7 +323,7 @@ int64_t CudaBackend::plan_bytes() const {
 }
 
 void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                          const RunOptions& opt) {
+                          const RunOptions& opt, const Topology& /*topo: one GPU; expert parallelism is issue 16*/) {
     m_ = model;
     shape_ = shape;
     opt_ = opt;
@@ -356,7 +367,7 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     for (int64_t l : layers) {
         auto L = std::make_unique<Layer>();
         L->layer = l;
-        L->moe = m_.is_moe_model() && (m_.layer_is_moe.empty() || m_.layer_is_moe[static_cast<size_t>(l)] != 0);
+        L->moe = m_.is_moe_layer(l);
         L->sliding = !m_.layer_sliding.empty() && m_.layer_sliding[static_cast<size_t>(l)] != 0;
         layers_.push_back(std::move(L));
     }

@@ -2,7 +2,7 @@
 // Move-only RAII owners of CUDA resources: device memory, pinned host memory, events, streams, cuBLAS handles.
 // Destructors never throw (the _NOEXCEPT macros log instead).
 #pragma once
-#include "backends/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 #include <cublas_v2.h>
 

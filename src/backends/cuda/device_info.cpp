@@ -3,7 +3,7 @@
 #include "backends/cuda/device_info.hpp"
 
 #include "backends/cuda/cuda_backend.hpp"
-#include "backends/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "backends/cuda/device_buffer.hpp"
 #include "backends/cuda/nvml.hpp"
 #include "kernels/launch.hpp"

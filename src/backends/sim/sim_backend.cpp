@@ -5,7 +5,9 @@
 
 #include "common/error.hpp"
 #include "common/read_file.hpp"
-#include "kernels/moe_core.cuh"
+#include "core/moe_core.cuh"
+#include "metrics/rank_times.hpp"
+#include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
 #include "workload/workload.hpp"
 
@@ -39,8 +41,32 @@ class SimBackend final : public Backend {
 public:
     SimBackend(HardwareProfile hw, SimParams p) : hw_(std::move(hw)), p_(p) {}
 
-    std::string name() const override { return "sim"; }
-    std::string timing_source() const override { return "modeled"; }
+    BackendTraits traits() const override { return sim_backend_traits(hw_, p_); }
+
+    // The sim models times, not capacity: say when the layers it ran would not fit on the profile's GPUs (their
+    // weights per rank: everything but the routed experts replicated, the routed experts split over the EP ranks;
+    // the KV cache and activations come on top). "" when they fit or the profile gives no capacity.
+    std::string fit_warning(const ModelConfig& model, const std::vector<int64_t>& layers,
+                            const RunOptions& opt) const override {
+        if (!(hw_.memory_bytes > 0)) return "";
+        const double ep = static_cast<double>(std::max<int64_t>(1, opt.ep_size));
+        double replicated = 0, experts = 0;
+        for (int64_t l : layers) {
+            replicated += static_cast<double>(attention_params_per_layer(model) + norm_params_per_layer(model));
+            if (model.is_moe_layer(l)) {
+                replicated += static_cast<double>(router_params_per_layer(model) + shared_expert_params(model));
+                experts += static_cast<double>(model.moe.num_experts) * static_cast<double>(routed_expert_params(model));
+            } else {
+                replicated += static_cast<double>(dense_mlp_params_per_layer(model));
+            }
+        }
+        const double per_rank_bytes = (replicated + experts / ep) * p_.weight_elem_bytes();
+        if (per_rank_bytes <= hw_.memory_bytes) return "";
+        return fmt::format("the {} layer(s) run need {:.1f} GiB of {} weights per GPU (EP {}), more than the {:.1f} "
+                           "GiB of the profile: the modeled times assume they fit; size a real layout with moebench plan",
+                           layers.size(), per_rank_bytes / 1073741824.0, to_string(p_.dtype),
+                           static_cast<int64_t>(ep), hw_.memory_bytes / 1073741824.0);
+    }
 
     json describe() const override {
         return json{{"hardware", hardware_to_json(hw_)},
@@ -59,7 +85,7 @@ public:
     }
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt) override {
+                 const RunOptions& opt, const Topology& /*topo: one process models every rank*/ = Topology{}) override {
         const int64_t ep = opt.ep_size;
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
             config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
@@ -169,29 +195,29 @@ private:
     // Slowest rank's time for a phase that runs where the tokens live (attention side, router, permute, shared
     // expert, combine, head): rank r runs its own sequences and the assignments of its tokens.
     double home_side_us(Phase phase, int64_t layer, const std::vector<std::vector<int64_t>>* counts) const {
-        double worst = 0;
+        std::vector<double> rank_us(static_cast<size_t>(opt_.ep_size), 0.0);
         for (int64_t r = 0; r < opt_.ep_size; ++r) {
             StepShape sr = shape_;
             sr.batch = sequences_on_rank(shape_, r, opt_.ep_size);
             if (sr.batch == 0) continue;
             static const std::vector<int64_t> kNone;
             const std::vector<int64_t>& tpe = counts ? (*counts)[static_cast<size_t>(r)] : kNone;
-            worst = std::max(worst, sim_phase_us(work(phase, layer, sr, tpe), hw_, p_));
+            rank_us[static_cast<size_t>(r)] = sim_phase_us(work(phase, layer, sr, tpe), hw_, p_);
         }
-        return worst;
+        return across_ranks(rank_us).slowest_us;
     }
 
     // Slowest rank's time for an expert phase: rank q runs its contiguous block of experts on the tokens routed there.
     double expert_side_us(Phase phase, const Slot& sl) const {
         const int64_t ep = opt_.ep_size, E = model_.moe.num_experts, per_rank = E / ep;
-        double worst = 0;
+        std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
         for (int64_t q = 0; q < ep; ++q) {
             std::vector<int64_t> tpe(static_cast<size_t>(E), 0);
             for (int64_t e = q * per_rank; e < (q + 1) * per_rank; ++e)
                 tpe[static_cast<size_t>(e)] = sl.result.tokens_per_expert[static_cast<size_t>(e)];
-            worst = std::max(worst, sim_phase_us(work(phase, sl.layer, shape_, tpe), hw_, p_));
+            rank_us[static_cast<size_t>(q)] = sim_phase_us(work(phase, sl.layer, shape_, tpe), hw_, p_);
         }
-        return worst;
+        return across_ranks(rank_us).slowest_us;
     }
 
     PhaseWork work(Phase phase, int64_t layer, const StepShape& s, const std::vector<int64_t>& tpe) const {
@@ -309,6 +335,19 @@ double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParam
         worst_s = std::max(worst_s, s);
     }
     return worst_s * 1e6 + (crosses_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
+}
+
+BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) {
+    BackendTraits t;
+    t.name = "sim";
+    t.measures = false;
+    t.computes_tensors = false;
+    t.elem_bytes = p.weight_elem_bytes();
+    t.precision = std::string(to_string(p.dtype)) + " (sim)";
+    t.mla_form = p.mla_form;
+    t.expert_parallel = true;
+    t.default_hardware = hw.name;
+    return t;
 }
 
 std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw) {

@@ -45,6 +45,9 @@ double sim_phase_us(const PhaseWork& w, const HardwareProfile& hw, const SimPara
 /// node, else a2a_latency_us; it is paid even when no row crosses ranks.
 double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParams& p, bool transpose = false);
 
+/// What the sim backend is and accepts, modeling `hw` with `p` (registry: the default profile and parameters).
+BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p);
+
 /// A sim backend for `hw` with its profile's parameters (or `p`).
 std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw);
 std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw, const SimParams& p);

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the cuda backend is and accepts. Plain C++, compiled also without the CUDA toolkit, so that a build without
+// it can still say which backend an option belongs to.
+#include "backends/cuda/cuda_backend.hpp"
+
+namespace moebench {
+
+BackendTraits cuda_backend_traits() {
+    BackendTraits t;
+    t.name = "cuda";
+    t.elem_bytes = 2;
+    t.precision = "bf16 weights and activations (cuda)";
+    t.mla_form = MlaForm::absorbed;
+    t.expert_gemm = {"auto", "grouped", "loop"};
+    t.switches = {"cuda_graph", "cold_l2"};
+    t.measures_ceilings = true;
+    t.check = {1e-2, 1e-3};  // bf16 against the fp32 reference
+    return t;
+}
+
+}  // namespace moebench

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// The validate stage of a run point: the run config's values, and what the chosen backend accepts (from its traits,
+// so that no check here knows a backend by name).
+#pragma once
+#include "config/model_config.hpp"
+#include "config/run_config.hpp"
+#include "engine/backend.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace moebench {
+
+/// Before anything runs (run, sweep: every point up front): validate(cfg), the backend's name, and the options
+/// against the named backend's traits ("auto" is checked once it has picked one). ConfigError naming the field.
+void validate_run(const RunConfig& cfg);
+
+/// The options of `cfg` against the traits of the backend that will run them: --expert-gemm, --cuda-graph,
+/// --cold-l2, --ep, --check, --dump-tensors, --measure-ceilings. ConfigError naming the field, the backend, and
+/// which backend accepts the option.
+void check_backend_accepts(const BackendTraits& traits, const RunConfig& cfg);
+
+/// The model layers a point runs (the first cfg.layers, 0 = all), checked against the model and the options that
+/// need a MoE layer or divide its experts. ConfigError naming the field.
+std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cfg);
+
+}  // namespace moebench

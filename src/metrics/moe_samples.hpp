@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the measured steps of one MoE layer produced, gathered step after step: the input of the load, routing and
+// roofline derivations.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace moebench {
+
+struct MoeLayerSamples {
+    int64_t slot = 0;                    // index into the layers run
+    int64_t layer = 0;                   // model layer index
+    int64_t k = 0;
+    std::vector<int32_t> ids;            // [steps * T, k], steps in order; -1 = dropped
+    std::vector<float> logits;           // [logit_tokens, E]
+    int64_t logit_tokens = 0;
+    std::vector<double> expert_gemm_us;  // per expert, summed over gemm_steps
+    int64_t gemm_steps = 0;
+    int64_t backend_dropped = 0;         // capacity drops as the backend counted them
+};
+
+}  // namespace moebench

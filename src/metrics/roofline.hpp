@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// The roofline derivation: counted work per phase (model/phase_work) against the ceilings a run had, as the report's
+// `roofline` block (docs/report-schema.md, "roofline"), and the MoE block's floor.
+#pragma once
+#include "common/json_util.hpp"
+#include "config/model_config.hpp"
+#include "core/step.hpp"
+#include "metrics/moe_samples.hpp"
+#include "metrics/timing_stats.hpp"
+#include "model/phase_work.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moebench {
+
+// The two rates a floor is computed against, and where they came from.
+struct RooflineCeilings {
+    double peak_flops_per_s = 0;      // 0 = unknown
+    double mem_bw_bytes_per_s = 0;    // 0 = unknown
+    std::string source;               // "hardware profile <name>" | "measured on this machine" | ""
+    std::string note;                 // why they are missing, or what was measured
+    json detail = json::object();
+};
+
+/// Ceilings from a hardware profile's datasheet: fp32 peak for a backend that computes in fp32 (elem_bytes 4), bf16
+/// otherwise. A bad profile -> ConfigError naming --hardware.
+RooflineCeilings profile_ceilings(const std::string& profile, double elem_bytes);
+
+/// How the backend that ran counts: element bytes, MLA form, and the precision line of the report.
+struct WorkBasis {
+    double elem_bytes = 4;
+    MlaForm mla_form = MlaForm::expanded_cache;
+    std::string precision;
+};
+
+/// Per-phase counted work summed over the layers run (MoE phases at each measured step's tokens per expert,
+/// averaged over the steps), achieved rates from the phase means, floors where the ceilings are known.
+json roofline_block(const ModelConfig& model, const StepShape& shape, int64_t ep_size, const WorkBasis& basis,
+                    const std::string& times_source, const std::vector<PhaseEntry>& plan,
+                    const std::vector<StepTimes>& steps, const std::vector<MoeLayerSamples>& moe,
+                    const std::map<Phase, TimingStats>& phase_stats, const RooflineCeilings& ceil);
+
+}  // namespace moebench
