@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """End-to-end check of every shipped MoE model's block through the CLI, against scripts/check_moe_dump.py.
 
-Each configs/models/*.json with experts is shrunk to a tiny model of the same family (same routing, groups,
-scaling, biases, shared experts and their gate, activation, attention kind; small widths), run by
-`moebench run --backend cpu --dump-tensors` under several routing options, and the dump is recomputed by the
-numpy reference. Usage: tests/dump_check.py MOEBENCH REPO_ROOT. Exit 77 (skip) without numpy.
+The conformance case list (tests/conformance.py): the tiny model of each configs/models/*.json with experts (same
+routing, groups, scaling, biases, shared experts and their gate, activation, attention kind; small widths), committed
+in tests/data/conformance/models/, runs under each variant of tests/data/conformance/cases.json through
+`moebench run --backend cpu --dump-tensors`, and the dump is recomputed by the numpy reference.
+Usage: tests/dump_check.py MOEBENCH REPO_ROOT. Exit 77 (skip) without numpy.
 """
 import importlib.util
 import json
@@ -15,59 +16,14 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import conformance  # noqa: E402  (the case list, next to this file)
+
 try:
     import numpy  # noqa: F401  (the checker needs it)
 except ImportError:
     print("dump_check: skipped, numpy is not installed (Debian: python3-numpy)")
     sys.exit(77)
-
-# (name, extra flags): the family's own routing at decode and prefill, capacity drops, soft top-N, a workload.
-VARIANTS = [
-    ("decode", ["--mode", "decode", "--batch", "16", "--context", "8"]),
-    ("prefill", ["--mode", "prefill", "--batch", "2", "--seq-len", "12"]),
-    ("capacity", ["--mode", "decode", "--batch", "16", "--context", "4", "--capacity-factor", "1.0"]),
-    ("soft-topn", ["--mode", "decode", "--batch", "8", "--context", "4", "--soft-topn", "3"]),
-    ("zipf", ["--mode", "decode", "--batch", "16", "--context", "4", "--routing", "zipf:1.2"]),
-]
-
-
-def shrink(m):
-    """A tiny model of m's family: widths cut, every semantic switch kept."""
-    t = json.loads(json.dumps(m))
-    t["name"] = "tiny-" + m["name"]
-    t["unconfirmed"] = True
-    t["notes"] = "Shrunk by tests/dump_check.py from " + m["name"]
-    t["vocab_size"], t["hidden_size"], t["num_layers"], t["max_position_embeddings"] = 128, 64, 2, 256
-    t["num_mtp_layers"] = 0
-    dense = m.get("dense_layers", [])
-    t["dense_layers"] = [0] if 0 in dense else []  # layer 1 is always a MoE layer
-    if m.get("sliding_layers"):
-        t["sliding_layers"] = [0]
-    if m.get("dense_intermediate_size", 0):
-        t["dense_intermediate_size"] = 96
-    a = t["attention"]
-    if a["kind"] == "mla":
-        a.update(num_heads=4, num_kv_heads=4, head_dim=12, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
-                 v_head_dim=8)
-        if a.get("q_lora_rank", 0):
-            a["q_lora_rank"] = 32
-    else:
-        a.update(num_kv_heads=4 if a["num_kv_heads"] == a["num_heads"] else 2, num_heads=4, head_dim=16)
-    if a.get("sliding_window", 0):
-        a["sliding_window"] = 8
-    if a.get("attention_chunk", 0):
-        a["attention_chunk"] = 8
-    moe = t["moe"]
-    groups = max(1, moe.get("num_groups", 1))
-    moe["num_experts"] = min(moe["num_experts"], 32)
-    assert moe["num_experts"] % groups == 0 and moe["top_k"] <= moe["num_experts"]
-    moe["expert_intermediate_size"] = 32
-    if moe["routing"] == "sparsemixer":
-        moe["router_jitter_noise"] = 0.1  # a wider band than PhiMoE's 0.01, so that other logits fall inside it
-    if moe.get("shared_intermediate_size", 0):
-        moe["shared_intermediate_size"] = 48
-    return t
-
 
 def write_safetensors(path, tensors, meta):
     header, blobs, off = {"__metadata__": meta}, [], 0
@@ -115,17 +71,14 @@ def negative_controls(checker, dump, tmp):
 def main():
     moebench, root = sys.argv[1], sys.argv[2]
     checker = os.path.join(root, "scripts", "check_moe_dump.py")
-    models_dir = os.path.join(root, "configs", "models")
+    models_dir = os.path.join(root, "tests", "data", "conformance", "models")
+    variants = [(v["name"], conformance.variant_flags(v)) for v in conformance.cases(root)]
     failures, runs = [], 0
     with tempfile.TemporaryDirectory(prefix="moebench-dump-check-") as tmp:
-        for fname in sorted(os.listdir(models_dir)):
-            m = json.load(open(os.path.join(models_dir, fname)))
-            if m.get("moe", {}).get("num_experts", 0) <= 0:
-                continue
-            model_file = os.path.join(tmp, "tiny-" + fname)
-            with open(model_file, "w") as f:
-                json.dump(shrink(m), f)
-            for name, flags in VARIANTS:
+        for model_name in sorted(os.listdir(models_dir)):
+            model_file = os.path.join(models_dir, model_name)
+            fname = model_name[len("tiny-"):]
+            for name, flags in variants:
                 out_dir = os.path.join(tmp, f"{fname}-{name}")
                 cmd = [moebench, "run", "--model", model_file, "--backend", "cpu", "--layers", "2", "--warmup", "0",
                        "--iters", "1", "--threads", "2", "--seed", "7", "--dump-tensors", out_dir,
