@@ -31,13 +31,43 @@ std::string choices_text() {
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<Backend> make_cpu(const std::string&, std::string* why) {
+    if (why) why->clear();
+    return make_cpu_backend();
+}
+
+std::unique_ptr<Backend> make_sim(const std::string& hardware, std::string* why) {
+    if (why)
+        *why = hardware.empty() ? std::string("backend sim: modeling ") + kSimDefaultHardware + " (no hardware given)" : "";
+    return make_sim_backend(load_hardware(hardware.empty() ? kSimDefaultHardware : hardware));
+}
+
+std::unique_ptr<Backend> make_cuda(const std::string&, std::string* why) {
+#if MOEBENCH_HAS_CUDA
+    std::string reason;
+    if (!cuda_available(&reason))
+        config_error("--backend", "cuda is unavailable", reason,
+                     "run on a machine with an NVIDIA GPU, or use --backend cpu (measured) or sim (modeled)");
+    if (why) why->clear();
+    return make_cuda_backend();
+#else
+    (void)why;
+    config_error("--backend", "this build has no CUDA backend", "cuda",
+                 "rebuild with the CUDA toolkit (-DMOEBENCH_CUDA=ON), or use --backend cpu or sim");
+#endif
+}
+
+}  // namespace
+
 const std::vector<KnownBackend>& known_backends() {
     static const std::vector<KnownBackend> all = [] {
         HardwareProfile sim_default;
         sim_default.name = kSimDefaultHardware;
-        return std::vector<KnownBackend>{{cpu_backend_traits(), true},
-                                         {cuda_backend_traits(), kCudaBuilt},
-                                         {sim_backend_traits(sim_default, SimParams{}), true}};
+        return std::vector<KnownBackend>{{cpu_backend_traits(), true, make_cpu},
+                                         {cuda_backend_traits(), kCudaBuilt, make_cuda},
+                                         {sim_backend_traits(sim_default, SimParams{}), true, make_sim}};
     }();
     return all;
 }
@@ -74,36 +104,22 @@ const BackendTraits* find_backend_traits(const std::string& name) {
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why) { return make_backend(name, why, ""); }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why, const std::string& hardware) {
-    auto note = [&](const std::string& s) { if (why) *why = s; };
-    if (name == "cpu") {
-        note("");
-        return make_cpu_backend();
-    }
-    if (name == "sim") {
-        const std::string profile = hardware.empty() ? kSimDefaultHardware : hardware;
-        note(hardware.empty() ? std::string("backend sim: modeling ") + kSimDefaultHardware + " (no hardware given)"
-                              : "");
-        return make_sim_backend(load_hardware(profile));
-    }
-    if (name == "cuda" || name == "auto") {
+    if (name == "auto") {
+        // cuda when built and a GPU is present, else cpu (never sim: it models, it does not measure).
 #if MOEBENCH_HAS_CUDA
         std::string reason;
         if (cuda_available(&reason)) {
-            note(name == "auto" ? "backend auto: using cuda (" + reason + ")" : "");
+            if (why) *why = "backend auto: using cuda (" + reason + ")";
             return make_cuda_backend();
         }
-        if (name == "cuda")
-            config_error("--backend", "cuda is unavailable", reason,
-                         "run on a machine with an NVIDIA GPU, or use --backend cpu (measured) or sim (modeled)");
-        note("backend auto: using cpu (" + reason + ")");
+        if (why) *why = "backend auto: using cpu (" + reason + ")";
 #else
-        if (name == "cuda")
-            config_error("--backend", "this build has no CUDA backend", "cuda",
-                         "rebuild with the CUDA toolkit (-DMOEBENCH_CUDA=ON), or use --backend cpu or sim");
-        note("backend auto: using cpu (built without CUDA)");
+        if (why) *why = "backend auto: using cpu (built without CUDA)";
 #endif
         return make_cpu_backend();
     }
+    for (const KnownBackend& b : known_backends())
+        if (b.traits.name == name) return b.make(hardware, why);
     config_error("--backend", "unknown backend", name, "use " + choices_text());
 }
 

@@ -11,10 +11,12 @@
 
 namespace moebench {
 
-/// Every backend's traits, in the order of --backend's help (cpu, cuda, sim); `built` says whether this build has it.
+/// Every backend, in the order of --backend's help (cpu, cuda, sim): its traits, whether this build has it, and
+/// how to make one (`hardware`: the profile to model, "" = the default; `why` gets a line worth printing, or "").
 struct KnownBackend {
     BackendTraits traits;
     bool built = true;
+    std::unique_ptr<Backend> (*make)(const std::string& hardware, std::string* why) = nullptr;
 };
 const std::vector<KnownBackend>& known_backends();
 /// The names --backend accepts: "auto" and every known backend.

@@ -2,6 +2,7 @@
 // 'moebench bench moe': the MoE block of one layer on the CPU backend, phase by phase, against the physical floor
 // of this machine (touched weight bytes / measured read bandwidth vs FLOPs / measured sgemm rate, same run).
 #include "cli/commands.hpp"
+#include "core/report_keys.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "common/atomic_file.hpp"
@@ -274,20 +275,20 @@ json bench_record(const BenchFlags& f, const BenchPoint& p, const std::vector<Ph
     j["work"] = {{"source", "counted"},
                  {"weight_bytes", weight_bytes},
                  {"flops", flops},
-                 {"phases", "router_gemm + expert_up + expert_down (+ shared_expert), touched experts only"}};
+                 {keys::kPhases, "router_gemm + expert_up + expert_down (+ shared_expert), touched experts only"}};
     j["floor"] = {{"source", "counted work / measured ceilings"},
                   {"memory_us", floor.memory_us},
                   {"compute_us", floor.compute_us},
-                  {"floor_us", floor.floor_us},
+                  {keys::kFloorUs, floor.floor_us},
                   {"bound", floor.bound}};
     json pj = json::object();
     for (size_t i = 0; i < plan.size(); ++i) pj[std::string(phase_name(plan[i].phase))] = to_json(summarize(t.phase_us[i]));
-    j["time"] = {{"source", "measured"}, {"block", to_json(block)}, {"phases", pj}};
-    j["ratio_to_floor"] = {{"p50", block.p50_us / floor.floor_us}, {"min", block.min_us / floor.floor_us}};
+    j["time"] = {{"source", "measured"}, {"block", to_json(block)}, {keys::kPhases, pj}};
+    j[keys::kRatioToFloor] = {{"p50", block.p50_us / floor.floor_us}, {"min", block.min_us / floor.floor_us}};
     // Faster than the floor means a ceiling was measured below what the machine does: said next to the ratio.
     const std::string floor_warning = below_floor_warning(floor, block.min_us);
-    if (!floor_warning.empty()) j["ratio_to_floor"]["warning"] = floor_warning;
-    if (!f.warm_cache) j["ratio_to_floor"]["adjacent_passes"] = adjacent_pass_ratios(f, probe, t, weight_bytes, flops);
+    if (!floor_warning.empty()) j[keys::kRatioToFloor]["warning"] = floor_warning;
+    if (!f.warm_cache) j[keys::kRatioToFloor]["adjacent_passes"] = adjacent_pass_ratios(f, probe, t, weight_bytes, flops);
     return j;
 }
 
@@ -295,7 +296,7 @@ json bench_record(const BenchFlags& f, const BenchPoint& p, const std::vector<Ph
 void print_bench_text(const BenchFlags& f, const json& j, const std::vector<PhaseEntry>& plan, const BlockTimes& t) {
     const TimingStats block = summarize(t.block_us);
     const json& fl = j["floor"];
-    const double floor_us = fl["floor_us"].get<double>();
+    const double floor_us = fl[keys::kFloorUs].get<double>();
     const json& bw = j["ceilings"]["read_bandwidth"];
     const json& gemm = j["ceilings"]["sgemm"];
     std::cout << fmt::format("moebench bench moe: {} layer {} {} {} tokens, routing {}, {} threads, {} cache\n",
@@ -325,7 +326,7 @@ void print_bench_text(const BenchFlags& f, const json& j, const std::vector<Phas
                              fl["bound"].get<std::string>(), fl["memory_us"].get<double>(), fl["compute_us"].get<double>());
     std::cout << fmt::format("time / floor    {:8.2f}x (p50), {:.2f}x (min)\n", block.p50_us / floor_us,
                              block.min_us / floor_us);
-    const json& ratio = j["ratio_to_floor"];
+    const json& ratio = j[keys::kRatioToFloor];
     if (ratio.contains("adjacent_passes")) {
         const json& a = ratio["adjacent_passes"];
         std::cout << fmt::format("  vs the read passes next to each iteration: {:.2f}x (p50), {:.2f}x (min); their read "

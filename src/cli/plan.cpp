@@ -129,6 +129,65 @@ json component_json_double(const std::array<double, kNumComponents>& a, bool as_
     return j;
 }
 
+// The memory plan per GPU (modeled) and what it assumes.
+json memory_json(const Plan& p) {
+    const MemoryPlan& mem = p.mem;
+    return {
+        {"source", "modeled"},
+        {"assumptions",
+         "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
+         "over all GPUs (ep ranks x expert-tp); norms and router replicated. Quantised dtypes apply to linear layers; "
+         "embedding, head, norms and router stay bf16 (fp32 with --dtype fp32); int4 = 4-bit weights + one bf16 scale "
+         "per group of 128. KV: GQA heads split over tp, MLA latent replicated; batch split over dp = GPUs/tp replicas."},
+        {"capacity_bytes", round_bytes(mem.capacity_bytes)},
+        {"per_gpu",
+         {{"weights_bytes", round_bytes(mem.weights_bytes)},
+          {"weights_by_component_bytes", component_json_double(mem.weights_by_component_bytes, true)},
+          {"kv_cache_bytes", round_bytes(mem.kv_cache_bytes)},
+          {"activation_bytes", round_bytes(mem.activation_bytes)},
+          {"activation_only_bytes", round_bytes(mem.activation_only_bytes)},
+          {"workspace_bytes", round_bytes(mem.workspace_bytes)},
+          {"free_bytes", round_bytes(mem.free_bytes)},
+          {"sequences", mem.sequences_per_gpu}}},
+        {"kv_bytes_per_token", mem.kv_bytes_per_token},
+        {"kv_bytes_per_token_per_gpu", mem.kv_bytes_per_token_per_gpu},
+        {"kv_bytes_per_sequence_per_gpu", mem.kv_bytes_per_sequence_per_gpu},
+        {"activation_tokens", mem.activation_tokens},
+        {"fits", mem.fits},
+        {"max_concurrent_sequences", mem.max_concurrent_sequences}};
+}
+
+// The decode floor (modeled, a lower bound) and what it assumes.
+json decode_floor_json(const Plan& p) {
+    const auto& m = p.model;
+    const DecodeFloor& f = p.floor;
+    return {
+        {"source", "modeled"},
+        {"assumptions",
+         "Uniform routing, top-k without replacement per token; expected unique experts E*(1-(1-k/E)^B) per MoE layer; "
+         "each GPU reads its non-expert weights, its share of the touched experts and the KV of its sequences once; "
+         "work spread evenly over GPUs; no communication, activation traffic or launch overhead (a lower bound). "
+         "MTP modules excluded."},
+        {"batch", f.batch},
+        {"context", f.context},
+        {"num_experts", m.moe.num_experts},
+        {"top_k", m.moe.top_k},
+        {"unique_experts_per_layer", f.unique_experts_per_layer},
+        {"bytes_per_step", f.bytes_per_step},
+        {"flops_per_step", f.flops_per_step},
+        {"bytes_per_gpu", f.bytes_per_gpu},
+        {"flops_per_gpu", f.flops_per_gpu},
+        {"weight_bytes_per_gpu", f.weight_bytes_per_gpu},
+        {"expert_bytes_per_gpu", f.expert_bytes_per_gpu},
+        {"kv_bytes_per_gpu", f.kv_bytes_per_gpu},
+        {"mem_bw_bytes_per_s", f.mem_bw_bytes_per_s},
+        {"peak_flops", f.peak_flops},
+        {"memory_time_us", f.memory_time_us},
+        {"compute_time_us", f.compute_time_us},
+        {"time_us", f.time_us},
+        {"bound", f.bound}};
+}
+
 json plan_to_json(const Plan& p) {
     const auto& m = p.model;
     const auto& par = p.in.par;
@@ -165,56 +224,8 @@ json plan_to_json(const Plan& p) {
                      {"active_param_fraction", double(pc.active) / double(pc.total)},
                      {"flops_fraction_of_dense_equivalent", p.flops.total / dense_flops},
                      {"explanation", p.explanation}};
-    const MemoryPlan& mem = p.mem;
-    j["memory"] = {
-        {"source", "modeled"},
-        {"assumptions",
-         "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
-         "over all GPUs (ep ranks x expert-tp); norms and router replicated. Quantised dtypes apply to linear layers; "
-         "embedding, head, norms and router stay bf16 (fp32 with --dtype fp32); int4 = 4-bit weights + one bf16 scale "
-         "per group of 128. KV: GQA heads split over tp, MLA latent replicated; batch split over dp = GPUs/tp replicas."},
-        {"capacity_bytes", round_bytes(mem.capacity_bytes)},
-        {"per_gpu",
-         {{"weights_bytes", round_bytes(mem.weights_bytes)},
-          {"weights_by_component_bytes", component_json_double(mem.weights_by_component_bytes, true)},
-          {"kv_cache_bytes", round_bytes(mem.kv_cache_bytes)},
-          {"activation_bytes", round_bytes(mem.activation_bytes)},
-          {"activation_only_bytes", round_bytes(mem.activation_only_bytes)},
-          {"workspace_bytes", round_bytes(mem.workspace_bytes)},
-          {"free_bytes", round_bytes(mem.free_bytes)},
-          {"sequences", mem.sequences_per_gpu}}},
-        {"kv_bytes_per_token", mem.kv_bytes_per_token},
-        {"kv_bytes_per_token_per_gpu", mem.kv_bytes_per_token_per_gpu},
-        {"kv_bytes_per_sequence_per_gpu", mem.kv_bytes_per_sequence_per_gpu},
-        {"activation_tokens", mem.activation_tokens},
-        {"fits", mem.fits},
-        {"max_concurrent_sequences", mem.max_concurrent_sequences}};
-    const DecodeFloor& f = p.floor;
-    j["decode_floor"] = {
-        {"source", "modeled"},
-        {"assumptions",
-         "Uniform routing, top-k without replacement per token; expected unique experts E*(1-(1-k/E)^B) per MoE layer; "
-         "each GPU reads its non-expert weights, its share of the touched experts and the KV of its sequences once; "
-         "work spread evenly over GPUs; no communication, activation traffic or launch overhead (a lower bound). "
-         "MTP modules excluded."},
-        {"batch", f.batch},
-        {"context", f.context},
-        {"num_experts", m.moe.num_experts},
-        {"top_k", m.moe.top_k},
-        {"unique_experts_per_layer", f.unique_experts_per_layer},
-        {"bytes_per_step", f.bytes_per_step},
-        {"flops_per_step", f.flops_per_step},
-        {"bytes_per_gpu", f.bytes_per_gpu},
-        {"flops_per_gpu", f.flops_per_gpu},
-        {"weight_bytes_per_gpu", f.weight_bytes_per_gpu},
-        {"expert_bytes_per_gpu", f.expert_bytes_per_gpu},
-        {"kv_bytes_per_gpu", f.kv_bytes_per_gpu},
-        {"mem_bw_bytes_per_s", f.mem_bw_bytes_per_s},
-        {"peak_flops", f.peak_flops},
-        {"memory_time_us", f.memory_time_us},
-        {"compute_time_us", f.compute_time_us},
-        {"time_us", f.time_us},
-        {"bound", f.bound}};
+    j["memory"] = memory_json(p);
+    j["decode_floor"] = decode_floor_json(p);
     return j;
 }
 

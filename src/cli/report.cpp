@@ -19,7 +19,7 @@ void add_report_command(CLI::App& app) {
     auto format = std::make_shared<std::string>("md");
     auto out = std::make_shared<std::string>();
     cmd->add_option("REPORT", *input, "moebench.report/1 JSON (or a sweep journal .jsonl)")->required();
-    cmd->add_option("--format", *format, "csv | md | html | trace | prom | json (default md)");
+    cmd->add_option("--format", *format, format_names_help() + " (default md)");
     cmd->add_option("-o,--out", *out, "Output file (default stdout)");
     cmd->callback([=] {
         std::string fmt_name = parse_format_list(*format, "--format", false).front();

@@ -2,6 +2,7 @@
 // 'moebench sweep': the cartesian product of run axes, point by point with run_point, journaled for --resume,
 // with the golden point and knees in the report's "sweep" block (docs/sweep.md).
 #include "cli/commands.hpp"
+#include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/atomic_file.hpp"
@@ -9,6 +10,7 @@
 #include "common/paths.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
+#include "config/run_fields.hpp"
 #include "harness/runner.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
@@ -36,6 +38,11 @@ struct SweepFlags {
     bool resume = false, quiet = false;
     double time_budget_s = 0, slo_p95_ms = 0, knee_fraction = 0.9;
     int64_t warmup = 0, iters = 0;
+    // Which flags were given (set once parsed), and the axis flags' values by run config field.
+    const CLI::Option *o_warmup = nullptr, *o_iters = nullptr, *o_journal = nullptr, *o_budget = nullptr,
+                      *o_slo = nullptr, *o_knee = nullptr;
+    std::map<std::string, std::string> axis_values;
+    std::vector<std::pair<const CLI::Option*, std::string>> axis_opts;
 };
 
 const char* signal_name(int sig) {
@@ -58,14 +65,6 @@ public:
 
 private:
     int code_;
-};
-
-// Axis flags: flag name -> run config field.
-const std::vector<std::pair<std::string, std::string>> kAxisFlags = {
-    {"--model", "model"},     {"--backend", "backend"},   {"--mode", "mode"},
-    {"--routing", "routing"}, {"--ep", "ep"},             {"--capacity-factor", "capacity_factor"},
-    {"--soft-topn", "soft_topn"}, {"--layers", "layers"}, {"--context", "context"},
-    {"--seq-len", "seq_len"}, {"--threads", "threads"},   {"--batch", "batch"},
 };
 
 std::string resolve_sweep_config(const std::string& name) {
@@ -92,16 +91,16 @@ json set_value(const std::string& text) {
 }
 
 void print_summary(std::ostream& os, const SweepOutcome& o) {
-    os << fmt::format("{:<44} {:>8} {:>12} {:>12} {:>14}\n", "point", "status", "p50 ms", "p95 ms", "tokens/s");
+    os << fmt::format("{:<44} {:>8} {:>12} {:>12} {:>14}\n", "point", keys::kStatus, "p50 ms", "p95 ms", "tokens/s");
     for (const auto& r : o.runs) {
-        std::string st = r.value("status", "ok");
+        std::string st = r.value(keys::kStatus, "ok");
         std::string label = r.value("sweep_label", point_label(r.value("sweep_point", json::object())));
         if (label.size() > 44) label = label.substr(0, 41) + "...";
         if (st == "ok") {
             os << fmt::format("{:<44} {:>8} {:>12.3f} {:>12.3f} {:>14.1f}\n", label, st,
-                              formats_detail::num_at(r, {"latency", "step", "p50_us"}) / 1000.0,
-                              formats_detail::num_at(r, {"latency", "step", "p95_us"}) / 1000.0,
-                              formats_detail::num_at(r, {"throughput", "tokens_per_s"}));
+                              formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us}) / 1000.0,
+                              formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0,
+                              formats_detail::num_at(r, {keys::kThroughput, keys::kTokensPerS}));
         } else {
             std::string why = r.value(st == "skipped" ? "skip_reason" : "error", "");
             if (why.size() > 70) why = why.substr(0, 67) + "...";
@@ -126,6 +125,125 @@ void print_summary(std::ostream& os, const SweepOutcome& o) {
         os << fmt::format("stopped early ({}): {} point(s) not run\n", s.value("stop_reason", ""), o.num_not_run);
 }
 
+// The base run config (the config file's fields, --warmup/--iters, one-valued --set) and the axes (the config's
+// "axes", many-valued --set, the axis flags), in canonical order; `sweep_opts` gets the config's "sweep" block.
+std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f, json& sweep_opts, RunConfig& base) {
+    json raw = f.config.empty() ? load_json_file(resolve_config("runs", "default", "--config"), kMaxConfigBytes)
+                                : load_json_file(resolve_sweep_config(f.config), kMaxConfigBytes);
+    if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
+    std::vector<SweepAxis> axes;
+    sweep_opts = sweep_block_of(raw);
+    if (raw.contains(keys::kAxes)) {
+        if (!raw[keys::kAxes].is_object())
+            config_error(keys::kAxes, "must be an object of field: values", json_brief(raw[keys::kAxes]),
+                         "write e.g. \"axes\": {\"batch\": \"1..256\", \"context\": [512, 4096]}");
+        for (const auto& [k, v] : raw[keys::kAxes].items()) axes.push_back({k, axis_values_from_json(v, "axes." + k)});
+    }
+    raw.erase(keys::kAxes);
+    raw.erase("sweep");
+    base = run_config_from_json(raw, "");
+    override_if(f.o_warmup, base.warmup, f.warmup);
+    override_if(f.o_iters, base.iters, f.iters);
+    json base_json = run_config_to_json(base);
+    for (const auto& s : f.sets) {
+        auto eq = s.find('=');
+        if (eq == std::string::npos || eq == 0)
+            config_error("--set", "must be key=value", s, "write e.g. --set warmup=1 or --set seed=1,2,3");
+        std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+        if (!base_json.contains(key)) {
+            std::string all;
+            for (const auto& [k, v] : base_json.items()) all += (all.empty() ? "" : ", ") + k;
+            config_error("--set " + key, "unknown run config field", key, "use one of: " + all);
+        }
+        std::vector<json> values = parse_axis_values(text, "--set " + key);
+        if (values.size() > 1) axes.push_back({key, values});
+        else base_json[key] = set_value(text);
+    }
+    for (const auto& [opt, field] : f.axis_opts)
+        if (opt->count()) axes.push_back({field, parse_axis_values(f.axis_values.at(field), opt->get_name())});
+    axes = canonical_axes(axes);  // later (flags) replace earlier (config) of the same name
+    // A one-valued axis is a setting: show it in the report's config.run (the fingerprint leaves axes out).
+    for (const auto& a : axes)
+        if (a.values.size() == 1 && base_json.contains(a.name)) base_json[a.name] = a.values[0];
+    (void)run_config_from_json(base_json, "");  // the fixed part now, so that a bad base config is reported as such
+    return {base_json, axes};
+}
+
+// The sweep's stop and analysis settings: flags over the config's "sweep" block, checked.
+void sweep_settings(const SweepFlags& f, const json& sweep_opts, SweepSpec& spec) {
+    spec.resume = f.resume;
+    spec.time_budget_s = f.o_budget->count() ? f.time_budget_s : sweep_opts.value("time_budget_s", 0.0);
+    if (spec.time_budget_s < 0)
+        config_error("--time-budget", "must not be negative", fmt::format("{}", spec.time_budget_s), "use seconds > 0");
+    if (f.o_slo->count()) spec.slo_p95_ms = f.slo_p95_ms;
+    else if (sweep_opts.contains("slo_p95_ms"))
+        spec.slo_p95_ms = sweep_opts["slo_p95_ms"].get<double>();
+    if (spec.slo_p95_ms && !(*spec.slo_p95_ms > 0))
+        config_error("--slo-p95-ms", "must be positive", fmt::format("{}", *spec.slo_p95_ms), "give milliseconds > 0");
+    spec.knee_fraction = f.o_knee->count() ? f.knee_fraction : sweep_opts.value("knee_fraction", 0.9);
+    if (!(spec.knee_fraction > 0 && spec.knee_fraction <= 1))
+        config_error("--knee", "must be a fraction in (0, 1]", fmt::format("{}", spec.knee_fraction), "use e.g. 0.9");
+    spec.progress = progress_mode_for_stderr(f.quiet);
+}
+
+// The report (same document as a run, every point in runs[], and the sweep block), its other formats, the summary.
+void write_sweep_outputs(const SweepFlags& f, const json& context, const json& base_json, const SweepOutcome& o,
+                         const std::string& out, const std::string& journal, const std::vector<std::string>& formats) {
+    std::vector<json> runs(o.runs.begin(), o.runs.end());
+    json config = {{"run", base_json}, {"sweep", {{keys::kAxes, o.sweep[keys::kAxes]}, {"slo_p95_ms", o.sweep["slo_p95_ms"]}}}};
+    json report = make_report(context, config, runs);
+    report["sweep"] = o.sweep;
+    write_report(out, report);
+    std::vector<std::string> written;
+    for (const auto& fmt_name : formats) {
+        std::string path = strip_json_ext(out) + "." + format_extension(fmt_name);
+        if (fmt_name == "json") continue;  // the report itself
+        write_file_atomic(path, render_report(report, fmt_name));
+        written.push_back(path);
+    }
+    if (!f.quiet) {
+        print_summary(std::cout, o);
+        std::cout << "report: " << out << "\njournal: " << journal << "\n";
+        for (const auto& w : written) std::cout << "wrote: " << w << "\n";
+    }
+}
+
+void run_sweep_command(SweepFlags& f) {
+    ensure_blas_kernels("moebench sweep");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
+    json sweep_opts;
+    RunConfig base;
+    auto [base_json, axes] = sweep_base_and_axes(f, sweep_opts, base);
+
+    // Outputs: named now, checked (and their folders created) only once every point is valid.
+    std::string out = !f.out.empty() ? f.out : (base.out.empty() ? "results/sweep-" + utc_now(true) + ".json" : base.out);
+    if (out == "-") config_error("--out", "a sweep report must go to a file", out, "give --out FILE.json");
+    base_json["out"] = "";
+    std::string journal = f.o_journal->count() ? f.journal : strip_json_ext(out) + ".jsonl";
+    std::vector<std::string> formats;
+    if (!f.format.empty()) formats = parse_format_list(f.format, "--format", true);
+
+    SweepSpec spec;
+    spec.base_run = base_json;
+    spec.axes = axes;
+    spec.journal_path = journal;
+    sweep_settings(f, sweep_opts, spec);
+    const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
+
+    check_output_path(out);  // a bad --out fails before the first point, not after the last
+    check_output_path(journal);
+    const JournalLock lock(journal);  // one sweep per journal, until its report is written
+    // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
+    // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
+    if (f.resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
+    const json context = report_context(0, current_command_line("moebench sweep"));  // the load at the start
+    SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });
+    write_sweep_outputs(f, context, base_json, o, out, journal, formats);
+    if (o.stop_signal) throw SweepStopped(o.stop_signal, o.num_not_run, journal);
+    if (o.num_failed > 0) throw Error(fmt::format("{} sweep point(s) failed; see the report", o.num_failed));
+    if (o.num_ok == 0 && o.num_config_errors > 0 && o.num_config_errors == o.num_skipped)
+        throw ConfigError("every sweep point was rejected; first: " + o.first_config_error);
+}
+
 }  // namespace
 
 void add_sweep_command(CLI::App& app) {
@@ -136,129 +254,23 @@ void add_sweep_command(CLI::App& app) {
         "(JSON Lines); --resume skips points already there. docs/sweep.md.");
     auto f = std::make_shared<SweepFlags>();
     cmd->add_option("--config", f->config, "Sweep or run config: short name (configs/sweeps, configs/runs) or file");
-    auto axis_values = std::make_shared<std::map<std::string, std::string>>();
-    std::vector<std::pair<CLI::Option*, std::string>> axis_opts;
-    for (const auto& [flag, field] : kAxisFlags) {
-        auto* o = cmd->add_option(flag, (*axis_values)[field], "Axis: " + field + " values (list or range)");
-        axis_opts.emplace_back(o, field);
+    for (const RunField& field : run_fields()) {
+        if (!field.sweep_flag) continue;
+        auto* o = cmd->add_option(field.flag, f->axis_values[field.key], "Axis: " + field.key + " values (list or range)");
+        f->axis_opts.emplace_back(o, field.key);
     }
     cmd->add_option("--set", f->sets, "key=value: set a run config field (key=v1,v2 makes it an axis)");
-    auto* o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations per point");
-    auto* o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations per point");
+    f->o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations per point");
+    f->o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations per point");
     cmd->add_option("--out", f->out, "Report file (default results/sweep-<UTC time>.json)");
-    auto* o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
+    f->o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
     cmd->add_flag("--resume", f->resume, "Skip points already in the journal");
-    auto* o_budget = cmd->add_option("--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
-    auto* o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
-    auto* o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
+    f->o_budget = cmd->add_option("--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
+    f->o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
+    f->o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
     cmd->add_flag("--quiet", f->quiet, "No progress and no summary");
-    cmd->add_option("--format", f->format, "Also write csv,md,html,trace,prom next to the report");
-
-    cmd->callback([=] {
-        ensure_blas_kernels("moebench sweep");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
-        // ---- the base config and its declared axes ----
-        json raw = f->config.empty() ? load_json_file(resolve_config("runs", "default", "--config"), kMaxConfigBytes)
-                                     : load_json_file(resolve_sweep_config(f->config), kMaxConfigBytes);
-        if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
-        std::vector<SweepAxis> axes;
-        const json sweep_opts = sweep_block_of(raw);
-        if (raw.contains("axes")) {
-            if (!raw["axes"].is_object())
-                config_error("axes", "must be an object of field: values", json_brief(raw["axes"]),
-                             "write e.g. \"axes\": {\"batch\": \"1..256\", \"context\": [512, 4096]}");
-            for (const auto& [k, v] : raw["axes"].items()) axes.push_back({k, axis_values_from_json(v, "axes." + k)});
-        }
-        raw.erase("axes");
-        raw.erase("sweep");
-        RunConfig base = run_config_from_json(raw, "");
-        override_if(o_warmup, base.warmup, f->warmup);
-        override_if(o_iters, base.iters, f->iters);
-        json base_json = run_config_to_json(base);
-        for (const auto& s : f->sets) {
-            auto eq = s.find('=');
-            if (eq == std::string::npos || eq == 0)
-                config_error("--set", "must be key=value", s, "write e.g. --set warmup=1 or --set seed=1,2,3");
-            std::string key = s.substr(0, eq), text = s.substr(eq + 1);
-            if (!base_json.contains(key)) {
-                std::string all;
-                for (const auto& [k, v] : base_json.items()) all += (all.empty() ? "" : ", ") + k;
-                config_error("--set " + key, "unknown run config field", key, "use one of: " + all);
-            }
-            std::vector<json> values = parse_axis_values(text, "--set " + key);
-            if (values.size() > 1) axes.push_back({key, values});
-            else base_json[key] = set_value(text);
-        }
-        for (const auto& [opt, field] : axis_opts)
-            if (opt->count()) axes.push_back({field, parse_axis_values(axis_values->at(field), opt->get_name())});
-        axes = canonical_axes(axes);  // later (flags) replace earlier (config) of the same name
-        // A one-valued axis is a setting: show it in the report's config.run (the fingerprint leaves axes out).
-        for (const auto& a : axes)
-            if (a.values.size() == 1 && base_json.contains(a.name)) base_json[a.name] = a.values[0];
-        // Validate the fixed part now so a bad base config is reported as such.
-        {
-            RunConfig check = run_config_from_json(base_json, "");
-            (void)check;
-        }
-
-        // ---- outputs: named now, checked (and their folders created) only once every point is valid ----
-        std::string out = !f->out.empty() ? f->out : (base.out.empty() ? "results/sweep-" + utc_now(true) + ".json" : base.out);
-        if (out == "-") config_error("--out", "a sweep report must go to a file", out, "give --out FILE.json");
-        base_json["out"] = "";
-        std::string journal = o_journal->count() ? f->journal : strip_json_ext(out) + ".jsonl";
-        std::vector<std::string> formats;
-        if (!f->format.empty()) formats = parse_format_list(f->format, "--format", true);
-
-        SweepSpec spec;
-        spec.base_run = base_json;
-        spec.axes = axes;
-        spec.journal_path = journal;
-        spec.resume = f->resume;
-        spec.time_budget_s = o_budget->count() ? f->time_budget_s : sweep_opts.value("time_budget_s", 0.0);
-        if (spec.time_budget_s < 0)
-            config_error("--time-budget", "must not be negative", fmt::format("{}", spec.time_budget_s), "use seconds > 0");
-        if (o_slo->count()) spec.slo_p95_ms = f->slo_p95_ms;
-        else if (sweep_opts.contains("slo_p95_ms"))
-            spec.slo_p95_ms = sweep_opts["slo_p95_ms"].get<double>();
-        if (spec.slo_p95_ms && !(*spec.slo_p95_ms > 0))
-            config_error("--slo-p95-ms", "must be positive", fmt::format("{}", *spec.slo_p95_ms), "give milliseconds > 0");
-        spec.knee_fraction = o_knee->count() ? f->knee_fraction : sweep_opts.value("knee_fraction", 0.9);
-        if (!(spec.knee_fraction > 0 && spec.knee_fraction <= 1))
-            config_error("--knee", "must be a fraction in (0, 1]", fmt::format("{}", spec.knee_fraction), "use e.g. 0.9");
-        spec.progress = progress_mode_for_stderr(f->quiet);
-        const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
-
-        check_output_path(out);  // a bad --out fails before the first point, not after the last
-        check_output_path(journal);
-        const JournalLock lock(journal);  // one sweep per journal, until its report is written
-        // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
-        // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
-        if (f->resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
-        const json context = report_context(0, current_command_line("moebench sweep"));  // the load at the start
-        SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });
-
-        // ---- the report: same document as a run, with every point in runs[] and the sweep block ----
-        std::vector<json> runs(o.runs.begin(), o.runs.end());
-        json config = {{"run", base_json}, {"sweep", {{"axes", o.sweep["axes"]}, {"slo_p95_ms", o.sweep["slo_p95_ms"]}}}};
-        json report = make_report(context, config, runs);
-        report["sweep"] = o.sweep;
-        write_report(out, report);
-        std::vector<std::string> written;
-        for (const auto& fmt_name : formats) {
-            std::string path = strip_json_ext(out) + "." + format_extension(fmt_name);
-            if (fmt_name == "json") continue;  // the report itself
-            write_file_atomic(path, render_report(report, fmt_name));
-            written.push_back(path);
-        }
-        if (!f->quiet) {
-            print_summary(std::cout, o);
-            std::cout << "report: " << out << "\njournal: " << journal << "\n";
-            for (const auto& w : written) std::cout << "wrote: " << w << "\n";
-        }
-        if (o.stop_signal) throw SweepStopped(o.stop_signal, o.num_not_run, journal);
-        if (o.num_failed > 0) throw Error(fmt::format("{} sweep point(s) failed; see the report", o.num_failed));
-        if (o.num_ok == 0 && o.num_config_errors > 0 && o.num_config_errors == o.num_skipped)
-            throw ConfigError("every sweep point was rejected; first: " + o.first_config_error);
-    });
+    cmd->add_option("--format", f->format, "Also write " + format_names_help(",", false) + " next to the report");
+    cmd->callback([f] { run_sweep_command(*f); });
 }
 
 }  // namespace moebench::cli

@@ -111,21 +111,24 @@ void check_window_memory(const RoutingTrace& t, int64_t window) {
                  std::to_string(window), fmt::format("use a larger window, e.g. --window {}", fits));
 }
 
-void run_info(const InfoArgs& a) {
-    if (a.format != "text" && a.format != "json")
-        config_error("--format", "unknown format", a.format, "use text or json");
-    if (a.window < 0) config_error("--window", "must be >= 0", std::to_string(a.window), "e.g. --window 256");
-    // (a negative count reached std::vector as a huge size: internal error before)
-    if (a.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(a.top_pairs), "e.g. --top-pairs 3");
-    RoutingTrace t = read_trace(a.file);
-    if (a.window > 0) check_window_memory(t, a.window);
-    // Rows are labelled by model layer when the trace says which (as run reports are), else by MoE layer slot.
-    const std::vector<int64_t> model_layer = model_layers_of(t);
-    const auto layer_label = [&](int64_t slot) {
+// The statistics of one layer of a trace, and over all layers.
+struct TraceInfo {
+    std::vector<LayerInfo> layers;
+    std::vector<int64_t> model_layer;  // model layer index per slot; empty when the trace names none
+    std::vector<double> mom, sw_rates;  // max/mean load and switch rate per layer
+    int64_t missing = 0;
+    std::string layer_label(int64_t slot) const {
         return model_layer.empty() ? std::to_string(slot) : std::to_string(model_layer[static_cast<size_t>(slot)]);
-    };
-    std::vector<LayerInfo> info;
-    std::vector<double> mom;
+    }
+    double mean_switch_rate() const {
+        return std::accumulate(sw_rates.begin(), sw_rates.end(), 0.0) / static_cast<double>(sw_rates.size());
+    }
+};
+
+TraceInfo trace_info(const RoutingTrace& t, const InfoArgs& a) {
+    TraceInfo ti;
+    // Rows are labelled by model layer when the trace says which (as run reports are), else by MoE layer slot.
+    ti.model_layer = model_layers_of(t);
     for (int64_t l = 0; l < t.num_layers; ++l) {
         LayerInfo li;
         const int32_t* ids = t.layer_ids(l);
@@ -134,56 +137,62 @@ void run_info(const InfoArgs& a) {
         li.pairs = top_coactivation_pairs(coactivation_counts(ids, t.num_tokens, t.top_k, t.num_experts),
                                           t.num_experts, a.top_pairs);
         if (a.window > 0) li.windows = load_windows(ids, t.num_tokens, t.top_k, t.num_experts, a.window);
-        mom.push_back(li.load.max_over_mean);
-        info.push_back(std::move(li));
+        ti.mom.push_back(li.load.max_over_mean);
+        ti.sw_rates.push_back(li.sw.switch_rate);
+        ti.layers.push_back(std::move(li));
     }
-    const int64_t missing = t.num_missing();
-    std::vector<double> sw_rates;
-    for (const auto& li : info) sw_rates.push_back(li.sw.switch_rate);
+    ti.missing = t.num_missing();
+    return ti;
+}
 
-    if (a.format == "json") {
-        json layers = json::array();
-        for (int64_t l = 0; l < t.num_layers; ++l) {
-            const auto& li = info[static_cast<size_t>(l)];
-            json pairs = json::array();
-            for (const auto& p : li.pairs) pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
-            json lj = {{"layer", l}, {"load", to_json(li.load)}, {"switch", to_json(li.sw)},
-                       {"coactivation_top_pairs", pairs}};
-            if (!model_layer.empty()) lj["model_layer"] = model_layer[static_cast<size_t>(l)];
-            if (a.window > 0) lj["windows"] = to_json(li.windows);
-            layers.push_back(lj);
-        }
-        json out = {{"schema", "moebench.trace_info/1"},
-                    {"file", a.file},
-                    {"model", t.model},
-                    {"source", t.source},
-                    {"num_layers", t.num_layers},
-                    {"num_tokens", t.num_tokens},
-                    {"top_k", t.top_k},
-                    {"num_experts", t.num_experts},
-                    {"num_sequences", static_cast<int64_t>(t.seq_starts.size())},
-                    {"missing_selections", missing},
-                    {"has_weights", !t.topk_weights.empty()},
-                    {"metadata", t.extra_metadata},
-                    {"summary",
-                     {{"source", "counted"},
-                      {"max_over_mean_min", *std::min_element(mom.begin(), mom.end())},
-                      {"max_over_mean_median", median(mom)},
-                      {"max_over_mean_max", *std::max_element(mom.begin(), mom.end())},
-                      {"switch_rate_mean",
-                       std::accumulate(sw_rates.begin(), sw_rates.end(), 0.0) / static_cast<double>(sw_rates.size())}}},
-                    {"layers", layers}};
-        std::cout << out.dump(2) << "\n";
-        return;
+json trace_info_json(const RoutingTrace& t, const InfoArgs& a, const TraceInfo& ti) {
+    const std::vector<int64_t>& model_layer = ti.model_layer;
+    const std::vector<double>& mom = ti.mom;
+    const std::vector<LayerInfo>& info = ti.layers;
+    const int64_t missing = ti.missing;
+    json layers = json::array();
+    for (int64_t l = 0; l < t.num_layers; ++l) {
+        const auto& li = info[static_cast<size_t>(l)];
+        json pairs = json::array();
+        for (const auto& p : li.pairs) pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
+        json lj = {{"layer", l}, {"load", to_json(li.load)}, {"switch", to_json(li.sw)},
+                   {"coactivation_top_pairs", pairs}};
+        if (!model_layer.empty()) lj["model_layer"] = model_layer[static_cast<size_t>(l)];
+        if (a.window > 0) lj["windows"] = to_json(li.windows);
+        layers.push_back(lj);
     }
+    json out = {{"schema", "moebench.trace_info/1"},
+                {"file", a.file},
+                {"model", t.model},
+                {"source", t.source},
+                {"num_layers", t.num_layers},
+                {"num_tokens", t.num_tokens},
+                {"top_k", t.top_k},
+                {"num_experts", t.num_experts},
+                {"num_sequences", static_cast<int64_t>(t.seq_starts.size())},
+                {"missing_selections", missing},
+                {"has_weights", !t.topk_weights.empty()},
+                {"metadata", t.extra_metadata},
+                {"summary",
+                 {{"source", "counted"},
+                  {"max_over_mean_min", *std::min_element(mom.begin(), mom.end())},
+                  {"max_over_mean_median", median(mom)},
+                  {"max_over_mean_max", *std::max_element(mom.begin(), mom.end())},
+                  {"switch_rate_mean", ti.mean_switch_rate()}}},
+                {"layers", layers}};
+    return out;
+}
 
+void print_trace_info(const RoutingTrace& t, const InfoArgs& a, const TraceInfo& ti) {
+    const std::vector<LayerInfo>& info = ti.layers;
+    const std::vector<double>& mom = ti.mom;
     std::cout << fmt::format("trace {}\n  model '{}', source '{}'\n", a.file, t.model, t.source);
     std::cout << fmt::format("  {} layers x {} tokens, top-{} of {} experts, {} sequence{}, {} missing selections{}\n",
                              t.num_layers, t.num_tokens, t.top_k, t.num_experts, t.seq_starts.size(),
-                             t.seq_starts.size() == 1 ? "" : "s", missing,
+                             t.seq_starts.size() == 1 ? "" : "s", ti.missing,
                              t.topk_weights.empty() ? ", no weights" : "");
     std::cout << fmt::format("\nexpert load per layer (counted){}\n",
-                             model_layer.empty() ? "; layer = MoE layer slot (the trace names no model layers)"
+                             ti.model_layer.empty() ? "; layer = MoE layer slot (the trace names no model layers)"
                                                  : "; layer = model layer index");
     std::cout << fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>5} {:>8} {:>7}  {}\n", "layer", "max/mean", "cv", "gini",
                              "top3", "idle", "entropy", "switch", "top co-activated pairs (count)");
@@ -191,21 +200,21 @@ void run_info(const InfoArgs& a) {
         const auto& li = info[static_cast<size_t>(l)];
         std::string pairs;
         for (const auto& p : li.pairs) pairs += fmt::format("{}+{} ({})  ", p.a, p.b, p.count);
-        std::cout << fmt::format("{:>5} {:>8.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5} {:>8.3f} {:>7.3f}  {}\n", layer_label(l),
+        std::cout << fmt::format("{:>5} {:>8.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5} {:>8.3f} {:>7.3f}  {}\n", ti.layer_label(l),
                                  li.load.max_over_mean, li.load.cv, li.load.gini, li.load.top3_share,
                                  li.load.idle_experts, li.load.entropy_norm, li.sw.switch_rate, pairs);
     }
     std::cout << fmt::format("max/mean over layers: min {:.3f}, median {:.3f}, max {:.3f}; mean switch rate {:.3f}\n",
                              *std::min_element(mom.begin(), mom.end()), median(mom),
                              *std::max_element(mom.begin(), mom.end()),
-                             std::accumulate(sw_rates.begin(), sw_rates.end(), 0.0) / static_cast<double>(sw_rates.size()));
+                             ti.mean_switch_rate());
     std::cout << "(entropy = entropy of the load / log2(E); switch = share of consecutive tokens whose expert sets differ)\n";
     if (t.num_experts <= 16) {
         std::cout << "\ntokens per expert (layer x expert)\n" << fmt::format("{:>5}", "layer");
         for (int64_t e = 0; e < t.num_experts; ++e) std::cout << fmt::format(" {:>6}", e);
         std::cout << "\n";
         for (int64_t l = 0; l < t.num_layers; ++l) {
-            std::cout << fmt::format("{:>5}", layer_label(l));
+            std::cout << fmt::format("{:>5}", ti.layer_label(l));
             for (int64_t v : info[static_cast<size_t>(l)].load.tokens_per_expert) std::cout << fmt::format(" {:>6}", v);
             std::cout << "\n";
         }
@@ -223,6 +232,19 @@ void run_info(const InfoArgs& a) {
                                      w0.start_token[w] + w0.num_tokens[w] - 1, sum / static_cast<double>(info.size()));
         }
     }
+}
+
+void run_info(const InfoArgs& a) {
+    if (a.format != "text" && a.format != "json")
+        config_error("--format", "unknown format", a.format, "use text or json");
+    if (a.window < 0) config_error("--window", "must be >= 0", std::to_string(a.window), "e.g. --window 256");
+    // (a negative count reached std::vector as a huge size: internal error before)
+    if (a.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(a.top_pairs), "e.g. --top-pairs 3");
+    const RoutingTrace t = read_trace(a.file);
+    if (a.window > 0) check_window_memory(t, a.window);
+    const TraceInfo ti = trace_info(t, a);
+    if (a.format == "json") std::cout << trace_info_json(t, a, ti).dump(2) << "\n";
+    else print_trace_info(t, a, ti);
 }
 
 void run_convert(const ConvertArgs& a) {

@@ -175,10 +175,18 @@ static std::string read_whole_checked(const std::string& path) {
     return read_file_bytes(path, std::numeric_limits<int64_t>::max(), "a safetensors file");
 }
 
-TensorFile read_safetensors(const std::string& path) {
-    const std::string content = read_whole_checked(path);
+namespace {
+
+// One byte range of the data section and the tensor that owns it.
+struct Span {
+    uint64_t begin, end;
+    std::string name;
+};
+
+// The header of a whole file `content`: its length checked against the file and the format's cap, parsed with the
+// nesting bound; `header_len` receives its length.
+json read_header(const std::string& content, const std::string& path, uint64_t& header_len) {
     if (content.size() < 8) bad_file(path, "shorter than the 8-byte header length");
-    uint64_t header_len = 0;
     std::memcpy(&header_len, content.data(), 8);
     if (header_len > content.size() - 8)
         bad_file(path, "header length " + std::to_string(header_len) + " exceeds the file size " +
@@ -197,56 +205,44 @@ TensorFile read_safetensors(const std::string& path) {
         bad_file(path, std::string("header is not valid JSON: ") + e.what());
     }
     if (!header.is_object()) bad_file(path, "header is not a JSON object");
+    return header;
+}
 
-    const uint64_t data_bytes = content.size() - 8 - header_len;
-    const char* data = content.data() + 8 + header_len;
-    TensorFile out;
-    struct Span {
-        uint64_t begin, end;
-        std::string name;
-    };
-    std::vector<Span> spans;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-        const std::string& name = it.key();
-        const json& v = it.value();
-        if (name == "__metadata__") {
-            if (!v.is_object()) bad_file(path, "__metadata__ is not an object");
-            for (auto m = v.begin(); m != v.end(); ++m) {
-                if (!m.value().is_string()) bad_file(path, "__metadata__ value of '" + m.key() + "' is not a string");
-                out.metadata[m.key()] = m.value().get<std::string>();
-            }
-            continue;
-        }
-        if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-            bad_file(path, "entry '" + name + "' needs dtype, shape and data_offsets");
-        if (!v["dtype"].is_string()) bad_file(path, "dtype of '" + name + "' is not a string");
-        NamedTensor t;
-        t.name = name;
-        t.dtype = v["dtype"].get<std::string>();
-        int64_t elem = dtype_size_bytes(t.dtype);
-        if (elem == 0) bad_file(path, "tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
-        if (!v["shape"].is_array()) bad_file(path, "shape of '" + name + "' is not an array");
-        for (const auto& d : v["shape"]) {
-            if (!d.is_number_integer()) bad_file(path, "shape of '" + name + "' holds a non-integer");
-            t.shape.push_back(d.get<int64_t>());
-        }
-        int64_t numel = checked_numel(t.shape, path, name);
-        const json& offs = v["data_offsets"];
-        if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-            bad_file(path, "data_offsets of '" + name + "' must be two non-negative integers");
-        uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-        if (begin > end || end > data_bytes)
-            bad_file(path, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] of '" + name +
-                               "' fall outside the " + std::to_string(data_bytes) + "-byte data section");
-        if (numel > static_cast<int64_t>(data_bytes / static_cast<uint64_t>(elem)) ||
-            end - begin != static_cast<uint64_t>(numel * elem))
-            bad_file(path, "tensor '" + name + "' spans " + std::to_string(end - begin) + " bytes but its shape needs " +
-                               std::to_string(numel) + " x " + std::to_string(elem));
-        t.data.assign(reinterpret_cast<const uint8_t*>(data + begin), reinterpret_cast<const uint8_t*>(data + end));
-        spans.push_back({begin, end, name});
-        out.tensors.push_back(std::move(t));
+// Header entry `name` -> its tensor, with dtype, shape and offsets checked against the data section.
+NamedTensor read_entry(const std::string& name, const json& v, const char* data, uint64_t data_bytes,
+                       const std::string& path, Span& span) {
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+        bad_file(path, "entry '" + name + "' needs dtype, shape and data_offsets");
+    if (!v["dtype"].is_string()) bad_file(path, "dtype of '" + name + "' is not a string");
+    NamedTensor t;
+    t.name = name;
+    t.dtype = v["dtype"].get<std::string>();
+    int64_t elem = dtype_size_bytes(t.dtype);
+    if (elem == 0) bad_file(path, "tensor '" + name + "' has unknown dtype '" + t.dtype + "'");
+    if (!v["shape"].is_array()) bad_file(path, "shape of '" + name + "' is not an array");
+    for (const auto& d : v["shape"]) {
+        if (!d.is_number_integer()) bad_file(path, "shape of '" + name + "' holds a non-integer");
+        t.shape.push_back(d.get<int64_t>());
     }
-    // The format requires tensors to tile the data section exactly: no overlaps, no holes.
+    int64_t numel = checked_numel(t.shape, path, name);
+    const json& offs = v["data_offsets"];
+    if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+        bad_file(path, "data_offsets of '" + name + "' must be two non-negative integers");
+    uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    if (begin > end || end > data_bytes)
+        bad_file(path, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] of '" + name +
+                           "' fall outside the " + std::to_string(data_bytes) + "-byte data section");
+    if (numel > static_cast<int64_t>(data_bytes / static_cast<uint64_t>(elem)) ||
+        end - begin != static_cast<uint64_t>(numel * elem))
+        bad_file(path, "tensor '" + name + "' spans " + std::to_string(end - begin) + " bytes but its shape needs " +
+                           std::to_string(numel) + " x " + std::to_string(elem));
+    t.data.assign(reinterpret_cast<const uint8_t*>(data + begin), reinterpret_cast<const uint8_t*>(data + end));
+    span = {begin, end, name};
+    return t;
+}
+
+// The format requires tensors to tile the data section exactly: no overlaps, no holes. Sorts `spans`.
+void check_tiling(std::vector<Span>& spans, uint64_t data_bytes, const std::string& path) {
     std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
         return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
     });
@@ -259,6 +255,33 @@ TensorFile read_safetensors(const std::string& path) {
     }
     if (covered != data_bytes)
         bad_file(path, std::to_string(data_bytes - covered) + " trailing bytes after the last tensor");
+}
+
+}  // namespace
+
+TensorFile read_safetensors(const std::string& path) {
+    const std::string content = read_whole_checked(path);
+    uint64_t header_len = 0;
+    const json header = read_header(content, path, header_len);
+    const uint64_t data_bytes = content.size() - 8 - header_len;
+    const char* data = content.data() + 8 + header_len;
+    TensorFile out;
+    std::vector<Span> spans;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        const json& v = it.value();
+        if (it.key() == "__metadata__") {
+            if (!v.is_object()) bad_file(path, "__metadata__ is not an object");
+            for (auto m = v.begin(); m != v.end(); ++m) {
+                if (!m.value().is_string()) bad_file(path, "__metadata__ value of '" + m.key() + "' is not a string");
+                out.metadata[m.key()] = m.value().get<std::string>();
+            }
+            continue;
+        }
+        Span span;
+        out.tensors.push_back(read_entry(it.key(), v, data, data_bytes, path, span));
+        spans.push_back(span);
+    }
+    check_tiling(spans, data_bytes, path);
     // Keep the file's data order (the header's JSON order is not meaningful).
     std::stable_sort(out.tensors.begin(), out.tensors.end(), [&](const NamedTensor& a, const NamedTensor& b) {
         auto pos = [&](const std::string& n) {

@@ -2,6 +2,7 @@
 // Noise-aware verdicts of matched points and the text / Markdown / JSON renderings of a comparison (matching:
 // point_match.cpp; warnings: environment_diff.cpp).
 #include "compare/compare.hpp"
+#include "core/report_keys.hpp"
 
 #include "common/error.hpp"
 #include "compare/environment_diff.hpp"
@@ -30,13 +31,13 @@ json compare_point(const ReadRun& pa, const ReadRun& pb, const std::string& name
     const double na = static_cast<double>(pa.measured_iterations), nb = static_cast<double>(pb.measured_iterations);
     Verdict step = classify(pa.step.mean_us, pa.step.stdev_us, na, pb.step.mean_us, pb.step.stdev_us, nb, o);
     json p;
-    p["step"] = verdict_json(step);
-    p["step"]["a_mean_us"] = pa.step.mean_us;
-    p["step"]["b_mean_us"] = pb.step.mean_us;
-    p["step"]["a_p95_us"] = pa.step.p95_us;
-    p["step"]["b_p95_us"] = pb.step.p95_us;
-    p["step"]["n_a"] = na;
-    p["step"]["n_b"] = nb;
+    p[keys::kStep] = verdict_json(step);
+    p[keys::kStep]["a_mean_us"] = pa.step.mean_us;
+    p[keys::kStep]["b_mean_us"] = pb.step.mean_us;
+    p[keys::kStep]["a_p95_us"] = pa.step.p95_us;
+    p[keys::kStep]["b_p95_us"] = pb.step.p95_us;
+    p[keys::kStep]["n_a"] = na;
+    p[keys::kStep]["n_b"] = nb;
     p["throughput_ratio"] = pa.tokens_per_s > 0 ? pb.tokens_per_s / pa.tokens_per_s : 0.0;
     p["a_tokens_per_s"] = pa.tokens_per_s;
     p["b_tokens_per_s"] = pb.tokens_per_s;
@@ -59,7 +60,7 @@ json compare_point(const ReadRun& pa, const ReadRun& pb, const std::string& name
         phases.push_back(pj);
         if (o.gate_phases && v.regression) regress = true;
     }
-    p["phases"] = phases;
+    p[keys::kPhases] = phases;
     p["verdict"] = step.verdict;
     p["regression"] = regress;
     return p;
@@ -144,7 +145,7 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
     out["rule"] = fmt::format("same when |mean_B - mean_A| <= max({} * sqrt(sd_A^2/n_A + sd_B^2/n_B), "
                               "{} * sqrt((sd_A^2 + sd_B^2)/2), {}% of mean_A); a regression is slower by more than {}% ({})",
                               o.k_sigma, o.spread_z, 100 * o.noise_floor, 100 * o.threshold,
-                              o.gate_phases ? "step or any phase" : "step");
+                              o.gate_phases ? "step or any phase" : keys::kStep);
     out["threshold"] = o.threshold;
     out["match_keys"] = m.keys;
     out["contrast"] = m.contrast;
@@ -182,17 +183,17 @@ std::string render_comparison(const json& cmp, const std::string& format) {
     };
     for (const auto& p : cmp["points"]) {
         std::string label = p.value("label", "");
-        if (!p.contains("step")) {
+        if (!p.contains(keys::kStep)) {
             if (md)
                 o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label), p.value("verdict", ""),
                                  formats_detail::md_cell(p.value("why", "")));
-            else o += fmt::format("{:<36} {:<17} {}\n", label.substr(0, 36), "step", p.value("verdict", "") + " (" + p.value("why", "") + ")");
+            else o += fmt::format("{:<36} {:<17} {}\n", label.substr(0, 36), keys::kStep, p.value("verdict", "") + " (" + p.value("why", "") + ")");
             continue;
         }
-        const json& s = p["step"];
+        const json& s = p[keys::kStep];
         std::string verdict = s.value("verdict", "") + (s.value("regression", false) ? " REGRESSION" : "");
-        line(label, "step", s.value("a_mean_us", 0.0), s.value("b_mean_us", 0.0), s.value("ratio", 0.0), s.value("noise_us", 0.0), verdict);
-        for (const auto& ph : p["phases"]) {
+        line(label, keys::kStep, s.value("a_mean_us", 0.0), s.value("b_mean_us", 0.0), s.value("ratio", 0.0), s.value("noise_us", 0.0), verdict);
+        for (const auto& ph : p[keys::kPhases]) {
             if (!ph.contains("ratio")) {
                 if (md) o += fmt::format("| | {} | | | | | {} |\n", ph.value("phase", ""), ph.value("verdict", ""));
                 else o += fmt::format("{:<36} {:<17} {}\n", "", ph.value("phase", ""), ph.value("verdict", ""));

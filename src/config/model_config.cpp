@@ -135,6 +135,71 @@ int64_t req_bounded(const JsonReader& r, const std::string& key, int64_t cap = k
 
 }  // namespace
 
+namespace {
+
+// The "attention" block of a moebench model file.
+AttentionConfig attention_from_json(const JsonReader& r, int64_t hidden_size) {
+    JsonReader a = r.child("attention");
+    reject_unknown_keys(a, {"kind", "num_heads", "num_kv_heads", "head_dim", "qkv_bias", "o_bias", "qk_norm",
+                            "qk_norm_full", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                            "v_head_dim", "sinks", "sliding_window", "attention_chunk", "rope_theta"});
+    AttentionConfig at;
+    at.kind = parse_enum(a, "kind", kAttnKinds, AttentionKind::gqa);
+    at.num_heads = a.req_positive("num_heads");
+    if (at.kind == AttentionKind::gqa) {
+        at.num_kv_heads = a.has("num_kv_heads") ? a.req_positive("num_kv_heads") : at.num_heads;
+        at.head_dim = a.has("head_dim") ? a.req_positive("head_dim") : hidden_size / at.num_heads;
+    } else {
+        at.num_kv_heads = a.opt_nonneg("num_kv_heads", at.num_heads);
+        at.head_dim = a.opt_nonneg("head_dim", 0);
+        at.q_lora_rank = a.opt_nonneg("q_lora_rank", 0);
+        at.kv_lora_rank = a.req_positive("kv_lora_rank");
+        at.qk_nope_head_dim = a.opt_nonneg("qk_nope_head_dim", 0);
+        at.qk_rope_head_dim = a.req_positive("qk_rope_head_dim");
+        at.v_head_dim = a.req_positive("v_head_dim");
+    }
+    at.qkv_bias = a.opt_bool("qkv_bias", false);
+    at.o_bias = a.opt_bool("o_bias", false);
+    at.qk_norm = a.opt_bool("qk_norm", false);
+    at.qk_norm_full = a.opt_bool("qk_norm_full", false);
+    at.sinks = a.opt_bool("sinks", false);
+    at.sliding_window = a.opt_nonneg("sliding_window", 0);
+    at.attention_chunk = a.opt_nonneg("attention_chunk", 0);
+    at.rope_theta = a.opt_double("rope_theta", 10000.0);
+    return at;
+}
+
+// The optional "moe" block (absent: a dense model).
+MoeConfig moe_from_json(const JsonReader& r) {
+    MoeConfig e;
+    auto mo = r.opt_child("moe");
+    if (!mo) return e;
+    reject_unknown_keys(*mo, {"num_experts", "top_k", "expert_intermediate_size", "num_shared_experts",
+                              "shared_intermediate_size", "shared_expert_gate", "expert_bias", "router_bias",
+                              "router_correction_bias", "routing", "norm_topk_prob", "routed_scaling_factor",
+                              "num_groups", "topk_groups", "router_jitter_noise"});
+    e.num_experts = mo->req_positive("num_experts");
+    e.top_k = mo->req_positive("top_k");
+    e.expert_intermediate_size = mo->req_positive("expert_intermediate_size");
+    e.num_shared_experts = mo->opt_nonneg("num_shared_experts", 0);
+    e.shared_intermediate_size =
+        e.num_shared_experts > 0 ? mo->opt_nonneg("shared_intermediate_size", e.expert_intermediate_size)
+                                 : mo->opt_nonneg("shared_intermediate_size", 0);
+    e.shared_expert_gate = mo->opt_bool("shared_expert_gate", false);
+    e.expert_bias = mo->opt_bool("expert_bias", false);
+    e.router_bias = mo->opt_bool("router_bias", false);
+    e.router_correction_bias = mo->opt_bool("router_correction_bias", false);
+    e.routing = parse_enum(*mo, "routing", kRoutings, RoutingKind::softmax_topk);
+    e.norm_topk_prob = mo->opt_bool("norm_topk_prob", false);
+    e.routed_scaling_factor = mo->opt_double("routed_scaling_factor", 1.0);
+    e.num_groups = mo->opt_int("num_groups", 1);
+    e.topk_groups = mo->opt_int("topk_groups", 1);
+    e.router_jitter_noise = mo->opt_double("router_jitter_noise", 0.01);
+    return e;
+}
+
+}  // namespace
+
 ModelConfig model_from_json(const json& j, const std::string& path) {
     JsonReader r(j, path);
     reject_unknown_keys(r, {"moebench", "name", "family", "notes", "unconfirmed", "vocab_size", "hidden_size",
@@ -156,58 +221,8 @@ ModelConfig model_from_json(const json& j, const std::string& path) {
     m.num_layers = req_bounded(r, "num_layers");
     m.max_position_embeddings = r.opt_nonneg("max_position_embeddings", 0);
 
-    JsonReader a = r.child("attention");
-    reject_unknown_keys(a, {"kind", "num_heads", "num_kv_heads", "head_dim", "qkv_bias", "o_bias", "qk_norm",
-                            "qk_norm_full", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                            "v_head_dim", "sinks", "sliding_window", "attention_chunk", "rope_theta"});
-    AttentionConfig& at = m.attn;
-    at.kind = parse_enum(a, "kind", kAttnKinds, AttentionKind::gqa);
-    at.num_heads = a.req_positive("num_heads");
-    if (at.kind == AttentionKind::gqa) {
-        at.num_kv_heads = a.has("num_kv_heads") ? a.req_positive("num_kv_heads") : at.num_heads;
-        at.head_dim = a.has("head_dim") ? a.req_positive("head_dim") : m.hidden_size / at.num_heads;
-    } else {
-        at.num_kv_heads = a.opt_nonneg("num_kv_heads", at.num_heads);
-        at.head_dim = a.opt_nonneg("head_dim", 0);
-        at.q_lora_rank = a.opt_nonneg("q_lora_rank", 0);
-        at.kv_lora_rank = a.req_positive("kv_lora_rank");
-        at.qk_nope_head_dim = a.opt_nonneg("qk_nope_head_dim", 0);
-        at.qk_rope_head_dim = a.req_positive("qk_rope_head_dim");
-        at.v_head_dim = a.req_positive("v_head_dim");
-    }
-    at.qkv_bias = a.opt_bool("qkv_bias", false);
-    at.o_bias = a.opt_bool("o_bias", false);
-    at.qk_norm = a.opt_bool("qk_norm", false);
-    at.qk_norm_full = a.opt_bool("qk_norm_full", false);
-    at.sinks = a.opt_bool("sinks", false);
-    at.sliding_window = a.opt_nonneg("sliding_window", 0);
-    at.attention_chunk = a.opt_nonneg("attention_chunk", 0);
-    at.rope_theta = a.opt_double("rope_theta", 10000.0);
-
-    if (auto mo = r.opt_child("moe")) {
-        reject_unknown_keys(*mo, {"num_experts", "top_k", "expert_intermediate_size", "num_shared_experts",
-                                  "shared_intermediate_size", "shared_expert_gate", "expert_bias", "router_bias",
-                                  "router_correction_bias", "routing", "norm_topk_prob", "routed_scaling_factor",
-                                  "num_groups", "topk_groups", "router_jitter_noise"});
-        MoeConfig& e = m.moe;
-        e.num_experts = mo->req_positive("num_experts");
-        e.top_k = mo->req_positive("top_k");
-        e.expert_intermediate_size = mo->req_positive("expert_intermediate_size");
-        e.num_shared_experts = mo->opt_nonneg("num_shared_experts", 0);
-        e.shared_intermediate_size =
-            e.num_shared_experts > 0 ? mo->opt_nonneg("shared_intermediate_size", e.expert_intermediate_size)
-                                     : mo->opt_nonneg("shared_intermediate_size", 0);
-        e.shared_expert_gate = mo->opt_bool("shared_expert_gate", false);
-        e.expert_bias = mo->opt_bool("expert_bias", false);
-        e.router_bias = mo->opt_bool("router_bias", false);
-        e.router_correction_bias = mo->opt_bool("router_correction_bias", false);
-        e.routing = parse_enum(*mo, "routing", kRoutings, RoutingKind::softmax_topk);
-        e.norm_topk_prob = mo->opt_bool("norm_topk_prob", false);
-        e.routed_scaling_factor = mo->opt_double("routed_scaling_factor", 1.0);
-        e.num_groups = mo->opt_int("num_groups", 1);
-        e.topk_groups = mo->opt_int("topk_groups", 1);
-        e.router_jitter_noise = mo->opt_double("router_jitter_noise", 0.01);
-    }
+    m.attn = attention_from_json(r, m.hidden_size);
+    m.moe = moe_from_json(r);
     m.dense_intermediate_size = r.opt_nonneg("dense_intermediate_size", 0);
     // Without a "moe" block every layer is dense; with one, only the listed dense_layers are.
     if (m.moe.num_experts > 0) {
@@ -305,26 +320,33 @@ bool is_hf_config(const json& j) {
     return j.contains("model_type") || j.contains("architectures");
 }
 
-void validate(const ModelConfig& m, const std::string& path) {
-    auto f = [&](const std::string& name) { return path.empty() ? name : path + "." + name; };
-    auto positive = [&](const std::string& name, int64_t v) {
+namespace {
+
+// The checks every model field gets, naming the field under `path`.
+struct FieldChecks {
+    const std::string& path;
+    std::string f(const std::string& name) const { return path.empty() ? name : path + "." + name; }
+    void positive(const std::string& name, int64_t v) const {
         if (v <= 0) config_error(f(name), "must be positive", str(v), "use a value >= 1");
-    };
-    auto nonneg = [&](const std::string& name, int64_t v) {
+    }
+    void nonneg(const std::string& name, int64_t v) const {
         if (v < 0) config_error(f(name), "must not be negative", str(v), "use a value >= 0");
-    };
-    // Each size within kMaxDim / kMaxTokens (the total is bounded again below).
-    auto bounded = [&](const std::string& name, int64_t v, int64_t cap) {
+    }
+    // Each size within kMaxDim / kMaxTokens (the total is bounded again by check_param_total).
+    void bounded(const std::string& name, int64_t v, int64_t cap) const {
         if (v > cap) config_error(f(name), "is too large", str(v), "use at most " + str(cap) + " (check for a typo)");
-    };
-    positive("vocab_size", m.vocab_size);
-    positive("hidden_size", m.hidden_size);
-    positive("num_layers", m.num_layers);
-    nonneg("max_position_embeddings", m.max_position_embeddings);
-    bounded("vocab_size", m.vocab_size, kMaxDim);
-    bounded("hidden_size", m.hidden_size, kMaxDim);
-    bounded("num_layers", m.num_layers, kMaxDim);
-    bounded("max_position_embeddings", m.max_position_embeddings, kMaxTokens);
+    }
+};
+
+void check_sizes(const ModelConfig& m, const FieldChecks& c) {
+    c.positive("vocab_size", m.vocab_size);
+    c.positive("hidden_size", m.hidden_size);
+    c.positive("num_layers", m.num_layers);
+    c.nonneg("max_position_embeddings", m.max_position_embeddings);
+    c.bounded("vocab_size", m.vocab_size, kMaxDim);
+    c.bounded("hidden_size", m.hidden_size, kMaxDim);
+    c.bounded("num_layers", m.num_layers, kMaxDim);
+    c.bounded("max_position_embeddings", m.max_position_embeddings, kMaxTokens);
     for (const auto& [name, v] : {std::pair<const char*, int64_t>{"attention.num_heads", m.attn.num_heads},
                                   {"attention.num_kv_heads", m.attn.num_kv_heads},
                                   {"attention.head_dim", m.attn.head_dim},
@@ -342,123 +364,146 @@ void validate(const ModelConfig& m, const std::string& path) {
                                   {"dense_intermediate_size", m.dense_intermediate_size},
                                   {"norms_per_layer", m.norms_per_layer},
                                   {"num_mtp_layers", m.num_mtp_layers}})
-        bounded(name, v, kMaxDim);
-    bounded("attention.sliding_window", m.attn.sliding_window, kMaxTokens);
-    bounded("attention.attention_chunk", m.attn.attention_chunk, kMaxTokens);
-    {
-        // Each size is bounded, their products are not: estimate the parameter count in floating point (an upper
-        // bound of count_params) and refuse beyond 10^15, which keeps every int64 count and byte total exact.
-        const double H = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
-        const double heads = static_cast<double>(std::max<int64_t>(m.attn.num_heads, 0));
-        const double hd = static_cast<double>(std::max({m.attn.head_dim, m.attn.qk_nope_head_dim + m.attn.qk_rope_head_dim,
-                                                        m.attn.v_head_dim, int64_t{0}}));
-        const double lora = static_cast<double>(std::max<int64_t>(m.attn.q_lora_rank, 0) +
-                                                std::max<int64_t>(m.attn.kv_lora_rank, 0));
-        const double attn = 4.0 * (H + lora) * (heads * hd + lora + H);
-        const double experts = static_cast<double>(std::max<int64_t>(m.moe.num_experts, 0)) *
-                               (3.0 * H * static_cast<double>(m.moe.expert_intermediate_size) + 3.0 * H);
-        const double shared = static_cast<double>(m.moe.num_shared_experts) * 3.0 * H *
-                              static_cast<double>(m.moe.shared_intermediate_size);
-        const double dense = 3.0 * H * static_cast<double>(m.dense_intermediate_size);
-        const double layer = attn + experts + shared + dense + 8.0 * H * static_cast<double>(m.norms_per_layer + 1);
-        const double total = (L + static_cast<double>(m.num_mtp_layers)) * (layer + 2.0 * H * H) +
-                             2.0 * static_cast<double>(m.vocab_size) * (H + 1);
-        if (!(total <= 1e15))
-            config_error(f(experts >= attn + dense ? "moe.num_experts" : "hidden_size"),
-                         "the shapes imply more than 10^15 parameters, beyond what moebench accounts for",
-                         fmt::format("about {:.3g} parameters", total),
-                         "check hidden_size, num_layers, the expert count and the intermediate sizes for a typo");
-    }
+        c.bounded(name, v, kMaxDim);
+    c.bounded("attention.sliding_window", m.attn.sliding_window, kMaxTokens);
+    c.bounded("attention.attention_chunk", m.attn.attention_chunk, kMaxTokens);
+}
 
+void check_param_total(const ModelConfig& m, const FieldChecks& c) {
+    // Each size is bounded, their products are not: estimate the parameter count in floating point (an upper
+    // bound of count_params) and refuse beyond 10^15, which keeps every int64 count and byte total exact.
+    const double H = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
+    const double heads = static_cast<double>(std::max<int64_t>(m.attn.num_heads, 0));
+    const double hd = static_cast<double>(std::max({m.attn.head_dim, m.attn.qk_nope_head_dim + m.attn.qk_rope_head_dim,
+                                                    m.attn.v_head_dim, int64_t{0}}));
+    const double lora = static_cast<double>(std::max<int64_t>(m.attn.q_lora_rank, 0) +
+                                            std::max<int64_t>(m.attn.kv_lora_rank, 0));
+    const double attn = 4.0 * (H + lora) * (heads * hd + lora + H);
+    const double experts = static_cast<double>(std::max<int64_t>(m.moe.num_experts, 0)) *
+                           (3.0 * H * static_cast<double>(m.moe.expert_intermediate_size) + 3.0 * H);
+    const double shared = static_cast<double>(m.moe.num_shared_experts) * 3.0 * H *
+                          static_cast<double>(m.moe.shared_intermediate_size);
+    const double dense = 3.0 * H * static_cast<double>(m.dense_intermediate_size);
+    const double layer = attn + experts + shared + dense + 8.0 * H * static_cast<double>(m.norms_per_layer + 1);
+    const double total = (L + static_cast<double>(m.num_mtp_layers)) * (layer + 2.0 * H * H) +
+                         2.0 * static_cast<double>(m.vocab_size) * (H + 1);
+    if (!(total <= 1e15))
+        config_error(c.f(experts >= attn + dense ? "moe.num_experts" : "hidden_size"),
+                     "the shapes imply more than 10^15 parameters, beyond what moebench accounts for",
+                     fmt::format("about {:.3g} parameters", total),
+                     "check hidden_size, num_layers, the expert count and the intermediate sizes for a typo");
+}
+
+void check_attention(const ModelConfig& m, const FieldChecks& c) {
     const AttentionConfig& at = m.attn;
-    positive("attention.num_heads", at.num_heads);
+    c.positive("attention.num_heads", at.num_heads);
     if (at.kind == AttentionKind::gqa) {
-        positive("attention.num_kv_heads", at.num_kv_heads);
-        positive("attention.head_dim", at.head_dim);
+        c.positive("attention.num_kv_heads", at.num_kv_heads);
+        c.positive("attention.head_dim", at.head_dim);
         if (at.num_kv_heads > at.num_heads || at.num_heads % at.num_kv_heads != 0)
-            config_error(f("attention.num_kv_heads"), "must divide attention.num_heads (" + str(at.num_heads) + ")",
+            config_error(c.f("attention.num_kv_heads"), "must divide attention.num_heads (" + str(at.num_heads) + ")",
                          str(at.num_kv_heads), "use a divisor of num_heads (num_heads for MHA, 1 for MQA)");
     } else {
-        nonneg("attention.q_lora_rank", at.q_lora_rank);
-        positive("attention.kv_lora_rank", at.kv_lora_rank);
-        nonneg("attention.qk_nope_head_dim", at.qk_nope_head_dim);
-        positive("attention.qk_rope_head_dim", at.qk_rope_head_dim);
-        positive("attention.v_head_dim", at.v_head_dim);
+        c.nonneg("attention.q_lora_rank", at.q_lora_rank);
+        c.positive("attention.kv_lora_rank", at.kv_lora_rank);
+        c.nonneg("attention.qk_nope_head_dim", at.qk_nope_head_dim);
+        c.positive("attention.qk_rope_head_dim", at.qk_rope_head_dim);
+        c.positive("attention.v_head_dim", at.v_head_dim);
     }
-    nonneg("attention.sliding_window", at.sliding_window);
-    nonneg("attention.attention_chunk", at.attention_chunk);
+    c.nonneg("attention.sliding_window", at.sliding_window);
+    c.nonneg("attention.attention_chunk", at.attention_chunk);
     if (!(at.rope_theta > 0))
-        config_error(f("attention.rope_theta"), "must be positive", fmt::format("{}", at.rope_theta), "e.g. 10000");
+        config_error(c.f("attention.rope_theta"), "must be positive", fmt::format("{}", at.rope_theta), "e.g. 10000");
+}
 
+void check_layer_lists(const ModelConfig& m, const FieldChecks& c) {
+    const AttentionConfig& at = m.attn;
     if (static_cast<int64_t>(m.layer_is_moe.size()) != m.num_layers)
-        config_error(f("layer_is_moe"), "must have one entry per layer (num_layers = " + str(m.num_layers) + ")",
+        config_error(c.f("layer_is_moe"), "must have one entry per layer (num_layers = " + str(m.num_layers) + ")",
                      str(static_cast<int64_t>(m.layer_is_moe.size())) + " entries", "give exactly num_layers entries");
     for (size_t i = 0; i < m.layer_is_moe.size(); ++i)
         if (m.layer_is_moe[i] > 1)
-            config_error(f("layer_is_moe[" + std::to_string(i) + "]"), "must be 0 or 1", str(m.layer_is_moe[i]), "");
+            config_error(c.f("layer_is_moe[" + std::to_string(i) + "]"), "must be 0 or 1", str(m.layer_is_moe[i]), "");
     if (!m.layer_sliding.empty()) {
         if (static_cast<int64_t>(m.layer_sliding.size()) != m.num_layers)
-            config_error(f("layer_sliding"), "must be empty or have one entry per layer (num_layers = " +
+            config_error(c.f("layer_sliding"), "must be empty or have one entry per layer (num_layers = " +
                          str(m.num_layers) + ")", str(static_cast<int64_t>(m.layer_sliding.size())) + " entries",
                          "give exactly num_layers entries or none");
         bool any = std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; });
         if (any && at.sliding_window <= 0 && at.attention_chunk <= 0)
-            config_error(f("attention.sliding_window"), "sliding layers are listed but no window is set", "0",
+            config_error(c.f("attention.sliding_window"), "sliding layers are listed but no window is set", "0",
                          "set attention.sliding_window (or attention.attention_chunk) to the window in tokens");
     }
+}
 
+void check_moe(const ModelConfig& m, const FieldChecks& c) {
     const MoeConfig& e = m.moe;
     // The listed flags, not num_moe_layers(): a layer flagged MoE in a model without experts must be refused here.
     const auto moe_layers = std::count(m.layer_is_moe.begin(), m.layer_is_moe.end(), uint8_t{1});
     if (moe_layers > 0 || e.num_experts > 0) {
-        positive("moe.num_experts", e.num_experts);
-        positive("moe.top_k", e.top_k);
+        c.positive("moe.num_experts", e.num_experts);
+        c.positive("moe.top_k", e.top_k);
         if (e.top_k > e.num_experts)
-            config_error(f("moe.top_k"), "is larger than moe.num_experts (" + str(e.num_experts) + ")", str(e.top_k),
+            config_error(c.f("moe.top_k"), "is larger than moe.num_experts (" + str(e.num_experts) + ")", str(e.top_k),
                          "use a top_k between 1 and " + str(e.num_experts));
-        positive("moe.expert_intermediate_size", e.expert_intermediate_size);
-        nonneg("moe.num_shared_experts", e.num_shared_experts);
-        if (e.num_shared_experts > 0) positive("moe.shared_intermediate_size", e.shared_intermediate_size);
-        else nonneg("moe.shared_intermediate_size", e.shared_intermediate_size);
+        c.positive("moe.expert_intermediate_size", e.expert_intermediate_size);
+        c.nonneg("moe.num_shared_experts", e.num_shared_experts);
+        if (e.num_shared_experts > 0) c.positive("moe.shared_intermediate_size", e.shared_intermediate_size);
+        else c.nonneg("moe.shared_intermediate_size", e.shared_intermediate_size);
         if (e.shared_expert_gate && e.num_shared_experts == 0)
-            config_error(f("moe.shared_expert_gate"), "is set but there is no shared expert", "true",
+            config_error(c.f("moe.shared_expert_gate"), "is set but there is no shared expert", "true",
                          "set moe.num_shared_experts >= 1 or shared_expert_gate to false");
-        positive("moe.num_groups", e.num_groups);
+        c.positive("moe.num_groups", e.num_groups);
         if (e.num_experts % e.num_groups != 0)
-            config_error(f("moe.num_groups"), "must divide moe.num_experts (" + str(e.num_experts) + ")",
+            config_error(c.f("moe.num_groups"), "must divide moe.num_experts (" + str(e.num_experts) + ")",
                          str(e.num_groups), "use a divisor of num_experts (1 = no groups)");
-        positive("moe.topk_groups", e.topk_groups);
+        c.positive("moe.topk_groups", e.topk_groups);
         if (e.topk_groups > e.num_groups)
-            config_error(f("moe.topk_groups"), "is larger than moe.num_groups (" + str(e.num_groups) + ")",
+            config_error(c.f("moe.topk_groups"), "is larger than moe.num_groups (" + str(e.num_groups) + ")",
                          str(e.topk_groups), "use a value between 1 and num_groups");
         int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
         if (e.top_k > reachable)
-            config_error(f("moe.top_k"), "exceeds the experts in the selected groups (topk_groups * num_experts / "
+            config_error(c.f("moe.top_k"), "exceeds the experts in the selected groups (topk_groups * num_experts / "
                          "num_groups = " + str(reachable) + ")", str(e.top_k), "raise moe.topk_groups or lower top_k");
         if (!(e.routed_scaling_factor > 0))
-            config_error(f("moe.routed_scaling_factor"), "must be positive",
+            config_error(c.f("moe.routed_scaling_factor"), "must be positive",
                          fmt::format("{}", e.routed_scaling_factor), "use 1.0 for no scaling");
         if (e.routing == RoutingKind::sparsemixer && e.top_k != 2)
-            config_error(f("moe.top_k"), "must be 2 for routing sparsemixer (PhiMoE's router picks exactly two)",
+            config_error(c.f("moe.top_k"), "must be 2 for routing sparsemixer (PhiMoE's router picks exactly two)",
                          str(e.top_k), "set top_k to 2 or choose another routing");
         if (!(e.router_jitter_noise >= 0))
-            config_error(f("moe.router_jitter_noise"), "must not be negative",
+            config_error(c.f("moe.router_jitter_noise"), "must not be negative",
                          fmt::format("{}", e.router_jitter_noise), "PhiMoE uses 0.01");
     }
     if (moe_layers == 0 && e.num_experts > 0)
-        config_error(f("dense_layers"), "lists every layer although moe.num_experts > 0", "", "drop the moe block or "
+        config_error(c.f("dense_layers"), "lists every layer although moe.num_experts > 0", "", "drop the moe block or "
                      "make at least one layer MoE");
-    if (m.num_dense_layers() > 0) positive("dense_intermediate_size", m.dense_intermediate_size);
-    else nonneg("dense_intermediate_size", m.dense_intermediate_size);
+}
+
+void check_ffn_and_norms(const ModelConfig& m, const FieldChecks& c) {
+    if (m.num_dense_layers() > 0) c.positive("dense_intermediate_size", m.dense_intermediate_size);
+    else c.nonneg("dense_intermediate_size", m.dense_intermediate_size);
 
     if (m.activation == Activation::swiglu_oai && !(m.swiglu_limit > 0))
-        config_error(f("swiglu_limit"), "must be positive for activation swiglu_oai",
+        config_error(c.f("swiglu_limit"), "must be positive for activation swiglu_oai",
                      fmt::format("{}", m.swiglu_limit), "gpt-oss uses 7.0");
     if (m.swiglu_limit < 0)
-        config_error(f("swiglu_limit"), "must not be negative", fmt::format("{}", m.swiglu_limit), "use 0 for no clamp");
-    nonneg("norms_per_layer", m.norms_per_layer);
-    if (!(m.norm_eps > 0)) config_error(f("norm_eps"), "must be positive", fmt::format("{}", m.norm_eps), "e.g. 1e-6");
-    nonneg("num_mtp_layers", m.num_mtp_layers);
+        config_error(c.f("swiglu_limit"), "must not be negative", fmt::format("{}", m.swiglu_limit), "use 0 for no clamp");
+    c.nonneg("norms_per_layer", m.norms_per_layer);
+    if (!(m.norm_eps > 0)) config_error(c.f("norm_eps"), "must be positive", fmt::format("{}", m.norm_eps), "e.g. 1e-6");
+    c.nonneg("num_mtp_layers", m.num_mtp_layers);
+}
+
+}  // namespace
+
+void validate(const ModelConfig& m, const std::string& path) {
+    const FieldChecks c{path};
+    check_sizes(m, c);
+    check_param_total(m, c);
+    check_attention(m, c);
+    check_layer_lists(m, c);
+    check_moe(m, c);
+    check_ffn_and_norms(m, c);
 }
 
 ModelConfig load_model(const std::string& name_or_path) {

@@ -4,34 +4,18 @@
 #include "config/run_config.hpp"
 
 #include "common/error.hpp"
+#include "common/overloaded.hpp"
+#include "config/run_fields.hpp"
 
 #include <cmath>
 #include <set>
+#include <variant>
 
 namespace moebench {
 
 namespace {
 
-// The JSON key of each field and the flag that overrides it (empty: no flag).
-const std::vector<std::pair<std::string, std::string>> kFields = {
-    {"model", "--model"},          {"hardware", "--hardware"},           {"backend", "--backend"},
-    {"mode", "--mode"},            {"batch", "--batch"},       {"seq_len", "--seq-len"},
-    {"context", "--context"},      {"layers", "--layers"},     {"routing", "--routing"},
-    {"seed", "--seed"},            {"capacity_factor", "--capacity-factor"},
-    {"soft_topn", "--soft-topn"},  {"threads", "--threads"},   {"ep", "--ep"},
-    {"expert_gemm", "--expert-gemm"}, {"cuda_graph", "--cuda-graph"}, {"cold_l2", "--cold-l2"},
-    {"warmup", "--warmup"},        {"iters", "--iters"},       {"min_time_s", "--min-time"},
-    {"max_noise", "--max-noise"},  {"max_iters", ""},          {"include_lm_head", ""},
-    {"out", "--out"},              {"dump_tensors", "--dump-tensors"}, {"check", "--check"},
-    {"measure_ceilings", "--measure-ceilings"},
-};
-
-std::string label(const std::string& path, const std::string& key) {
-    std::string f = path.empty() ? key : path + "." + key;
-    for (const auto& [k, flag] : kFields)
-        if (k == key && !flag.empty()) return f + " (" + flag + ")";
-    return f;
-}
+std::string label(const std::string& path, const std::string& key) { return run_field_label(path, key); }
 
 }  // namespace
 
@@ -48,78 +32,34 @@ uint64_t parse_seed(int64_t seed, const std::string& field) {
 
 RunConfig run_config_from_json(const json& j, const std::string& path) {
     JsonReader r(j, path);
-    std::set<std::string> known;
-    for (const auto& [k, flag] : kFields) known.insert(k);
     for (const auto& [k, v] : j.items()) {
         if (k.empty() || k[0] == '$' || k == "comment" || k == "description") continue;  // annotations
-        if (!known.count(k)) {
+        if (!find_run_field(k)) {
             std::string all;
-            for (const auto& [name, flag] : kFields) all += (all.empty() ? "" : ", ") + name;
+            for (const RunField& f : run_fields()) all += (all.empty() ? "" : ", ") + f.key;
             config_error(r.field(k), "unknown run config field", k, "use one of: " + all);
         }
     }
     RunConfig c;
-    c.model = r.opt_string("model", c.model);
-    c.hardware = r.opt_string("hardware", c.hardware);
-    c.backend = r.opt_string("backend", c.backend);
-    c.shape.mode = parse_mode(r.opt_string("mode", to_string(c.shape.mode)), label(path, "mode"));
-    c.shape.batch = r.opt_int("batch", c.shape.batch);
-    c.shape.seq_len = r.opt_int("seq_len", c.shape.seq_len);
-    c.shape.context = r.opt_int("context", c.shape.context);
-    c.layers = r.opt_int("layers", c.layers);
-    c.routing = r.opt_string("routing", c.routing);
-    c.options.seed = parse_seed(r.opt_int("seed", 0), label(path, "seed"));
-    c.options.capacity_factor = r.opt_double("capacity_factor", c.options.capacity_factor);
-    c.options.soft_topn = r.opt_int("soft_topn", c.options.soft_topn);
-    c.options.num_threads = r.opt_int("threads", c.options.num_threads);
-    c.options.ep_size = r.opt_int("ep", c.options.ep_size);
-    c.options.expert_gemm = r.opt_string("expert_gemm", c.options.expert_gemm);
-    c.options.cuda_graph = r.opt_bool("cuda_graph", c.options.cuda_graph);
-    c.options.cold_l2 = r.opt_bool("cold_l2", c.options.cold_l2);
-    c.warmup = r.opt_int("warmup", c.warmup);
-    c.iters = r.opt_int("iters", c.iters);
-    c.min_time_s = r.opt_double("min_time_s", c.min_time_s);
-    c.max_noise = r.opt_double("max_noise", c.max_noise);
-    c.max_iters = r.opt_int("max_iters", c.max_iters);
-    c.include_lm_head = r.opt_bool("include_lm_head", c.include_lm_head);
-    c.out = r.opt_string("out", c.out);
-    c.dump_tensors = r.opt_string("dump_tensors", c.dump_tensors);
-    c.check = r.opt_bool("check", c.check);
-    c.measure_ceilings = r.opt_bool("measure_ceilings", c.measure_ceilings);
+    for (const RunField& f : run_fields()) {
+        if (!j.contains(f.key)) continue;  // the RunConfig default stays
+        const std::string& k = f.key;
+        std::visit(Overloaded{[&](std::string* v) { *v = r.opt_string(k, *v); },
+                              [&](int64_t* v) { *v = r.opt_int(k, *v); },
+                              [&](double* v) { *v = r.opt_double(k, *v); },
+                              [&](bool* v) { *v = r.opt_bool(k, *v); },
+                              [&](Mode* v) { *v = parse_mode(r.opt_string(k, to_string(*v)), label(path, k)); },
+                              [&](uint64_t* v) { *v = parse_seed(r.opt_int(k, 0), label(path, k)); }},
+                   f.ref(c));
+    }
     return c;
 }
 
 json run_config_to_json(const RunConfig& c) {
-    return json{{"model", c.model},
-                {"hardware", c.hardware},
-                {"backend", c.backend},
-                {"mode", to_string(c.shape.mode)},
-                {"batch", c.shape.batch},
-                {"seq_len", c.shape.seq_len},
-                {"context", c.shape.context},
-                {"layers", c.layers},
-                {"routing", c.routing},
-                {"seed", c.options.seed},
-                {"capacity_factor", c.options.capacity_factor},
-                {"soft_topn", c.options.soft_topn},
-                {"threads", c.options.num_threads},
-                {"ep", c.options.ep_size},
-                {"expert_gemm", c.options.expert_gemm},
-                {"cuda_graph", c.options.cuda_graph},
-                {"cold_l2", c.options.cold_l2},
-                {"warmup", c.warmup},
-                {"iters", c.iters},
-                {"min_time_s", c.min_time_s},
-                {"max_noise", c.max_noise},
-                {"max_iters", c.max_iters},
-                {"include_lm_head", c.include_lm_head},
-                {"out", c.out},
-                {"dump_tensors", c.dump_tensors},
-                {"check", c.check},
-                {"measure_ceilings", c.measure_ceilings}};
+    json j = json::object();
+    for (const RunField& f : run_fields()) j[f.key] = run_field_value(f, c);
+    return j;
 }
-
-std::string run_config_label(const std::string& key) { return label("", key); }
 
 void validate(const RunConfig& c) {
     auto at_least = [](const std::string& key, int64_t v, int64_t lo, const std::string& fix) {

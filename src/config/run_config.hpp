@@ -47,7 +47,5 @@ uint64_t parse_seed(int64_t seed, const std::string& field);
 /// Checks values (batch >= 1, iters >= 1, ...); ConfigError naming the field. What depends on the backend (its
 /// name, --expert-gemm, --cuda-graph, --check, ...) is checked by harness/validate.hpp against its traits.
 void validate(const RunConfig& r);
-/// A run-config key as errors name it, with its flag: "expert_gemm (--expert-gemm)".
-std::string run_config_label(const std::string& key);
 
 }  // namespace moebench

@@ -137,116 +137,123 @@ bool selection_near_tie(const core::RouteParams& p, int64_t soft_topn, const flo
 
 }  // namespace
 
-CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& tensors,
-                            const LayerRouting* override_routing, const CheckOptions& o) {
-    CheckResult res;
-    res.tolerance = o.tolerance;
-    res.tie_epsilon = o.tie_epsilon;
+namespace {
+
+// The block's tensors, checked against the model's shapes (views: no copies of the expert weights).
+struct BlockTensors {
+    int64_t T = 0, H = 0, kb = 0;  // tokens, hidden size, the backend's experts per token
+    F32View x, router_w, router_b, corr, w_gate, w_up, w_down, b_gate, b_up, b_down, wts_b, out_b;
+    std::vector<int32_t> ids_b;
+};
+
+BlockTensors block_tensors(const ModelConfig& m, const std::vector<NamedTensor>& tensors) {
+    BlockTensors b;
     const NamedTensor* in_t = find_tensor(tensors, "moe_in");
     MOEBENCH_CHECK(in_t && in_t->shape.size() == 2, "--check: the backend's MoE block has no [T, H] tensor 'moe_in'");
     const int64_t T = in_t->shape[0], H = in_t->shape[1];
     const int64_t E = m.moe.num_experts, I = m.moe.expert_intermediate_size;
-    const int64_t SI = m.moe.num_shared_experts * m.moe.shared_intermediate_size;
     MOEBENCH_CHECK(H == m.hidden_size, "--check: moe_in has hidden size {}, the model {}", H, m.hidden_size);
     const NamedTensor* ids_t = find_tensor(tensors, "topk_ids");
     MOEBENCH_CHECK(ids_t && ids_t->shape.size() == 2 && ids_t->shape[0] == T,
                    "--check: the backend's MoE block has no [T, k] tensor 'topk_ids'");
-    const int64_t kb = ids_t->shape[1];
-    res.tokens = T;
+    b.T = T;
+    b.H = H;
+    b.kb = ids_t->shape[1];
+    b.x = get_f32(tensors, "moe_in", {T, H}, true);
+    b.router_w = get_f32(tensors, "router_weight", {E, H}, true);
+    b.router_b = get_f32(tensors, "router_bias", {E}, false);
+    b.corr = get_f32(tensors, "e_score_correction_bias", {E}, false);
+    b.w_gate = get_f32(tensors, "w_gate", {E, I, H}, true);
+    b.w_up = get_f32(tensors, "w_up", {E, I, H}, true);
+    b.w_down = get_f32(tensors, "w_down", {E, H, I}, true);
+    b.b_gate = get_f32(tensors, "b_gate", {E, I}, false);
+    b.b_up = get_f32(tensors, "b_up", {E, I}, false);
+    b.b_down = get_f32(tensors, "b_down", {E, H}, false);
+    b.ids_b = ids_t->as_i32();
+    b.wts_b = get_f32(tensors, "topk_weights", {T, b.kb}, true);
+    b.out_b = get_f32(tensors, "moe_out", {T, H}, true);
+    return b;
+}
 
-    const F32View x = get_f32(tensors, "moe_in", {T, H}, true);
-    const F32View router_w = get_f32(tensors, "router_weight", {E, H}, true);
-    const F32View router_b = get_f32(tensors, "router_bias", {E}, false);
-    const F32View corr = get_f32(tensors, "e_score_correction_bias", {E}, false);
-    const F32View w_gate = get_f32(tensors, "w_gate", {E, I, H}, true);
-    const F32View w_up = get_f32(tensors, "w_up", {E, I, H}, true);
-    const F32View w_down = get_f32(tensors, "w_down", {E, H, I}, true);
-    const F32View b_gate = get_f32(tensors, "b_gate", {E, I}, false);
-    const F32View b_up = get_f32(tensors, "b_up", {E, I}, false);
-    const F32View b_down = get_f32(tensors, "b_down", {E, H}, false);
-    const std::vector<int32_t> ids_b = ids_t->as_i32();
-    const F32View wts_b = get_f32(tensors, "topk_weights", {T, kb}, true);
-    const F32View out_b = get_f32(tensors, "moe_out", {T, H}, true);
+// 1. Router logits in fp32 from the block's input.
+std::vector<float> router_logits(const BlockTensors& b, int64_t E) {
+    std::vector<float> logits(static_cast<size_t>(b.T * E));
+    gemm_xwt(b.T, E, b.H, b.x.data(), b.router_w.data(), logits.data());
+    if (!b.router_b.empty())
+        for (int64_t t = 0; t < b.T; ++t)
+            for (int64_t e = 0; e < E; ++e) logits[t * E + e] += b.router_b[e];
+    return logits;
+}
 
-    // 1. Router logits in fp32 from the block's input.
-    std::vector<float> logits(static_cast<size_t>(T * E));
-    gemm_xwt(T, E, H, x.data(), router_w.data(), logits.data());
-    if (!router_b.empty())
-        for (int64_t t = 0; t < T; ++t)
-            for (int64_t e = 0; e < E; ++e) logits[t * E + e] += router_b[e];
-
-    // 2. The reference selection before capacity: the family's routing, soft top-N, or the workload's.
-    const core::RouteParams rp = route_params(m);
-    const bool overridden = override_routing && override_routing->k > 0;
-    int64_t k = overridden ? override_routing->k : (opt.soft_topn > 0 ? opt.soft_topn : m.moe.top_k);
-    res.k = k;
-    res.routing_from = overridden ? "the workload's routing of the step (as imposed on the backend)"
-                       : opt.soft_topn > 0 ? "soft top-N (moe_core soft_topn_row) on fp32 router logits"
-                                           : "the family's routing (moe_core route_row) on fp32 router logits";
-    if (kb != k) {
-        res.ids_mismatched = T;
-        res.failure = fmt::format("the backend selected k = {} experts per token, the reference {}", kb, k);
-        return res;
-    }
-    std::vector<int32_t> ids(static_cast<size_t>(T * k));
-    std::vector<float> wts(static_cast<size_t>(T * k));
-    if (overridden) {
-        MOEBENCH_CHECK(override_routing->num_tokens == T && static_cast<int64_t>(override_routing->ids.size()) == T * k,
-                       "--check: the workload's routing has {} tokens, the block {}", override_routing->num_tokens, T);
-        std::copy(override_routing->ids.begin(), override_routing->ids.end(), ids.begin());
-        if (static_cast<int64_t>(override_routing->weights.size()) == T * k)
-            std::copy(override_routing->weights.begin(), override_routing->weights.end(), wts.begin());
+// 2. The reference selection before capacity, k per token: the workload's, soft top-N, or the family's routing.
+void reference_selection(const core::RouteParams& rp, const RunOptions& opt, const BlockTensors& b,
+                         const std::vector<float>& logits, const LayerRouting* imposed, int64_t k,
+                         std::vector<int32_t>& ids, std::vector<float>& wts) {
+    const int64_t T = b.T, E = rp.num_experts;
+    ids.assign(static_cast<size_t>(T * k), 0);
+    wts.assign(static_cast<size_t>(T * k), 0.0f);
+    if (imposed) {
+        MOEBENCH_CHECK(imposed->num_tokens == T && static_cast<int64_t>(imposed->ids.size()) == T * k,
+                       "--check: the workload's routing has {} tokens, the block {}", imposed->num_tokens, T);
+        std::copy(imposed->ids.begin(), imposed->ids.end(), ids.begin());
+        if (static_cast<int64_t>(imposed->weights.size()) == T * k)
+            std::copy(imposed->weights.begin(), imposed->weights.end(), wts.begin());
         else
             std::fill(wts.begin(), wts.end(), 1.0f / static_cast<float>(k));  // as both backends do
-    } else {
-        std::vector<float> scratch(static_cast<size_t>(core::route_scratch_floats(rp.num_experts, rp.num_groups)));
-        std::vector<int> row(static_cast<size_t>(k));
-        for (int64_t t = 0; t < T; ++t) {
-            if (opt.soft_topn > 0)
-                core::soft_topn_row(&logits[t * E], rp.num_experts, static_cast<int>(k), scratch.data(), row.data(),
-                                    &wts[t * k]);
-            else
-                core::route_row(rp, &logits[t * E], corr.empty() ? nullptr : corr.data(), scratch.data(), row.data(),
-                                &wts[t * k]);
-            for (int64_t j = 0; j < k; ++j) ids[t * k + j] = row[static_cast<size_t>(j)];
-        }
+        return;
     }
+    std::vector<float> scratch(static_cast<size_t>(core::route_scratch_floats(rp.num_experts, rp.num_groups)));
+    std::vector<int> row(static_cast<size_t>(k));
+    for (int64_t t = 0; t < T; ++t) {
+        if (opt.soft_topn > 0)
+            core::soft_topn_row(&logits[t * E], rp.num_experts, static_cast<int>(k), scratch.data(), row.data(),
+                                &wts[t * k]);
+        else
+            core::route_row(rp, &logits[t * E], b.corr.empty() ? nullptr : b.corr.data(), scratch.data(), row.data(),
+                            &wts[t * k]);
+        for (int64_t j = 0; j < k; ++j) ids[t * k + j] = row[static_cast<size_t>(j)];
+    }
+}
 
-    // 3. Near-ties: where the backend chose an expert the reference did not and the scores tie, take the
-    //    backend's row (its ids after capacity: -1 stays -1), so that the drops that follow agree. sparsemixer:
-    //    also where the slot order or a weight differs (beyond the tolerance) and a logit sits on a band's edge.
+// 3. Near-ties: where the backend chose an expert the reference did not and the scores tie, take the backend's
+//    row (its ids after capacity: -1 stays -1), so that the drops that follow agree. sparsemixer: also where the
+//    slot order or a weight differs (beyond the tolerance) and a logit sits on a band's edge. Returns, per token,
+//    whether it was excused.
+std::vector<unsigned char> excuse_near_ties(const core::RouteParams& rp, const RunOptions& opt, const BlockTensors& b,
+                                            const std::vector<float>& logits, int64_t k, const CheckOptions& o,
+                                            std::vector<int32_t>& ids, std::vector<float>& wts, CheckResult& res) {
+    const int64_t T = b.T, E = rp.num_experts;
     const bool banded = rp.kind == core::kRouteSparsemixer && opt.soft_topn <= 0;
     std::vector<unsigned char> near_tie(static_cast<size_t>(T), 0);
     for (int64_t t = 0; t < T; ++t) {
         bool differs = false;
         for (int64_t j = 0; j < k; ++j) {
-            const int32_t e = ids_b[t * k + j];
+            const int32_t e = b.ids_b[t * k + j];
             if (e >= 0 && std::find(&ids[t * k], &ids[t * k] + k, e) == &ids[t * k] + k) differs = true;
-            if (banded && e >= 0 && (e != ids[t * k + j] || std::fabs(wts_b[t * k + j] - wts[t * k + j]) > o.tolerance))
+            if (banded && e >= 0 && (e != ids[t * k + j] || std::fabs(b.wts_b[t * k + j] - wts[t * k + j]) > o.tolerance))
                 differs = true;
         }
-        if (!differs || overridden) continue;
-        if (selection_near_tie(rp, opt.soft_topn, &logits[t * E], corr.empty() ? nullptr : corr.data(),
-                               o.tie_epsilon)) {
-            near_tie[t] = 1;
-            ++res.ids_near_tie;
-            for (int64_t j = 0; j < k; ++j) {
-                ids[t * k + j] = ids_b[t * k + j];
-                wts[t * k + j] = wts_b[t * k + j];
-            }
+        if (!differs ||
+            !selection_near_tie(rp, opt.soft_topn, &logits[t * E], b.corr.empty() ? nullptr : b.corr.data(), o.tie_epsilon))
+            continue;
+        near_tie[t] = 1;
+        ++res.ids_near_tie;
+        for (int64_t j = 0; j < k; ++j) {
+            ids[t * k + j] = b.ids_b[t * k + j];
+            wts[t * k + j] = b.wts_b[t * k + j];
         }
     }
-    // 4. Capacity drops in arrival order, as both backends apply them.
-    std::vector<int64_t> counts(static_cast<size_t>(E));
-    const int64_t cap = core::expert_capacity(opt.capacity_factor, T, static_cast<int>(k), static_cast<int>(E));
-    core::apply_capacity(ids.data(), wts.data(), T, static_cast<int>(k), static_cast<int>(E), cap, counts.data());
+    return near_tie;
+}
 
-    // 5. Compare the expert sets (-1 = dropped) and, where they agree, the combine weights.
-    for (int64_t t = 0; t < T; ++t) {
-        std::vector<int32_t> a(&ids[t * k], &ids[t * k] + k), b(&ids_b[t * k], &ids_b[t * k] + k);
-        std::sort(a.begin(), a.end());
-        std::sort(b.begin(), b.end());
-        if (a != b) {
+// 5. The expert sets (-1 = dropped) and, where they agree, the combine weights.
+void compare_selection(const BlockTensors& b, const std::vector<int32_t>& ids, const std::vector<float>& wts, int64_t k,
+                       const std::vector<unsigned char>& near_tie, CheckResult& res) {
+    for (int64_t t = 0; t < b.T; ++t) {
+        std::vector<int32_t> x(&ids[t * k], &ids[t * k] + k), y(&b.ids_b[t * k], &b.ids_b[t * k] + k);
+        std::sort(x.begin(), x.end());
+        std::sort(y.begin(), y.end());
+        if (x != y) {
             if (!near_tie[t]) ++res.ids_mismatched;
             continue;
         }
@@ -254,14 +261,17 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
             const int32_t e = ids[t * k + j];
             if (e < 0) continue;
             for (int64_t jb = 0; jb < k; ++jb)
-                if (ids_b[t * k + jb] == e)
-                    res.weights_max_abs_error = std::max(
-                        res.weights_max_abs_error,
-                        static_cast<double>(std::fabs(wts[t * k + j] - wts_b[t * k + jb])));
+                if (b.ids_b[t * k + jb] == e)
+                    res.weights_max_abs_error = std::max(res.weights_max_abs_error,
+                                                         static_cast<double>(std::fabs(wts[t * k + j] - b.wts_b[t * k + jb])));
         }
     }
+}
 
-    // 6. The block: per expert, its tokens' rows through gate/up, the activation and down; then the weighted sum.
+// 6a. The routed experts: per expert, its tokens' rows through gate/up, the activation and down; the weighted sum.
+std::vector<double> routed_output(const ModelConfig& m, const BlockTensors& b, const std::vector<int32_t>& ids,
+                                  const std::vector<float>& wts, int64_t k) {
+    const int64_t T = b.T, H = b.H, E = m.moe.num_experts, I = m.moe.expert_intermediate_size;
     const int act_kind = static_cast<int>(m.activation);
     const float limit = activation_limit(m);
     const bool scale_in = core::route_scales_input(static_cast<int>(m.moe.routing));
@@ -279,54 +289,62 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
         if (n == 0) continue;
         xe.assign(static_cast<size_t>(n * H), 0.0f);
         for (int64_t r = 0; r < n; ++r) {
-            const int64_t t = as[r] / k;
             const float s = scale_in ? wts[as[r]] : 1.0f;  // Llama-4: routed_in = x * router score
-            for (int64_t i = 0; i < H; ++i) xe[r * H + i] = x[t * H + i] * s;
+            for (int64_t i = 0; i < H; ++i) xe[r * H + i] = b.x[(as[r] / k) * H + i] * s;
         }
         ge.resize(static_cast<size_t>(n * I));
         ue.resize(static_cast<size_t>(n * I));
-        gemm_xwt(n, I, H, xe.data(), &w_gate[e * I * H], ge.data());
-        gemm_xwt(n, I, H, xe.data(), &w_up[e * I * H], ue.data());
+        gemm_xwt(n, I, H, xe.data(), &b.w_gate[e * I * H], ge.data());
+        gemm_xwt(n, I, H, xe.data(), &b.w_up[e * I * H], ue.data());
         for (int64_t r = 0; r < n; ++r)
             for (int64_t i = 0; i < I; ++i) {
-                const float g = ge[r * I + i] + (b_gate.empty() ? 0.0f : b_gate[e * I + i]);
-                const float u = ue[r * I + i] + (b_up.empty() ? 0.0f : b_up[e * I + i]);
+                const float g = ge[r * I + i] + (b.b_gate.empty() ? 0.0f : b.b_gate[e * I + i]);
+                const float u = ue[r * I + i] + (b.b_up.empty() ? 0.0f : b.b_up[e * I + i]);
                 ge[r * I + i] = core::activate(act_kind, g, u, limit);
             }
         ye.resize(static_cast<size_t>(n * H));
-        gemm_xwt(n, H, I, ge.data(), &w_down[e * H * I], ye.data());
+        gemm_xwt(n, H, I, ge.data(), &b.w_down[e * H * I], ye.data());
         for (int64_t r = 0; r < n; ++r) {
-            const int64_t t = as[r] / k;
             const double s = scale_in ? 1.0 : wts[as[r]];
             for (int64_t i = 0; i < H; ++i)
-                out[t * H + i] += s * (ye[r * H + i] + (b_down.empty() ? 0.0f : b_down[e * H + i]));
+                out[(as[r] / k) * H + i] += s * (ye[r * H + i] + (b.b_down.empty() ? 0.0f : b.b_down[e * H + i]));
         }
     }
-    if (SI > 0) {
-        const F32View sg = get_f32(tensors, "shared_w_gate", {SI, H}, true);
-        const F32View su = get_f32(tensors, "shared_w_up", {SI, H}, true);
-        const F32View sd = get_f32(tensors, "shared_w_down", {H, SI}, true);
-        const F32View gate_w = get_f32(tensors, "shared_gate_weight", {1, H}, m.moe.shared_expert_gate);
-        std::vector<float> g(static_cast<size_t>(T * SI)), u(static_cast<size_t>(T * SI)), y(static_cast<size_t>(T * H));
-        gemm_xwt(T, SI, H, x.data(), sg.data(), g.data());
-        gemm_xwt(T, SI, H, x.data(), su.data(), u.data());
-        for (int64_t i = 0; i < T * SI; ++i) g[i] = core::activate(act_kind, g[i], u[i], limit);
-        gemm_xwt(T, H, SI, g.data(), sd.data(), y.data());
-        for (int64_t t = 0; t < T; ++t) {
-            double gate = 1.0;
-            if (!gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w) scales the shared output
-                double z = 0;
-                for (int64_t i = 0; i < H; ++i) z += static_cast<double>(x[t * H + i]) * gate_w[i];
-                gate = 1.0 / (1.0 + std::exp(-z));
-            }
-            for (int64_t i = 0; i < H; ++i) out[t * H + i] += gate * y[t * H + i];
-        }
-    }
+    return out;
+}
 
-    // 7. Relative L2 error of the backend's output against the reference.
+// 6b. The shared experts on every token (Qwen2-MoE: scaled by sigmoid(x . gate)), added to `out`.
+void add_shared_output(const ModelConfig& m, const std::vector<NamedTensor>& tensors, const BlockTensors& b,
+                       std::vector<double>& out) {
+    const int64_t T = b.T, H = b.H, SI = m.moe.num_shared_experts * m.moe.shared_intermediate_size;
+    if (SI <= 0) return;
+    const int act_kind = static_cast<int>(m.activation);
+    const float limit = activation_limit(m);
+    const F32View sg = get_f32(tensors, "shared_w_gate", {SI, H}, true);
+    const F32View su = get_f32(tensors, "shared_w_up", {SI, H}, true);
+    const F32View sd = get_f32(tensors, "shared_w_down", {H, SI}, true);
+    const F32View gate_w = get_f32(tensors, "shared_gate_weight", {1, H}, m.moe.shared_expert_gate);
+    std::vector<float> g(static_cast<size_t>(T * SI)), u(static_cast<size_t>(T * SI)), y(static_cast<size_t>(T * H));
+    gemm_xwt(T, SI, H, b.x.data(), sg.data(), g.data());
+    gemm_xwt(T, SI, H, b.x.data(), su.data(), u.data());
+    for (int64_t i = 0; i < T * SI; ++i) g[i] = core::activate(act_kind, g[i], u[i], limit);
+    gemm_xwt(T, H, SI, g.data(), sd.data(), y.data());
+    for (int64_t t = 0; t < T; ++t) {
+        double gate = 1.0;
+        if (!gate_w.empty()) {
+            double z = 0;
+            for (int64_t i = 0; i < H; ++i) z += static_cast<double>(b.x[t * H + i]) * gate_w[i];
+            gate = 1.0 / (1.0 + std::exp(-z));
+        }
+        for (int64_t i = 0; i < H; ++i) out[t * H + i] += gate * y[t * H + i];
+    }
+}
+
+// 7. Relative L2 error of the backend's output against the reference, and the verdict.
+void compare_output(const BlockTensors& b, const std::vector<double>& out, const CheckOptions& o, CheckResult& res) {
     double diff2 = 0, ref2 = 0;
-    for (int64_t i = 0; i < T * H; ++i) {
-        const double d = static_cast<double>(out_b[i]) - out[i];
+    for (int64_t i = 0; i < b.T * b.H; ++i) {
+        const double d = static_cast<double>(b.out_b[i]) - out[i];
         diff2 += d * d;
         ref2 += out[i] * out[i];
         res.max_abs_error = std::max(res.max_abs_error, std::fabs(d));
@@ -341,7 +359,46 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
                                   o.tolerance);
     if (res.ids_mismatched > 0)
         res.failure += fmt::format("{}{} of {} tokens selected other experts than the reference (not near-ties)",
-                                   res.failure.empty() ? "" : "; ", res.ids_mismatched, T);
+                                   res.failure.empty() ? "" : "; ", res.ids_mismatched, b.T);
+}
+
+}  // namespace
+
+CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& tensors,
+                            const LayerRouting* override_routing, const CheckOptions& o) {
+    CheckResult res;
+    res.tolerance = o.tolerance;
+    res.tie_epsilon = o.tie_epsilon;
+    const BlockTensors b = block_tensors(m, tensors);
+    res.tokens = b.T;
+    const std::vector<float> logits = router_logits(b, m.moe.num_experts);
+
+    const core::RouteParams rp = route_params(m);
+    const LayerRouting* imposed = override_routing && override_routing->k > 0 ? override_routing : nullptr;
+    const int64_t k = imposed ? imposed->k : (opt.soft_topn > 0 ? opt.soft_topn : m.moe.top_k);
+    res.k = k;
+    res.routing_from = imposed            ? "the workload's routing of the step (as imposed on the backend)"
+                       : opt.soft_topn > 0 ? "soft top-N (moe_core soft_topn_row) on fp32 router logits"
+                                           : "the family's routing (moe_core route_row) on fp32 router logits";
+    if (b.kb != k) {
+        res.ids_mismatched = b.T;
+        res.failure = fmt::format("the backend selected k = {} experts per token, the reference {}", b.kb, k);
+        return res;
+    }
+    std::vector<int32_t> ids;
+    std::vector<float> wts;
+    reference_selection(rp, opt, b, logits, imposed, k, ids, wts);
+    std::vector<unsigned char> near_tie(static_cast<size_t>(b.T), 0);
+    if (!imposed) near_tie = excuse_near_ties(rp, opt, b, logits, k, o, ids, wts, res);
+    // 4. Capacity drops in arrival order, as both backends apply them.
+    const int64_t E = m.moe.num_experts;
+    std::vector<int64_t> counts(static_cast<size_t>(E));
+    const int64_t cap = core::expert_capacity(opt.capacity_factor, b.T, static_cast<int>(k), static_cast<int>(E));
+    core::apply_capacity(ids.data(), wts.data(), b.T, static_cast<int>(k), static_cast<int>(E), cap, counts.data());
+    compare_selection(b, ids, wts, k, near_tie, res);
+    std::vector<double> out = routed_output(m, b, ids, wts, k);
+    add_shared_output(m, tensors, b, out);
+    compare_output(b, out, o, res);
     return res;
 }
 

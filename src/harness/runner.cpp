@@ -2,9 +2,11 @@
 // run_point as stages: validate -> prepare -> measure -> derive (metrics/) -> record. Field meanings are documented
 // in docs/report-schema.md; keep the two in step. Nothing here knows which backend runs: it reads its traits.
 #include "harness/runner.hpp"
+#include "core/report_keys.hpp"
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "config/run_fields.hpp"
 #include "engine/backend.hpp"
 #include "engine/engine.hpp"
 #include "harness/check.hpp"
@@ -155,7 +157,7 @@ json check_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     CheckResult cr = check_moe_block(p.model, cfg.options, p.backend->moe_block_tensors(slot), imposed, p.traits.check);
     cr.layer = m.moe.front().layer;
     json block = to_json(cr);
-    block["step"] = "last measured step";
+    block[keys::kStep] = "last measured step";
     return block;
 }
 
@@ -178,7 +180,7 @@ json routing_record(const RunConfig& cfg, const Prepared& p, const json& backend
             {"switch_order", cfg.shape.mode == Mode::decode
                                  ? "stream order (step after step, batch row after row), one sequence"
                                  : "consecutive tokens of each prefill sequence"},
-            {"per_layer", std::move(per_layer)}};
+            {keys::kPerLayer, std::move(per_layer)}};
 }
 
 json expert_load_record(const Prepared& p, const Measured& m, const std::string& source, int64_t T) {
@@ -190,17 +192,15 @@ json expert_load_record(const Prepared& p, const Measured& m, const std::string&
         basis += "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
                  "that their times compare), so the counts repeat one step's; use a synthetic workload or a trace "
                  "for load over a stream";
-    return {{"source", "counted"}, {"basis", basis}, {"per_layer", layers}};
+    return {{"source", "counted"}, {"basis", basis}, {keys::kPerLayer, layers}};
 }
 
 json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
     json record;
-    record["status"] = "ok";
-    record["axes"] = {{"backend", p.traits.name},         {"mode", to_string(cfg.shape.mode)},
-                      {"batch", cfg.shape.batch},         {"seq_len", cfg.shape.seq_len},
-                      {"context", cfg.shape.context},     {"routing", cfg.routing},
-                      {"ep", cfg.options.ep_size},        {"capacity_factor", cfg.options.capacity_factor},
-                      {"soft_topn", cfg.options.soft_topn}, {"layers", num_run}};
+    record[keys::kStatus] = "ok";
+    record[keys::kAxes] = run_axes(cfg);
+    record[keys::kAxes]["backend"] = p.traits.name;  // the one that ran ("auto" resolved)
+    record[keys::kAxes]["layers"] = num_run;         // 0 (= all) resolved
     record["model"] = p.model.name;
     record["mode"] = to_string(cfg.shape.mode);
     record["batch"] = cfg.shape.batch;
@@ -225,7 +225,7 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     const json backend_info = p.backend->describe();
 
     json record = identity_record(cfg, p, num_run);
-    record["backend_info"] = backend_info;
+    record[keys::kBackendInfo] = backend_info;
     record["seed"] = cfg.options.seed;
     json kinds = json::array();
     for (int64_t l : p.layers) kinds.push_back(p.model.is_moe_layer(l) ? "moe" : "dense");
@@ -234,25 +234,25 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     const bool extrapolated = num_run != p.model.num_layers;
     record["layers"] = {{"run", p.layers}, {"model_total", p.model.num_layers}, {"kinds", kinds},
                         {"extrapolated", extrapolated}};
-    record["iterations"] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", m.stop_reason},
+    record[keys::kIterations] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", m.stop_reason},
                             {"measured_time_s", measured_s}, {"noise", m.noise}, {"noise_rule", kNoiseRule}};
-    record["latency"] = latency.block;
-    record["conditions"] = m.conditions;
-    record["throughput"] = {{"source", source},
-                            {"tokens_per_s",
+    record[keys::kLatency] = latency.block;
+    record[keys::kConditions] = m.conditions;
+    record[keys::kThroughput] = {{"source", source},
+                            {keys::kTokensPerS,
                              latency.step.mean_us > 0 ? static_cast<double>(T) / (latency.step.mean_us * 1e-6) : 0.0},
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
-    record["expert_load"] = expert_load_record(p, m, source, T);
+    record[keys::kExpertLoad] = expert_load_record(p, m, source, T);
     json routing_layers = json::array();
     for (const MoeLayerSamples& a : m.moe) routing_layers.push_back(routing_layer(a, p.model.moe.num_experts, cfg.shape));
     record["routing"] = routing_record(cfg, p, backend_info, std::move(routing_layers));
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {
-        record["roofline"] = roofline_block(p.model, cfg.shape, cfg.options.ep_size,
+        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, cfg.options.ep_size,
                                             WorkBasis{p.traits.elem_bytes, p.traits.mla_form, p.traits.precision},
                                             source, p.plan, m.steps, m.moe, latency.phase_stats, p.ceilings);
     } catch (const Error& e) {
-        record["roofline"] = {{"source", "counted"}, {"unavailable", e.what()}};
+        record[keys::kRoofline] = {{"source", "counted"}, {"unavailable", e.what()}};
     }
     return record;
 }

@@ -3,6 +3,7 @@
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "config/run_fields.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -35,7 +36,7 @@ std::string flag_of(const std::string& key) {
 void check_expert_gemm(const BackendTraits& t, const std::string& value) {
     if (t.accepts_expert_gemm(value)) return;
     const std::string owners = backends_where([&](const BackendTraits& b) { return b.accepts_expert_gemm(value); });
-    const std::string field = run_config_label("expert_gemm");
+    const std::string field = run_field_label("", "expert_gemm");
     if (owners.empty()) {
         std::vector<std::string> per_backend;
         for (const KnownBackend& b : known_backends())
@@ -53,7 +54,7 @@ void validate_run(const RunConfig& cfg) {
     validate(cfg);
     const std::vector<std::string> choices = backend_choices();
     if (std::find(choices.begin(), choices.end(), cfg.backend) == choices.end())
-        config_error(run_config_label("backend"), "unknown backend", cfg.backend, "use " + or_list(choices));
+        config_error(run_field_label("", "backend"), "unknown backend", cfg.backend, "use " + or_list(choices));
     if (const BackendTraits* t = find_backend_traits(cfg.backend)) {
         check_backend_accepts(*t, cfg);
     } else {
@@ -74,11 +75,11 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
                                   {"cold_l2", cfg.options.cold_l2}})
         if (on && !t.accepts_switch(key)) {
             const std::string owners = backends_where([&](const BackendTraits& b) { return b.accepts_switch(key); });
-            config_error(run_config_label(key), "is an option of the " + owners + " backend", "backend " + t.name,
+            config_error(run_field_label("", key), "is an option of the " + owners + " backend", "backend " + t.name,
                          "drop " + flag_of(key) + ", or use --backend " + owners);
         }
     if (cfg.options.ep_size > 1 && !t.expert_parallel)
-        config_error(run_config_label("ep"),
+        config_error(run_field_label("", "ep"),
                      "backend " + t.name + " runs in one process, so there is no all-to-all to time",
                      std::to_string(cfg.options.ep_size),
                      "use --ep 1 on " + t.name + ", or --backend " +
@@ -86,14 +87,14 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
                          " to model expert parallelism");
     const std::string computing = backends_where([](const BackendTraits& b) { return b.computes_tensors; });
     if (cfg.check && !t.computes_tensors)
-        config_error(run_config_label("check"),
+        config_error(run_field_label("", "check"),
                      "compares computed tensors against the fp32 reference; the " + t.name + " backend computes none",
                      "backend " + t.name, "use --check with --backend " + computing);
     if (!cfg.dump_tensors.empty() && !t.computes_tensors)
-        config_error(run_config_label("dump_tensors"), "writes computed tensors; the " + t.name + " backend computes none",
+        config_error(run_field_label("", "dump_tensors"), "writes computed tensors; the " + t.name + " backend computes none",
                      "backend " + t.name, "use --dump-tensors with --backend " + computing);
     if (cfg.measure_ceilings && !t.measures_ceilings)
-        config_error(run_config_label("measure_ceilings"),
+        config_error(run_field_label("", "measure_ceilings"),
                      "measures this machine; the " + t.name + " backend measures nothing", "backend " + t.name,
                      "drop --measure-ceilings (--hardware gives datasheet ceilings), or use --backend " +
                          backends_where([](const BackendTraits& b) { return b.measures_ceilings; }));
@@ -101,7 +102,7 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
 
 std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cfg) {
     if (cfg.layers > model.num_layers)
-        config_error(run_config_label("layers"), fmt::format("exceeds the {} layers of model {}", model.num_layers, model.name),
+        config_error(run_field_label("", "layers"), fmt::format("exceeds the {} layers of model {}", model.num_layers, model.name),
                      std::to_string(cfg.layers),
                      fmt::format("use --layers between 1 and {} (0 = all layers)", model.num_layers));
     const int64_t num_run = cfg.layers == 0 ? model.num_layers : cfg.layers;
@@ -110,17 +111,17 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
 
     const bool any_moe = std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return model.is_moe_layer(l); });
     if (!cfg.dump_tensors.empty() && !any_moe)
-        config_error(run_config_label("dump_tensors"), "no MoE layer among the layers run",
+        config_error(run_field_label("", "dump_tensors"), "no MoE layer among the layers run",
                      fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
     if (cfg.check && !any_moe)
-        config_error(run_config_label("check"), "no MoE layer among the layers run, so there is no MoE block to check",
+        config_error(run_field_label("", "check"), "no MoE layer among the layers run, so there is no MoE block to check",
                      fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
     const int64_t num_experts = model.moe.num_experts;
     if (cfg.options.soft_topn > 0 && cfg.options.soft_topn > num_experts)
-        config_error(run_config_label("soft_topn"), fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
+        config_error(run_field_label("", "soft_topn"), fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
                      std::to_string(cfg.options.soft_topn), fmt::format("use 1..{} (0 = the family's top-k)", num_experts));
     if (cfg.options.ep_size > 1 && num_experts > 0 && num_experts % cfg.options.ep_size != 0)
-        config_error(run_config_label("ep"), fmt::format("does not divide the {} experts of model {}", num_experts, model.name),
+        config_error(run_field_label("", "ep"), fmt::format("does not divide the {} experts of model {}", num_experts, model.name),
                      std::to_string(cfg.options.ep_size), "use an expert-parallel size that divides the expert count");
     return layers;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Expert-load statistics: plain loops, written to be checked by hand on small cases.
 #include "metrics/expert_load.hpp"
+#include "core/report_keys.hpp"
 
 #include "common/error.hpp"
 
@@ -146,7 +147,7 @@ json to_json(const ExpertLoad& l) {
                 {"dropped", l.dropped},
                 {"mean", l.mean},
                 {"max", l.max},
-                {"max_over_mean", l.max_over_mean},
+                {keys::kMaxOverMean, l.max_over_mean},
                 {"cv", l.cv},
                 {"gini", l.gini},
                 {"top3_share", l.top3_share},
@@ -161,7 +162,7 @@ json to_json(const LoadWindows& w) {
                 {"start_token", w.start_token},
                 {"num_tokens", w.num_tokens},
                 {"counts", w.counts},
-                {"max_over_mean", w.max_over_mean}};
+                {keys::kMaxOverMean, w.max_over_mean}};
 }
 
 json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t num_tokens, int64_t num_steps,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "metrics/latency.hpp"
+#include "core/report_keys.hpp"
 
 namespace moebench {
 
@@ -33,7 +34,7 @@ void phase_and_group_blocks(const std::map<Phase, TimingStats>& stats, double ph
     }
     groups = json::object();
     for (const std::string& g : group_order)
-        groups[g] = {{"mean_us", group_us[g]}, {"share", phase_sum_us > 0 ? group_us[g] / phase_sum_us : 0.0}};
+        groups[g] = {{keys::kMeanUs, group_us[g]}, {"share", phase_sum_us > 0 ? group_us[g] / phase_sum_us : 0.0}};
 }
 
 // Per layer: the mean of each phase of that layer and the layer's total; `totals_by_kind` collects the totals.
@@ -48,12 +49,12 @@ json per_layer_block(const ModelConfig& model, const std::vector<int64_t>& layer
             std::vector<double> samples(steps.size());
             for (size_t i = 0; i < steps.size(); ++i) samples[i] = steps[i].phase_us[p];
             TimingStats st = summarize(samples);
-            lp[std::string(phase_name(plan[p].phase))] = {{"mean_us", st.mean_us}, {"p50_us", st.p50_us}};
+            lp[std::string(phase_name(plan[p].phase))] = {{keys::kMeanUs, st.mean_us}, {keys::kP50Us, st.p50_us}};
             total += st.mean_us;
         }
         std::string kind = layer_kind(model, layers[s]);
         totals_by_kind[kind].push_back(total);
-        per_layer.push_back({{"layer", layers[s]}, {"kind", kind}, {"mean_us", total}, {"phases", lp}});
+        per_layer.push_back({{"layer", layers[s]}, {"kind", kind}, {keys::kMeanUs, total}, {keys::kPhases, lp}});
     }
     return per_layer;
 }
@@ -84,8 +85,8 @@ json whole_model_block(const ModelConfig& model, int64_t num_run, const std::vec
         step_us += mean * static_cast<double>(count);
         method[kind] = {{"layers_run", it->second.size()}, {"layer_mean_us", mean}, {"model_layers", count}};
     }
-    whole["step_us"] = step_us;
-    whole["tokens_per_s"] = step_us > 0 ? static_cast<double>(num_tokens) / (step_us * 1e-6) : 0.0;
+    whole[keys::kStepUs] = step_us;
+    whole[keys::kTokensPerS] = step_us > 0 ? static_cast<double>(num_tokens) / (step_us * 1e-6) : 0.0;
     whole["method"] = extrapolated ? "once-per-step phases + mean layer time of each kind x the model's count"
                                    : "sum of phase means over all layers";
     whole["per_kind"] = method;
@@ -120,16 +121,16 @@ Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& lay
     }
     out.step = summarize(step_samples);
     out.block = {{"source", times_source},
-                 {"step", to_json(out.step)},
+                 {keys::kStep, to_json(out.step)},
                  {"step_clock", measured ? "host steady_clock around begin_step..end_step"
                                          : "sum of the modeled phases (" + times_source + ")"},
                  {"phase_sum_us", phase_sum_us},
                  {"step_minus_phase_sum_us", out.step.mean_us - phase_sum_us},
-                 {"phases", phases},
+                 {keys::kPhases, phases},
                  {"groups", groups},
-                 {"per_layer", per_layer},
+                 {keys::kPerLayer, per_layer},
                  {"step_samples_us", step_samples},
-                 {"whole_model", whole}};
+                 {keys::kWholeModel, whole}};
     return out;
 }
 

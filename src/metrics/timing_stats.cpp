@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Summary statistics of timing samples; see timing_stats.hpp for the conventions.
 #include "metrics/timing_stats.hpp"
+#include "core/report_keys.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -54,8 +55,8 @@ double median_rel_ci_halfwidth(const std::vector<double>& samples) {
 
 std::vector<std::string> low_confidence_percentiles(int64_t count) {
     std::vector<std::string> keys;
-    if (count < kMinSamplesP95) keys.push_back("p95_us");
-    if (count < kMinSamplesP99) keys.push_back("p99_us");
+    if (count < kMinSamplesP95) keys.push_back(keys::kP95Us);
+    if (count < kMinSamplesP99) keys.push_back(keys::kP99Us);
     return keys;
 }
 
@@ -80,11 +81,11 @@ TimingStats summarize(const std::vector<double>& samples_us) {
 }
 
 json to_json(const TimingStats& s) {
-    json j{{"mean_us", s.mean_us},    {"p50_us", s.p50_us},  {"p95_us", s.p95_us},     {"p99_us", s.p99_us},
+    json j{{keys::kMeanUs, s.mean_us},    {keys::kP50Us, s.p50_us},  {keys::kP95Us, s.p95_us},     {keys::kP99Us, s.p99_us},
            {"min_us", s.min_us},      {"max_us", s.max_us},  {"stdev_us", s.stdev_us}, {"cv", s.cv},
            {"p50_ci_low_us", s.p50_ci_low_us}, {"p50_ci_high_us", s.p50_ci_high_us}, {"count", s.count}};
     const std::vector<std::string> weak = low_confidence_percentiles(s.count);
-    if (!weak.empty()) j["low_confidence"] = weak;
+    if (!weak.empty()) j[keys::kLowConfidence] = weak;
     return j;
 }
 

@@ -3,6 +3,7 @@
 // parallelism, a communication track; a slice per phase per layer of one representative step built from the
 // per-layer phase means laid end to end (not a recorded timeline: args say so).
 #include "core/phase.hpp"
+#include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -23,14 +24,14 @@ namespace formats_detail {
 
 std::string render_chrome_trace(const json& report) {
     json events = json::array();
-    const json& runs = report.at("runs");
+    const json& runs = report.at(keys::kRuns);
     int pid = 0;
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
         if (!run_ok(r) || run_phases(r).empty()) continue;
         ++pid;
-        const std::string source = str_at(r, {"latency", "source"}, "measured");
-        int64_t ranks = std::max<int64_t>(1, static_cast<int64_t>(num_at(r, {"axes", "ep"}, 1)));
+        const std::string source = str_at(r, {keys::kLatency, "source"}, "measured");
+        int64_t ranks = std::max<int64_t>(1, static_cast<int64_t>(num_at(r, {keys::kAxes, "ep"}, 1)));
         events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
                           {"args", {{"name", fmt::format("point {}: {}", i, run_label(r))}}}});
         events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
@@ -49,22 +50,22 @@ std::string render_chrome_trace(const json& report) {
                 if (!(dur > 0)) return;
                 int tid = is_comm_phase(ph) ? comm_tid : compute_tid;
                 std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
-                json args = {{"mean_us", dur}, {"source", source}, {"basis", "per-layer phase mean, laid end to end"}};
+                json args = {{keys::kMeanUs, dur}, {"source", source}, {"basis", "per-layer phase mean, laid end to end"}};
                 if (!layer.is_null()) args["layer"] = layer;
                 events.push_back({{"ph", "X"}, {"name", ph}, {"cat", group}, {"pid", pid}, {"tid", tid},
                                   {"ts", ts}, {"dur", dur}, {"args", args}});
                 ts += dur;
             };
-            if (const json* p = find_path(r, {"latency", "phases", "embed", "mean_us"})) slice("embed", p->get<double>(), nullptr);
-            const json* per_layer = find_path(r, {"latency", "per_layer"});
+            if (const json* p = find_path(r, {keys::kLatency, keys::kPhases, "embed", keys::kMeanUs})) slice("embed", p->get<double>(), nullptr);
+            const json* per_layer = find_path(r, {keys::kLatency, keys::kPerLayer});
             if (per_layer && per_layer->is_array() && !per_layer->empty()) {
                 for (const auto& l : *per_layer) {
-                    const json* lp = find_path(l, {"phases"});
+                    const json* lp = find_path(l, {keys::kPhases});
                     if (!lp || !lp->is_object()) continue;
                     for (auto name : kPhaseNames) {  // the engine's execution order follows the vocabulary
                         std::string ph(name);
                         if (ph == "embed" || ph == "final_norm" || ph == "lm_head") continue;
-                        if (const json* m = find_path(*lp, {ph.c_str(), "mean_us"}); m && m->is_number())
+                        if (const json* m = find_path(*lp, {ph.c_str(), keys::kMeanUs}); m && m->is_number())
                             slice(ph, m->get<double>(), l.value("layer", json()));
                     }
                 }
@@ -72,10 +73,10 @@ std::string render_chrome_trace(const json& report) {
                 // No per-layer breakdown: one slice per phase with its per-step mean.
                 for (const auto& ph : run_phases(r))
                     if (ph != "embed" && ph != "final_norm" && ph != "lm_head")
-                        slice(ph, num_at(r, {"latency", "phases", ph.c_str(), "mean_us"}), nullptr);
+                        slice(ph, num_at(r, {keys::kLatency, keys::kPhases, ph.c_str(), keys::kMeanUs}), nullptr);
             }
             for (const char* ph : {"final_norm", "lm_head"})
-                if (const json* p = find_path(r, {"latency", "phases", ph, "mean_us"})) slice(ph, p->get<double>(), nullptr);
+                if (const json* p = find_path(r, {keys::kLatency, keys::kPhases, ph, keys::kMeanUs})) slice(ph, p->get<double>(), nullptr);
         }
     }
     json doc = {{"traceEvents", events},

@@ -2,6 +2,7 @@
 // CSV view: one row per point x phase, fixed documented columns (docs/csv-columns.md); points that did not run
 // get one row with an empty phase and their reason.
 #include "core/phase.hpp"
+#include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -17,13 +18,13 @@ using namespace formats_detail;
 
 const std::vector<std::string>& csv_columns() {
     static const std::vector<std::string> kColumns = {
-        "point",          "status",        "reason",        "model",          "backend",       "mode",
+        "point",          keys::kStatus,        "reason",        "model",          "backend",       "mode",
         "batch",          "seq_len",       "context",       "num_tokens",     "routing",       "ep",
         "capacity_factor", "soft_topn",    "layers",        "extra_axes",     "phase",         "phase_group",
         "phase_mean_us",  "phase_p50_us",  "phase_p95_us",  "phase_p99_us",   "phase_min_us",  "phase_max_us",
         "phase_stdev_us", "phase_cv",      "phase_share",   "step_mean_us",   "step_p50_us",   "step_p95_us",
-        "step_p99_us",    "step_cv",       "tokens_per_s",  "iterations",     "load_max_over_mean_avg",
-        "timing_source",  "low_confidence", "energy_j_per_token", "energy_scope", "host_contended",
+        "step_p99_us",    "step_cv",       keys::kTokensPerS,  keys::kIterations,     "load_max_over_mean_avg",
+        "timing_source",  keys::kLowConfidence, "energy_j_per_token", "energy_scope", "host_contended",
         "throttled"};
     return kColumns;
 }
@@ -73,10 +74,10 @@ std::string render_csv(const json& report) {
     out += "\n";
     const std::string report_model = str_at(report, {"config", "run", "model"});
     size_t index = 0;
-    for (const auto& run : report.at("runs")) {
-        std::string status = run.value("status", "ok");
+    for (const auto& run : report.at(keys::kRuns)) {
+        std::string status = run.value(keys::kStatus, "ok");
         std::string reason = status == "skipped" ? run.value("skip_reason", "") : run.value("error", "");
-        const json axes = run.value("axes", json::object());
+        const json axes = run.value(keys::kAxes, json::object());
         auto axis = [&](const char* k) -> std::string {
             if (axes.contains(k)) return scalar_text(axes[k]);
             if (run.contains(k)) return scalar_text(run[k]);
@@ -89,34 +90,34 @@ std::string render_csv(const json& report) {
             if (!kStandardAxes.count(k)) extra += (extra.empty() ? "" : ";") + k + "=" + scalar_text(v);
         double load_sum = 0;
         int load_n = 0;
-        if (const json* pl = find_path(run, {"expert_load", "per_layer"}); pl && pl->is_array())
+        if (const json* pl = find_path(run, {keys::kExpertLoad, keys::kPerLayer}); pl && pl->is_array())
             for (const auto& l : *pl)
-                if (l.contains("max_over_mean") && l["max_over_mean"].is_number()) {
-                    load_sum += l["max_over_mean"].get<double>();
+                if (l.contains(keys::kMaxOverMean) && l[keys::kMaxOverMean].is_number()) {
+                    load_sum += l[keys::kMaxOverMean].get<double>();
                     ++load_n;
                 }
         std::vector<std::string> point_cols = {
             std::to_string(index), status, reason, model, axis("backend"), axis("mode"), axis("batch"),
             axis("seq_len"), axis("context"), num_text(run, {"num_tokens"}), axis("routing"), axis("ep"),
             axis("capacity_factor"), axis("soft_topn"), axis("layers"), extra};
-        const json* step_stats = find_path(run, {"latency", "step"});
+        const json* step_stats = find_path(run, {keys::kLatency, keys::kStep});
         const EnergyPerToken energy = energy_per_token(run);
         // Throttled if either the host or the device says so; unknown only when neither knows.
-        std::string throttled = tri_state(run, {"conditions", "device", "throttled"});
+        std::string throttled = tri_state(run, {keys::kConditions, "device", "throttled"});
         if (throttled != "yes") {
-            const std::string host = tri_state(run, {"conditions", "host", "throttled"});
+            const std::string host = tri_state(run, {keys::kConditions, "host", "throttled"});
             if (host == "yes" || throttled.empty()) throttled = host.empty() ? throttled : host;
         }
         std::vector<std::string> step_cols = {
-            num_text(run, {"latency", "step", "mean_us"}), num_text(run, {"latency", "step", "p50_us"}),
-            num_text(run, {"latency", "step", "p95_us"}),  num_text(run, {"latency", "step", "p99_us"}),
-            num_text(run, {"latency", "step", "cv"}),      num_text(run, {"throughput", "tokens_per_s"}),
-            num_text(run, {"iterations", "measured"}),     load_n ? g17(load_sum / load_n) : "",
-            str_at(run, {"latency", "source"}),
+            num_text(run, {keys::kLatency, keys::kStep, keys::kMeanUs}), num_text(run, {keys::kLatency, keys::kStep, keys::kP50Us}),
+            num_text(run, {keys::kLatency, keys::kStep, keys::kP95Us}),  num_text(run, {keys::kLatency, keys::kStep, keys::kP99Us}),
+            num_text(run, {keys::kLatency, keys::kStep, "cv"}),      num_text(run, {keys::kThroughput, keys::kTokensPerS}),
+            num_text(run, {keys::kIterations, "measured"}),     load_n ? g17(load_sum / load_n) : "",
+            str_at(run, {keys::kLatency, "source"}),
             fmt::format("{}", fmt::join(step_stats ? low_confidence_keys(*step_stats) : std::vector<std::string>{}, ";")),
             energy.available ? g17(energy.joules_per_token) : "",
             energy.available ? energy.where + ": " + energy.scope : energy.scope,
-            tri_state(run, {"conditions", "host", "contended"}),
+            tri_state(run, {keys::kConditions, "host", "contended"}),
             throttled};
         auto emit = [&](const std::vector<std::string>& phase_cols) {
             std::vector<std::string> row = point_cols;
@@ -131,10 +132,10 @@ std::string render_csv(const json& report) {
         std::vector<std::string> phases = run_phases(run);
         if (phases.empty()) emit(std::vector<std::string>(11, ""));
         for (const auto& ph : phases) {
-            const json& p = run["latency"]["phases"][ph];
+            const json& p = run[keys::kLatency][keys::kPhases][ph];
             auto f = [&](const char* k) { return num_text(p, {k}); };
             std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
-            emit({ph, group, f("mean_us"), f("p50_us"), f("p95_us"), f("p99_us"), f("min_us"), f("max_us"),
+            emit({ph, group, f(keys::kMeanUs), f(keys::kP50Us), f(keys::kP95Us), f(keys::kP99Us), f("min_us"), f("max_us"),
                   f("stdev_us"), f("cv"), f("share")});
         }
         ++index;

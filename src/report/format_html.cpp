@@ -3,6 +3,7 @@
 // charts of docs/sweep.md: phase stack, throughput/p95 vs batch, expert-load heatmap, tokens per expert,
 // co-activation and roofline. Hover text comes from SVG <title> elements.
 #include "core/phase.hpp"
+#include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -118,14 +119,14 @@ std::string chart_phase_stack(const json& runs) {
     std::vector<std::string> phases;
     for (auto name : kPhaseNames)
         for (size_t i : pts)
-            if (find_path(runs[i], {"latency", "phases", std::string(name).c_str()})) {
+            if (find_path(runs[i], {keys::kLatency, keys::kPhases, std::string(name).c_str()})) {
                 phases.emplace_back(name);
                 break;
             }
     double hi = 0;
     for (size_t i : pts) {
         double sum = 0;
-        for (const auto& ph : phases) sum += num_at(runs[i], {"latency", "phases", ph.c_str(), "mean_us"});
+        for (const auto& ph : phases) sum += num_at(runs[i], {keys::kLatency, keys::kPhases, ph.c_str(), keys::kMeanUs});
         hi = std::max(hi, sum);
     }
     hi = nice_ticks(hi).back();
@@ -138,14 +139,14 @@ std::string chart_phase_stack(const json& runs) {
         const json& r = runs[pts[k]];
         double cx = f.x0 + slot * (static_cast<double>(k) + 0.5), y = f.y0 + f.h;
         for (const auto& ph : phases) {
-            double v = num_at(r, {"latency", "phases", ph.c_str(), "mean_us"});
+            double v = num_at(r, {keys::kLatency, keys::kPhases, ph.c_str(), keys::kMeanUs});
             if (v <= 0) continue;
             double h = hi > 0 ? v / hi * f.h : 0;
             y -= h;
             s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: {}: "
                              "{:.1f} µs ({:.1f}%)</title></rect>\n",
                              cx - bw / 2, y, bw, h, phase_color(ph), esc(run_label(r)), ph, v,
-                             100.0 * num_at(r, {"latency", "phases", ph.c_str(), "share"}));
+                             100.0 * num_at(r, {keys::kLatency, keys::kPhases, ph.c_str(), "share"}));
         }
         std::string label = run_label(r);
         if (label.size() > 28) label = label.substr(label.size() - 28);
@@ -164,12 +165,12 @@ std::string chart_phase_stack(const json& runs) {
 
 // Series of ok points (every axis but batch), each sorted by batch: from the sweep block when present.
 std::vector<std::vector<size_t>> batch_series(const json& report) {
-    const json& runs = report.at("runs");
+    const json& runs = report.at(keys::kRuns);
     std::map<std::string, std::vector<size_t>> by_key;
     std::vector<std::string> order;
     for (size_t i = 0; i < runs.size(); ++i) {
-        if (!run_ok(runs[i]) || !find_path(runs[i], {"throughput", "tokens_per_s"})) continue;
-        json a = runs[i].value("axes", json::object());
+        if (!run_ok(runs[i]) || !find_path(runs[i], {keys::kThroughput, keys::kTokensPerS})) continue;
+        json a = runs[i].value(keys::kAxes, json::object());
         a.erase("batch");
         std::string k = a.dump();
         if (!by_key.count(k)) order.push_back(k);
@@ -187,8 +188,10 @@ std::vector<std::vector<size_t>> batch_series(const json& report) {
 }
 
 // ---- chart 2: throughput and p95 against batch, golden point and knees marked ----
+// One function (~95 lines) on purpose: the frame and its scales (xpos, ty, py) place every axis, line, marker, knee
+// and the golden ring; split, each piece would take all of them as arguments.
 std::string chart_throughput(const json& report) {
-    const json& runs = report.at("runs");
+    const json& runs = report.at(keys::kRuns);
     auto series = batch_series(report);
     if (series.empty()) return not_available("chart-throughput-p95", "no point finished ok");
     double bmin = 1e300, bmax = 0, tmax = 0, pmax = 0;
@@ -197,8 +200,8 @@ std::string chart_throughput(const json& report) {
             double b = num_at(runs[i], {"batch"});
             bmin = std::min(bmin, b);
             bmax = std::max(bmax, b);
-            tmax = std::max(tmax, num_at(runs[i], {"throughput", "tokens_per_s"}));
-            pmax = std::max(pmax, num_at(runs[i], {"latency", "step", "p95_us"}) / 1000.0);
+            tmax = std::max(tmax, num_at(runs[i], {keys::kThroughput, keys::kTokensPerS}));
+            pmax = std::max(pmax, num_at(runs[i], {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0);
         }
     double slo = num_at(report, {"sweep", "slo_p95_ms"}, 0);
     pmax = std::max(pmax, slo);
@@ -240,14 +243,14 @@ std::string chart_throughput(const json& report) {
         std::string tp, pp;
         for (size_t i : series[k]) {
             double b = num_at(runs[i], {"batch"});
-            tp += fmt::format("{:.1f},{:.1f} ", xpos(b), ty(num_at(runs[i], {"throughput", "tokens_per_s"})));
-            pp += fmt::format("{:.1f},{:.1f} ", xpos(b), py(num_at(runs[i], {"latency", "step", "p95_us"}) / 1000.0));
+            tp += fmt::format("{:.1f},{:.1f} ", xpos(b), ty(num_at(runs[i], {keys::kThroughput, keys::kTokensPerS})));
+            pp += fmt::format("{:.1f},{:.1f} ", xpos(b), py(num_at(runs[i], {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0));
         }
         s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", tp, color);
         s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n", pp, color);
         for (size_t i : series[k]) {
-            double b = num_at(runs[i], {"batch"}), t = num_at(runs[i], {"throughput", "tokens_per_s"});
-            double p = num_at(runs[i], {"latency", "step", "p95_us"}) / 1000.0;
+            double b = num_at(runs[i], {"batch"}), t = num_at(runs[i], {keys::kThroughput, keys::kTokensPerS});
+            double p = num_at(runs[i], {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0;
             s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{}: {:.1f} tokens/s, p95 {:.3f} ms"
                              "</title></circle>\n", xpos(b), ty(t), color, esc(run_label(runs[i])), t, p);
             s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"6\" height=\"6\" fill=\"{}\"><title>{}: p95 {:.3f} ms</title></rect>\n",
@@ -257,7 +260,7 @@ std::string chart_throughput(const json& report) {
         std::string name;
         for (const auto& a : varying_axes(report))
             if (a != "batch") name += (name.empty() ? "" : " ") + a + "=" +
-                        scalar_text(runs[series[k][0]].value("axes", json::object()).value(a, json()));
+                        scalar_text(runs[series[k][0]].value(keys::kAxes, json::object()).value(a, json()));
         if (name.empty()) name = "all points";
         s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" stroke-width=\"2\"/>\n",
                          f.x0 + f.w + 70, f.y0 + 8 + 18.0 * k, f.x0 + f.w + 90, color);
@@ -270,14 +273,14 @@ std::string chart_throughput(const json& report) {
             if (!k || !k->is_number_integer()) continue;
             size_t i = k->get<size_t>();
             if (i >= runs.size()) continue;
-            double x = xpos(num_at(runs[i], {"batch"})), y = ty(num_at(runs[i], {"throughput", "tokens_per_s"}));
+            double x = xpos(num_at(runs[i], {"batch"})), y = ty(num_at(runs[i], {keys::kThroughput, keys::kTokensPerS}));
             s += fmt::format("<path d=\"M{0:.1f} {1:.1f} l7 7 l-7 7 l-7 -7 z\" class=\"knee\"><title>knee: {2}</title></path>\n",
                              x, y - 7, esc(one["knee"].value("reason", "")));
         }
     long g = golden_run_index(report);
     if (g >= 0 && static_cast<size_t>(g) < runs.size()) {
         const json& r = runs[static_cast<size_t>(g)];
-        double x = xpos(num_at(r, {"batch"})), y = ty(num_at(r, {"throughput", "tokens_per_s"}));
+        double x = xpos(num_at(r, {"batch"})), y = ty(num_at(r, {keys::kThroughput, keys::kTokensPerS}));
         s += fmt::format("<circle id=\"golden-point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"10\" class=\"golden\"><title>golden point: {}"
                          "</title></circle>\n", x, y, esc(str_at(report, {"sweep", "golden", "reason"})));
         s += text(x, y - 15, "golden", "text-anchor=\"middle\" class=\"golden-t\"");
@@ -287,12 +290,12 @@ std::string chart_throughput(const json& report) {
 
 // The point whose expert load is drawn: the golden point, else the last ok point with load data.
 long load_point(const json& report) {
-    const json& runs = report.at("runs");
+    const json& runs = report.at(keys::kRuns);
     long g = golden_run_index(report);
-    if (g >= 0 && static_cast<size_t>(g) < runs.size() && find_path(runs[static_cast<size_t>(g)], {"expert_load", "per_layer"}))
+    if (g >= 0 && static_cast<size_t>(g) < runs.size() && find_path(runs[static_cast<size_t>(g)], {keys::kExpertLoad, keys::kPerLayer}))
         return g;
     for (long i = static_cast<long>(runs.size()) - 1; i >= 0; --i) {
-        const json* pl = find_path(runs[static_cast<size_t>(i)], {"expert_load", "per_layer"});
+        const json* pl = find_path(runs[static_cast<size_t>(i)], {keys::kExpertLoad, keys::kPerLayer});
         if (run_ok(runs[static_cast<size_t>(i)]) && pl && pl->is_array() && !pl->empty()) return i;
     }
     return -1;
@@ -300,7 +303,7 @@ long load_point(const json& report) {
 
 // ---- chart 3: expert load heatmap, experts x time windows, one per layer ----
 std::string chart_heatmaps(const json& run) {
-    const json* pl = find_path(run, {"expert_load", "per_layer"});
+    const json* pl = find_path(run, {keys::kExpertLoad, keys::kPerLayer});
     std::string s;
     for (const auto& l : *pl) {
         std::string layer = scalar_text(l.value("layer", json()));
@@ -335,7 +338,7 @@ std::string chart_heatmaps(const json& run) {
 
 // ---- chart 4: tokens per expert, bars per layer ----
 std::string chart_tokens_per_expert(const json& run) {
-    const json* pl = find_path(run, {"expert_load", "per_layer"});
+    const json* pl = find_path(run, {keys::kExpertLoad, keys::kPerLayer});
     std::string s;
     for (const auto& l : *pl) {
         std::string layer = scalar_text(l.value("layer", json()));
@@ -356,7 +359,7 @@ std::string chart_tokens_per_expert(const json& run) {
         Frame f{80, 30, 860, 150};
         s += svg_open(id, 1000, 220, "tokens per expert, layer " + layer);
         s += text(80, 16, fmt::format("layer {}: tokens per expert (mean {:.1f}, max/mean {:.2f})", layer, mean,
-                                      l.value("max_over_mean", 0.0)), "class=\"small\"");
+                                      l.value(keys::kMaxOverMean, 0.0)), "class=\"small\"");
         s += y_axis(f, hi, "tokens");
         double bw = f.w / static_cast<double>(E);
         for (size_t e = 0; e < E; ++e) {
@@ -375,7 +378,7 @@ std::string chart_tokens_per_expert(const json& run) {
 
 // ---- chart 5: co-activation matrix of the first layer that has one (experts binned above 96) ----
 std::string chart_coactivation(const json& run) {
-    const json* pl = find_path(run, {"expert_load", "per_layer"});
+    const json* pl = find_path(run, {keys::kExpertLoad, keys::kPerLayer});
     for (const auto& l : *pl) {
         const json* m = find_path(l, {"coactivation"});
         if (!m || !m->is_array() || m->size() < 2) continue;
@@ -412,19 +415,19 @@ std::string chart_coactivation(const json& run) {
 // ---- chart 6: roofline placement of each phase (needs counted FLOPs and bytes per phase) ----
 std::string chart_roofline(const json& report, long point) {
     if (point < 0) return not_available("chart-roofline", "no point finished ok");
-    const json& run = report["runs"][static_cast<size_t>(point)];
+    const json& run = report[keys::kRuns][static_cast<size_t>(point)];
     struct P { std::string name; double ai, rate; };
     std::vector<P> pts;
     for (const auto& ph : run_phases(run)) {
-        double flops = num_at(run, {"roofline", "phases", ph.c_str(), "flops"}, num_at(run, {"latency", "phases", ph.c_str(), "flops"}));
-        double bytes = num_at(run, {"roofline", "phases", ph.c_str(), "bytes"}, num_at(run, {"latency", "phases", ph.c_str(), "bytes"}));
-        double us = num_at(run, {"latency", "phases", ph.c_str(), "mean_us"});
+        double flops = num_at(run, {keys::kRoofline, keys::kPhases, ph.c_str(), "flops"}, num_at(run, {keys::kLatency, keys::kPhases, ph.c_str(), "flops"}));
+        double bytes = num_at(run, {keys::kRoofline, keys::kPhases, ph.c_str(), "bytes"}, num_at(run, {keys::kLatency, keys::kPhases, ph.c_str(), "bytes"}));
+        double us = num_at(run, {keys::kLatency, keys::kPhases, ph.c_str(), keys::kMeanUs});
         if (flops > 0 && bytes > 0 && us > 0) pts.push_back({ph, flops / bytes, flops / (us * 1e-6)});
     }
     if (pts.empty())
         return not_available("chart-roofline", "this report holds no per-phase FLOPs and bytes (roofline.phases.<phase>.{flops,bytes})");
-    double peak = num_at(run, {"roofline", "peak_flops_per_s"}, num_at(report, {"environment", "ceilings", "flops_per_s"}));
-    double bw = num_at(run, {"roofline", "mem_bw_bytes_per_s"}, num_at(report, {"environment", "ceilings", "bytes_per_s"}));
+    double peak = num_at(run, {keys::kRoofline, "peak_flops_per_s"}, num_at(report, {"environment", "ceilings", "flops_per_s"}));
+    double bw = num_at(run, {keys::kRoofline, "mem_bw_bytes_per_s"}, num_at(report, {"environment", "ceilings", "bytes_per_s"}));
     double ai_lo = 1e300, ai_hi = 0, r_lo = 1e300, r_hi = 0;
     for (const auto& p : pts) {
         ai_lo = std::min(ai_lo, p.ai), ai_hi = std::max(ai_hi, p.ai);
@@ -478,7 +481,7 @@ svg text.na{fill:#a00;font-size:14px}.axis{stroke:#444}.grid{stroke:#eee}.bar{fi
 namespace formats_detail {
 
 std::string render_html(const json& report) {
-    const json& runs = report.at("runs");
+    const json& runs = report.at(keys::kRuns);
     bool is_sweep = report.contains("sweep");
     std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>moebench report</title>\n<style>";
     h += kCss;
@@ -509,28 +512,28 @@ std::string render_html(const json& report) {
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
         if (!run_ok(r)) {
-            std::string why = r.value("status", "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
+            std::string why = r.value(keys::kStatus, "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
             h += fmt::format("<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\" colspan=\"8\">{}: {}</td></tr>\n", i,
-                             esc(run_label(r)), esc(r.value("status", "")), esc(why));
+                             esc(run_label(r)), esc(r.value(keys::kStatus, "")), esc(why));
             continue;
         }
         // "~": a percentile from fewer samples than it needs (docs/report-schema.md, low_confidence).
-        const json* step = find_path(r, {"latency", "step"});
+        const json* step = find_path(r, {keys::kLatency, keys::kStep});
         const std::vector<std::string> weak = step ? low_confidence_keys(*step) : std::vector<std::string>{};
         const auto pct = [&](const char* key) {
             const bool low = std::find(weak.begin(), weak.end(), key) != weak.end();
-            return fmt::format("{}{:.3f}", low ? "~" : "", num_at(r, {"latency", "step", key}) / 1e3);
+            return fmt::format("{}{:.3f}", low ? "~" : "", num_at(r, {keys::kLatency, keys::kStep, key}) / 1e3);
         };
         const EnergyPerToken energy = energy_per_token(r);
-        const bool noisy = tri_state(r, {"conditions", "host", "contended"}) == "yes" ||
-                           tri_state(r, {"conditions", "host", "throttled"}) == "yes" ||
-                           tri_state(r, {"conditions", "device", "throttled"}) == "yes";
+        const bool noisy = tri_state(r, {keys::kConditions, "host", "contended"}) == "yes" ||
+                           tri_state(r, {keys::kConditions, "host", "throttled"}) == "yes" ||
+                           tri_state(r, {keys::kConditions, "device", "throttled"}) == "yes";
         h += fmt::format("<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">ok</td><td>{:.3f}</td><td>{:.3f}</td><td>{}</td>"
                          "<td>{}</td><td>{:.1f}</td><td>{}</td><td class=\"l\">{}</td></tr>\n", i, esc(run_label(r)),
-                         num_at(r, {"latency", "step", "mean_us"}) / 1e3, num_at(r, {"latency", "step", "p50_us"}) / 1e3,
-                         pct("p95_us"), pct("p99_us"), num_at(r, {"throughput", "tokens_per_s"}),
+                         num_at(r, {keys::kLatency, keys::kStep, keys::kMeanUs}) / 1e3, num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us}) / 1e3,
+                         pct(keys::kP95Us), pct(keys::kP99Us), num_at(r, {keys::kThroughput, keys::kTokensPerS}),
                          energy.available ? fmt::format("{:.4g}", energy.joules_per_token) : "n/a",
-                         noisy ? esc("not quiet: " + str_at(r, {"conditions", "host", "note"})) : "");
+                         noisy ? esc("not quiet: " + str_at(r, {keys::kConditions, "host", "note"})) : "");
     }
     h += "</table>\n";
 

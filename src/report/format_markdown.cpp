@@ -2,6 +2,7 @@
 // Markdown view: the summary tables (points, phase breakdown, expert load, sweep verdicts) for pasting into
 // issues and pull requests.
 #include "core/phase.hpp"
+#include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -20,11 +21,11 @@ std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
 
 namespace formats_detail {
 
-std::string render_markdown(const json& report) {
-    std::string o;
-    const json& runs = report.at("runs");
-    bool is_sweep = report.contains("sweep");
-    o += is_sweep ? "# moebench sweep\n\n" : "# moebench run\n\n";
+namespace {
+
+// The title and where the report came from.
+void md_header(const json& report, const json& runs, std::string& o) {
+    o += report.contains("sweep") ? "# moebench sweep\n\n" : "# moebench run\n\n";
     o += fmt::format("- command: `{}`\n", str_at(report, {"command"}, "?"));
     // A report rebuilt from a sweep journal has no tool or creation block: leave those lines out, not "?".
     if (find_path(report, {"tool"}))
@@ -37,50 +38,58 @@ std::string render_markdown(const json& report) {
     std::string model = !runs.empty() && runs[0].contains("model") ? scalar_text(runs[0]["model"])
                                                                    : str_at(report, {"config", "run", "model"});
     if (!model.empty()) o += fmt::format("- model: {}\n", model);
+}
+
+// One row per point: the step's statistics, throughput, load and energy; `golden` is marked.
+void md_points(const json& runs, long golden, std::string& o) {
     o += "\n## Points\n\nLatency is the measured end-to-end step of the layers run; throughput is tokens per second "
          "of that step.\n\n";
     o += "| # | point | status | step mean ms | p50 ms | p95 ms | p99 ms | cv | tokens/s | max/mean load | J/token |\n";
     o += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-    long golden = golden_run_index(report);
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
         std::string label = run_label(r) + (static_cast<long>(i) == golden ? " **(golden)**" : "");
         if (!run_ok(r)) {
-            std::string why = r.value("status", "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
-            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label), r.value("status", ""), md_cell(why));
+            std::string why = r.value(keys::kStatus, "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
+            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label), r.value(keys::kStatus, ""), md_cell(why));
             continue;
         }
         double load = 0;
         int n = 0;
-        if (const json* pl = find_path(r, {"expert_load", "per_layer"}); pl && pl->is_array())
-            for (const auto& l : *pl) load += l.value("max_over_mean", 0.0), ++n;
+        if (const json* pl = find_path(r, {keys::kExpertLoad, keys::kPerLayer}); pl && pl->is_array())
+            for (const auto& l : *pl) load += l.value(keys::kMaxOverMean, 0.0), ++n;
         // A percentile the sample count cannot support is marked "~" (docs/report-schema.md, low_confidence).
-        const json* step = find_path(r, {"latency", "step"});
+        const json* step = find_path(r, {keys::kLatency, keys::kStep});
         const std::vector<std::string> weak = step ? low_confidence_keys(*step) : std::vector<std::string>{};
         const auto pct = [&](const char* key) {
             const bool low = std::find(weak.begin(), weak.end(), key) != weak.end();
-            return (low ? "~" : "") + ms(num_at(r, {"latency", "step", key}));
+            return (low ? "~" : "") + ms(num_at(r, {keys::kLatency, keys::kStep, key}));
         };
         const EnergyPerToken energy = energy_per_token(r);
         o += fmt::format("| {} | {} | ok | {} | {} | {} | {} | {:.3f} | {:.1f} | {} | {} |\n", i, md_cell(label),
-                         ms(num_at(r, {"latency", "step", "mean_us"})), ms(num_at(r, {"latency", "step", "p50_us"})),
-                         pct("p95_us"), pct("p99_us"), num_at(r, {"latency", "step", "cv"}),
-                         num_at(r, {"throughput", "tokens_per_s"}), n ? fmt::format("{:.2f}", load / n) : "",
+                         ms(num_at(r, {keys::kLatency, keys::kStep, keys::kMeanUs})), ms(num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us})),
+                         pct(keys::kP95Us), pct(keys::kP99Us), num_at(r, {keys::kLatency, keys::kStep, "cv"}),
+                         num_at(r, {keys::kThroughput, keys::kTokensPerS}), n ? fmt::format("{:.2f}", load / n) : "",
                          energy.available ? fmt::format("{:.4g}", energy.joules_per_token) : "");
     }
+}
 
+// What "~" and J/token mean, and the points not measured on a quiet machine.
+void md_notes(const json& runs, std::string& o) {
     o += "\n`~`: a percentile from fewer samples than it needs (p95: 20, p99: 100), an interpolation next to the "
          "maximum. J/token: the GPU's energy counter (cuda) or the CPU packages' RAPL counter; empty when not readable.\n";
     for (size_t i = 0; i < runs.size(); ++i) {
-        const bool device_throttled = tri_state(runs[i], {"conditions", "device", "throttled"}) == "yes";
-        const json* note = find_path(runs[i], {"conditions", device_throttled ? "device" : "host", "note"});
-        if (tri_state(runs[i], {"conditions", "host", "contended"}) == "yes" ||
-            tri_state(runs[i], {"conditions", "host", "throttled"}) == "yes" ||
-            tri_state(runs[i], {"conditions", "device", "throttled"}) == "yes")
+        const bool device_throttled = tri_state(runs[i], {keys::kConditions, "device", "throttled"}) == "yes";
+        const json* note = find_path(runs[i], {keys::kConditions, device_throttled ? "device" : "host", "note"});
+        if (tri_state(runs[i], {keys::kConditions, "host", "contended"}) == "yes" ||
+            tri_state(runs[i], {keys::kConditions, "host", "throttled"}) == "yes" ||
+            tri_state(runs[i], {keys::kConditions, "device", "throttled"}) == "yes")
             o += fmt::format("\n**Point {} was not measured on a quiet machine:** {}\n", i,
                              md_cell(note && note->is_string() ? note->get<std::string>() : "see conditions"));
     }
+}
 
+void md_phases(const json& runs, std::string& o) {
     // Phase breakdown: phases as rows, ok points as columns (at most 12 columns; the CSV has them all).
     std::vector<size_t> cols;
     for (size_t i = 0; i < runs.size() && cols.size() < 12; ++i)
@@ -98,63 +107,79 @@ std::string render_markdown(const json& report) {
         for (auto name : kPhaseNames) {
             std::string ph(name);
             bool any = false;
-            for (size_t c : cols) any = any || find_path(runs[c], {"latency", "phases", ph.c_str()});
+            for (size_t c : cols) any = any || find_path(runs[c], {keys::kLatency, keys::kPhases, ph.c_str()});
             if (!any) continue;
             o += "| " + ph + " | " + std::string(phase_group_name(phase_group(*phase_from_name(ph)))) + " |";
             for (size_t c : cols) {
-                const json* p = find_path(runs[c], {"latency", "phases", ph.c_str()});
-                o += p ? fmt::format(" {:.1f} ({:.1f}%) |", num_at(*p, {"mean_us"}), 100.0 * num_at(*p, {"share"})) : " |";
+                const json* p = find_path(runs[c], {keys::kLatency, keys::kPhases, ph.c_str()});
+                o += p ? fmt::format(" {:.1f} ({:.1f}%) |", num_at(*p, {keys::kMeanUs}), 100.0 * num_at(*p, {"share"})) : " |";
             }
             o += "\n";
         }
         if (runs.size() > cols.size()) o += "\n(first 12 ok points shown; `moebench report --format csv` has every point)\n";
     }
+}
 
+void md_expert_load(const json& runs, long golden, std::string& o) {
     // Expert load of the golden point, else the first ok point.
     long show = golden >= 0 ? golden : -1;
     for (size_t i = 0; show < 0 && i < runs.size(); ++i)
         if (run_ok(runs[i])) show = static_cast<long>(i);
     if (show >= 0) {
-        const json* pl = find_path(runs[static_cast<size_t>(show)], {"expert_load", "per_layer"});
+        const json* pl = find_path(runs[static_cast<size_t>(show)], {keys::kExpertLoad, keys::kPerLayer});
         if (pl && pl->is_array() && !pl->empty()) {
             o += fmt::format("\n## Expert load ({}, counted)\n\n", md_cell(run_label(runs[static_cast<size_t>(show)])));
             o += "| layer | max/mean | cv | gini | top-3 share | idle experts | dropped |\n|---:|---:|---:|---:|---:|---:|---:|\n";
             for (const auto& l : *pl)
                 o += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {} | {} |\n", scalar_text(l.value("layer", json())),
-                                 l.value("max_over_mean", 0.0), l.value("cv", 0.0), l.value("gini", 0.0),
+                                 l.value(keys::kMaxOverMean, 0.0), l.value("cv", 0.0), l.value("gini", 0.0),
                                  l.value("top3_share", 0.0), scalar_text(l.value("idle_experts", json())),
                                  scalar_text(l.value("dropped", json())));
         }
     }
+}
 
-    if (is_sweep) {
-        const json& s = report["sweep"];
-        o += "\n## Sweep\n\n";
-        o += fmt::format("- points: {} ({} ok, {} skipped, {} failed, {} resumed from the journal, {} not run)\n",
-                         scalar_text(s.value("num_points", json())), scalar_text(s.value("ok", json())),
-                         scalar_text(s.value("skipped", json())), scalar_text(s.value("failed", json())),
-                         scalar_text(s.value("resumed", json())),
-                         s.contains("not_run") && s["not_run"].is_array() ? s["not_run"].size() : 0);
-        o += fmt::format("- stop: {}\n", s.value("stop_reason", "done"));
-        if (s.contains("knee_rule")) o += "- " + s.value("knee_rule", "") + "\n";
-        if (s.contains("golden_rule")) o += "- " + s.value("golden_rule", "") + "\n";
-        if (s.contains("golden") && !s["golden"].is_null())
-            o += "\n**Golden point**: " + md_cell(s["golden"].value("reason", "")) + "\n";
-        else if (s.contains("golden_reason"))
-            o += "\n**Golden point**: none — " + md_cell(s.value("golden_reason", "")) + "\n";
-        if (s.contains("series"))
-            for (const auto& se : s["series"]) {
-                if (!se.contains("knee") || se["knee"].is_null()) continue;
-                std::string fixed;
-                const json fixed_axes = se.value("fixed", json::object());
-                for (const auto& [k, v] : fixed_axes.items())
-                    if (s.contains("varying_axes") &&
-                        std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
-                        fixed += (fixed.empty() ? "" : ", ") + k + "=" + scalar_text(v);
-                o += "\n**Knee**" + (fixed.empty() ? std::string() : " (" + fixed + ")") + ": " +
-                     md_cell(se["knee"].value("reason", "")) + "\n";
-            }
-    }
+void md_sweep(const json& report, std::string& o) {
+    const json& s = report["sweep"];
+    o += "\n## Sweep\n\n";
+    o += fmt::format("- points: {} ({} ok, {} skipped, {} failed, {} resumed from the journal, {} not run)\n",
+                     scalar_text(s.value("num_points", json())), scalar_text(s.value("ok", json())),
+                     scalar_text(s.value("skipped", json())), scalar_text(s.value("failed", json())),
+                     scalar_text(s.value("resumed", json())),
+                     s.contains("not_run") && s["not_run"].is_array() ? s["not_run"].size() : 0);
+    o += fmt::format("- stop: {}\n", s.value("stop_reason", "done"));
+    if (s.contains("knee_rule")) o += "- " + s.value("knee_rule", "") + "\n";
+    if (s.contains("golden_rule")) o += "- " + s.value("golden_rule", "") + "\n";
+    if (s.contains("golden") && !s["golden"].is_null())
+        o += "\n**Golden point**: " + md_cell(s["golden"].value("reason", "")) + "\n";
+    else if (s.contains("golden_reason"))
+        o += "\n**Golden point**: none — " + md_cell(s.value("golden_reason", "")) + "\n";
+    if (s.contains("series"))
+        for (const auto& se : s["series"]) {
+            if (!se.contains("knee") || se["knee"].is_null()) continue;
+            std::string fixed;
+            const json fixed_axes = se.value("fixed", json::object());
+            for (const auto& [k, v] : fixed_axes.items())
+                if (s.contains("varying_axes") &&
+                    std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
+                    fixed += (fixed.empty() ? "" : ", ") + k + "=" + scalar_text(v);
+            o += "\n**Knee**" + (fixed.empty() ? std::string() : " (" + fixed + ")") + ": " +
+                 md_cell(se["knee"].value("reason", "")) + "\n";
+        }
+}
+
+}  // namespace
+
+std::string render_markdown(const json& report) {
+    std::string o;
+    const json& runs = report.at(keys::kRuns);
+    const long golden = golden_run_index(report);
+    md_header(report, runs, o);
+    md_points(runs, golden, o);
+    md_notes(runs, o);
+    md_phases(runs, o);
+    md_expert_load(runs, golden, o);
+    if (report.contains("sweep")) md_sweep(report, o);
     return o;
 }
 

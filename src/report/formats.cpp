@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The format dispatcher and the small JSON helpers every view shares.
 #include "report/formats.hpp"
+#include "core/report_keys.hpp"
 
 #include "common/error.hpp"
 #include "core/phase.hpp"
@@ -13,14 +14,58 @@
 
 namespace moebench {
 
+// The renderers, one file each (format_*.cpp); declared only here, where the table names them.
+namespace formats_detail {
+std::string render_csv(const json& report);
+std::string render_markdown(const json& report);
+std::string render_html(const json& report);
+std::string render_chrome_trace(const json& report);
+std::string render_prometheus(const json& report);
+}  // namespace formats_detail
+
+namespace {
+
+std::string render_json(const json& report) { return report.dump(2) + "\n"; }
+
+// The one table of output formats: a new format is its renderer's file, and its declaration and row here.
+const std::vector<ReportFormat> kReportFormats = {
+    {"csv", "csv", {}, formats_detail::render_csv},
+    {"md", "md", {"markdown"}, formats_detail::render_markdown},
+    {"html", "html", {}, formats_detail::render_html},
+    {"trace", "trace.json", {}, formats_detail::render_chrome_trace},
+    {"prom", "prom", {"prometheus"}, formats_detail::render_prometheus},
+    {"json", "json", {}, render_json},
+};
+
+const ReportFormat* find_format(const std::string& name) {
+    for (const ReportFormat& f : kReportFormats)
+        if (f.name == name || std::find(f.aliases.begin(), f.aliases.end(), name) != f.aliases.end()) return &f;
+    return nullptr;
+}
+
+}  // namespace
+
+const std::vector<ReportFormat>& report_format_table() { return kReportFormats; }
+
 const std::vector<std::string>& report_formats() {
-    static const std::vector<std::string> kFormats = {"csv", "md", "html", "trace", "prom", "json"};
-    return kFormats;
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> n;
+        for (const ReportFormat& f : kReportFormats) n.push_back(f.name);
+        return n;
+    }();
+    return names;
+}
+
+std::string format_names_help(const std::string& separator, bool with_json) {
+    std::string s;
+    for (const ReportFormat& f : kReportFormats)
+        if (with_json || f.name != "json") s += (s.empty() ? "" : separator) + f.name;
+    return s;
 }
 
 std::string format_extension(const std::string& format) {
-    if (format == "trace") return "trace.json";
-    return format;
+    const ReportFormat* f = find_format(format);
+    return f ? f->extension : format;
 }
 
 std::vector<std::string> parse_format_list(const std::string& text, const std::string& field, bool allow_list) {
@@ -29,12 +74,9 @@ std::vector<std::string> parse_format_list(const std::string& text, const std::s
     while (true) {
         size_t comma = text.find(',', start);
         std::string f = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (f == "markdown") f = "md";
-        if (f == "prometheus") f = "prom";
-        const auto& all = report_formats();
-        if (std::find(all.begin(), all.end(), f) == all.end())
-            config_error(field, "unknown format", f, "use one of: csv, md, html, trace, prom, json");
-        out.push_back(f);
+        const ReportFormat* known = find_format(f);
+        if (!known) config_error(field, "unknown format", f, "use one of: " + format_names_help(", ", true));
+        out.push_back(known->name);
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
@@ -43,16 +85,10 @@ std::vector<std::string> parse_format_list(const std::string& text, const std::s
 }
 
 std::string render_report(const json& report, const std::string& format) {
-    if (!report.is_object() || !report.contains("runs") || !report["runs"].is_array())
+    if (!report.is_object() || !report.contains(keys::kRuns) || !report[keys::kRuns].is_array())
         config_error("report", "is not a moebench.report/1 document (no runs[])", json_brief(report),
                      "pass a report written by moebench run or moebench sweep");
-    std::string f = parse_format_list(format, "--format", false).front();
-    if (f == "csv") return formats_detail::render_csv(report);
-    if (f == "md") return formats_detail::render_markdown(report);
-    if (f == "html") return formats_detail::render_html(report);
-    if (f == "trace") return formats_detail::render_chrome_trace(report);
-    if (f == "prom") return formats_detail::render_prometheus(report);
-    return report.dump(2) + "\n";
+    return find_format(parse_format_list(format, "--format", false).front())->render(report);
 }
 
 namespace formats_detail {
@@ -91,7 +127,7 @@ std::string scalar_text(const json& v) {
 
 std::vector<std::string> low_confidence_keys(const json& stats) {
     std::vector<std::string> keys;
-    if (const json* lc = find_path(stats, {"low_confidence"}); lc && lc->is_array())
+    if (const json* lc = find_path(stats, {keys::kLowConfidence}); lc && lc->is_array())
         for (const json& k : *lc)
             if (k.is_string()) keys.push_back(k.get<std::string>());
     return keys;
@@ -100,7 +136,7 @@ std::vector<std::string> low_confidence_keys(const json& stats) {
 EnergyPerToken energy_per_token(const json& run) {
     EnergyPerToken e;
     for (const char* where : {"device", "host"}) {
-        const json* block = find_path(run, {"conditions", where, "energy"});
+        const json* block = find_path(run, {keys::kConditions, where, "energy"});
         if (!block || !block->is_object()) continue;
         if (block->contains("joules_per_token") && (*block)["joules_per_token"].is_number())
             return EnergyPerToken{true, (*block)["joules_per_token"].get<double>(), where, str_at(*block, {"scope"})};
@@ -114,11 +150,11 @@ std::string tri_state(const json& run, std::initializer_list<const char*> path) 
     return v && v->is_boolean() ? (v->get<bool>() ? "yes" : "no") : "";
 }
 
-bool run_ok(const json& run) { return run.value("status", "ok") == "ok"; }
+bool run_ok(const json& run) { return run.value(keys::kStatus, "ok") == "ok"; }
 
 std::vector<std::string> run_phases(const json& run) {
     std::vector<std::string> out;
-    const json* phases = find_path(run, {"latency", "phases"});
+    const json* phases = find_path(run, {keys::kLatency, keys::kPhases});
     if (!phases || !phases->is_object()) return out;
     for (auto name : kPhaseNames)
         if (phases->contains(std::string(name))) out.emplace_back(name);
@@ -133,9 +169,9 @@ long golden_run_index(const json& report) {
 std::vector<std::string> varying_axes(const json& report) {
     std::vector<std::string> names;
     std::set<std::string> seen;
-    const json& runs = report.at("runs");
+    const json& runs = report.at(keys::kRuns);
     for (const auto& r : runs) {
-        const json* a = find_path(r, {"axes"});
+        const json* a = find_path(r, {keys::kAxes});
         if (!a || !a->is_object()) continue;
         for (const auto& [k, v] : a->items())
             if (seen.insert(k).second) names.push_back(k);
@@ -144,7 +180,7 @@ std::vector<std::string> varying_axes(const json& report) {
     for (const auto& k : names) {
         std::set<std::string> values;
         for (const auto& r : runs) {
-            const json* v = find_path(r, {"axes", k.c_str()});
+            const json* v = find_path(r, {keys::kAxes, k.c_str()});
             values.insert(v ? v->dump() : "null");
         }
         if (values.size() > 1) out.push_back(k);
@@ -166,7 +202,7 @@ std::string run_label(const json& run) {
         return s;
     }
     const json* b = find_path(run, {"batch"});
-    if (!b) b = find_path(run, {"axes", "batch"});
+    if (!b) b = find_path(run, {keys::kAxes, "batch"});
     s = "batch=" + (b ? scalar_text(*b) : std::string("?"));
     double ctx = num_at(run, {"context"}, 0);
     if (ctx > 0) s += fmt::format(" context={}", static_cast<int64_t>(ctx));

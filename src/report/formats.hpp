@@ -9,11 +9,24 @@
 
 namespace moebench {
 
-/// Renders `report` as csv | md | html | trace | prom | json. Unknown format -> ConfigError naming --format.
+/// One output format: its name (--format), the file extension it is written with, other names it is known by, and
+/// its renderer. The table (formats.cpp) is the only list of formats: help texts, --format checks and the
+/// dispatcher read it.
+struct ReportFormat {
+    std::string name;
+    std::string extension;
+    std::vector<std::string> aliases;
+    std::string (*render)(const json& report);
+};
+const std::vector<ReportFormat>& report_format_table();
+
+/// Renders `report` in one of the table's formats. Unknown format -> ConfigError naming --format.
 std::string render_report(const json& report, const std::string& format);
 
-/// The formats render_report accepts, in the order of the help text.
+/// The formats' names, in the order of the table.
 const std::vector<std::string>& report_formats();
+/// For help texts: "csv | md | html | trace | prom | json" (`with_json` false: without json).
+std::string format_names_help(const std::string& separator = " | ", bool with_json = true);
 
 /// File extension for a format: "csv", "md", "html", "trace.json", "prom", "json".
 std::string format_extension(const std::string& format);
@@ -25,12 +38,6 @@ std::vector<std::string> parse_format_list(const std::string& text, const std::s
 const std::vector<std::string>& csv_columns();
 
 namespace formats_detail {
-
-std::string render_csv(const json& report);
-std::string render_markdown(const json& report);
-std::string render_html(const json& report);
-std::string render_chrome_trace(const json& report);
-std::string render_prometheus(const json& report);
 
 /// Value at a path of object keys, or nullptr.
 const json* find_path(const json& j, std::initializer_list<const char*> path);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Assembles the moebench.report/1 document and the environment block; writes it whole or not at all.
 #include "report/report_json.hpp"
+#include "core/report_keys.hpp"
 
 #include "build_info.hpp"
 #include "common/atomic_file.hpp"
@@ -74,11 +75,11 @@ json make_report(const json& context, const json& config, const std::vector<json
         const json& first = runs.front();
         if (first.contains("backend")) r["environment"]["backend"] = first.at("backend");
         if (first.contains("backend_note")) r["environment"]["backend_note"] = first.at("backend_note");
-        if (first.contains("backend_info") && first.at("backend_info").contains("gpus"))
-            r["environment"]["gpus"] = first.at("backend_info").at("gpus");
+        if (first.contains(keys::kBackendInfo) && first.at(keys::kBackendInfo).contains("gpus"))
+            r["environment"]["gpus"] = first.at(keys::kBackendInfo).at("gpus");
     }
     r["config"] = config;
-    r["runs"] = runs;
+    r[keys::kRuns] = runs;
     return r;
 }
 

@@ -4,6 +4,7 @@
 // `moebench run` or `sweep` holds for an ok point; blocks a backend may leave out (expert_load, roofline, per_layer)
 // are checked only when present.
 #include "report/report_reader.hpp"
+#include "core/report_keys.hpp"
 
 #include "config/run_config.hpp"
 #include "common/error.hpp"
@@ -111,10 +112,10 @@ public:
     ReadStats stats(const json& obj, const std::string& path) const {
         object(obj, path);
         ReadStats s;
-        s.mean_us = req_number(obj, "mean_us", path, true);
-        s.p50_us = req_number(obj, "p50_us", path, true);
-        s.p95_us = req_number(obj, "p95_us", path, true);
-        s.p99_us = req_number(obj, "p99_us", path, true);
+        s.mean_us = req_number(obj, keys::kMeanUs, path, true);
+        s.p50_us = req_number(obj, keys::kP50Us, path, true);
+        s.p95_us = req_number(obj, keys::kP95Us, path, true);
+        s.p99_us = req_number(obj, keys::kP99Us, path, true);
         s.min_us = req_number(obj, "min_us", path, true);
         s.max_us = req_number(obj, "max_us", path, true);
         s.stdev_us = req_number(obj, "stdev_us", path, true);
@@ -145,7 +146,7 @@ void check_header(const Checker& c, const json& doc, ReadReport& out) {
     if (c.string(schema, "schema") != kReportSchema)
         c.fail("schema", std::string("is not a moebench report schema this version reads (expected ") + kReportSchema + ")",
                &schema);
-    c.array(c.req(doc, "runs", ""), "runs");
+    c.array(c.req(doc, keys::kRuns, ""), keys::kRuns);
     c.opt_string(doc, "command", "");
     c.opt_string(doc, "created_utc", "");
     if (const json* tool = c.opt_object(doc, "tool", ""))
@@ -201,15 +202,15 @@ void check_sweep(const Checker& c, const json& doc, size_t num_runs) {
 // The point's identity and description: checked for every record, whatever its status.
 void check_point_fields(const Checker& c, const json& r, const std::string& p, ReadRun& run) {
     c.object(r, p);
-    run.status = Checker::opt(r, "status") ? c.string(r["status"], key_path(p, "status")) : "ok";
+    run.status = Checker::opt(r, keys::kStatus) ? c.string(r[keys::kStatus], key_path(p, keys::kStatus)) : "ok";
     if (run.status != "ok" && run.status != "skipped" && run.status != "failed")
-        c.fail(key_path(p, "status"), "must be ok, skipped or failed", &r["status"]);
+        c.fail(key_path(p, keys::kStatus), "must be ok, skipped or failed", &r[keys::kStatus]);
     std::string skip = c.opt_string(r, "skip_reason", p), error = c.opt_string(r, "error", p);
     run.reason = run.status == "skipped" ? skip : run.status == "failed" ? error : "";
-    run.axes = c.object(c.req(r, "axes", p), key_path(p, "axes"));
+    run.axes = c.object(c.req(r, keys::kAxes, p), key_path(p, keys::kAxes));
     for (const auto& [k, v] : run.axes.items())
         if (!(v.is_string() || v.is_number() || v.is_boolean() || v.is_null()))
-            c.wrong_type(key_path(key_path(p, "axes"), k), "a string or a number", v);
+            c.wrong_type(key_path(key_path(p, keys::kAxes), k), "a string or a number", v);
     run.model = c.opt_string(r, "model", p);
     if (const json* spec = Checker::opt(run.axes, "model"); spec && spec->is_string()) run.model_spec = spec->get<std::string>();
     c.opt_string(r, "sweep_label", p);
@@ -226,12 +227,12 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
                                     {"soft_topn", kMaxStepTokens}, {"layers", kMaxStepTokens}}) {
             const json* v = Checker::opt(*where, k);
             if (!v || !v->is_number()) continue;  // an axis may hold text; the record's fields were type-checked above
-            const std::string path = key_path(where == &r ? p : key_path(p, "axes"), k);
+            const std::string path = key_path(where == &r ? p : key_path(p, keys::kAxes), k);
             const int64_t n = c.integer(*v, path);
             if (n < 0 || n > hi) c.fail(path, fmt::format("must be a whole number from 0 to {}", hi), v);
         }
-    if (const json* bi = c.opt_object(r, "backend_info", p)) {
-        const std::string bp = key_path(p, "backend_info");
+    if (const json* bi = c.opt_object(r, keys::kBackendInfo, p)) {
+        const std::string bp = key_path(p, keys::kBackendInfo);
         run.dtype = c.opt_string(*bi, "dtype", bp);
         if (c.opt_number(*bi, "threads", bp)) run.threads = scalar_text(bi->at("threads"));
         if (const json* hw = c.opt_object(*bi, "hardware", bp)) run.hardware = c.opt_string(*hw, "name", key_path(bp, "hardware"));
@@ -242,15 +243,15 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
 }
 
 void check_expert_load(const Checker& c, const json& r, const std::string& p) {
-    const json* el = c.opt_object(r, "expert_load", p);
+    const json* el = c.opt_object(r, keys::kExpertLoad, p);
     if (!el) return;
-    const std::string ep = key_path(p, "expert_load");
-    const json* layers = c.opt_array(*el, "per_layer", ep);
+    const std::string ep = key_path(p, keys::kExpertLoad);
+    const json* layers = c.opt_array(*el, keys::kPerLayer, ep);
     for (size_t i = 0; layers && i < layers->size(); ++i) {
-        const std::string lp = index_path(key_path(ep, "per_layer"), i);
+        const std::string lp = index_path(key_path(ep, keys::kPerLayer), i);
         const json& l = c.object((*layers)[i], lp);
         for (const char* k : {"layer", "num_tokens", "k", "num_experts", "num_assignments", "dropped", "mean", "max",
-                              "max_over_mean", "cv", "gini", "top3_share", "idle_experts", "entropy_bits", "entropy_norm"})
+                              keys::kMaxOverMean, "cv", "gini", "top3_share", "idle_experts", "entropy_bits", "entropy_norm"})
             c.opt_number(l, k, lp);
         c.opt_numbers(l, "tokens_per_expert", lp);
         c.opt_numbers(l, "expert_gemm_us", lp);
@@ -263,16 +264,16 @@ void check_expert_load(const Checker& c, const json& r, const std::string& p) {
 }
 
 void check_roofline(const Checker& c, const json& r, const std::string& p, ReadRun& run) {
-    const json* rf = c.opt_object(r, "roofline", p);
+    const json* rf = c.opt_object(r, keys::kRoofline, p);
     if (!rf) return;
-    const std::string rp = key_path(p, "roofline");
+    const std::string rp = key_path(p, keys::kRoofline);
     c.opt_number(*rf, "peak_flops_per_s", rp);
     c.opt_number(*rf, "mem_bw_bytes_per_s", rp);
     if (const json* prec = Checker::opt(*rf, "precision"); prec && prec->is_string() && run.dtype.empty())
         run.dtype = prec->get<std::string>();
-    if (const json* phases = c.opt_object(*rf, "phases", rp))
+    if (const json* phases = c.opt_object(*rf, keys::kPhases, rp))
         for (const auto& [name, ph] : phases->items()) {
-            const std::string pp = key_path(key_path(rp, "phases"), name);
+            const std::string pp = key_path(key_path(rp, keys::kPhases), name);
             c.object(ph, pp);
             c.opt_number(ph, "flops", pp);
             c.opt_number(ph, "bytes", pp);
@@ -280,46 +281,46 @@ void check_roofline(const Checker& c, const json& r, const std::string& p, ReadR
 }
 
 void check_latency(const Checker& c, const json& r, const std::string& p, ReadRun& run) {
-    const std::string lp = key_path(p, "latency");
-    const json& lat = c.object(c.req(r, "latency", p), lp);
+    const std::string lp = key_path(p, keys::kLatency);
+    const json& lat = c.object(c.req(r, keys::kLatency, p), lp);
     run.timing_source = c.opt_string(lat, "source", lp);
-    run.step = c.stats(c.req(lat, "step", lp), key_path(lp, "step"));
-    const json& phases = c.object(c.req(lat, "phases", lp), key_path(lp, "phases"));
+    run.step = c.stats(c.req(lat, keys::kStep, lp), key_path(lp, keys::kStep));
+    const json& phases = c.object(c.req(lat, keys::kPhases, lp), key_path(lp, keys::kPhases));
     for (const auto& [name, ph] : phases.items()) {
         if (!phase_from_name(name)) continue;  // a phase of a newer vocabulary: no view of this version shows it
-        const std::string pp = key_path(key_path(lp, "phases"), name);
+        const std::string pp = key_path(key_path(lp, keys::kPhases), name);
         run.phases[name] = c.stats(ph, pp);
         c.req_number(ph, "share", pp, true);
         c.opt_number(ph, "flops", pp);
         c.opt_number(ph, "bytes", pp);
     }
     c.opt_numbers(lat, "step_samples_us", lp);
-    if (const json* layers = c.opt_array(lat, "per_layer", lp))
+    if (const json* layers = c.opt_array(lat, keys::kPerLayer, lp))
         for (size_t i = 0; i < layers->size(); ++i) {
-            const std::string pl = index_path(key_path(lp, "per_layer"), i);
+            const std::string pl = index_path(key_path(lp, keys::kPerLayer), i);
             const json& l = c.object((*layers)[i], pl);
             c.opt_number(l, "layer", pl);
             c.opt_string(l, "kind", pl);
-            c.opt_number(l, "mean_us", pl);
-            if (const json* lph = c.opt_object(l, "phases", pl))
+            c.opt_number(l, keys::kMeanUs, pl);
+            if (const json* lph = c.opt_object(l, keys::kPhases, pl))
                 for (const auto& [name, ph] : lph->items()) {
-                    const std::string pp = key_path(key_path(pl, "phases"), name);
+                    const std::string pp = key_path(key_path(pl, keys::kPhases), name);
                     c.object(ph, pp);
-                    c.opt_number(ph, "mean_us", pp);
-                    c.opt_number(ph, "p50_us", pp);
+                    c.opt_number(ph, keys::kMeanUs, pp);
+                    c.opt_number(ph, keys::kP50Us, pp);
                 }
         }
 }
 
 // What only a point that ran has: timings, iterations, throughput and the counted blocks.
 void check_ok_run(const Checker& c, const json& r, const std::string& p, ReadRun& run) {
-    const std::string ip = key_path(p, "iterations");
-    const json& it = c.object(c.req(r, "iterations", p), ip);
+    const std::string ip = key_path(p, keys::kIterations);
+    const json& it = c.object(c.req(r, keys::kIterations, p), ip);
     run.measured_iterations = c.integer(c.req(it, "measured", ip), key_path(ip, "measured"));
     if (run.measured_iterations < 1) c.fail(key_path(ip, "measured"), "must be at least 1", &it["measured"]);
     check_latency(c, r, p, run);
-    const std::string tp = key_path(p, "throughput");
-    run.tokens_per_s = c.req_number(c.object(c.req(r, "throughput", p), tp), "tokens_per_s", tp, true);
+    const std::string tp = key_path(p, keys::kThroughput);
+    run.tokens_per_s = c.req_number(c.object(c.req(r, keys::kThroughput, p), tp), keys::kTokensPerS, tp, true);
     check_expert_load(c, r, p);
     check_roofline(c, r, p, run);
 }
@@ -378,17 +379,17 @@ ReadReport read_report(json doc, const std::string& name) {
     ReadReport out;
     out.name = name;
     check_header(c, doc, out);
-    const json& runs = doc["runs"];
+    const json& runs = doc[keys::kRuns];
     for (size_t i = 0; i < runs.size(); ++i) {
         ReadRun run;
         run.index = i;
-        check_point_fields(c, runs[i], index_path("runs", i), run);
-        if (run.ok()) check_ok_run(c, runs[i], index_path("runs", i), run);
+        check_point_fields(c, runs[i], index_path(keys::kRuns, i), run);
+        if (run.ok()) check_ok_run(c, runs[i], index_path(keys::kRuns, i), run);
         out.runs.push_back(std::move(run));
     }
     check_sweep(c, doc, runs.size());
     fill_from_siblings(out, model_of_config(c, doc));
-    for (const auto& run : out.runs) require_model(c, run, index_path("runs", run.index));
+    for (const auto& run : out.runs) require_model(c, run, index_path(keys::kRuns, run.index));
     out.doc = std::move(doc);
     return out;
 }
@@ -421,7 +422,7 @@ json report_from_journal(const std::string& path) {
             runs.push_back(j["record"]);
         }
     }
-    return json{{"schema", kReportSchema}, {"command", "(from sweep journal " + path + ")"}, {"runs", runs}};
+    return json{{"schema", kReportSchema}, {"command", "(from sweep journal " + path + ")"}, {keys::kRuns, runs}};
 }
 
 ReadReport load_report(const std::string& path) {
@@ -434,7 +435,7 @@ json run_key_value(const ReadReport& report, const ReadRun& run, const std::stri
     if (key == "model") v = run.model.empty() ? json(nullptr) : json(run.model);
     else if (key == "hardware") v = run.hardware.empty() ? json(nullptr) : json(run.hardware);
     else if (run.axes.contains(key)) v = run.axes[key];
-    else if (const json& r = report.doc["runs"][run.index]; r.contains(key) && !r[key].is_object() && !r[key].is_array())
+    else if (const json& r = report.doc[keys::kRuns][run.index]; r.contains(key) && !r[key].is_object() && !r[key].is_array())
         v = r[key];
     else if (const json* cr = Checker::opt(report.doc, "config"); cr && cr->is_object() && cr->contains("run") &&
                                                                   (*cr)["run"].is_object() && (*cr)["run"].contains(key))

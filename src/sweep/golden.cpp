@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Golden point and knee selection over the records of a sweep.
 #include "sweep/golden.hpp"
+#include "core/report_keys.hpp"
 
 #include <fmt/format.h>
 
@@ -25,7 +26,7 @@ std::string fmt_batch(double b) { return fmt::format("{}", static_cast<int64_t>(
 std::string pct(double f) { return fmt::format("{:.0f}%", 100.0 * f); }
 
 json axes_of(const json& rec) {
-    if (rec.contains("axes") && rec["axes"].is_object()) return rec["axes"];
+    if (rec.contains(keys::kAxes) && rec[keys::kAxes].is_object()) return rec[keys::kAxes];
     json a = json::object();
     if (rec.contains("batch")) a["batch"] = rec["batch"];
     return a;
@@ -33,9 +34,9 @@ json axes_of(const json& rec) {
 
 json describe(const CurvePoint& p, const json& runs, const CurvePoint& peak) {
     return json{{"run_index", p.run_index},
-                {"axes", axes_of(runs.at(p.run_index))},
+                {keys::kAxes, axes_of(runs.at(p.run_index))},
                 {"batch", static_cast<int64_t>(std::llround(p.batch))},
-                {"tokens_per_s", p.tokens_per_s},
+                {keys::kTokensPerS, p.tokens_per_s},
                 {"p95_ms", p.p95_us / 1000.0},
                 {"share_of_peak", peak.tokens_per_s > 0 ? p.tokens_per_s / peak.tokens_per_s : 0.0},
                 {"p95_vs_peak", peak.p95_us > 0 ? p.p95_us / peak.p95_us : 0.0}};
@@ -88,6 +89,96 @@ std::optional<size_t> golden_index(const std::vector<CurvePoint>& points, double
     return g;
 }
 
+namespace {
+
+// The ok points of a sweep, grouped into series by every axis but batch (in order of first appearance).
+struct Series {
+    std::vector<CurvePoint> all;
+    std::map<std::string, std::vector<CurvePoint>> by_key;
+    std::map<std::string, json> fixed_of;
+    std::vector<std::string> order;
+};
+
+Series group_series(const json& runs) {
+    Series g;
+    for (size_t i = 0; runs.is_array() && i < runs.size(); ++i) {
+        const json& r = runs[i];
+        if (r.value(keys::kStatus, "ok") != "ok") continue;
+        CurvePoint p;
+        p.run_index = i;
+        p.batch = num_at(r, {"batch"});
+        if (std::isnan(p.batch)) p.batch = num_at(r, {keys::kAxes, "batch"});
+        p.tokens_per_s = num_at(r, {keys::kThroughput, keys::kTokensPerS});
+        p.p95_us = num_at(r, {keys::kLatency, keys::kStep, keys::kP95Us});
+        if (std::isnan(p.batch) || std::isnan(p.tokens_per_s) || std::isnan(p.p95_us)) continue;
+        json fixed = axes_of(r);
+        fixed.erase("batch");
+        std::string key = fixed.dump();
+        if (!g.by_key.count(key)) {
+            g.order.push_back(key);
+            g.fixed_of[key] = fixed;
+        }
+        g.by_key[key].push_back(p);
+        g.all.push_back(p);
+    }
+    return g;
+}
+
+// Each series with its knee; `golden_no_slo` gets the knee of the series that holds the sweep's peak.
+json series_with_knees(const Series& g, const json& runs, double knee_fraction, const CurvePoint& global_peak,
+                       json& golden_no_slo) {
+    json series_json = json::array();
+    for (const auto& key : g.order) {
+        auto s = g.by_key.at(key);
+        std::stable_sort(s.begin(), s.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.batch < b.batch; });
+        size_t peak = 0;
+        for (size_t i = 1; i < s.size(); ++i)
+            if (s[i].tokens_per_s > s[peak].tokens_per_s) peak = i;
+        json sj = {{"fixed", g.fixed_of.at(key)}, {"points", json::array()}};
+        for (const auto& p : s) sj["points"].push_back(p.run_index);
+        if (auto k = knee_index(s, knee_fraction)) {
+            json kj = describe(s[*k], runs, s[peak]);
+            kj["reason"] = knee_reason(s, *k, peak, knee_fraction);
+            sj["knee"] = kj;
+            if (s[peak].run_index == global_peak.run_index) golden_no_slo = kj;
+        }
+        series_json.push_back(sj);
+    }
+    return series_json;
+}
+
+// The golden point under the SLO, or why there is none.
+void golden_under_slo(const std::vector<CurvePoint>& all, const json& runs, double slo_p95_ms,
+                      const CurvePoint& global_peak, json& out) {
+    const double slo_us = slo_p95_ms * 1000.0;
+    auto g = golden_index(all, slo_us);
+    if (!g) {
+        const CurvePoint* fastest = &all[0];
+        for (const auto& p : all)
+            if (p.p95_us < fastest->p95_us) fastest = &p;
+        out["golden"] = nullptr;
+        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at batch {}",
+                                           slo_p95_ms, fastest->p95_us / 1000.0, fmt_batch(fastest->batch));
+        return;
+    }
+    const CurvePoint& gp = all[*g];
+    json gj = describe(gp, runs, global_peak);
+    std::string reason = fmt::format("batch {}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
+                                     "of {} ms",
+                                     fmt_batch(gp.batch), gp.tokens_per_s, gp.p95_us / 1000.0, slo_p95_ms);
+    if (gp.run_index != global_peak.run_index)
+        reason += fmt::format("; {} of peak throughput (batch {}, {:.0f} tok/s, p95 {:.3f} ms{}) at {} of its p95",
+                              pct(gp.tokens_per_s / global_peak.tokens_per_s), fmt_batch(global_peak.batch),
+                              global_peak.tokens_per_s, global_peak.p95_us / 1000.0,
+                              global_peak.p95_us > slo_us ? ", over the SLO" : "", pct(gp.p95_us / global_peak.p95_us));
+    else
+        reason += "; it is also the peak throughput of the sweep";
+    gj["reason"] = reason;
+    out["golden"] = gj;
+}
+
+}  // namespace
+
 json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double knee_fraction) {
     json out;
     out["knee_rule"] = fmt::format("knee = smallest batch whose throughput reaches {} of the best throughput of its "
@@ -98,96 +189,26 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
                                                   "(no --slo-p95-ms given)");
     out["slo_p95_ms"] = slo_p95_ms ? json(*slo_p95_ms) : json(nullptr);
     out["source"] = "measured";
-
-    // Group ok points into series by every axis but batch.
-    std::vector<CurvePoint> all;
-    std::map<std::string, std::vector<CurvePoint>> series;
-    std::map<std::string, json> fixed_of;
-    std::vector<std::string> series_order;
-    for (size_t i = 0; runs.is_array() && i < runs.size(); ++i) {
-        const json& r = runs[i];
-        if (r.value("status", "ok") != "ok") continue;
-        CurvePoint p;
-        p.run_index = i;
-        p.batch = num_at(r, {"batch"});
-        if (std::isnan(p.batch)) p.batch = num_at(r, {"axes", "batch"});
-        p.tokens_per_s = num_at(r, {"throughput", "tokens_per_s"});
-        p.p95_us = num_at(r, {"latency", "step", "p95_us"});
-        if (std::isnan(p.batch) || std::isnan(p.tokens_per_s) || std::isnan(p.p95_us)) continue;
-        json fixed = axes_of(r);
-        fixed.erase("batch");
-        std::string key = fixed.dump();
-        if (!series.count(key)) {
-            series_order.push_back(key);
-            fixed_of[key] = fixed;
-        }
-        series[key].push_back(p);
-        all.push_back(p);
-    }
-    if (all.empty()) {
+    const Series g = group_series(runs);
+    if (g.all.empty()) {
         out["series"] = json::array();
         out["golden"] = nullptr;
         out["golden_reason"] = "no point finished ok, so there is no golden point";
         return out;
     }
-    const CurvePoint* global_peak = &all[0];
-    for (const auto& p : all)
+    const CurvePoint* global_peak = &g.all[0];
+    for (const auto& p : g.all)
         if (p.tokens_per_s > global_peak->tokens_per_s) global_peak = &p;
-
-    json series_json = json::array();
     json golden_no_slo = nullptr;
-    for (const auto& key : series_order) {
-        auto s = series[key];
-        std::stable_sort(s.begin(), s.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.batch < b.batch; });
-        size_t peak = 0;
-        for (size_t i = 1; i < s.size(); ++i)
-            if (s[i].tokens_per_s > s[peak].tokens_per_s) peak = i;
-        json sj = {{"fixed", fixed_of[key]}, {"points", json::array()}};
-        for (const auto& p : s) sj["points"].push_back(p.run_index);
-        auto k = knee_index(s, knee_fraction);
-        if (k) {
-            json kj = describe(s[*k], runs, s[peak]);
-            kj["reason"] = knee_reason(s, *k, peak, knee_fraction);
-            sj["knee"] = kj;
-            if (s[peak].run_index == global_peak->run_index) golden_no_slo = kj;
-        }
-        series_json.push_back(sj);
-    }
-    out["series"] = series_json;
-
-    if (!slo_p95_ms) {
-        out["golden"] = golden_no_slo;
-        if (!golden_no_slo.is_null())
-            out["golden"]["reason"] = "no --slo-p95-ms given, so the golden point is the knee: " +
-                                      golden_no_slo["reason"].get<std::string>();
+    out["series"] = series_with_knees(g, runs, knee_fraction, *global_peak, golden_no_slo);
+    if (slo_p95_ms) {
+        golden_under_slo(g.all, runs, *slo_p95_ms, *global_peak, out);
         return out;
     }
-    double slo_us = *slo_p95_ms * 1000.0;
-    auto g = golden_index(all, slo_us);
-    if (!g) {
-        const CurvePoint* fastest = &all[0];
-        for (const auto& p : all)
-            if (p.p95_us < fastest->p95_us) fastest = &p;
-        out["golden"] = nullptr;
-        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at batch {}",
-                                           *slo_p95_ms, fastest->p95_us / 1000.0, fmt_batch(fastest->batch));
-        return out;
-    }
-    const CurvePoint& gp = all[*g];
-    json gj = describe(gp, runs, *global_peak);
-    std::string reason = fmt::format("batch {}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
-                                     "of {} ms",
-                                     fmt_batch(gp.batch), gp.tokens_per_s, gp.p95_us / 1000.0, *slo_p95_ms);
-    if (gp.run_index != global_peak->run_index)
-        reason += fmt::format("; {} of peak throughput (batch {}, {:.0f} tok/s, p95 {:.3f} ms{}) at {} of its p95",
-                              pct(gp.tokens_per_s / global_peak->tokens_per_s), fmt_batch(global_peak->batch),
-                              global_peak->tokens_per_s, global_peak->p95_us / 1000.0,
-                              global_peak->p95_us > slo_us ? ", over the SLO" : "",
-                              pct(gp.p95_us / global_peak->p95_us));
-    else
-        reason += "; it is also the peak throughput of the sweep";
-    gj["reason"] = reason;
-    out["golden"] = gj;
+    out["golden"] = golden_no_slo;
+    if (!golden_no_slo.is_null())
+        out["golden"]["reason"] = "no --slo-p95-ms given, so the golden point is the knee: " +
+                                  golden_no_slo["reason"].get<std::string>();
     return out;
 }
 

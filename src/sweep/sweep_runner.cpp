@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The sweep loop. Each finished point goes to the journal before the next starts, so a kill loses nothing finished.
 #include "sweep/sweep_runner.hpp"
+#include "core/report_keys.hpp"
+
+#include "config/run_fields.hpp"
 
 #include "common/error.hpp"
 #include "sweep/golden.hpp"
@@ -50,7 +53,7 @@ double get_num(const json& j, std::initializer_list<const char*> path, double df
 }
 
 json not_run_record(const RunConfig& cfg, const std::string& status, const std::string& why_key, const std::string& why) {
-    json r = {{"status", status}, {why_key, why}, {"axes", axes_of_config(cfg)},
+    json r = {{keys::kStatus, status}, {why_key, why}, {keys::kAxes, run_axes(cfg)},
               {"mode", to_string(cfg.shape.mode)}, {"batch", cfg.shape.batch}, {"seq_len", cfg.shape.seq_len},
               {"context", cfg.shape.context}, {"num_tokens", cfg.shape.num_tokens()}, {"backend", cfg.backend},
               {"seed", cfg.options.seed}};
@@ -58,11 +61,11 @@ json not_run_record(const RunConfig& cfg, const std::string& status, const std::
 }
 
 std::string outcome_text(const json& rec) {
-    std::string st = rec.value("status", "ok");
+    std::string st = rec.value(keys::kStatus, "ok");
     if (st == "skipped") return "skipped: " + rec.value("skip_reason", "");
     if (st == "failed") return "FAILED: " + rec.value("error", "");
-    return fmt::format("ok, {:.0f} tok/s, step p95 {:.3f} ms", get_num(rec, {"throughput", "tokens_per_s"}, 0),
-                       get_num(rec, {"latency", "step", "p95_us"}, 0) / 1000.0);
+    return fmt::format("ok, {:.0f} tok/s, step p95 {:.3f} ms", get_num(rec, {keys::kThroughput, keys::kTokensPerS}, 0),
+                       get_num(rec, {keys::kLatency, keys::kStep, keys::kP95Us}, 0) / 1000.0);
 }
 
 }  // namespace
@@ -79,19 +82,6 @@ json sweep_block_of(const json& raw) {
         if (!v.is_number()) config_error("sweep." + key, "must be a number", json_brief(v), example);
     }
     return s;
-}
-
-json axes_of_config(const RunConfig& cfg) {
-    return json{{"backend", cfg.backend},
-                {"mode", to_string(cfg.shape.mode)},
-                {"batch", cfg.shape.batch},
-                {"seq_len", cfg.shape.seq_len},
-                {"context", cfg.shape.context},
-                {"routing", cfg.routing},
-                {"ep", cfg.options.ep_size},
-                {"capacity_factor", cfg.options.capacity_factor},
-                {"soft_topn", cfg.options.soft_topn},
-                {"layers", cfg.layers}};
 }
 
 SweepPlan plan_sweep(const SweepSpec& spec) {
@@ -111,12 +101,98 @@ SweepOutcome run_sweep(const SweepSpec& spec, const PointExecutor& exec) {
     return run_sweep(spec, plan_sweep(spec), exec);
 }
 
+namespace {
+
+// Labels show only the axes that vary; one-valued axes are settings, not coordinates.
+std::vector<std::string> varying_axes(const SweepSpec& spec) {
+    std::vector<std::string> varying;
+    for (const auto& a : spec.axes) {
+        std::vector<json> uniq;
+        for (const auto& v : a.values)
+            if (std::find(uniq.begin(), uniq.end(), v) == uniq.end()) uniq.push_back(v);
+        if (uniq.size() > 1) varying.push_back(a.name);
+    }
+    return varying;
+}
+
+// One point through the executor: its record, or a skipped/failed record saying why (never throws for the point).
+json execute_point(const RunConfig& cfg, const PointExecutor& exec, SweepOutcome& out) {
+    json rec;
+    try {
+        rec = exec(cfg);
+        if (!rec.is_object()) throw Error("run_point returned no record");
+        if (!rec.contains(keys::kStatus)) rec[keys::kStatus] = "ok";
+    } catch (const UnsupportedError& e) {
+        rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
+    } catch (const ConfigError& e) {
+        rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
+        rec["skip_kind"] = "config";
+        if (out.first_config_error.empty()) out.first_config_error = e.what();
+        ++out.num_config_errors;
+    } catch (const std::bad_alloc&) {
+        rec = not_run_record(cfg, "skipped", "skip_reason", "out of host memory");
+    } catch (const std::exception& e) {
+        rec = not_run_record(cfg, "failed", "error", e.what());
+    }
+    return rec;
+}
+
+// Where a sweep stands, point after point.
+struct SweepState {
+    std::chrono::steady_clock::time_point t_start = std::chrono::steady_clock::now();
+    std::string stop_reason = "done";
+    double last_point_s = 0;
+    json not_run = json::array();
+    size_t used_from_journal = 0;
+
+    double elapsed_s() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    }
+    // Before a point that is not in the journal: stop on a signal, or when the point would overrun the budget.
+    bool may_run(const SweepSpec& spec, double mean_point_s) {
+        const double elapsed = elapsed_s(), estimate_s = std::max(mean_point_s, last_point_s);
+        if (stop_reason == "done" && g_stop_signal) stop_reason = "interrupted";
+        if (stop_reason == "done" && spec.time_budget_s > 0 &&
+            (elapsed >= spec.time_budget_s || elapsed + estimate_s > spec.time_budget_s))
+            stop_reason = "time_budget";
+        return stop_reason == "done";
+    }
+};
+
+json sweep_block(const SweepSpec& spec, const SweepPlan& plan, const SweepOutcome& out, const SweepState& st,
+                 const std::vector<std::string>& varying, size_t journal_entries) {
+    json axes_json = json::object();
+    json axis_order = json::array();
+    for (const auto& a : spec.axes) {
+        axes_json[a.name] = a.values;
+        axis_order.push_back(a.name);
+    }
+    json sweep = {{keys::kAxes, axes_json},
+                  {"varying_axes", varying},
+                  {"axis_order", axis_order},
+                  {"num_points", plan.points.size()},
+                  {"ok", out.num_ok},
+                  {"skipped", out.num_skipped},
+                  {"failed", out.num_failed},
+                  {"resumed", out.num_resumed},
+                  {"not_run", st.not_run},
+                  {"journal_entries_outside_axes", journal_entries - st.used_from_journal},
+                  {"stop_reason", st.stop_reason},
+                  {"time_budget_s", spec.time_budget_s > 0 ? json(spec.time_budget_s) : json(nullptr)},
+                  {"elapsed_s", st.elapsed_s()},
+                  {"journal", spec.journal_path},
+                  {"fingerprint", plan.fingerprint}};
+    json analysis = analyze_sweep(out.runs, spec.slo_p95_ms, spec.knee_fraction);
+    for (auto& [k, v] : analysis.items()) sweep[k] = v;
+    return sweep;
+}
+
+}  // namespace
+
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const PointExecutor& exec) {
     MOEBENCH_CHECK(!spec.journal_path.empty(), "sweep needs a journal path");
-    const auto t_start = std::chrono::steady_clock::now();
+    SweepState st;
     const std::vector<json>& points = plan.points;
-    const std::vector<RunConfig>& cfgs = plan.configs;
-    const std::string& fingerprint = plan.fingerprint;
     namespace fs = std::filesystem;
     std::error_code ec;
     bool journal_has_data = fs::exists(spec.journal_path, ec) && fs::file_size(spec.journal_path, ec) > 0;
@@ -124,7 +200,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
         config_error("--journal", "the sweep journal already holds points", spec.journal_path,
                      "pass --resume to continue that sweep, or choose another --journal / --out");
     bool repaired = false;
-    std::vector<JournalEntry> done = spec.resume ? load_journal(spec.journal_path, fingerprint, &repaired)
+    std::vector<JournalEntry> done = spec.resume ? load_journal(spec.journal_path, plan.fingerprint, &repaired)
                                                  : std::vector<JournalEntry>{};
     std::map<std::string, const JournalEntry*> done_by_key;
     for (const auto& e : done) done_by_key[e.key] = &e;
@@ -136,15 +212,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
     if (spec.resume && !done.empty())
         progress.note(fmt::format("resuming: {} of {} points already in {}", points.size() - to_run, points.size(),
                                   spec.journal_path));
-
-    // Labels show only the axes that vary; one-valued axes are settings, not coordinates.
-    std::vector<std::string> varying;
-    for (const auto& a : spec.axes) {
-        std::vector<json> uniq;
-        for (const auto& v : a.values)
-            if (std::find(uniq.begin(), uniq.end(), v) == uniq.end()) uniq.push_back(v);
-        if (uniq.size() > 1) varying.push_back(a.name);
-    }
+    const std::vector<std::string> varying = varying_axes(spec);
     auto label_of = [&](const json& point) {
         json shown = json::object();
         for (const auto& n : varying)
@@ -153,100 +221,48 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
     };
 
     SweepOutcome out;
-    json not_run = json::array();
-    std::string stop_reason = "done";
-    double last_point_s = 0;
     SignalGuard guard;
-    size_t used_from_journal = 0;
-
     for (size_t i = 0; i < points.size(); ++i) {
         const json& point = points[i];
-        const std::string key = point_key(point);
-        const std::string label = label_of(point);
+        const std::string key = point_key(point), label = label_of(point);
         auto hit = done_by_key.find(key);
         json rec;
         if (hit != done_by_key.end()) {
             rec = hit->second->record;
             rec["sweep_label"] = label;  // the axes that vary now may differ from when it ran
             ++out.num_resumed;
-            ++used_from_journal;
+            ++st.used_from_journal;
         } else {
-            double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-            double estimate_s = std::max(progress.mean_point_s(), last_point_s);
-            if (stop_reason == "done" && g_stop_signal) stop_reason = "interrupted";
-            if (stop_reason == "done" && spec.time_budget_s > 0 &&
-                (elapsed_s >= spec.time_budget_s || elapsed_s + estimate_s > spec.time_budget_s))
-                stop_reason = "time_budget";
-            if (stop_reason != "done") {
-                not_run.push_back(point);
+            if (!st.may_run(spec, progress.mean_point_s())) {
+                st.not_run.push_back(point);
                 ++out.num_not_run;
                 continue;
             }
             progress.start(i, label);
             const auto t0 = std::chrono::steady_clock::now();
-            const RunConfig& cfg = cfgs[i];
-            try {
-                rec = exec(cfg);
-                if (!rec.is_object()) throw Error("run_point returned no record");
-                if (!rec.contains("status")) rec["status"] = "ok";
-            } catch (const UnsupportedError& e) {
-                rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
-            } catch (const ConfigError& e) {
-                rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
-                rec["skip_kind"] = "config";
-                if (out.first_config_error.empty()) out.first_config_error = e.what();
-                ++out.num_config_errors;
-            } catch (const std::bad_alloc&) {
-                rec = not_run_record(cfg, "skipped", "skip_reason", "out of host memory");
-            } catch (const std::exception& e) {
-                rec = not_run_record(cfg, "failed", "error", e.what());
-            }
+            const RunConfig& cfg = plan.configs[i];
+            rec = execute_point(cfg, exec, out);
             // The record's axes gain every sweep axis it lacks (a model axis, threads, ...), never overriding the
             // resolved values the engine wrote (backend "auto" -> "cpu").
-            if (!rec.contains("axes") || !rec["axes"].is_object()) rec["axes"] = axes_of_config(cfg);
+            if (!rec.contains(keys::kAxes) || !rec[keys::kAxes].is_object()) rec[keys::kAxes] = run_axes(cfg);
             for (const auto& [k, v] : point.items())
-                if (!rec["axes"].contains(k)) rec["axes"][k] = v;
+                if (!rec[keys::kAxes].contains(k)) rec[keys::kAxes][k] = v;
             rec["sweep_point"] = point;
             rec["sweep_label"] = label;
-            last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            rec["sweep_point_s"] = last_point_s;
-            append_journal(spec.journal_path, fingerprint, JournalEntry{key, point, rec});
-            progress.finish(i, label, outcome_text(rec), last_point_s);
+            st.last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            rec["sweep_point_s"] = st.last_point_s;
+            append_journal(spec.journal_path, plan.fingerprint, JournalEntry{key, point, rec});
+            progress.finish(i, label, outcome_text(rec), st.last_point_s);
         }
-        std::string st = rec.value("status", "ok");
-        if (st == "ok") ++out.num_ok;
-        else if (st == "skipped") ++out.num_skipped;
+        std::string status = rec.value(keys::kStatus, "ok");
+        if (status == "ok") ++out.num_ok;
+        else if (status == "skipped") ++out.num_skipped;
         else ++out.num_failed;
         out.runs.push_back(std::move(rec));
     }
     progress.close();
     out.stop_signal = g_stop_signal;  // also when it came during the last point: the caller exits non-zero
-
-    double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    json axes_json = json::object();
-    json axis_order = json::array();
-    for (const auto& a : spec.axes) {
-        axes_json[a.name] = a.values;
-        axis_order.push_back(a.name);
-    }
-    json sweep = {{"axes", axes_json},
-                  {"varying_axes", varying},
-                  {"axis_order", axis_order},
-                  {"num_points", points.size()},
-                  {"ok", out.num_ok},
-                  {"skipped", out.num_skipped},
-                  {"failed", out.num_failed},
-                  {"resumed", out.num_resumed},
-                  {"not_run", not_run},
-                  {"journal_entries_outside_axes", done.size() - used_from_journal},
-                  {"stop_reason", stop_reason},
-                  {"time_budget_s", spec.time_budget_s > 0 ? json(spec.time_budget_s) : json(nullptr)},
-                  {"elapsed_s", elapsed_s},
-                  {"journal", spec.journal_path},
-                  {"fingerprint", fingerprint}};
-    json analysis = analyze_sweep(out.runs, spec.slo_p95_ms, spec.knee_fraction);
-    for (auto& [k, v] : analysis.items()) sweep[k] = v;
-    out.sweep = sweep;
+    out.sweep = sweep_block(spec, plan, out, st, varying, done.size());
     return out;
 }
 

@@ -50,9 +50,6 @@ struct SweepPlan {
 /// and time_budget_s, each a number; anything else -> ConfigError naming "sweep" or "sweep.<key>".
 json sweep_block_of(const json& config);
 
-/// The "axes" object of a record for `cfg` (docs/report-schema.md), used for records of points that did not run.
-json axes_of_config(const RunConfig& cfg);
-
 /// Builds and validates every point's config (a bad axis value is a ConfigError, exit 2), touching no file, so
 /// that the caller can check and create its outputs only for a sweep that can run.
 SweepPlan plan_sweep(const SweepSpec& spec);

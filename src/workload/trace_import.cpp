@@ -74,20 +74,58 @@ void check_experts(RoutingTrace& t, int64_t num_experts, int32_t max_id, const s
 
 }  // namespace
 
-RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, ImportSummary* summary) {
-    ImportSummary local;
-    ImportSummary& s = summary ? *summary : local;
-    s = ImportSummary{};
-    s.format = "jsonl";
-    struct Record {
-        int64_t seq, token, layer;
-        std::vector<int32_t> ids;
-        std::vector<float> probs;
-    };
-    std::vector<Record> records;
-    std::map<std::string, int64_t> seq_index;  // "dataset/problem_id" -> sequence number (first appearance)
+namespace {
+
+// One line of a JSONL routing file, as read.
+struct JsonlRecord {
+    int64_t seq = 0, token = 0, layer = 0;
+    std::vector<int32_t> ids;
+    std::vector<float> probs;
+};
+
+// The records of a JSONL file: parses every line, skips (and counts, and notes) malformed ones; `seq_names` gets
+// "dataset/problem_id" of each sequence in order of first appearance, `k` the experts per record.
+struct JsonlRead {
+    std::vector<JsonlRecord> records;
     std::vector<std::string> seq_names;
     int64_t k = -1;
+};
+
+// Why line `j` is no record ("" when it is one; then `r` holds it). `k`: experts per record so far (-1 = none yet).
+std::string parse_jsonl_record(const json& j, int64_t k, JsonlRecord& r) {
+    if (!j.is_object() || !j.contains("layer") || !j.contains("experts") || !j.contains("token_idx") ||
+        !j["layer"].is_number_integer() || !j["token_idx"].is_number_integer() || !j["experts"].is_array())
+        return "needs integer layer and token_idx and an experts array";
+    r.layer = j["layer"].get<int64_t>();
+    r.token = j["token_idx"].get<int64_t>();
+    bool ok = r.layer >= 0 && r.layer < kMaxTraceLayers && r.token >= 0 && r.token <= kMaxTraceTokenIndex &&
+              j["experts"].size() <= static_cast<size_t>(kMaxTraceExperts);
+    for (const auto& e : j["experts"]) {
+        if (!ok) break;
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= kMaxTraceExperts) ok = false;
+        else r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+    }
+    if (!ok || r.ids.empty())
+        return fmt::format("layer (< {}), token_idx (< 2^40) or expert ids (< {}) out of range", kMaxTraceLayers,
+                           kMaxTraceExperts);
+    if (repeated_expert(r.ids.data(), static_cast<int64_t>(r.ids.size())) >= 0) return "an expert id appears twice in experts";
+    if (j.contains("gating_probs")) {  // optional, but when present it must match experts one to one
+        bool probs_ok = j["gating_probs"].is_array() && j["gating_probs"].size() == r.ids.size();
+        if (probs_ok)
+            for (const auto& p : j["gating_probs"]) {
+                probs_ok = probs_ok && p.is_number() && std::isfinite(p.get<double>());
+                if (probs_ok) r.probs.push_back(p.get<float>());
+            }
+        if (!probs_ok) return fmt::format("gating_probs must be {} finite numbers, one per expert", r.ids.size());
+    }
+    if (k >= 0 && static_cast<int64_t>(r.ids.size()) != k)
+        return fmt::format("{} experts where earlier records have {}", r.ids.size(), k);
+    return "";
+}
+
+JsonlRead read_jsonl_records(const std::string& path, ImportSummary& s) {
+    JsonlRead out;
+    std::map<std::string, int64_t> seq_index;  // "dataset/problem_id" -> sequence number (first appearance)
     std::ifstream in = open_text(path);
     std::string line;
     int64_t line_no = 0;
@@ -110,74 +148,28 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
             malformed("not valid JSON");
             continue;
         }
-        if (!j.is_object() || !j.contains("layer") || !j.contains("experts") || !j.contains("token_idx") ||
-            !j["layer"].is_number_integer() || !j["token_idx"].is_number_integer() || !j["experts"].is_array()) {
-            malformed("needs integer layer and token_idx and an experts array");
+        JsonlRecord r;
+        if (const std::string why = parse_jsonl_record(j, out.k, r); !why.empty()) {
+            malformed(why);
             continue;
         }
-        Record r;
-        r.layer = j["layer"].get<int64_t>();
-        r.token = j["token_idx"].get<int64_t>();
-        bool ok = r.layer >= 0 && r.layer < kMaxTraceLayers && r.token >= 0 && r.token <= kMaxTraceTokenIndex &&
-                  j["experts"].size() <= static_cast<size_t>(kMaxTraceExperts);
-        for (const auto& e : j["experts"]) {
-            if (!ok) break;
-            if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= kMaxTraceExperts) ok = false;
-            else r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
-        }
-        if (!ok || r.ids.empty()) {
-            malformed(fmt::format("layer (< {}), token_idx (< 2^40) or expert ids (< {}) out of range", kMaxTraceLayers,
-                                  kMaxTraceExperts));
-            continue;
-        }
-        if (repeated_expert(r.ids.data(), static_cast<int64_t>(r.ids.size())) >= 0) {
-            malformed("an expert id appears twice in experts");
-            continue;
-        }
-        if (j.contains("gating_probs")) {  // optional, but when present it must match experts one to one
-            bool probs_ok = j["gating_probs"].is_array() && j["gating_probs"].size() == r.ids.size();
-            if (probs_ok)
-                for (const auto& p : j["gating_probs"]) {
-                    probs_ok = probs_ok && p.is_number() && std::isfinite(p.get<double>());
-                    if (probs_ok) r.probs.push_back(p.get<float>());
-                }
-            if (!probs_ok) {
-                malformed(fmt::format("gating_probs must be {} finite numbers, one per expert", r.ids.size()));
-                continue;
-            }
-        }
-        if (k < 0) k = static_cast<int64_t>(r.ids.size());
-        if (static_cast<int64_t>(r.ids.size()) != k) {
-            malformed(fmt::format("{} experts where earlier records have {}", r.ids.size(), k));
-            continue;
-        }
+        if (out.k < 0) out.k = static_cast<int64_t>(r.ids.size());
         std::string dataset = j.contains("dataset") && j["dataset"].is_string() ? j["dataset"].get<std::string>() : "";
         std::string problem = j.contains("problem_id") ? j["problem_id"].dump() : "0";
-        std::string key = dataset + "/" + problem;
-        auto [it, inserted] = seq_index.emplace(key, static_cast<int64_t>(seq_names.size()));
-        if (inserted) seq_names.push_back(key);
+        auto [it, inserted] = seq_index.emplace(dataset + "/" + problem, static_cast<int64_t>(out.seq_names.size()));
+        if (inserted) out.seq_names.push_back(it->first);
         r.seq = it->second;
-        records.push_back(std::move(r));
+        out.records.push_back(std::move(r));
     }
-    s.records = static_cast<int64_t>(records.size());
-    if (records.empty())
-        config_error(path, "no usable JSONL routing records",
-                     fmt::format("{} lines, {} malformed{}", s.lines, s.malformed,
-                                 s.examples.empty() ? "" : "; first: " + s.examples.front()),
-                     "one object per line with layer, token_idx and experts (docs/trace-format.md)");
+    return out;
+}
 
-    int64_t num_layers = 0;
-    int32_t max_id = -1;
-    for (const auto& r : records) {
-        num_layers = std::max(num_layers, r.layer + 1);
-        for (int32_t e : r.ids) max_id = std::max(max_id, e);
-    }
-    s.num_layers = num_layers;
-    s.num_sequences = static_cast<int64_t>(seq_names.size());
-
-    // Gather per (sequence, token) the records of its layers, sorted by layer, the first of repeated layers kept.
-    // Only the layers a token has are stored: memory follows the records, not tokens x the largest layer index.
-    std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> tokens;  // record indices
+// Per (sequence, token) the indices of its records, sorted by layer, the first of repeated layers kept. Only the
+// layers a token has are stored: memory follows the records, not tokens x the largest layer index.
+using TokenRecords = std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>>;
+TokenRecords group_by_token(const JsonlRead& in, ImportSummary& s) {
+    const std::vector<JsonlRecord>& records = in.records;
+    TokenRecords tokens;
     for (size_t i = 0; i < records.size(); ++i) tokens[{records[i].seq, records[i].token}].push_back(static_cast<int32_t>(i));
     for (auto& [key, recs] : tokens) {
         std::stable_sort(recs.begin(), recs.end(), [&](int32_t a, int32_t b) {
@@ -185,11 +177,11 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
         });
         size_t kept_n = 0;
         for (size_t i = 0; i < recs.size(); ++i) {
-            const Record& r = records[static_cast<size_t>(recs[i])];
+            const JsonlRecord& r = records[static_cast<size_t>(recs[i])];
             if (kept_n > 0 && records[static_cast<size_t>(recs[kept_n - 1])].layer == r.layer) {
                 ++s.duplicates;
                 note(s, fmt::format("duplicate record: sequence {} token {} layer {} (kept the first)",
-                                    seq_names[static_cast<size_t>(key.first)], key.second, r.layer));
+                                    in.seq_names[static_cast<size_t>(key.first)], key.second, r.layer));
                 continue;
             }
             recs[kept_n++] = recs[i];
@@ -197,11 +189,15 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
         recs.resize(kept_n);
     }
     s.tokens_seen = static_cast<int64_t>(tokens.size());
+    return tokens;
+}
 
-    // Keep complete tokens, in (sequence, token_idx) order; each sequence of the input is one sequence of the trace.
-    RoutingTrace t;
-    t.num_layers = num_layers;
-    t.top_k = k;
+// The complete tokens, in (sequence, token_idx) order, as the trace's ids (and weights when every record has
+// gating_probs); each sequence of the input is one sequence of the trace.
+void fill_trace(const JsonlRead& in, const TokenRecords& tokens, int64_t num_layers, const std::string& path,
+                ImportSummary& s, RoutingTrace& t) {
+    const std::vector<JsonlRecord>& records = in.records;
+    const int64_t k = in.k;
     bool all_probs = true;
     std::vector<const std::vector<int32_t>*> kept;  // per kept token: its record of each layer, in layer order
     int64_t prev_seq = -1, prev_token = -1, last_kept_seq = -1;
@@ -215,7 +211,7 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
             s.missing_records += missing;
             ++s.tokens_incomplete;
             note(s, fmt::format("sequence {} token {}: {} of {} layers missing, token dropped",
-                                seq_names[static_cast<size_t>(key.first)], key.second, missing, num_layers));
+                                in.seq_names[static_cast<size_t>(key.first)], key.second, missing, num_layers));
             continue;
         }
         if (key.first != last_kept_seq) t.seq_starts.push_back(static_cast<int64_t>(kept.size()));
@@ -232,45 +228,122 @@ RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, Impo
     if (all_probs) t.topk_weights.assign(t.topk_ids.size(), 0.0f);
     for (int64_t tok = 0; tok < t.num_tokens; ++tok)
         for (int64_t l = 0; l < num_layers; ++l) {
-            const Record& r = records[static_cast<size_t>((*kept[static_cast<size_t>(tok)])[static_cast<size_t>(l)])];
+            const JsonlRecord& r = records[static_cast<size_t>((*kept[static_cast<size_t>(tok)])[static_cast<size_t>(l)])];
             for (int64_t j = 0; j < k; ++j) {
                 size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
                 t.topk_ids[at] = r.ids[static_cast<size_t>(j)];
                 if (all_probs) t.topk_weights[at] = r.probs[static_cast<size_t>(j)];
             }
         }
+}
+
+}  // namespace
+
+RoutingTrace trace_from_jsonl(const std::string& path, int64_t num_experts, ImportSummary* summary) {
+    ImportSummary local;
+    ImportSummary& s = summary ? *summary : local;
+    s = ImportSummary{};
+    s.format = "jsonl";
+    const JsonlRead in = read_jsonl_records(path, s);
+    s.records = static_cast<int64_t>(in.records.size());
+    if (in.records.empty())
+        config_error(path, "no usable JSONL routing records",
+                     fmt::format("{} lines, {} malformed{}", s.lines, s.malformed,
+                                 s.examples.empty() ? "" : "; first: " + s.examples.front()),
+                     "one object per line with layer, token_idx and experts (docs/trace-format.md)");
+    int64_t num_layers = 0;
+    int32_t max_id = -1;
+    for (const auto& r : in.records) {
+        num_layers = std::max(num_layers, r.layer + 1);
+        for (int32_t e : r.ids) max_id = std::max(max_id, e);
+    }
+    s.num_layers = num_layers;
+    s.num_sequences = static_cast<int64_t>(in.seq_names.size());
+    const TokenRecords tokens = group_by_token(in, s);
+
+    RoutingTrace t;
+    t.num_layers = num_layers;
+    t.top_k = in.k;
+    fill_trace(in, tokens, num_layers, path, s, t);
     check_experts(t, num_experts, max_id, path);
     t.source = "moebench trace convert " + path;
     std::string names;
-    for (const auto& n : seq_names) names += (names.empty() ? "" : ",") + n;
+    for (const auto& n : in.seq_names) names += (names.empty() ? "" : ",") + n;
     t.extra_metadata["sequences"] = names;
     finish_metadata(t, s);
     validate_trace(t, path);
     return t;
 }
 
-RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, ImportSummary* summary) {
-    ImportSummary local;
-    ImportSummary& s = summary ? *summary : local;
-    s = ImportSummary{};
-    s.format = "text";
+namespace {
+
+// One token line of a text trace: k ids (id or id:weight) per layer group, groups separated by '|'.
+struct TextLine {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+    int64_t layers = 0, weighted = 0, plain = 0;
+};
+
+// `k`: ids per group (set by the first line); `max_id` grows; `fail` throws with the line's position.
+template <class Fail>
+TextLine parse_text_line(const std::string& line, int64_t& k, int32_t& max_id, const Fail& fail) {
+    TextLine out;
+    std::stringstream groups(line);
+    std::string group;
+    while (std::getline(groups, group, '|')) {
+        std::stringstream items(group);
+        std::string item;
+        int64_t in_group = 0;
+        while (items >> item) {
+            size_t colon = item.find(':');
+            std::string id_text = item.substr(0, colon);
+            char* end = nullptr;
+            long v = std::strtol(id_text.c_str(), &end, 10);
+            if (id_text.empty() || *end != '\0' || v < -1 || v >= kMaxTraceExperts)
+                fail(fmt::format("bad expert id '{}' (ids are -1 or 0..{})", id_text, kMaxTraceExperts - 1));
+            out.ids.push_back(static_cast<int32_t>(v));
+            max_id = std::max<int32_t>(max_id, static_cast<int32_t>(v));
+            if (colon != std::string::npos) {
+                std::string w_text = item.substr(colon + 1);
+                float w = std::strtof(w_text.c_str(), &end);
+                if (w_text.empty() || *end != '\0') fail("bad weight '" + w_text + "'");
+                out.weights.push_back(w);
+                ++out.weighted;
+            } else {
+                ++out.plain;
+            }
+            ++in_group;
+        }
+        if (k < 0) k = in_group;
+        if (in_group != k || k == 0) fail(fmt::format("layer group {} has {} ids, expected {}", out.layers, in_group, k));
+        if (++out.layers > kMaxTraceLayers) fail(fmt::format("more than {} layer groups", kMaxTraceLayers));
+    }
+    return out;
+}
+
+// The token lines of a text trace, token-major as read: [tokens, layers * k] ids (and weights when given).
+struct TextTokens {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+    std::vector<int64_t> seq_starts;
+    int64_t num_tokens = 0, num_layers = -1, k = -1;
+    bool has_weights = false;
+    int32_t max_id = -1;
+};
+
+TextTokens read_text_tokens(const std::string& path, ImportSummary& s) {
+    TextTokens tt;
     std::ifstream in = open_text(path);
     std::string line;
-    int64_t line_no = 0, k = -1, num_layers = -1;
-    bool has_weights = false, new_sequence = true;
-    // Flat [tokens, layers * k], in file order (one vector per token cost ~20x the text of a short line).
-    std::vector<int32_t> token_ids;
-    std::vector<float> token_weights;
-    int64_t num_tokens = 0;
-    RoutingTrace t;
-    int32_t max_id = -1;
+    int64_t line_no = 0;
+    bool new_sequence = true;
     while (std::getline(in, line)) {
         ++line_no;
         const size_t hash = line.find('#');
         if (hash != std::string::npos) line.resize(hash);
         if (line.find_first_not_of(" \t\r") == std::string::npos) {
             // A blank line ends a sequence (comment-only lines do not).
-            if (hash == std::string::npos && num_tokens > 0) new_sequence = true;
+            if (hash == std::string::npos && tt.num_tokens > 0) new_sequence = true;
             continue;
         }
         ++s.lines;
@@ -278,75 +351,57 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
             config_error(fmt::format("{}:{}", path, line_no), what, line,
                          "one line per token: k ids per layer, layers separated by '|' (docs/trace-format.md)");
         };
-        std::vector<int32_t> ids;
-        std::vector<float> weights;
-        int64_t layers_here = 0, weighted = 0, plain = 0;
-        std::stringstream groups(line);
-        std::string group;
-        while (std::getline(groups, group, '|')) {
-            std::stringstream items(group);
-            std::string item;
-            int64_t in_group = 0;
-            while (items >> item) {
-                size_t colon = item.find(':');
-                std::string id_text = item.substr(0, colon);
-                char* end = nullptr;
-                long v = std::strtol(id_text.c_str(), &end, 10);
-                if (id_text.empty() || *end != '\0' || v < -1 || v >= kMaxTraceExperts)
-                    fail(fmt::format("bad expert id '{}' (ids are -1 or 0..{})", id_text, kMaxTraceExperts - 1));
-                ids.push_back(static_cast<int32_t>(v));
-                max_id = std::max<int32_t>(max_id, static_cast<int32_t>(v));
-                if (colon != std::string::npos) {
-                    std::string w_text = item.substr(colon + 1);
-                    float w = std::strtof(w_text.c_str(), &end);
-                    if (w_text.empty() || *end != '\0') fail("bad weight '" + w_text + "'");
-                    weights.push_back(w);
-                    ++weighted;
-                } else {
-                    ++plain;
-                }
-                ++in_group;
-            }
-            if (k < 0) k = in_group;
-            if (in_group != k || k == 0)
-                fail(fmt::format("layer group {} has {} ids, expected {}", layers_here, in_group, k));
-            if (++layers_here > kMaxTraceLayers) fail(fmt::format("more than {} layer groups", kMaxTraceLayers));
+        const TextLine tl = parse_text_line(line, tt.k, tt.max_id, fail);
+        if (tt.num_layers < 0) {
+            tt.num_layers = tl.layers;
+            tt.has_weights = tl.weighted > 0;
         }
-        if (num_layers < 0) {
-            num_layers = layers_here;
-            has_weights = weighted > 0;
-        }
-        if (layers_here != num_layers) fail(fmt::format("{} layer groups, expected {}", layers_here, num_layers));
-        if ((has_weights && plain > 0) || (!has_weights && weighted > 0))
+        if (tl.layers != tt.num_layers) fail(fmt::format("{} layer groups, expected {}", tl.layers, tt.num_layers));
+        if ((tt.has_weights && tl.plain > 0) || (!tt.has_weights && tl.weighted > 0))
             fail("give weights for every id (id:weight) or for none");
-        if (new_sequence) t.seq_starts.push_back(num_tokens);
+        if (new_sequence) tt.seq_starts.push_back(tt.num_tokens);
         new_sequence = false;
-        token_ids.insert(token_ids.end(), ids.begin(), ids.end());
-        token_weights.insert(token_weights.end(), weights.begin(), weights.end());
-        ++num_tokens;
+        tt.ids.insert(tt.ids.end(), tl.ids.begin(), tl.ids.end());
+        tt.weights.insert(tt.weights.end(), tl.weights.begin(), tl.weights.end());
+        ++tt.num_tokens;
         ++s.records;
     }
-    if (num_tokens == 0)
+    return tt;
+}
+
+}  // namespace
+
+RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, ImportSummary* summary) {
+    ImportSummary local;
+    ImportSummary& s = summary ? *summary : local;
+    s = ImportSummary{};
+    s.format = "text";
+    // Flat [tokens, layers * k], in file order (one vector per token cost ~20x the text of a short line).
+    const TextTokens tt = read_text_tokens(path, s);
+    if (tt.num_tokens == 0)
         config_error(path, "no token lines found", "", "one line per token: k ids per layer, layers separated by '|'");
+    RoutingTrace t;
+    const int64_t num_layers = tt.num_layers, k = tt.k;
+    t.seq_starts = tt.seq_starts;
     t.num_layers = num_layers;
     t.top_k = k;
-    t.num_tokens = num_tokens;
+    t.num_tokens = tt.num_tokens;
     t.topk_ids.resize(static_cast<size_t>(num_layers * t.num_tokens * k));
-    if (has_weights) t.topk_weights.resize(t.topk_ids.size());
+    if (tt.has_weights) t.topk_weights.resize(t.topk_ids.size());
     for (int64_t tok = 0; tok < t.num_tokens; ++tok)
         for (int64_t l = 0; l < num_layers; ++l)
             for (int64_t j = 0; j < k; ++j) {
                 size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
                 const size_t from = static_cast<size_t>((tok * num_layers + l) * k + j);
-                t.topk_ids[at] = token_ids[from];
-                if (has_weights) t.topk_weights[at] = token_weights[from];
+                t.topk_ids[at] = tt.ids[from];
+                if (tt.has_weights) t.topk_weights[at] = tt.weights[from];
             }
     s.num_layers = num_layers;
     s.num_sequences = static_cast<int64_t>(t.seq_starts.size());
     s.tokens_seen = s.tokens_kept = t.num_tokens;
-    if (max_id < 0 && num_experts <= 0)
+    if (tt.max_id < 0 && num_experts <= 0)
         config_error(path, "every selection is -1, so the expert count is unknown", "", "pass --num-experts");
-    check_experts(t, num_experts, max_id, path);
+    check_experts(t, num_experts, tt.max_id, path);
     t.source = "moebench trace convert " + path;
     finish_metadata(t, s);
     validate_trace(t, path);

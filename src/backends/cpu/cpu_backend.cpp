@@ -103,16 +103,9 @@ json CpuBackend::describe() const {
     return j;
 }
 
-void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt, const Topology& /*topo: one process; expert parallelism is issue 16*/) {
-    m_ = model;
-    shape_ = shape;
-    opt_ = opt;
-    layers_ = layers;
-    d_ = resolve_dims(model);
-    T_ = shape.num_tokens();
-
-    // Checks of what this backend can run (the config layer validates the rest).
+// Checks of what this backend can run (the config layer validates the rest).
+void CpuBackend::check_runnable(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                                const RunOptions& opt) const {
     if (T_ < 1) config_error("batch", "the step has no tokens", std::to_string(T_), "use --batch >= 1 (and --seq-len >= 1)");
     for (int64_t l : layers)
         if (l < 0 || l >= model.num_layers)
@@ -133,14 +126,13 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     }
     if (shape.mode == Mode::decode && shape.context < 0)
         config_error("context", "must be >= 0", std::to_string(shape.context), "use --context 0 or more");
+}
 
-    kmax_ = std::max<int64_t>(d_.K, opt.soft_topn);
-    const int64_t cache_ctx = shape.mode == Mode::decode ? shape.context : 0;
-
-    // Weight layout: for products of few rows (decode-sized steps) the panel layout and its kernel (see
-    // cpu_ops.hpp); with many rows, PyTorch's [out, in] for OpenBLAS, whose packing then pays off. Experts by their
-    // average rows (tokens x k / experts), unless --expert-gemm says; dense weights by the step's tokens; the LM
-    // head by its rows (one per sequence at prefill).
+// Weight layout: for products of few rows (decode-sized steps) the panel layout and its kernel (see cpu_ops.hpp);
+// with many rows, PyTorch's [out, in] for OpenBLAS, whose packing then pays off. Experts by their average rows
+// (tokens x k / experts), unless --expert-gemm says; dense weights by the step's tokens; the LM head by its rows
+// (one per sequence at prefill).
+void CpuBackend::plan_layout(const StepShape& shape, const RunOptions& opt) {
     if (opt.expert_gemm != "auto" && opt.expert_gemm != "panel" && opt.expert_gemm != "blas")
         config_error("expert_gemm", "not an expert GEMM kernel of the cpu backend", opt.expert_gemm,
                      "use auto, panel or blas");
@@ -150,8 +142,11 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
                                 (opt.expert_gemm == "auto" && T_ * kmax_ <= kPanelMaxRows * d_.E));
     plan.dense = T_ <= kPanelMaxRows;
     plan.lm_head = lm_rows_ <= kPanelMaxRows;
+}
 
-    // Memory preflight against MemAvailable, before any allocation.
+// Memory preflight against MemAvailable, before any allocation.
+void CpuBackend::check_memory(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                              int64_t cache_ctx) const {
     const double weight_bytes = 4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx));
     const double act_bytes = 4.0 * static_cast<double>(activation_floats(model, layers, shape, kmax_));
     const double avail = static_cast<double>(mem_available_bytes());
@@ -161,12 +156,10 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
             "available (MemAvailable, 85% usable); run fewer --layers, a smaller --batch/--seq-len{}",
             layers.size(), model.name, gib(weight_bytes), cache_ctx > 0 ? " and KV cache" : "", gib(act_bytes),
             gib(avail), cache_ctx > 0 ? "/--context" : ""));
+}
 
-    pool_ = std::make_unique<ThreadPool>(opt.num_threads);
-    // OpenBLAS threads beyond the usable CPUs only take turns on them (and its idle threads spin).
-    openblas_set_num_threads(static_cast<int>(std::min(pool_->size(), usable_cpus())));
-    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, plan);
-
+// The activation buffers of the step (weights are allocated by make_weights).
+void CpuBackend::allocate_buffers(const std::vector<int64_t>& layers) {
     const int64_t H = d_.H;
     x_.alloc(T_ * H);
     xn_.alloc(T_ * H);
@@ -213,11 +206,13 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     }
     lm_in_.alloc(lm_rows_ * H);
     lm_logits_.alloc(lm_rows_ * d_.V);
+}
 
-    // Token ids and positions: decode tokens sit at position `context`; prefill tokens at 0..S-1 of their sequence.
+// Token ids and positions: decode tokens sit at position `context`; prefill tokens at 0..S-1 of their sequence.
+void CpuBackend::init_tokens(const ModelConfig& model, const StepShape& shape, uint64_t seed) {
     token_ids_.resize(static_cast<size_t>(T_));
     positions_.resize(static_cast<size_t>(T_));
-    const uint64_t tok_base = core::rng_base(opt.seed, core::weight_stream(-1, core::kWTokenIds));
+    const uint64_t tok_base = core::rng_base(seed, core::weight_stream(-1, core::kWTokenIds));
     for (int64_t t = 0; t < T_; ++t) {
         token_ids_[t] = static_cast<int32_t>(core::mix64(tok_base + static_cast<uint64_t>(t)) % static_cast<uint64_t>(d_.V));
         positions_[t] = shape.mode == Mode::decode ? shape.context : t % shape.seq_len;
@@ -225,11 +220,33 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     const int64_t num_pos = shape.mode == Mode::decode ? shape.context + 1 : shape.seq_len;
     rope_cs_.alloc(num_pos * d_.rot_dim);
     rope_table(rope_cs_.data(), num_pos, d_.rot_dim, model.attn.rope_theta);
+}
+
+void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                         const RunOptions& opt, const Topology& /*topo: one process; expert parallelism is issue 16*/) {
+    m_ = model;
+    shape_ = shape;
+    opt_ = opt;
+    layers_ = layers;
+    d_ = resolve_dims(model);
+    T_ = shape.num_tokens();
+    check_runnable(model, layers, shape, opt);
+    kmax_ = std::max<int64_t>(d_.K, opt.soft_topn);
+    const int64_t cache_ctx = shape.mode == Mode::decode ? shape.context : 0;
+    plan_layout(shape, opt);
+    check_memory(model, layers, shape, cache_ctx);
+
+    pool_ = std::make_unique<ThreadPool>(opt.num_threads);
+    // OpenBLAS threads beyond the usable CPUs only take turns on them (and its idle threads spin).
+    openblas_set_num_threads(static_cast<int>(std::min(pool_->size(), usable_cpus())));
+    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, plan_);
+    allocate_buffers(layers);
+    init_tokens(model, shape, opt.seed);
     has_override_ = false;
     // Steps are independent and identical: each starts from the embedded tokens, even when the engine skips embed.
-    x0_.alloc(T_ * H);
+    x0_.alloc(T_ * d_.H);
     phase_embed();
-    std::memcpy(x0_.data(), x_.data(), sizeof(float) * T_ * H);
+    std::memcpy(x0_.data(), x_.data(), sizeof(float) * T_ * d_.H);
 }
 
 void CpuBackend::ensure_routing_capacity(int64_t k) {

@@ -48,6 +48,15 @@ public:
     int64_t num_tokens() const { return T_; }
 
 private:
+    // prepare()'s stages
+    void check_runnable(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                        const RunOptions& opt) const;
+    void plan_layout(const StepShape& shape, const RunOptions& opt);
+    void check_memory(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                      int64_t cache_ctx) const;
+    void allocate_buffers(const std::vector<int64_t>& layers);
+    void init_tokens(const ModelConfig& model, const StepShape& shape, uint64_t seed);
+
     void phase_embed();
     void phase_attn_norm(int64_t slot);
     void phase_qkv(int64_t slot);

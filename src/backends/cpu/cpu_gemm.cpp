@@ -120,7 +120,8 @@ std::atomic<uint64_t> g_gemm_calls{0};
 // Rows [jb, je) of W against all m rows of X, 4 W rows at a time: the 4 rows stream from memory once. With more
 // than 4 X rows, k is cut into chunks so that the W chunk and the X chunk stay in L1 while every group of up to
 // kGroupRows X rows uses them; the vector partial sums wait in `part` between chunks. Cloned per ISA and picked at
-// load time (the build targets baseline x86-64).
+// load time (the build targets baseline x86-64). One function on purpose (~90 lines): the chunk loop, its tile
+// dispatch and the tails share registers and prefetch distances that a split across calls would not keep.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
@@ -493,6 +494,8 @@ void gemm_auto(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x
         gemm_xwt(m, n, k, x, w, y, beta, ldx, ldw, ldy);
 }
 
+// Long (~110 lines) on purpose: the work list, the one pool pass over it and the per-product timing share one set of
+// scratch and counters; the CPU kernels are at their measured floor and are not reshaped (docs/cpu-backend.md).
 void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs, float beta, double* times_us) {
     using Clock = std::chrono::steady_clock;
     if (times_us)

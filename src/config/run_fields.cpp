@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "config/run_fields.hpp"
+
+#include "common/overloaded.hpp"
+
+namespace moebench {
+
+namespace {
+
+// One accessor per row: a captureless lambda converts to the table's function pointer.
+#define MOEBENCH_FIELD(member) [](RunConfig& c) -> RunFieldRef { return &c.member; }
+
+const std::vector<RunField> kRunFields = {
+    {"model", "--model", "Model: short name, moebench model file or HF config.json", true, false, MOEBENCH_FIELD(model)},
+    {"hardware", "--hardware",
+     "Hardware profile (configs/hardware): the ceilings of the roofline block; what sim models", false, false,
+     MOEBENCH_FIELD(hardware)},
+    {"backend", "--backend", "Backend (auto picks cuda when a GPU is present, else cpu)", true, true, MOEBENCH_FIELD(backend)},
+    {"mode", "--mode", "decode | prefill", true, true, MOEBENCH_FIELD(shape.mode)},
+    {"batch", "--batch", "Sequences (decode: tokens) per step", true, true, MOEBENCH_FIELD(shape.batch)},
+    {"seq_len", "--seq-len", "Prefill: tokens per sequence", true, true, MOEBENCH_FIELD(shape.seq_len)},
+    {"context", "--context", "Decode: tokens already in the KV cache (prefill starts empty)", true, true,
+     MOEBENCH_FIELD(shape.context)},
+    {"layers", "--layers", "Run the first N layers (0 = all)", true, true, MOEBENCH_FIELD(layers)},
+    {"routing", "--routing", "Workload: router, uniform, zipf:1.2, hot:4:0.6, trace:FILE ...", true, true,
+     MOEBENCH_FIELD(routing)},
+    {"seed", "--seed", "Seed for weights, inputs and synthetic routing", false, false, MOEBENCH_FIELD(options.seed)},
+    {"capacity_factor", "--capacity-factor", "Expert capacity factor (0 = dropless)", true, true,
+     MOEBENCH_FIELD(options.capacity_factor)},
+    {"soft_topn", "--soft-topn", "Combine the N most probable experts (0 = family top-k)", true, true,
+     MOEBENCH_FIELD(options.soft_topn)},
+    {"threads", "--threads", "CPU threads (0 = all cores)", true, false, MOEBENCH_FIELD(options.num_threads)},
+    {"ep", "--ep", "Expert-parallel ranks (adds dispatch_a2a / combine_a2a)", true, true, MOEBENCH_FIELD(options.ep_size)},
+    {"expert_gemm", "--expert-gemm", "Expert GEMMs (the values each backend accepts)", false, false,
+     MOEBENCH_FIELD(options.expert_gemm)},
+    {"cuda_graph", "--cuda-graph", "cuda: capture the step in a CUDA graph and time replays", false, false,
+     MOEBENCH_FIELD(options.cuda_graph)},
+    {"cold_l2", "--cold-l2", "cuda: flush L2 before each step", false, false, MOEBENCH_FIELD(options.cold_l2)},
+    {"warmup", "--warmup", "Warm-up iterations (not measured)", false, false, MOEBENCH_FIELD(warmup)},
+    {"iters", "--iters", "Minimum measured iterations", false, false, MOEBENCH_FIELD(iters)},
+    {"min_time_s", "--min-time", "Keep measuring until this many seconds", false, false, MOEBENCH_FIELD(min_time_s)},
+    {"max_noise", "--max-noise",
+     "Keep measuring until the median step time is known to within this fraction (95% CI half-width / median; "
+     "0 = off)", false, false, MOEBENCH_FIELD(max_noise)},
+    {"max_iters", "", "", false, false, MOEBENCH_FIELD(max_iters)},
+    {"include_lm_head", "", "", false, false, MOEBENCH_FIELD(include_lm_head)},
+    {"out", "--out", "Report file (default results/run-<UTC time>.json)", false, false, MOEBENCH_FIELD(out)},
+    {"dump_tensors", "--dump-tensors", "Folder for moe_layer.safetensors (first MoE layer)", false, false,
+     MOEBENCH_FIELD(dump_tensors)},
+    {"check", "--check",
+     "Compare the first MoE block with the fp32 host reference (cuda; cpu: self-check); exit 3 on mismatch", false, false,
+     MOEBENCH_FIELD(check)},
+    {"measure_ceilings", "--measure-ceilings",
+     "Measure memory bandwidth and GEMM rate here for the roofline floors (seconds: cpu reads a buffer of "
+     "max(4 x LLC, 1 GiB))", false, false, MOEBENCH_FIELD(measure_ceilings)},
+};
+
+#undef MOEBENCH_FIELD
+
+}  // namespace
+
+const std::vector<RunField>& run_fields() { return kRunFields; }
+
+const RunField* find_run_field(const std::string& key) {
+    for (const RunField& f : kRunFields)
+        if (f.key == key) return &f;
+    return nullptr;
+}
+
+json run_field_value(const RunField& f, const RunConfig& cfg) {
+    RunConfig c = cfg;  // the accessors take a mutable config
+    return std::visit(Overloaded{[](Mode* v) { return json(to_string(*v)); }, [](auto* v) { return json(*v); }}, f.ref(c));
+}
+
+json run_axes(const RunConfig& cfg) {
+    json axes = json::object();
+    for (const RunField& f : kRunFields)
+        if (f.record_axis) axes[f.key] = run_field_value(f, cfg);
+    return axes;
+}
+
+std::string run_field_label(const std::string& path, const std::string& key) {
+    const std::string name = path.empty() ? key : path + "." + key;
+    const RunField* f = find_run_field(key);
+    return f && !f->flag.empty() ? name + " (" + f->flag + ")" : name;
+}
+
+}  // namespace moebench
