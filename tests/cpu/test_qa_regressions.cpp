@@ -414,7 +414,7 @@ TEST_CASE("qa: a project path in a shipped config resolves from any folder", "[q
                Catch::Contains("file not found"));
 }
 
-TEST_CASE("qa: the sim says when the layers it models would not fit the profile's GPUs", "[qa][sim]") {
+TEST_CASE("qa: the sim says when the layers it models would not fit the profile's GPUs", "[qa][sim][slow]") {
     // Before: DeepSeek-V3's ~1.2 TiB of bf16 weights were modeled on one B200 without a word.
     // Per GPU at EP 8: attention, norms, routers and shared experts of 61 layers plus 1/8 of the routed experts.
     const auto one = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "

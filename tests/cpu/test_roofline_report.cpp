@@ -99,7 +99,7 @@ TEST_CASE("roofline: --hardware gives datasheet ceilings and floors", "[roofline
     CHECK(block["ratio_to_floor"].get<double>() == Approx(block["measured_us"].get<double>() / bfloor));
 }
 
-TEST_CASE("roofline: --measure-ceilings measures this machine and the summary shows the MoE-block ratio", "[roofline]") {
+TEST_CASE("roofline: --measure-ceilings measures this machine and the summary shows the MoE-block ratio", "[roofline][slow]") {
     auto r = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 4 --layers 1 --threads 2 "
                      "--measure-ceilings --out " + moebench::test::temp_dir("roof") + "/r.json --format json");
     INFO(r.err);
