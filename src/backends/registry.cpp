@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/error.hpp"
+#include "common/text_list.hpp"
 #include "config/hardware.hpp"
 #if MOEBENCH_HAS_CUDA
 #include "backends/cuda/device_info.hpp"
@@ -21,17 +22,6 @@ constexpr bool kCudaBuilt = true;
 #else
 constexpr bool kCudaBuilt = false;
 #endif
-
-std::string choices_text() {
-    std::string s;
-    const std::vector<std::string> names = backend_choices();
-    for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-    return s;
-}
-
-}  // namespace
-
-namespace {
 
 std::unique_ptr<Backend> make_cpu(const std::string&, std::string* why) {
     if (why) why->clear();
@@ -78,19 +68,13 @@ std::vector<std::string> backend_choices() {
     return names;
 }
 
-std::string backends_help() {
-    std::string s;
-    for (const std::string& n : backend_choices()) s += (s.empty() ? "" : " | ") + n;
-    return s;
-}
+std::string backends_help() { return join_list(backend_choices(), " | "); }
 
 std::string expert_gemm_help() {
     std::string s;
     for (const KnownBackend& b : known_backends()) {
         if (b.traits.expert_gemm.size() < 2) continue;  // "auto" alone: nothing to choose
-        std::string values;
-        for (const std::string& v : b.traits.expert_gemm) values += (values.empty() ? "" : " | ") + v;
-        s += (s.empty() ? "" : ", ") + values + " (" + b.traits.name + ")";
+        s += (s.empty() ? "" : ", ") + join_list(b.traits.expert_gemm, " | ") + " (" + b.traits.name + ")";
     }
     return s;
 }
@@ -120,7 +104,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why,
     }
     for (const KnownBackend& b : known_backends())
         if (b.traits.name == name) return b.make(hardware, why);
-    config_error("--backend", "unknown backend", name, "use " + choices_text());
+    config_error("--backend", "unknown backend", name, "use " + or_list(backend_choices()));
 }
 
 json accelerator_devices_json(bool measure) {

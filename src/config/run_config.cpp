@@ -55,11 +55,7 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
     return c;
 }
 
-json run_config_to_json(const RunConfig& c) {
-    json j = json::object();
-    for (const RunField& f : run_fields()) j[f.key] = run_field_value(f, c);
-    return j;
-}
+json run_config_to_json(const RunConfig& c) { return run_fields_json(c, false); }
 
 void validate(const RunConfig& c) {
     auto at_least = [](const std::string& key, int64_t v, int64_t lo, const std::string& fix) {

@@ -67,17 +67,17 @@ const RunField* find_run_field(const std::string& key) {
     return nullptr;
 }
 
-json run_field_value(const RunField& f, const RunConfig& cfg) {
+json run_fields_json(const RunConfig& cfg, bool record_axes_only) {
     RunConfig c = cfg;  // the accessors take a mutable config
-    return std::visit(Overloaded{[](Mode* v) { return json(to_string(*v)); }, [](auto* v) { return json(*v); }}, f.ref(c));
+    json j = json::object();
+    for (const RunField& f : kRunFields)
+        if (!record_axes_only || f.record_axis)
+            j[f.key] = std::visit(Overloaded{[](Mode* v) { return json(to_string(*v)); }, [](auto* v) { return json(*v); }},
+                                  f.ref(c));
+    return j;
 }
 
-json run_axes(const RunConfig& cfg) {
-    json axes = json::object();
-    for (const RunField& f : kRunFields)
-        if (f.record_axis) axes[f.key] = run_field_value(f, cfg);
-    return axes;
-}
+json run_axes(const RunConfig& cfg) { return run_fields_json(cfg, true); }
 
 std::string run_field_label(const std::string& path, const std::string& key) {
     const std::string name = path.empty() ? key : path + "." + key;

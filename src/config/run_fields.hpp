@@ -33,8 +33,8 @@ struct RunField {
 const std::vector<RunField>& run_fields();
 /// nullptr for a key that is no field.
 const RunField* find_run_field(const std::string& key);
-/// The value of field `f` in `cfg` as its JSON (mode as its name).
-json run_field_value(const RunField& f, const RunConfig& cfg);
+/// The fields of `cfg` as JSON (mode as its name): all of them (run_config_to_json), or the record axes only.
+json run_fields_json(const RunConfig& cfg, bool record_axes_only);
 /// A record's `axes`: the record_axis fields of `cfg` (the runner then names the backend that really ran).
 json run_axes(const RunConfig& cfg);
 /// "batch (--batch)": the key as errors name it, with its flag when it has one; `path` prefixes the key.

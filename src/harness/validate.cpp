@@ -3,6 +3,7 @@
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "common/text_list.hpp"
 #include "config/run_fields.hpp"
 
 #include <algorithm>
@@ -11,13 +12,6 @@
 namespace moebench {
 
 namespace {
-
-// "a, b or c"
-std::string or_list(const std::vector<std::string>& items) {
-    std::string s;
-    for (size_t i = 0; i < items.size(); ++i) s += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
-    return s;
-}
 
 // The known backends for which `accepts` holds, as "cpu or cuda".
 std::string backends_where(const std::function<bool(const BackendTraits&)>& accepts) {
