@@ -96,7 +96,7 @@ if [ -z "${MOEBENCH_NO_HIDE:-}" ]; then
 
     # The hiding bites: without the bundle, configure must stop at a missing package.
     probe=$(mktemp -d /tmp/moebench-nobundle.XXXXXX)
-    if cmake -S . -B "$probe" -DMOEBENCH_CUDA=OFF >"$probe.log" 2>&1; then
+    if cmake -S . -B "$probe" -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF >"$probe.log" 2>&1; then
         cat "$probe.log"; die "configure without the bundle succeeded: the system packages are not hidden"
     fi
     grep -q "not found: install the Debian package" "$probe.log" || { cat "$probe.log"; die "configure failed for another reason"; }
@@ -107,7 +107,7 @@ fi
 # -Og: with ASan + UBSan, report_reader.cpp compiles in 69 s at -O3, 23 s at -O1 and 15 s at -Og (18 s plain -O3,
 # on a loaded 2-core machine); the whole tree at -O1 took 12 minutes of CI's 25, so -Og, optimised enough for the
 # tests' arithmetic.
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DMOEBENCH_CUDA=OFF \
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF \
       -DMOEBENCH_SANITIZE=address,undefined \
       -DMOEBENCH_DEPS_PREFIX="$prefix" >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; die "configure failed"; }
 grep 'moebench:' "$BUILD/configure.log" || true

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libopenblas-dev)
+pkgs=(build-essential cmake git pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libopenblas-dev
+      libopenmpi-dev openmpi-bin)  # OpenMPI: expert parallelism over processes (mpirun -np N moebench run --ep N)
 # shellcheck disable=SC2206  # extra packages, space-separated (scripts/test.sh adds the tests' own)
 pkgs+=(${MOEBENCH_EXTRA_PKGS:-})
 missing=()

@@ -2,6 +2,8 @@
 // moebench entry point: subcommands, and the mapping of errors to exit codes (2 = bad input, 3 = --check failed).
 #include "build_info.hpp"
 #include "cli/commands.hpp"
+#include "comm/communicator.hpp"
+#include "comm/process_group.hpp"
 #include "common/error.hpp"
 #include "common/sanitizers.hpp"
 
@@ -18,10 +20,17 @@ namespace {
 // and a worker that could not map its buffer (a tight `ulimit -v`, as some clusters set) retries forever, so a
 // finished command would hang in exit(). Everything moebench writes is flushed or renamed into place before this.
 // Sanitizer builds keep the normal exit: LeakSanitizer reports from an exit handler.
+// In a job started by mpirun/srun, a rank that fails ends every rank (MPI_Abort): the others would wait for it in
+// the next all-to-all forever.
 [[noreturn]] void finish(int rc) {
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
+    if (moebench::Communicator* comm = moebench::process_group()) {
+        if (rc != 0) comm->abort(rc, moebench::rank_prefix() + "moebench: ending every rank of the job (exit " +
+                                         std::to_string(rc) + ")\n");
+        moebench::leave_process_group();
+    }
     if (moebench::kAddressSanitizer) std::exit(rc);
     std::_Exit(rc);
 }
@@ -30,7 +39,15 @@ int run_main(int argc, char** argv);
 
 }  // namespace
 
-int main(int argc, char** argv) { finish(run_main(argc, argv)); }
+int main(int argc, char** argv) {
+    try {
+        moebench::join_process_group(&argc, &argv);
+    } catch (const moebench::Error& e) {
+        std::cerr << "moebench: " << e.label() << ": " << e.what() << "\n";
+        finish(e.exit_code());
+    }
+    finish(run_main(argc, argv));
+}
 
 namespace {
 
@@ -54,19 +71,21 @@ int run_main(int argc, char** argv) {
     moebench::cli::add_compare_command(app);
     moebench::cli::add_report_command(app);
     moebench::cli::add_bench_command(app);
+    moebench::cli::add_place_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         int rc = app.exit(e);
         return rc == 0 ? 0 : 2;
     } catch (const moebench::Error& e) {
-        std::cerr << "moebench: " << e.label() << ": " << e.what() << "\n";
+        std::cerr << moebench::rank_prefix() << "moebench: " << e.label() << ": " << e.what() << "\n";
         return e.exit_code();
     } catch (const std::bad_alloc&) {
-        std::cerr << "moebench: error: out of host memory; use fewer --layers or a smaller --batch\n";
+        std::cerr << moebench::rank_prefix()
+                  << "moebench: error: out of host memory; use fewer --layers or a smaller --batch\n";
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "moebench: internal error: " << e.what() << "\n";
+        std::cerr << moebench::rank_prefix() << "moebench: internal error: " << e.what() << "\n";
         return 1;
     }
     return 0;

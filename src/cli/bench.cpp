@@ -374,6 +374,7 @@ void run_bench_moe(const BenchFlags& f) {
 void add_bench_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("bench", "Micro-benchmarks against this machine's measured ceilings");
     cmd->require_subcommand(1);
+    add_bench_a2a_command(cmd);
     auto* moe = cmd->add_subcommand("moe", "The MoE block of one layer on the CPU backend vs the physical floor");
     moe->footer(
         "Floor = max(touched weight bytes / measured read bandwidth, FLOPs / measured OpenBLAS sgemm rate),\n"

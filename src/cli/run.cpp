@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
+#include "comm/process_group.hpp"
 #include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
@@ -122,6 +123,7 @@ void run_command(const RunFlags& f, const RunFieldFlags& fields) {
 
     json context = report_context(0, current_command_line("moebench run"));  // before: its load is the start's
     json record = run_point(cfg);
+    if (!writes_outputs()) return;  // expert parallelism over processes: rank 0 writes the job's report
     json report = make_report(context, resolved_config(cfg), {record});
     write_report(out_path, report);
     if (!format.empty()) {

@@ -88,6 +88,13 @@ void validate(const RunConfig& c) {
         at_most(key, v, 1'000'000, "10^6 iterations", "use fewer iterations (or min_time_s / max_noise)");
     at_most("threads", c.options.num_threads, kMaxThreads, "4096 threads", "use 0 for all cores");
     at_most("ep", c.options.ep_size, kMaxEpSize, "65536 ranks", "use the number of expert-parallel GPUs");
+    if (c.options.a2a != "dedup" && c.options.a2a != "per-expert")
+        config_error(label("", "a2a"), "is not a dispatch mode", c.options.a2a,
+                     "use dedup (a token once per destination rank) or per-expert (a row per assignment)");
+    if (c.options.dispatch_dtype != "auto" && c.options.dispatch_dtype != "fp32" && c.options.dispatch_dtype != "bf16" &&
+        c.options.dispatch_dtype != "fp8")
+        config_error(label("", "dispatch_dtype"), "is not a dispatch dtype", c.options.dispatch_dtype,
+                     "use auto (the activation dtype), fp32, bf16 or fp8");
     // Finite too: an infinite value would be written to the report as null, which no run can reproduce.
     if (!(c.min_time_s >= 0 && std::isfinite(c.min_time_s)))
         config_error(label("", "min_time_s"), "must be a finite number >= 0", fmt::format("{}", c.min_time_s),

@@ -33,6 +33,11 @@ struct RunOptions {
     std::string expert_gemm = "auto";    // cuda: auto | grouped | loop; cpu: auto | panel | blas
     bool cuda_graph = false;
     bool cold_l2 = false;
+    /// Expert parallelism over processes: "dedup" sends a token once to each rank that owns any of its experts
+    /// (high-throughput EP kernels); "per-expert" sends one row per (token, expert) assignment (low-latency kernels).
+    std::string a2a = "dedup";
+    std::string dispatch_dtype = "auto"; // auto (the activation dtype) | fp32 | bf16 | fp8 (e4m3, a scale per 128)
+    std::string placement;               // expert placement file (moebench place); "" = contiguous blocks
 };
 
 /// Routing of one layer: row-major [num_tokens, k] expert ids and combine weights.
@@ -48,6 +53,23 @@ struct StepRouting {
     std::vector<LayerRouting> per_layer;
 };
 
+/// One rank's share of one MoE layer's all-to-alls in the last step (expert parallelism over processes): its row
+/// of the [src][dst] byte matrices, counted from the rows it sent, and the measured time of the exchanges alone.
+struct RankTraffic {
+    std::vector<double> dispatch_payload_bytes;  // [dst rank]: token rows sent (in the dispatch dtype, scales included)
+    std::vector<double> dispatch_meta_bytes;     // [dst rank]: expert ids (and weights, dedup) beside the rows
+    std::vector<double> combine_payload_bytes;   // [dst rank]: expert outputs sent back to the tokens' ranks
+    std::vector<int64_t> dispatch_rows;          // [dst rank]: rows sent
+    int64_t rows_received = 0;                   // dispatch rows that arrived here
+    int64_t expert_rows = 0;                     // (row, expert) products the experts of this rank computed
+    // Measured. Each exchange starts with a barrier: the wait there is the ranks' skew (a straggler's cost), the
+    // time after it the transport alone (what bench a2a compares with bare MPI_Alltoallv).
+    double dispatch_wait_us = 0;                 // barrier before the dispatch
+    double dispatch_exchange_us = 0;             // the dispatch's count exchange + all-to-all-v
+    double combine_wait_us = 0;                  // barrier before the combine
+    double combine_exchange_us = 0;              // the combine's all-to-all-v
+};
+
 /// What a backend observed in one MoE layer of the last step: for metrics, --check and --dump-tensors.
 struct MoeLayerResult {
     LayerRouting routing;                    // final selection after override, soft top-N and capacity (dropped ids are -1)
@@ -55,6 +77,7 @@ struct MoeLayerResult {
     int64_t dropped = 0;                     // (token, expert) assignments dropped by capacity
     std::vector<float> router_logits;        // [T, E] as computed by the router GEMM (before any override)
     std::vector<double> expert_gemm_us;      // per expert, measured; empty when the backend cannot split it
+    RankTraffic traffic;                     // expert parallelism over processes only (empty otherwise)
 };
 
 /// One entry of a step: `layer` is the model layer index (-1 for embed, final_norm, lm_head), `slot` indexes the

@@ -10,6 +10,7 @@
 #include "core/step.hpp"
 #include "metrics/roofline.hpp"
 #include "model/phase_work.hpp"
+#include "model/placement.hpp"
 
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@ struct Topology {
     int64_t rank = 0;
     int64_t world_size = 1;
     Communicator* comm = nullptr;
+    const ExpertPlacement* placement = nullptr;  // which rank holds which experts (world_size > 1)
 };
 
 /// --check tolerances, set by the backend's precision (harness/check.hpp uses them).
@@ -48,7 +50,8 @@ struct BackendTraits {
     MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work)
     std::vector<std::string> expert_gemm = {"auto"}; // accepted --expert-gemm values
     std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
-    bool expert_parallel = false;                    // accepts --ep > 1 within one process
+    bool expert_parallel = false;                    // accepts --ep > 1 within one process (models the ranks)
+    bool multi_process_ep = false;                   // runs --ep N as N processes (mpirun), one rank each
     bool measures_ceilings = false;                  // --measure-ceilings measures something
     std::string default_hardware;                    // profile its ceilings come from without --hardware ("" = none)
     CheckOptions check;                              // --check tolerances for its precision

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "harness/moe_dump.hpp"
 
+#include "comm/communicator.hpp"
+#include "common/error.hpp"
 #include "common/tensor_file.hpp"
 
 #include <fmt/format.h>
@@ -11,12 +13,31 @@ namespace moebench {
 
 namespace {
 std::string fmt_num(double v) { return fmt::format("{}", v); }
+
+// Each tensor's rows from every rank, in rank order (= token order: rank r holds the r-th block of sequences).
+std::vector<NamedTensor> join_rows(Communicator& comm, std::vector<NamedTensor> mine) {
+    for (NamedTensor& t : mine) {
+        const std::vector<std::string> parts =
+            comm.gather(std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()), 0);
+        if (comm.rank() != 0) continue;
+        MOEBENCH_CHECK(!t.shape.empty() && t.numel() > 0, "dump: tensor {} has no rows", t.name);
+        const size_t row_bytes = t.data.size() / static_cast<size_t>(t.shape[0]);
+        t.data.clear();
+        for (const std::string& p : parts) t.data.insert(t.data.end(), p.begin(), p.end());
+        t.shape[0] = static_cast<int64_t>(t.data.size() / row_bytes);
+    }
+    return mine;
+}
 }  // namespace
 
 void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelConfig& model, const RunConfig& cfg,
-                    int64_t slot, int64_t layer) {
+                    int64_t slot, int64_t layer, Communicator* comm) {
     TensorFile file;
     file.tensors = backend.moe_block_tensors(slot);
+    if (comm) {
+        file.tensors = join_rows(*comm, std::move(file.tensors));
+        if (comm->rank() != 0) return;
+    }
     const MoeConfig& moe = model.moe;
     file.metadata = {
         {"format", "moebench.moe_layer/1"},
@@ -49,6 +70,11 @@ void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelC
         {"context", std::to_string(cfg.shape.context)},
         {"tie_break", "higher score wins; equal scores: lower expert id wins"},
     };
+    if (comm) {
+        file.metadata["expert_parallel"] = fmt::format("{} processes, --a2a {}, dispatch {}", comm->world_size(),
+                                                       cfg.options.a2a, cfg.options.dispatch_dtype);
+        file.metadata["weights"] = "not written: each rank holds only its experts";
+    }
     write_safetensors((std::filesystem::path(dir) / "moe_layer.safetensors").string(), file);
 }
 

@@ -12,7 +12,10 @@
 namespace moebench {
 
 /// Writes DIR/moe_layer.safetensors from the backend's moe_block_tensors(slot) of model layer `layer`.
+/// With expert parallelism over processes (`comm`): every rank's token rows (moe_in, topk_ids, topk_weights,
+/// moe_out; a rank holds only its experts' weights, so none are written) joined at rank 0 in token order; only
+/// rank 0 writes. Every rank must call it.
 void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelConfig& model, const RunConfig& cfg,
-                    int64_t slot, int64_t layer);
+                    int64_t slot, int64_t layer, Communicator* comm = nullptr);
 
 }  // namespace moebench

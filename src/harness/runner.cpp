@@ -5,12 +5,15 @@
 #include "core/report_keys.hpp"
 
 #include "backends/registry.hpp"
+#include "comm/communicator.hpp"
+#include "comm/process_group.hpp"
 #include "common/error.hpp"
 #include "config/run_fields.hpp"
 #include "engine/backend.hpp"
 #include "engine/engine.hpp"
 #include "harness/check.hpp"
 #include "harness/moe_dump.hpp"
+#include "harness/rank_merge.hpp"
 #include "harness/validate.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/host_conditions.hpp"
@@ -43,6 +46,8 @@ struct Prepared {
     std::string backend_note;  // how "auto" or a default profile was resolved ("" when nothing to say)
     RooflineCeilings ceilings;
     std::vector<PhaseEntry> plan;
+    Communicator* comm = nullptr;  // expert parallelism over processes (nullptr: one process)
+    ExpertPlacement placement;
 };
 
 Prepared prepare_point(const RunConfig& cfg) {
@@ -52,6 +57,7 @@ Prepared prepare_point(const RunConfig& cfg) {
     // The workload before the backend, so that a bad --routing fails before any allocation.
     p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, "routing (--routing)");
     p.workload->check_layers(p.layers);
+    if (cfg.shape.mode == Mode::decode) p.workload->interleave_sequences(cfg.shape.batch);
 
     // Its own ConfigError (a bad hardware profile for sim, no device for cuda) names the real cause.
     p.backend = make_backend(cfg.backend, &p.backend_note, cfg.hardware);
@@ -70,7 +76,15 @@ Prepared prepare_point(const RunConfig& cfg) {
         p.ceilings = profile_ceilings(cfg.hardware.empty() ? p.traits.default_hardware : cfg.hardware,
                                       p.traits.elem_bytes);
     }
-    p.backend->prepare(p.model, p.layers, cfg.shape, cfg.options, Topology{});
+    Topology topo;
+    p.comm = process_group();
+    if (p.comm && p.comm->world_size() > 1) {
+        p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, p.comm->world_size());
+        topo = Topology{p.comm->rank(), p.comm->world_size(), p.comm, &p.placement};
+    } else {
+        p.comm = nullptr;
+    }
+    p.backend->prepare(p.model, p.layers, cfg.shape, cfg.options, topo);
     p.plan = step_plan(p.model, p.layers, cfg.options.ep_size, cfg.include_lm_head);
     return p;
 }
@@ -100,6 +114,10 @@ void gather_moe(const Backend& backend, int64_t num_experts, int64_t num_tokens,
         for (size_t e = 0; e < r.expert_gemm_us.size(); ++e) a.expert_gemm_us[e] += r.expert_gemm_us[e];
         ++a.gemm_steps;
     }
+    if (!r.traffic.dispatch_rows.empty()) {
+        add_traffic(a.traffic, r.traffic);
+        ++a.traffic_steps;
+    }
 }
 
 Measured measure_point(const RunConfig& cfg, Prepared& p) {
@@ -111,13 +129,16 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
             a.layer = p.layers[s];
             m.moe.push_back(std::move(a));
         }
-    const int64_t T = cfg.shape.num_tokens();
+    // Expert parallelism over processes: this rank's tokens (the routing samples are merged at rank 0).
+    const int64_t T = p.comm ? sequences_on_rank(cfg.shape, p.comm->rank(), p.comm->world_size()) *
+                                   (cfg.shape.mode == Mode::decode ? 1 : cfg.shape.seq_len)
+                             : cfg.shape.num_tokens();
     Backend& backend = *p.backend;
     // One step with the workload's routing for this step (nullopt when the router decides). The stream is cut into
     // steps of T tokens in order; warm-up steps consume it too, then it restarts at 0 so that the measured steps see
     // the stream from its beginning (the same ids as `moebench trace gen`).
     auto one_step = [&]() {
-        m.last_routing = p.workload->next_step(T, p.layers);
+        m.last_routing = p.workload->next_step(cfg.shape.num_tokens(), p.layers);  // the whole step's
         backend.set_routing_override(m.last_routing ? &*m.last_routing : nullptr);
         return run_step(backend, p.plan);
     };
@@ -132,9 +153,11 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
         m.steps.push_back(one_step());
         wall_us.push_back(m.steps.back().wall_us);
         if (m.steps.size() == 1 && !cfg.dump_tensors.empty() && !m.moe.empty())
-            dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer);
+            dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer, p.comm);
         for (MoeLayerSamples& a : m.moe) gather_moe(backend, p.model.moe.num_experts, T, a);
-        if (stop.done(wall_us)) break;
+        const bool done = stop.done(wall_us);
+        // Every rank runs the same steps (the all-to-alls pair them): rank 0's stop rule decides for all.
+        if (p.comm ? p.comm->broadcast(done, 0) : done) break;
     }
     const HostSample host_after = sample_host();
     const json device_after = backend.read_device_counters();
@@ -177,9 +200,7 @@ json routing_record(const RunConfig& cfg, const Prepared& p, const json& backend
             {"ids_from", ids_from},
             {"logits_from", computes ? "router GEMM on the step's hidden states (before any override)"
                                      : "none: the " + p.traits.name + " backend runs no router GEMM"},
-            {"switch_order", cfg.shape.mode == Mode::decode
-                                 ? "stream order (step after step, batch row after row), one sequence"
-                                 : "consecutive tokens of each prefill sequence"},
+            {"switch_order", p.workload->token_order(cfg.shape.mode == Mode::decode)},
             {keys::kPerLayer, std::move(per_layer)}};
 }
 
@@ -257,12 +278,39 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     return record;
 }
 
+// Expert parallelism over processes: every rank's measurement to rank 0, which records the job (the other ranks
+// return their own record, which nothing writes).
+json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
+    Communicator& comm = *p.comm;
+    RankMeasurement mine;
+    mine.rank = comm.rank();
+    mine.host = comm.host_name();
+    mine.tokens = sequences_on_rank(cfg.shape, comm.rank(), comm.world_size()) *
+                  (cfg.shape.mode == Mode::decode ? 1 : cfg.shape.seq_len);
+    mine.experts = p.placement.experts_on_rank[static_cast<size_t>(comm.rank())];
+    mine.steps = m.steps;
+    mine.moe = m.moe;
+    MergedRanks merged = gather_ranks(comm, mine);
+    if (comm.rank() != 0) return record_point(cfg, p, m);
+    m.steps = merged.steps;
+    m.moe = merged.moe;
+    json record = record_point(cfg, p, m);
+    std::vector<std::string> hosts;
+    for (const RankMeasurement& r : merged.ranks) hosts.push_back(r.host);
+    record["ranks"] = ranks_block(merged, p.plan, comm, cfg.options, p.placement.source);
+    const json info = p.backend->describe();  // "auto" dispatch dtype as the backend resolved it
+    if (info.contains("expert_parallel")) record["ranks"]["dispatch_dtype"] = info["expert_parallel"]["dispatch_dtype"];
+    record["traffic"] = traffic_block(merged, hosts);
+    return record;
+}
+
 }  // namespace
 
 json run_point(const RunConfig& cfg) {
     validate_run(cfg);
     Prepared p = prepare_point(cfg);
-    const Measured m = measure_point(cfg, p);
+    Measured m = measure_point(cfg, p);
+    if (p.comm) return record_ranks(cfg, p, std::move(m));
     return record_point(cfg, p, m);
 }
 

@@ -2,6 +2,7 @@
 #include "harness/validate.hpp"
 
 #include "backends/registry.hpp"
+#include "comm/process_group.hpp"
 #include "common/error.hpp"
 #include "common/text_list.hpp"
 #include "config/run_fields.hpp"
@@ -42,6 +43,60 @@ void check_expert_gemm(const BackendTraits& t, const std::string& value) {
                  "use " + or_list(t.expert_gemm) + " on " + t.name + ", or --backend " + owners);
 }
 
+// --ep N: modeled in one process (sim), or N processes started by a launcher (cpu; one rank each).
+void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
+    const int64_t ep = cfg.options.ep_size;
+    const Communicator* comm = process_group();
+    const int64_t world = comm ? comm->world_size() : 1;
+    const std::string field = run_field_label("", "ep");
+    const std::string multi = backends_where([](const BackendTraits& b) { return b.multi_process_ep; });
+    const std::string modeled = backends_where([](const BackendTraits& b) { return b.expert_parallel; });
+    if (world > 1) {
+        if (!t.multi_process_ep)
+            config_error(run_field_label("", "backend"), fmt::format("runs in one process, but {} processes were launched", world),
+                         t.name, "use --backend " + multi + " under mpirun (or run " + t.name + " without mpirun)");
+        if (ep != world)
+            config_error(field, fmt::format("must equal the {} processes the launcher started (one rank each)", world),
+                         std::to_string(ep), fmt::format("use --ep {} (or mpirun -np {})", world, ep));
+        if (cfg.shape.batch < world)
+            config_error(run_field_label("", "batch"),
+                         fmt::format("gives some of the {} ranks no sequence (each rank runs its own)", world),
+                         std::to_string(cfg.shape.batch), fmt::format("use --batch {} or more", world));
+        if (cfg.options.capacity_factor > 0)
+            config_error(run_field_label("", "capacity_factor"),
+                         "is not supported with expert parallelism over processes yet (each expert's capacity would "
+                         "need the whole step's arrival order)",
+                         fmt::format("{}", cfg.options.capacity_factor), "use 0 (dropless) under mpirun");
+        if (cfg.check)
+            config_error(run_field_label("", "check"),
+                         "needs every expert's weights in one process; a rank holds only its own", "--ep " + std::to_string(ep),
+                         "check the single-process run (same seed: the outputs match; --dump-tensors compares them)");
+        return;
+    }
+    if (ep > 1 && !t.expert_parallel) {
+        if (t.multi_process_ep)
+            config_error(field, fmt::format("runs {} ranks as {} processes, but this is one process", ep, ep),
+                         std::to_string(ep),
+                         mpi_built() ? fmt::format("launch it with `mpirun -np {} moebench run --ep {} ...` (or srun), "
+                                                   "or use --backend {} to model the ranks", ep, ep, modeled)
+                                     : "rebuild with MPI (apt install libopenmpi-dev openmpi-bin; scripts/setup.sh), "
+                                       "then `mpirun -np " + std::to_string(ep) + " moebench run --ep " +
+                                           std::to_string(ep) + " ...`; or use --backend " + modeled);
+        config_error(field, "backend " + t.name + " runs in one process, so there is no all-to-all to time",
+                     std::to_string(ep),
+                     "use --ep 1 on " + t.name + ", --backend " + modeled + " to model expert parallelism, or " +
+                         "mpirun -np " + std::to_string(ep) + " with --backend " + multi);
+    }
+    if (!cfg.options.placement.empty() && ep > 1)
+        config_error(run_field_label("", "placement"), "is used by expert parallelism over processes; the " + t.name +
+                                                           " backend models contiguous blocks",
+                     cfg.options.placement, "run it under mpirun -np " + std::to_string(ep) + " with --backend " + multi +
+                                                ", or drop --placement");
+    if (!cfg.options.placement.empty() && ep == 1)
+        config_error(run_field_label("", "placement"), "places experts on expert-parallel ranks; this run has one",
+                     cfg.options.placement, "add --ep N (under mpirun -np N), or drop --placement");
+}
+
 }  // namespace
 
 void validate_run(const RunConfig& cfg) {
@@ -72,13 +127,7 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
             config_error(run_field_label("", key), "is an option of the " + owners + " backend", "backend " + t.name,
                          "drop " + flag_of(key) + ", or use --backend " + owners);
         }
-    if (cfg.options.ep_size > 1 && !t.expert_parallel)
-        config_error(run_field_label("", "ep"),
-                     "backend " + t.name + " runs in one process, so there is no all-to-all to time",
-                     std::to_string(cfg.options.ep_size),
-                     "use --ep 1 on " + t.name + ", or --backend " +
-                         backends_where([](const BackendTraits& b) { return b.expert_parallel; }) +
-                         " to model expert parallelism");
+    check_expert_parallel(t, cfg);
     const std::string computing = backends_where([](const BackendTraits& b) { return b.computes_tensors; });
     if (cfg.check && !t.computes_tensors)
         config_error(run_field_label("", "check"),

@@ -2,6 +2,8 @@
 // What the measured steps of one MoE layer produced, gathered step after step: the input of the load, routing and
 // roofline derivations.
 #pragma once
+#include "core/step.hpp"
+
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +19,11 @@ struct MoeLayerSamples {
     std::vector<double> expert_gemm_us;  // per expert, summed over gemm_steps
     int64_t gemm_steps = 0;
     int64_t backend_dropped = 0;         // capacity drops as the backend counted them
+    RankTraffic traffic;                 // expert parallelism over processes: this rank's, summed over traffic_steps
+    int64_t traffic_steps = 0;
 };
+
+/// Adds one step's traffic of a layer into a running sum (the byte rows element by element).
+void add_traffic(RankTraffic& sum, const RankTraffic& step);
 
 }  // namespace moebench

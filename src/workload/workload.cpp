@@ -290,12 +290,33 @@ public:
         }
     }
 
+    void interleave_sequences(int64_t batch) override { batch_ = batch; }
+    std::string token_order(bool decode) const override {
+        if (!decode || batch_ <= 0 || trace_.seq_starts.size() < 2) return ModelWorkload::token_order(decode);
+        return fmt::format("decode: row b of step s is token s of trace sequence b mod {} (the {} recorded sequences "
+                           "interleaved, one token of each per step, as a serving engine batches them; rows beyond "
+                           "the sequences start further along them); consecutive stream tokens are different sequences",
+                           trace_.seq_starts.size(), trace_.seq_starts.size());
+    }
+
 protected:
+    // The trace token at stream position `pos`: in order, or (decode with a batch) interleaved over the sequences.
+    int64_t source_token(int64_t pos) const {
+        const auto S = static_cast<int64_t>(trace_.seq_starts.size());
+        if (batch_ <= 0 || S < 2) return pos % trace_.num_tokens;  // one recorded sequence: the stream in order
+        const int64_t step = pos / batch_, row = pos % batch_;
+        const int64_t q = row % S, copy = row / S, copies = (batch_ + S - 1) / S;
+        const int64_t first = trace_.seq_starts[static_cast<size_t>(q)];
+        const int64_t end = q + 1 < S ? trace_.seq_starts[static_cast<size_t>(q + 1)] : trace_.num_tokens;
+        const int64_t len = std::max<int64_t>(1, end - first);
+        return first + (step + copy * len / copies) % len;  // the copies of one sequence spread along it
+    }
+
     void fill_layer(int64_t, int64_t ordinal, int64_t num_tokens, LayerRouting& r) override {
         const int32_t* ids = trace_.layer_ids(ordinal);
         const float* w = trace_.layer_weights(ordinal);
         for (int64_t t = 0; t < num_tokens; ++t) {
-            const int64_t src = (position_ + t) % trace_.num_tokens;
+            const int64_t src = source_token(position_ + t);
             int64_t valid = 0;
             for (int64_t j = 0; j < top_k_; ++j) valid += ids[src * top_k_ + j] >= 0;
             for (int64_t j = 0; j < top_k_; ++j) {
@@ -311,6 +332,7 @@ protected:
 private:
     RoutingTrace trace_;
     std::string field_;
+    int64_t batch_ = 0;  // decode batch when interleaving sequences (0: the stream in order)
 };
 
 /// Zipf exponent whose (capped) top share gives max/mean = ratio; bisection, the top share grows with s.

@@ -37,6 +37,15 @@ public:
     /// Each LayerRouting holds [num_tokens, k] ids (k = the model's top_k; -1 = no selection, trace only) and weights.
     virtual std::optional<StepRouting> next_step(int64_t num_tokens, const std::vector<int64_t>& layers) = 0;
 
+    /// Decode steps of `batch` tokens: one token of each of `batch` sequences per step, as a serving engine batches
+    /// them (trace workloads interleave their recorded sequences; synthetic streams have none, so nothing changes).
+    virtual void interleave_sequences(int64_t batch) {}
+    /// How the stream's tokens are ordered, for the report (which sequence each token of a step comes from).
+    virtual std::string token_order(bool decode) const {
+        return decode ? "stream order (step after step, batch row after row), one sequence"
+                      : "consecutive tokens of each prefill sequence";
+    }
+
     /// Tokens handed out so far (the position of the next token).
     int64_t position() const { return position_; }
     /// Restarts the stream at `position` (0 = the beginning); the stream is the same as if it had run there.

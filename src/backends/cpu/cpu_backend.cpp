@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/host_memory.hpp"
 #include "core/moe_core.cuh"
+#include "model/phase_work.hpp"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -73,6 +74,7 @@ BackendTraits cpu_backend_traits() {
     t.mla_form = MlaForm::expanded_cache;
     t.expert_gemm = {"auto", "panel", "blas"};
     t.measures_ceilings = true;
+    t.multi_process_ep = true;
     t.check = {1e-4, 1e-5};  // fp32 against the fp32 reference: only summation order differs
     return t;
 }
@@ -100,6 +102,14 @@ json CpuBackend::describe() const {
     j["dense_gemm_kernel"] = kernel(plan_.dense) + (plan_.dense ? ", for weights with a multiple of 16 outputs" : "");
     j["lm_head_gemm"] = w_.lm_head.panels ? "panel" : "blas";
     j["hardware_threads"] = static_cast<int64_t>(std::thread::hardware_concurrency());
+    if (ep_on())
+        j["expert_parallel"] = {{"rank", ep_.rank},
+                                {"ranks", ep_.world},
+                                {"a2a", ep_.dedup ? "dedup" : "per-expert"},
+                                {"dispatch_dtype", core::to_string(ep_.dtype)},
+                                {"combine_dtype", "fp32"},
+                                {"experts_held", ep_.experts.size()},
+                                {"tokens", T_}};
     return j;
 }
 
@@ -132,22 +142,25 @@ void CpuBackend::check_runnable(const ModelConfig& model, const std::vector<int6
 // with many rows, PyTorch's [out, in] for OpenBLAS, whose packing then pays off. Experts by their average rows
 // (tokens x k / experts), unless --expert-gemm says; dense weights by the step's tokens; the LM head by its rows
 // (one per sequence at prefill).
-void CpuBackend::plan_layout(const StepShape& shape, const RunOptions& opt) {
+// With expert parallelism the kernels are chosen by the whole step (`global`), as one process would: every rank
+// then runs the kernel the single-process run runs, and its results match.
+void CpuBackend::plan_layout(const StepShape& shape, const StepShape& global, const RunOptions& opt) {
     if (opt.expert_gemm != "auto" && opt.expert_gemm != "panel" && opt.expert_gemm != "blas")
         config_error("expert_gemm", "not an expert GEMM kernel of the cpu backend", opt.expert_gemm,
                      "use auto, panel or blas");
     lm_rows_ = lm_rows_for(shape);
+    const int64_t T = global.num_tokens();
     PanelPlan& plan = plan_;
     plan.experts = d_.E > 0 && (opt.expert_gemm == "panel" ||
-                                (opt.expert_gemm == "auto" && T_ * kmax_ <= kPanelMaxRows * d_.E));
-    plan.dense = T_ <= kPanelMaxRows;
-    plan.lm_head = lm_rows_ <= kPanelMaxRows;
+                                (opt.expert_gemm == "auto" && T * kmax_ <= kPanelMaxRows * d_.E));
+    plan.dense = T <= kPanelMaxRows;
+    plan.lm_head = lm_rows_for(global) <= kPanelMaxRows;
 }
 
 // Memory preflight against MemAvailable, before any allocation.
 void CpuBackend::check_memory(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                              int64_t cache_ctx) const {
-    const double weight_bytes = 4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx));
+                              int64_t cache_ctx, const WeightSlice& slice) const {
+    const double weight_bytes = 4.0 * static_cast<double>(weight_floats(model, layers, shape.batch, cache_ctx, slice));
     const double act_bytes = 4.0 * static_cast<double>(activation_floats(model, layers, shape, kmax_));
     const double avail = static_cast<double>(mem_available_bytes());
     if (avail > 0 && weight_bytes + act_bytes > 0.85 * avail)
@@ -213,8 +226,9 @@ void CpuBackend::init_tokens(const ModelConfig& model, const StepShape& shape, u
     token_ids_.resize(static_cast<size_t>(T_));
     positions_.resize(static_cast<size_t>(T_));
     const uint64_t tok_base = core::rng_base(seed, core::weight_stream(-1, core::kWTokenIds));
-    for (int64_t t = 0; t < T_; ++t) {
-        token_ids_[t] = static_cast<int32_t>(core::mix64(tok_base + static_cast<uint64_t>(t)) % static_cast<uint64_t>(d_.V));
+    for (int64_t t = 0; t < T_; ++t) {  // expert parallelism: this rank's tokens of the whole step's stream
+        const auto global_t = static_cast<uint64_t>(ep_.first_token + t);
+        token_ids_[t] = static_cast<int32_t>(core::mix64(tok_base + global_t) % static_cast<uint64_t>(d_.V));
         positions_[t] = shape.mode == Mode::decode ? shape.context : t % shape.seq_len;
     }
     const int64_t num_pos = shape.mode == Mode::decode ? shape.context + 1 : shape.seq_len;
@@ -223,25 +237,37 @@ void CpuBackend::init_tokens(const ModelConfig& model, const StepShape& shape, u
 }
 
 void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt, const Topology& /*topo: one process; expert parallelism is issue 16*/) {
+                         const RunOptions& opt, const Topology& topo) {
     m_ = model;
-    shape_ = shape;
     opt_ = opt;
     layers_ = layers;
     d_ = resolve_dims(model);
-    T_ = shape.num_tokens();
-    check_runnable(model, layers, shape, opt);
+    // Expert parallelism over processes: this rank's sequences (data-parallel attention) and its experts.
+    ep_ = EpState{};
+    StepShape local = shape;
+    WeightSlice slice;
+    if (topo.world_size > 1) {
+        ep_setup(topo, opt);
+        local.batch = sequences_on_rank(shape, topo.rank, topo.world_size);
+        for (int64_t r = 0; r < topo.rank; ++r) slice.first_sequence += sequences_on_rank(shape, r, topo.world_size);
+        ep_.first_token = slice.first_sequence * (shape.mode == Mode::decode ? 1 : shape.seq_len);
+        ep_.global_tokens = shape.num_tokens();
+        slice.experts = ep_.experts;
+    }
+    shape_ = local;
+    T_ = local.num_tokens();
+    check_runnable(model, layers, local, opt);
     kmax_ = std::max<int64_t>(d_.K, opt.soft_topn);
-    const int64_t cache_ctx = shape.mode == Mode::decode ? shape.context : 0;
-    plan_layout(shape, opt);
-    check_memory(model, layers, shape, cache_ctx);
+    const int64_t cache_ctx = local.mode == Mode::decode ? local.context : 0;
+    plan_layout(local, shape, opt);
+    check_memory(model, layers, local, cache_ctx, slice);
 
     pool_ = std::make_unique<ThreadPool>(opt.num_threads);
     // OpenBLAS threads beyond the usable CPUs only take turns on them (and its idle threads spin).
     openblas_set_num_threads(static_cast<int>(std::min(pool_->size(), usable_cpus())));
-    w_ = make_weights(*pool_, model, layers, shape.batch, cache_ctx, opt.seed, plan_);
+    w_ = make_weights(*pool_, model, layers, local.batch, cache_ctx, opt.seed, plan_, slice);
     allocate_buffers(layers);
-    init_tokens(model, shape, opt.seed);
+    init_tokens(model, local, opt.seed);
     has_override_ = false;
     // Steps are independent and identical: each starts from the embedded tokens, even when the engine skips embed.
     x0_.alloc(T_ * d_.H);
@@ -268,8 +294,15 @@ void CpuBackend::set_routing_override(const StepRouting* routing) {
     if (!routing) return;
     override_ = *routing;
     for (size_t s = 0; s < override_.per_layer.size() && s < layers_.size(); ++s) {
-        const LayerRouting& r = override_.per_layer[s];
+        LayerRouting& r = override_.per_layer[s];
         if (!w_.layers[s].is_moe || r.k == 0) continue;
+        if (ep_on() && r.num_tokens == ep_.global_tokens) {  // the whole step's routing: this rank's rows of it
+            const auto from = static_cast<size_t>(ep_.first_token * r.k), to = from + static_cast<size_t>(T_ * r.k);
+            r.ids = std::vector<int32_t>(r.ids.begin() + from, r.ids.begin() + to);
+            if (r.weights.size() == static_cast<size_t>(ep_.global_tokens * r.k))
+                r.weights = std::vector<float>(r.weights.begin() + from, r.weights.begin() + to);
+            r.num_tokens = T_;
+        }
         if (r.num_tokens != T_ || static_cast<int64_t>(r.ids.size()) != r.num_tokens * r.k)
             config_error("routing", fmt::format("routing for layer slot {} has the wrong shape", s),
                          fmt::format("{} tokens x k {}", r.num_tokens, r.k),
@@ -325,14 +358,14 @@ void CpuBackend::run_phase(Phase phase, int64_t slot) {
     case Phase::ffn_norm: phase_ffn_norm(slot); break;
     case Phase::router_gemm: phase_router(slot); break;
     case Phase::topk: phase_topk(slot); break;
-    case Phase::permute: phase_permute(slot); break;
-    case Phase::dispatch_a2a: break;  // single process: nothing crosses ranks (the engine decides when to call)
+    case Phase::permute: ep_on() ? ep_permute(slot) : phase_permute(slot); break;
+    case Phase::dispatch_a2a: if (ep_on()) ep_dispatch(slot); break;  // one process: nothing crosses ranks
     case Phase::expert_up: phase_expert_up(slot); break;
     case Phase::activation: phase_activation(slot); break;
     case Phase::expert_down: phase_expert_down(slot); break;
     case Phase::shared_expert: phase_shared(slot); break;
-    case Phase::combine_a2a: break;
-    case Phase::unpermute_reduce: phase_unpermute(slot); break;
+    case Phase::combine_a2a: if (ep_on()) ep_combine(slot); break;
+    case Phase::unpermute_reduce: ep_on() ? ep_unpermute(slot) : phase_unpermute(slot); break;
     case Phase::dense_mlp: phase_dense(slot); break;
     case Phase::final_norm: phase_final_norm(); break;
     case Phase::lm_head: phase_lm_head(); break;
@@ -377,6 +410,13 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
     const int64_t T = T_, H = d_.H, E = d_.E, I = d_.I, SI = d_.shared_I;
     std::vector<NamedTensor> out;
     out.push_back(NamedTensor::f32("moe_in", {T, H}, st.moe_in.data()));
+    if (ep_on()) {  // a rank holds only its experts: its token rows alone (the harness joins every rank's)
+        const LayerRouting& r = st.result.routing;
+        out.push_back(NamedTensor::i32("topk_ids", {r.num_tokens, r.k}, r.ids.data()));
+        out.push_back(NamedTensor::f32("topk_weights", {r.num_tokens, r.k}, r.weights.data()));
+        out.push_back(NamedTensor::f32("moe_out", {T, H}, st.moe_out.data()));
+        return out;
+    }
     out.push_back(
         NamedTensor::f32("router_weight", {E, H}, row_major(*pool_, w.router_w.data(), w.router_w.panels, E, H).data()));
     if (!w.router_b.empty()) out.push_back(NamedTensor::f32("router_bias", {E}, w.router_b.data()));

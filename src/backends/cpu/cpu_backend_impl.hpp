@@ -5,6 +5,8 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_weights.hpp"
 #include "backends/cpu/thread_pool.hpp"
+#include "core/dispatch_dtype.hpp"
+#include "model/placement.hpp"
 
 #include <chrono>
 #include <memory>
@@ -18,6 +20,38 @@ struct MoeSlotState {
     FBuf moe_out;                // [T, H] routed + shared, before the residual add
     MoeLayerResult result;
     int64_t k = 0;               // k of the selection used in the last step (family k, soft top-N or override)
+};
+
+/// Expert parallelism over processes (prepare() with a Topology of world_size > 1): this rank runs its own
+/// sequences through attention (data parallel) and the experts the placement gives it; the MoE block exchanges
+/// rows with MPI all-to-all-v (cpu_ep.cpp). Buffers are kept between steps.
+struct EpState {
+    Communicator* comm = nullptr;
+    int64_t rank = 0, world = 1;
+    int64_t first_token = 0;                 // global index of this rank's first token
+    int64_t global_tokens = 0;               // tokens of the whole step (every rank's)
+    ExpertPlacement placement;
+    std::vector<int32_t> experts;            // global ids held here, ascending: the weights' expert slots
+    bool dedup = true;
+    core::DispatchDtype dtype = core::DispatchDtype::fp32;
+    int64_t row_bytes = 0, meta_bytes = 0;   // per dispatched row on the wire
+    // source side: the rows this rank's tokens send
+    std::vector<int64_t> send_rows;          // [dst rank]
+    std::vector<int64_t> row_of_slot;        // per-expert: [t * k + j] -> row (-1: dropped)
+    std::vector<int64_t> token_rows;         // dedup: rows of token t are token_rows[tok_off[t] .. tok_off[t+1])
+    std::vector<int64_t> tok_off;
+    std::vector<uint8_t> send_payload;       // [rows, row_bytes + meta_bytes]: each row's payload, then metadata
+    std::vector<float> ret_recv;             // [sent rows, H]: expert outputs back from the expert ranks
+    // expert side: the rows that arrived
+    std::vector<int64_t> recv_rows;          // [src rank]
+    std::vector<uint8_t> recv_payload;       // likewise, as they arrived
+    std::vector<float> recv_x;               // [arrived rows, H] dequantised
+    std::vector<int64_t> counts, offsets, cursor;  // per held expert
+    std::vector<int32_t> asg_row;            // expert-major assignment -> arrived row
+    std::vector<float> asg_weight;
+    std::vector<float> ret_send;             // [arrived rows, H]
+    std::vector<double> expert_us;           // per held expert
+    int64_t rows_cap = 0;                    // rows xperm_ / gu_ / act_ / yperm_ hold
 };
 
 class CpuBackend final : public Backend {
@@ -51,9 +85,9 @@ private:
     // prepare()'s stages
     void check_runnable(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
                         const RunOptions& opt) const;
-    void plan_layout(const StepShape& shape, const RunOptions& opt);
+    void plan_layout(const StepShape& shape, const StepShape& global, const RunOptions& opt);
     void check_memory(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                      int64_t cache_ctx) const;
+                      int64_t cache_ctx, const WeightSlice& slice) const;
     void allocate_buffers(const std::vector<int64_t>& layers);
     void init_tokens(const ModelConfig& model, const StepShape& shape, uint64_t seed);
 
@@ -71,6 +105,17 @@ private:
     void phase_expert_down(int64_t slot);
     void phase_shared(int64_t slot);
     void phase_unpermute(int64_t slot);
+    void add_block_output(int64_t slot);     // residual add of moe_out (after Grok's post-FFN norm)
+    // expert parallelism over processes (cpu_ep.cpp)
+    bool ep_on() const { return ep_.world > 1; }
+    void ep_setup(const Topology& topo, const RunOptions& opt);
+    void ep_permute(int64_t slot);
+    void ep_dispatch(int64_t slot);
+    void ep_combine(int64_t slot);
+    void ep_unpermute(int64_t slot);
+    void ensure_expert_rows(int64_t rows);
+    const std::vector<int64_t>& expert_counts() const { return ep_on() ? ep_.counts : counts_; }
+    const std::vector<int64_t>& expert_offsets() const { return ep_on() ? ep_.offsets : offsets_; }
     void phase_dense(int64_t slot);
     void phase_final_norm();
     void phase_lm_head();
@@ -113,6 +158,7 @@ private:
     bool has_override_ = false;
     StepRouting override_;
     std::vector<std::chrono::steady_clock::time_point> marks_;
+    EpState ep_;
 };
 
 /// A weight goes to the panel layout when its products have at most this many rows (for experts: on average,

@@ -152,14 +152,16 @@ void CpuBackend::phase_expert_up(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I2 = 2 * d_.I;
-    run_expert_gemms(*pool_, counts_, offsets_, I2, H, xperm_.data(), w.w_gu.data(), w.w_gu.panels, gu_.data(),
-                     w.b_gu.empty() ? nullptr : w.b_gu.data(), st.result.expert_gemm_us);
+    // Expert parallelism: the held experts on the rows that arrived (their times per held expert, mapped later).
+    run_expert_gemms(*pool_, expert_counts(), expert_offsets(), I2, H, xperm_.data(), w.w_gu.data(), w.w_gu.panels,
+                     gu_.data(), w.b_gu.empty() ? nullptr : w.b_gu.data(),
+                     ep_on() ? ep_.expert_us : st.result.expert_gemm_us);
 }
 
 void CpuBackend::phase_activation(int64_t slot) {
     LayerWeights& w = lw(slot);
     if (!w.is_moe) return;
-    const int64_t rows = offsets_[d_.E], I = d_.I;
+    const int64_t rows = expert_offsets().back(), I = d_.I;
     const int kind = static_cast<int>(m_.activation);
     const float limit = activation_limit(m_);
     activate_rows(*pool_, kind, gu_.data(), act_.data(), rows, I, limit);
@@ -170,8 +172,9 @@ void CpuBackend::phase_expert_down(int64_t slot) {
     if (!w.is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t H = d_.H, I = d_.I;
-    run_expert_gemms(*pool_, counts_, offsets_, H, I, act_.data(), w.w_down.data(), w.w_down.panels, yperm_.data(),
-                     w.b_down.empty() ? nullptr : w.b_down.data(), st.result.expert_gemm_us);
+    run_expert_gemms(*pool_, expert_counts(), expert_offsets(), H, I, act_.data(), w.w_down.data(), w.w_down.panels,
+                     yperm_.data(), w.b_down.empty() ? nullptr : w.b_down.data(),
+                     ep_on() ? ep_.expert_us : st.result.expert_gemm_us);
 }
 
 void CpuBackend::phase_shared(int64_t slot) {
@@ -223,6 +226,13 @@ void CpuBackend::phase_unpermute(int64_t slot) {
             }
         }
     }, 4);
+    add_block_output(slot);
+}
+
+void CpuBackend::add_block_output(int64_t slot) {
+    LayerWeights& w = lw(slot);
+    const float* out = moe_[static_cast<size_t>(slot)].moe_out.data();
+    const int64_t H = d_.H;
     // Residual add (Grok-1 normalises the block output first).
     const float* add = out;
     if (!w.post_ffn_norm_w.empty()) {

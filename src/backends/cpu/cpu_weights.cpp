@@ -102,7 +102,16 @@ private:
     uint64_t seed_;
 };
 
-void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int64_t batch, int64_t context) {
+// The experts a slice holds: its list, or every expert.
+std::vector<int32_t> held_experts(const WeightSlice& slice, int64_t num_experts) {
+    if (!slice.experts.empty()) return slice.experts;
+    std::vector<int32_t> all(static_cast<size_t>(num_experts));
+    for (int64_t e = 0; e < num_experts; ++e) all[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+    return all;
+}
+
+void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int64_t batch, int64_t context,
+               const WeightSlice& slice) {
     const int64_t L = w.layer, H = d.H;
     const bool ln = m.norm == NormKind::layernorm;
     g.one(w.attn_norm_w, L, H, core::kWAttnNorm, Init::norm);
@@ -143,30 +152,35 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
     if (a.sinks) g.one(w.sinks, L, d.nh, core::kWSinks, Init::unit);
     g.one(w.w_o, L, H * d.nh * d.v_dim, core::kWO, Init::linear, d.nh * d.v_dim);
     if (a.o_bias) g.one(w.b_o, L, H, core::kWOBias, Init::bias);
-    if (context > 0) {
-        g.one(w.k_cache, L, batch * d.nkv * context * d.qk_dim, core::kWKCache, Init::unit);
-        g.one(w.v_cache, L, batch * d.nkv * context * d.v_dim, core::kWVCache, Init::unit);
+    if (context > 0) {  // the caches of sequences first_sequence .. first_sequence + batch - 1
+        const auto first = [&](int64_t dim) { return static_cast<uint64_t>(slice.first_sequence * d.nkv * context * dim); };
+        g.tensor(w.k_cache, L, {Gen::seg(batch * d.nkv * context * d.qk_dim, core::kWKCache, Init::unit, 1, first(d.qk_dim))});
+        g.tensor(w.v_cache, L, {Gen::seg(batch * d.nkv * context * d.v_dim, core::kWVCache, Init::unit, 1, first(d.v_dim))});
     }
 
     if (w.is_moe) {
         const auto& mo = m.moe;
         const int64_t E = d.E, I = d.I;
         g.one(w.router_w, L, E * H, core::kWRouter, Init::linear, H);
+        const std::vector<int32_t> held = held_experts(slice, E);
         if (mo.router_bias) g.one(w.router_b, L, E, core::kWRouterBias, Init::bias);
         if (mo.router_correction_bias) g.one(w.correction_b, L, E, core::kWCorrectionBias, Init::bias);
         // Fused per expert: [gate_e (I x H) | up_e (I x H)], indexed as the unfused w_gate / w_up [E, I, H].
-        std::vector<Segment> gu, bgu;
-        for (int64_t e = 0; e < E; ++e) {
+        // The held experts only, each with its values in the whole [E, ...] tensor.
+        std::vector<Segment> gu, bgu, down, bdown;
+        for (const int32_t e : held) {
             gu.push_back(Gen::seg(I * H, core::kWGate, Init::linear, H, static_cast<uint64_t>(e * I * H)));
             gu.push_back(Gen::seg(I * H, core::kWUp, Init::linear, H, static_cast<uint64_t>(e * I * H)));
             bgu.push_back(Gen::seg(I, core::kWBGate, Init::bias, 1, static_cast<uint64_t>(e * I)));
             bgu.push_back(Gen::seg(I, core::kWBUp, Init::bias, 1, static_cast<uint64_t>(e * I)));
+            down.push_back(Gen::seg(H * I, core::kWDown, Init::linear, I, static_cast<uint64_t>(e * H * I)));
+            bdown.push_back(Gen::seg(H, core::kWBDown, Init::bias, 1, static_cast<uint64_t>(e * H)));
         }
         g.tensor(w.w_gu, L, gu);
-        g.one(w.w_down, L, E * H * I, core::kWDown, Init::linear, I);
+        g.tensor(w.w_down, L, down);
         if (mo.expert_bias) {
             g.tensor(w.b_gu, L, bgu);
-            g.one(w.b_down, L, E * H, core::kWBDown, Init::bias);
+            g.tensor(w.b_down, L, bdown);
         }
         if (d.shared_I > 0) {
             const int64_t SI = d.shared_I;
@@ -184,7 +198,7 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
 }
 
 void gen_model(Gen& g, const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context,
-               ModelWeights& w) {
+               const WeightSlice& slice, ModelWeights& w) {
     const Dims d = resolve_dims(m);
     g.one(w.embed, -1, d.V * d.H, core::kWEmbed, Init::unit);
     if (!m.tie_word_embeddings) g.one(w.lm_head, -1, d.V * d.H, core::kWLmHead, Init::linear, d.H);
@@ -195,25 +209,28 @@ void gen_model(Gen& g, const ModelConfig& m, const std::vector<int64_t>& layers,
         LayerWeights& lw = w.layers[i];
         lw.layer = layers[i];
         lw.is_moe = m.is_moe_layer(layers[i]);
-        gen_layer(g, m, d, lw, batch, context);
+        gen_layer(g, m, d, lw, batch, context, slice);
     }
 }
 
 }  // namespace
 
-int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context) {
+int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context,
+                      const WeightSlice& slice) {
     Gen g(nullptr, 0);
     ModelWeights w;
-    gen_model(g, m, layers, batch, context, w);
+    gen_model(g, m, layers, batch, context, slice, w);
     return g.floats;
 }
 
 ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan) {
+                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan,
+                          const WeightSlice& slice) {
     Gen g(&pool, seed);
     ModelWeights w;
-    gen_model(g, m, layers, batch, context, w);
+    gen_model(g, m, layers, batch, context, slice, w);
     const Dims d = resolve_dims(m);
+    const int64_t num_held = slice.experts.empty() ? d.E : static_cast<int64_t>(slice.experts.size());
     // A weight of `count` experts x [n, k]; dense ones only with whole panels (a narrower last panel would run the
     // kernel's plain loop, slower than the row-major kernels for the few-output router or odd test shapes).
     const auto pack = [&](FBuf& buf, int64_t count, int64_t n, int64_t k, bool want) {
@@ -222,8 +239,8 @@ ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vec
         buf.panels = true;
     };
     for (LayerWeights& lw : w.layers) {
-        pack(lw.w_gu, d.E, 2 * d.I, d.H, plan.experts);
-        pack(lw.w_down, d.E, d.H, d.I, plan.experts);
+        pack(lw.w_gu, num_held, 2 * d.I, d.H, plan.experts);
+        pack(lw.w_down, num_held, d.H, d.I, plan.experts);
         pack(lw.w_qkv, 1, d.qkv_width, d.H, plan.dense);
         pack(lw.w_q_a, 1, d.q_lora, d.H, plan.dense);
         pack(lw.w_q_b, 1, d.nh * d.qk_dim, d.q_lora, plan.dense);

@@ -69,8 +69,16 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;
 };
 
+/// The part of the model one expert-parallel rank holds: its experts (global ids, ascending; empty = all) and the
+/// decode KV caches of its sequences (from `first_sequence`). The values are those of the whole model's tensors.
+struct WeightSlice {
+    std::vector<int32_t> experts;
+    int64_t first_sequence = 0;
+};
+
 /// Floats the weights of `layers` (and the decode cache of batch x context) will take, without allocating.
-int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context);
+int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch, int64_t context,
+                      const WeightSlice& slice = {});
 /// Which linear weights to store in panel layout (in place after generation; FBuf::panels says which were).
 struct PanelPlan {
     bool experts = false;  // w_gu, w_down: each expert's matrix
@@ -81,7 +89,8 @@ struct PanelPlan {
 /// Generates all weights in parallel from `seed` (the values depend on the logical [out, in] index only), then
 /// packs those of `plan` into panel layout.
 ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan = {});
+                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan = {},
+                          const WeightSlice& slice = {});
 /// A linear weight [n, k] (one expert's or a dense one) as a row-major copy, whatever its layout.
 std::vector<float> row_major(ThreadPool& pool, const float* w, bool panels, int64_t n, int64_t k);
 

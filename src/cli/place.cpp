@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// `moebench place --trace T --ep N [--replicas R] -o placement.json`: an expert placement from a routing trace
+// (workload/placement_search.hpp), with its predicted effect beside contiguous placement, replayed by the run's
+// rules. `moebench run --placement FILE` (under mpirun) uses it.
+#include "cli/commands.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/read_file.hpp"
+#include "common/tensor_file.hpp"
+#include "config/model_config.hpp"
+#include "workload/placement_search.hpp"
+#include "workload/trace.hpp"
+#include "workload/trace_import.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace moebench::cli {
+
+namespace {
+
+struct PlaceArgs {
+    std::string trace, out, model;
+    int64_t ep = 0, replicas = 0, batch = 64;
+};
+
+// A moebench trace (safetensors), or a JSONL / text recording imported on the fly.
+RoutingTrace load_any_trace(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) config_error("--trace", "cannot be read", path, "give a trace file (docs/trace-format.md)");
+    std::string head(64, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+    if (head.size() >= 9 && looks_like_safetensors(head, bytes)) return read_trace(path);
+    ImportSummary summary;
+    return import_trace(path, 0, &summary);
+}
+
+json score_json(const PlacementScore& s, double row_bytes) {
+    json j = {{"dedup_remote_rows_per_step", s.dedup_remote_rows_per_step},
+              {"per_expert_remote_rows_per_step", s.per_expert_remote_rows_per_step},
+              {"max_over_mean_rank_load", s.max_over_mean_rank_load}};
+    if (row_bytes > 0) {
+        j["dedup_remote_bytes_per_step"] = s.dedup_remote_rows_per_step * row_bytes;
+        j["per_expert_remote_bytes_per_step"] = s.per_expert_remote_rows_per_step * row_bytes;
+    }
+    return j;
+}
+
+void run_place(const PlaceArgs& a) {
+    if (a.out.empty()) config_error("--out", "is required", "", "e.g. -o placement.json");
+    check_output_path(a.out);
+    const RoutingTrace trace = load_any_trace(a.trace);
+    double row_bytes = 0;  // bf16 token rows of the model's hidden size (--model), else rows only
+    if (!a.model.empty()) {
+        const ModelConfig m = load_model(a.model);
+        if (m.moe.num_experts != trace.num_experts)
+            config_error("--model", fmt::format("has {} experts, the trace {}", m.moe.num_experts, trace.num_experts),
+                         a.model, "give the model the trace was recorded on");
+        row_bytes = 2.0 * static_cast<double>(m.hidden_size);
+    }
+    const PlacementSearch r = search_placement(trace, a.ep, a.replicas, a.batch);
+    json doc = placement_to_json(r.placement);
+    doc["predicted"] = {{"source", "counted"},
+                        {"basis", fmt::format("the trace replayed in decode steps of --batch {} tokens, one per "
+                                              "sequence, sequences split over ranks as moebench run splits them; "
+                                              "bytes: bf16 rows of the model's hidden size", a.batch)},
+                        {"trace", a.trace},
+                        {"steps", r.chosen.steps},
+                        {"replicas", a.replicas},
+                        {"contiguous", score_json(r.contiguous, row_bytes)},
+                        {"placed", score_json(r.placement.num_ranks > 0 ? r.chosen : r.contiguous, row_bytes)}};
+    write_file_atomic(a.out, doc.dump(2) + "\n");
+    const auto line = [](const char* what, double c, double p) {
+        return fmt::format("  {:<36} {:>12.2f} {:>12.2f}  ({:+.1f}%)\n", what, c, p, c > 0 ? 100.0 * (p - c) / c : 0.0);
+    };
+    std::cout << fmt::format("placement of {} experts on {} ranks ({} replicas) from {} ({} steps of {} tokens, {} layers)\n",
+                             trace.num_experts, a.ep, a.replicas, a.trace, r.chosen.steps, a.batch, trace.num_layers)
+              << fmt::format("  {:<36} {:>12} {:>12}\n", "per step", "contiguous", "placed")
+              << line("remote dispatch rows, --a2a dedup", r.contiguous.dedup_remote_rows_per_step,
+                      r.chosen.dedup_remote_rows_per_step)
+              << line("remote dispatch rows, --a2a per-expert", r.contiguous.per_expert_remote_rows_per_step,
+                      r.chosen.per_expert_remote_rows_per_step)
+              << line("max/mean rank load", r.contiguous.max_over_mean_rank_load, r.chosen.max_over_mean_rank_load);
+    if (row_bytes > 0)
+        std::cout << line("remote dispatch bytes (bf16), dedup", r.contiguous.dedup_remote_rows_per_step * row_bytes,
+                          r.chosen.dedup_remote_rows_per_step * row_bytes);
+    std::cout << "placement: " << a.out << "\n";
+}
+
+}  // namespace
+
+void add_place_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("place", "Place experts on expert-parallel ranks from a routing trace");
+    cmd->footer("Co-selected experts share a rank (fewer dispatch rows with --a2a dedup); --replicas R adds R copies of\n"
+                "the hottest experts on the least-loaded ranks. Use the file with mpirun -np N moebench run --ep N\n"
+                "--placement FILE. The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
+    auto a = std::make_shared<PlaceArgs>();
+    cmd->add_option("--trace", a->trace, "Routing trace")->required();
+    cmd->add_option("--ep", a->ep, "Expert-parallel ranks")->required();
+    cmd->add_option("--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
+    cmd->add_option("--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
+    cmd->add_option("--model", a->model, "Model the trace was recorded on (predicted bytes)");
+    cmd->add_option("-o,--out", a->out, "Placement file to write");
+    cmd->callback([a] { run_place(*a); });
+}
+
+}  // namespace moebench::cli

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// `moebench place`: an expert placement from a routing trace. Experts that the same tokens select share a rank
+// (fewer ranks per token: fewer dispatch rows under --a2a dedup), and the hottest experts get replicas on the
+// least-loaded ranks (a lower max/mean rank load), as production load balancers for DeepSeek-style models do.
+// One placement serves every MoE layer (co-activation and load are summed over the trace's layers).
+#pragma once
+#include "model/placement.hpp"
+#include "workload/trace.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace moebench {
+
+/// What a placement does to a trace, replayed with the run's own rules: steps of `batch` tokens (decode: one per
+/// sequence), token homes as the runner splits sequences over ranks, replicas chosen by ExpertPlacement::dest_rank.
+struct PlacementScore {
+    double dedup_remote_rows_per_step = 0;       // dispatch rows that leave their rank, --a2a dedup
+    double per_expert_remote_rows_per_step = 0;  // the same, --a2a per-expert
+    double max_over_mean_rank_load = 0;          // (row, expert) products per rank, per step and layer, averaged
+    int64_t steps = 0;                           // whole steps the trace holds
+};
+PlacementScore score_placement(const RoutingTrace& trace, const ExpertPlacement& placement, int64_t batch);
+
+struct PlacementSearch {
+    ExpertPlacement placement;
+    PlacementScore contiguous, chosen;
+};
+
+/// num_ranks must divide num_experts, and `replicas` (extra expert copies in all) must be a multiple of num_ranks
+/// (every rank holds the same number of expert slots); ConfigError naming the flag otherwise.
+PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, int64_t replicas, int64_t batch);
+
+}  // namespace moebench

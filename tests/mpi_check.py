@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Expert parallelism over processes, end to end through mpirun (cpu backend, tiny models).
+
+- `mpirun -np 2` and `-np 4 --oversubscribe` reproduce the single-process run on the same seed: the first MoE
+  layer's routing and output (--dump-tensors: every rank's token rows joined at rank 0), for both dispatch modes;
+  equal to fp32 rounding with fp32 dispatch, within the format's error with bf16 and fp8 dispatch.
+- The report's [src][dst] byte matrices equal the ones computed here from the dumped routing, by the placement
+  rules written out independently (tokens split by sequence, experts in contiguous blocks or from a placement file).
+- A rank with bad input, and a rank killed mid-run, end the whole job non-zero within 30 s; --ep without mpirun is
+  exit 2 and names mpirun.
+Usage: tests/mpi_check.py MOEBENCH REPO_ROOT MPIRUN. Exit 77 (skip) without numpy.
+"""
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+except ImportError:
+    print("mpi_check: skipped, numpy is not installed (Debian: python3-numpy)")
+    sys.exit(77)
+
+MOEBENCH, ROOT, MPIRUN = sys.argv[1], sys.argv[2], sys.argv[3]
+MODELS = os.path.join(ROOT, "tests", "data", "conformance", "models")
+# Open MPI refuses root without these; CI and the dev machine run as root. Shared-memory transport only.
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
+           OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        dtype = {"F32": np.float32, "I32": np.int32}[t["dtype"]]
+        out[name] = np.frombuffer(data[a:b], dtype=dtype).reshape(t["shape"])
+    return out
+
+
+def moebench(args, np_=0, extra_mpi=(), timeout=120):
+    cmd = [MOEBENCH] + args
+    if np_:
+        cmd = [MPIRUN, "-np", str(np_), *extra_mpi] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def run_point(tmp, tag, model, np_=0, extra=()):
+    out_dir = os.path.join(tmp, tag)
+    os.makedirs(out_dir, exist_ok=True)
+    args = ["run", "--backend", "cpu", "--model", os.path.join(MODELS, model), "--batch", "8", "--context", "16",
+            "--threads", "1", "--warmup", "0", "--iters", "2", "--min-time", "0", "--seed", "7",
+            "--dump-tensors", out_dir, "--out", os.path.join(out_dir, "report.json"), *extra]
+    if np_:
+        args += ["--ep", str(np_)]
+    r = moebench(args, np_)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr)
+        return None, None
+    with open(os.path.join(out_dir, "report.json")) as f:
+        report = json.load(f)
+    return read_safetensors(os.path.join(out_dir, "moe_layer.safetensors")), report["runs"][0]
+
+
+def rel_err(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def expected_rows(ids, num_ranks, num_experts, dedup, experts_on_rank=None):
+    """[src][dst] dispatch rows of a decode step, from the routing alone: token t lives on rank t N / T (its
+    sequence), expert e on its contiguous block (or the one rank of a placement without replicas)."""
+    T = ids.shape[0]
+    owner = {}
+    if experts_on_rank is None:
+        per = num_experts // num_ranks
+        experts_on_rank = [list(range(r * per, (r + 1) * per)) for r in range(num_ranks)]
+    for r, held in enumerate(experts_on_rank):
+        for e in held:
+            owner[e] = r
+    rows = np.zeros((num_ranks, num_ranks))
+    for t in range(T):
+        src = t * num_ranks // T
+        dsts = [owner[int(e)] for e in ids[t] if e >= 0]
+        for d in (set(dsts) if dedup else dsts):
+            rows[src][d] += 1
+    return rows
+
+
+def equality_cases(tmp):
+    for model in ["tiny-mixtral-8x7b.json", "tiny-deepseek-v3.json", "tiny-llama4-scout.json", "tiny-gpt-oss-20b.json"]:
+        ref, _ = run_point(tmp, "single-" + model, model)
+        check(ref is not None, f"{model}: single-process run")
+        if ref is None:
+            continue
+        for n, mode in [(2, "dedup"), (2, "per-expert"), (4, "dedup"), (4, "per-expert")]:
+            got, rec = run_point(tmp, f"ep{n}-{mode}-{model}", model, n, ["--a2a", mode])
+            what = f"{model}: mpirun -np {n} --a2a {mode}"
+            check(got is not None, what + ": runs")
+            if got is None:
+                continue
+            check(np.array_equal(got["topk_ids"], ref["topk_ids"]), what + ": routing equals the single process")
+            e_in, e_out = rel_err(got["moe_in"], ref["moe_in"]), rel_err(got["moe_out"], ref["moe_out"])
+            check(e_in <= 1e-5 and e_out <= 1e-5, what + f": moe_in / moe_out equal (rel err {e_in:.1e} / {e_out:.1e})")
+            check(rec["ranks"]["num_ranks"] == n and len(rec["ranks"]["per_rank"]) == n, what + ": per-rank block")
+    # fp8 / bf16 dispatch: dequantised on arrival, within each format's error
+    ref, _ = run_point(tmp, "single-mixtral", "tiny-mixtral-8x7b.json", 0, ["--layers", "1"])
+    for dtype, tol in [("bf16", 1e-2), ("fp8", 8e-2)]:
+        got, rec = run_point(tmp, "ep2-" + dtype, "tiny-mixtral-8x7b.json", 2,
+                             ["--dispatch-dtype", dtype, "--layers", "1"])
+        if got is None or ref is None:
+            check(False, f"dispatch {dtype}: runs")
+            continue
+        e = rel_err(got["moe_out"], ref["moe_out"])
+        check(0 < e <= tol, f"dispatch {dtype}: moe_out within {tol} of fp32 (rel err {e:.1e}) and not bit-equal")
+        H = ref["moe_in"].shape[1]
+        row = {"bf16": 2 * H, "fp8": H + 4 * ((H + 127) // 128)}[dtype]
+        rows = expected_rows(got["topk_ids"], 2, 8, True)
+        check(np.allclose(np.array(rec["traffic"]["dispatch_payload_bytes"]), rows * row),
+              f"dispatch {dtype}: payload bytes = rows x {row} bytes")
+
+
+def traffic_cases(tmp):
+    model = "tiny-mixtral-8x7b.json"
+    for n, mode in [(2, "dedup"), (2, "per-expert"), (4, "dedup")]:
+        got, rec = run_point(tmp, f"traffic-{n}-{mode}", model, n, ["--a2a", mode, "--layers", "1"])
+        if got is None:
+            check(False, f"traffic {n} {mode}: runs")
+            continue
+        H, k = got["moe_in"].shape[1], got["topk_ids"].shape[1]
+        rows = expected_rows(got["topk_ids"], n, 8, mode == "dedup")
+        tr = rec["traffic"]
+        check(np.allclose(np.array(tr["dispatch_payload_bytes"]), rows * 4 * H),
+              f"traffic np {n} {mode}: dispatch payload matrix = hand-computed rows x {4 * H} bytes")
+        meta = 8 * k if mode == "dedup" else 4
+        check(np.allclose(np.array(tr["dispatch_meta_bytes"]), rows * meta),
+              f"traffic np {n} {mode}: metadata matrix = rows x {meta} bytes")
+        check(np.allclose(np.array(tr["combine_payload_bytes"]), rows.T * 4 * H),
+              f"traffic np {n} {mode}: combine matrix = the dispatch rows transposed x {4 * H} bytes")
+        remote = (rows.sum() - np.trace(rows)) * (4 * H + meta) * 2 - (rows.sum() - np.trace(rows)) * meta
+        check(abs(tr["remote_bytes"] - remote) < 1e-6 * max(1, remote), f"traffic np {n} {mode}: remote bytes")
+    # A placement file moves experts: the matrix follows it.
+    placement = {"schema": "moebench.placement/1", "num_experts": 8, "num_ranks": 2,
+                 "experts_on_rank": [[0, 2, 4, 6], [1, 3, 5, 7]]}
+    path = os.path.join(tmp, "placement.json")
+    with open(path, "w") as f:
+        json.dump(placement, f)
+    got, rec = run_point(tmp, "placed", model, 2, ["--layers", "1", "--placement", path])
+    single, _ = run_point(tmp, "placed-single", model, 0, ["--layers", "1"])
+    if got is None or single is None:
+        check(False, "placement file: runs")
+        return
+    rows = expected_rows(got["topk_ids"], 2, 8, True, placement["experts_on_rank"])
+    check(np.allclose(np.array(rec["traffic"]["dispatch_payload_bytes"]), rows * 4 * got["moe_in"].shape[1]),
+          "placement file: the byte matrix follows the placement")
+    check(rel_err(got["moe_out"], single["moe_out"]) <= 1e-5, "placement file: outputs still equal the single process")
+
+
+def failure_cases(tmp):
+    model = os.path.join(MODELS, "tiny-mixtral-8x7b.json")
+    r = moebench(["run", "--backend", "cpu", "--model", model, "--ep", "2", "--out", os.path.join(tmp, "x.json")])
+    check(r.returncode == 2 and "mpirun" in r.stderr, "--ep 2 in one process: exit 2 naming mpirun")
+    r = moebench(["run", "--backend", "cpu", "--model", model, "--ep", "4", "--out", os.path.join(tmp, "y.json")], 2)
+    check(r.returncode != 0 and "--ep" in r.stderr and "2 processes" in r.stderr, "--ep 4 under -np 2: refused")
+    # Bad input on rank 1 only (MPMD): every rank ends, the message names the rank.
+    base = ["run", "--backend", "cpu", "--model", model, "--ep", "2", "--batch", "4", "--min-time", "20",
+            "--iters", "1000000", "--max-iters", "1000000", "--out", os.path.join(tmp, "z.json")]
+    t0 = time.time()
+    r = subprocess.run([MPIRUN, "-np", "1", MOEBENCH, *base, ":", "-np", "1", MOEBENCH, *base[:-2], "--batch", "x"],
+                       capture_output=True, text=True, env=ENV, timeout=90)
+    check(r.returncode != 0 and time.time() - t0 < 30 and "rank 1 of 2" in r.stderr,
+          f"bad input on rank 1: the job ends non-zero in {time.time() - t0:.1f} s, naming rank 1")
+    # A rank killed mid-run.
+    marker = os.path.join(tmp, "killed-run.json")
+    args = base[:-1] + [marker]
+    proc = subprocess.Popen([MPIRUN, "-np", "2", MOEBENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=ENV, text=True)
+    victim = None
+    for _ in range(100):  # the ranks' pids, once both run
+        time.sleep(0.2)
+        ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        pids = [int(p) for p in ps if int(p) != proc.pid]
+        ranks = [p for p in pids if os.path.basename(os.readlink(f"/proc/{p}/exe")) == "moebench"] if pids else []
+        if len(ranks) >= 2:
+            victim = max(ranks)
+            break
+    check(victim is not None, "kill test: both ranks started")
+    if victim is None:
+        proc.kill()
+        return
+    time.sleep(1.0)  # mid-run: past start-up, inside the measured steps
+    t0 = time.time()
+    os.kill(victim, signal.SIGKILL)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    dt = time.time() - t0
+    check(proc.returncode != 0 and dt < 30, f"a rank killed mid-run: the job ends non-zero in {dt:.1f} s")
+    check(not os.path.exists(marker), "a rank killed mid-run: no report written")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="moebench-mpi-") as tmp:
+        equality_cases(tmp)
+        traffic_cases(tmp)
+        failure_cases(tmp)
+    if failures:
+        print(f"mpi_check: {len(failures)} failed")
+        sys.exit(1)
+    print("mpi_check: all passed")
+
+
+if __name__ == "__main__":
+    main()
