@@ -155,6 +155,8 @@ def traffic_cases(tmp):
               f"traffic np {n} {mode}: combine matrix = the dispatch rows transposed x {4 * H} bytes")
         remote = (rows.sum() - np.trace(rows)) * (4 * H + meta) * 2 - (rows.sum() - np.trace(rows)) * meta
         check(abs(tr["remote_bytes"] - remote) < 1e-6 * max(1, remote), f"traffic np {n} {mode}: remote bytes")
+        if n == 4:
+            views(tmp, os.path.join(tmp, f"traffic-{n}-{mode}", "report.json"), n)
     # A placement file moves experts: the matrix follows it.
     placement = {"schema": "moebench.placement/1", "num_experts": 8, "num_ranks": 2,
                  "experts_on_rank": [[0, 2, 4, 6], [1, 3, 5, 7]]}
@@ -170,6 +172,28 @@ def traffic_cases(tmp):
     check(np.allclose(np.array(rec["traffic"]["dispatch_payload_bytes"]), rows * 4 * got["moe_in"].shape[1]),
           "placement file: the byte matrix follows the placement")
     check(rel_err(got["moe_out"], single["moe_out"]) <= 1e-5, "placement file: outputs still equal the single process")
+
+
+def views(tmp, report, n):
+    """The per-rank rows, tracks and charts of the report views."""
+    csv_path, trace_path, html_path = (os.path.join(tmp, "view." + f) for f in ("csv", "trace", "html"))
+    for fmt, path in (("csv", csv_path), ("trace", trace_path), ("html", html_path)):
+        r = moebench(["report", report, "--format", fmt, "-o", path])
+        check(r.returncode == 0, f"report --format {fmt} of a multi-process run")
+    with open(csv_path) as f:
+        rows = [line.rstrip("\n").split(",") for line in f]
+    rank_col = rows[0].index("rank")
+    ranks = sorted({row[rank_col] for row in rows[1:] if row[rank_col]})
+    check(ranks == [str(r) for r in range(n)], f"csv: rows for ranks {ranks}")
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    tids = {e["tid"] for e in events if e["ph"] == "X"}
+    comm = {e["tid"] for e in events if e["ph"] == "X" and e["name"] in ("dispatch_a2a", "combine_a2a")}
+    check(tids == set(range(2 * n)) and comm == {2 * r + 1 for r in range(n)},
+          "trace: a compute and an all-to-all track per rank from the recorded step")
+    with open(html_path) as f:
+        html = f.read()
+    check("chart-rank-phases" in html and "chart-dispatch-bytes" in html, "html: per-rank chart and byte heatmap")
 
 
 def failure_cases(tmp):

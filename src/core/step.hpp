@@ -93,6 +93,7 @@ struct PhaseEntry {
 struct StepTimes {
     std::vector<double> phase_us;
     double wall_us = 0;
+    double start_us = 0;  // host steady_clock at the step's start (processes on one host share this clock)
 };
 
 }  // namespace moebench

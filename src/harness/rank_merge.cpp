@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 
 namespace moebench {
 
@@ -38,7 +39,7 @@ RankTraffic traffic_from(const json& j) {
 
 std::string to_wire(const RankMeasurement& m) {
     json steps = json::array();
-    for (const StepTimes& s : m.steps) steps.push_back({{"p", s.phase_us}, {"w", s.wall_us}});
+    for (const StepTimes& s : m.steps) steps.push_back({{"p", s.phase_us}, {"w", s.wall_us}, {"s", s.start_us}});
     json moe = json::array();
     for (const MoeLayerSamples& a : m.moe)
         moe.push_back({{"slot", a.slot}, {"layer", a.layer}, {"k", a.k}, {"ids", a.ids}, {"logits", a.logits},
@@ -56,7 +57,8 @@ RankMeasurement from_wire(const std::string& s) {
     m.host = j.at("host").get<std::string>();
     m.tokens = j.at("tokens").get<int64_t>();
     m.experts = j.at("experts").get<std::vector<int32_t>>();
-    for (const json& st : j.at("steps")) m.steps.push_back({st.at("p").get<std::vector<double>>(), st.at("w").get<double>()});
+    for (const json& st : j.at("steps"))
+        m.steps.push_back({st.at("p").get<std::vector<double>>(), st.at("w").get<double>(), st.at("s").get<double>()});
     for (const json& a : j.at("moe")) {
         MoeLayerSamples s;
         s.slot = a.at("slot").get<int64_t>();
@@ -127,6 +129,36 @@ json spread_json(const std::vector<double>& per_rank) {
     const RankSpread s = across_ranks(per_rank);
     return {{"slowest_rank", s.slowest_rank}, {"max", s.slowest_us}, {"min", s.fastest_us}, {"mean", s.mean_us},
             {"max_over_mean", s.imbalance()}};
+}
+
+// The last measured step as each rank recorded it: its phases at their start times (host steady clock, relative to
+// the earliest rank's start of that step). Ranks on one host share the clock; across hosts the offsets are unknown.
+json timeline_json(const MergedRanks& m, const std::vector<PhaseEntry>& plan) {
+    const size_t last = m.ranks.front().steps.size() - 1;
+    double t0 = m.ranks.front().steps[last].start_us;
+    for (const RankMeasurement& r : m.ranks) t0 = std::min(t0, r.steps[last].start_us);
+    std::set<std::string> hosts;
+    json ranks = json::array();
+    for (const RankMeasurement& r : m.ranks) {
+        hosts.insert(r.host);
+        const StepTimes& s = r.steps[last];
+        json phases = json::array();
+        double ts = s.start_us - t0;
+        for (size_t i = 0; i < plan.size() && i < s.phase_us.size(); ++i) {
+            phases.push_back({std::string(phase_name(plan[i].phase)), plan[i].layer, ts, s.phase_us[i]});
+            ts += s.phase_us[i];
+        }
+        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"phases", phases}});
+    }
+    return {{"source", "measured"},
+            {"step", last},
+            {"columns", {"phase", "layer", "start_us", "dur_us"}},
+            {"basis", hosts.size() == 1
+                          ? "the last measured step on each rank: phase start times on the host's steady clock (shared "
+                            "by the ranks of one host), relative to the first rank to start the step"
+                          : "the last measured step on each rank: phase start times on each host's steady clock; hosts' "
+                            "clocks are not aligned, so ranks on different hosts are offset by an unknown amount"},
+            {"ranks", ranks}};
 }
 
 }  // namespace
@@ -201,6 +233,7 @@ json ranks_block(const MergedRanks& m, const std::vector<PhaseEntry>& plan, cons
             {"per_rank", per_rank},
             {"phase_spread_us", phases},
             {"step_spread_us", spread_json(step_us)},
+            {"timeline", timeline_json(m, plan)},
             {"load",
              {{"basis", "rank-level load, beside the expert-level load of expert_load: (row, expert) products each "
                         "rank's experts computed per step, dispatch rows it received, tokens it owns"},

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Chrome trace view (chrome://tracing, Perfetto): per point one process; per rank a compute track and, with expert
-// parallelism, a communication track; a slice per phase per layer of one representative step built from the
-// per-layer phase means laid end to end (not a recorded timeline: args say so).
+// parallelism, a communication track. A multi-process run (its `ranks.timeline`): the last measured step as each
+// rank recorded it, at its real start times. Otherwise a slice per phase per layer of one representative step built
+// from the per-layer phase means laid end to end (not a recorded timeline: args say so).
 #include "core/phase.hpp"
 #include "core/report_keys.hpp"
 #include "report/formats.hpp"
@@ -17,6 +18,32 @@ using namespace formats_detail;
 namespace {
 
 bool is_comm_phase(const std::string& ph) { return ph == "dispatch_a2a" || ph == "combine_a2a"; }
+
+void name_tracks(json& events, int pid, int64_t rank, const std::string& host) {
+    const std::string where = host.empty() ? "" : " (" + host + ")";
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", static_cast<int>(rank * 2)},
+                      {"args", {{"name", fmt::format("rank {}{} compute", rank, where)}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", static_cast<int>(rank * 2 + 1)},
+                      {"args", {{"name", fmt::format("rank {}{} all-to-all", rank, where)}}}});
+}
+
+// One track pair per rank from the recorded timeline of a multi-process run.
+void timeline_slices(json& events, int pid, const json& timeline) {
+    for (const json& r : timeline.at("ranks")) {
+        const int64_t rank = r.value("rank", int64_t{0});
+        name_tracks(events, pid, rank, r.value("host", std::string()));
+        for (const json& p : r.at("phases")) {
+            const std::string ph = p.at(0).get<std::string>();
+            const double ts = p.at(2).get<double>(), dur = p.at(3).get<double>();
+            if (!(dur > 0) || !phase_from_name(ph)) continue;
+            json args = {{"dur_us", dur}, {"source", "measured"}, {"basis", "recorded: the last measured step"}};
+            if (p.at(1).get<int64_t>() >= 0) args["layer"] = p.at(1);
+            events.push_back({{"ph", "X"}, {"name", ph}, {"cat", std::string(phase_group_name(phase_group(*phase_from_name(ph))))},
+                              {"pid", pid}, {"tid", static_cast<int>(rank * 2 + (is_comm_phase(ph) ? 1 : 0))},
+                              {"ts", ts}, {"dur", dur}, {"args", args}});
+        }
+    }
+}
 
 }  // namespace
 
@@ -35,6 +62,10 @@ std::string render_chrome_trace(const json& report) {
         events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
                           {"args", {{"name", fmt::format("point {}: {}", i, run_label(r))}}}});
         events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+        if (const json* tl = find_path(r, {"ranks", "timeline"}); tl && tl->is_object() && tl->contains("ranks")) {
+            timeline_slices(events, pid, *tl);
+            continue;
+        }
         bool has_comm = false;
         for (const auto& ph : run_phases(r)) has_comm = has_comm || is_comm_phase(ph);
         // The report holds one set of per-layer means (rank 0's view when ep > 1); every rank gets the same step.

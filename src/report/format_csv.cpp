@@ -25,7 +25,7 @@ const std::vector<std::string>& csv_columns() {
         "phase_stdev_us", "phase_cv",      "phase_share",   "step_mean_us",   "step_p50_us",   "step_p95_us",
         "step_p99_us",    "step_cv",       keys::kTokensPerS,  keys::kIterations,     "load_max_over_mean_avg",
         "timing_source",  keys::kLowConfidence, "energy_j_per_token", "energy_scope", "host_contended",
-        "throttled"};
+        "throttled",      "rank"};
     return kColumns;
 }
 
@@ -119,10 +119,13 @@ std::string render_csv(const json& report) {
             energy.available ? energy.where + ": " + energy.scope : energy.scope,
             tri_state(run, {keys::kConditions, "host", "contended"}),
             throttled};
-        auto emit = [&](const std::vector<std::string>& phase_cols) {
+        auto emit = [&](const std::vector<std::string>& phase_cols, const std::vector<std::string>& steps = {},
+                        const std::string& rank = "") {
             std::vector<std::string> row = point_cols;
             row.insert(row.end(), phase_cols.begin(), phase_cols.end());
-            row.insert(row.end(), step_cols.begin(), step_cols.end());
+            const std::vector<std::string>& sc = steps.empty() ? step_cols : steps;
+            row.insert(row.end(), sc.begin(), sc.end());
+            row.push_back(rank);
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) out += ',';  // (appending in two steps: GCC 12 -Wrestrict false positive on "," + s)
                 out += csv_field(row[i]);
@@ -138,6 +141,19 @@ std::string render_csv(const json& report) {
             emit({ph, group, f(keys::kMeanUs), f(keys::kP50Us), f(keys::kP95Us), f(keys::kP99Us), f("min_us"), f("max_us"),
                   f("stdev_us"), f("cv"), f("share")});
         }
+        // A multi-process run: its rows above are the job's (the slowest rank per phase); then each rank's own mean
+        // per phase and step, with its rank (the other statistics are the job's only).
+        if (const json* ranks = find_path(run, {"ranks", "per_rank"}); ranks && ranks->is_array())
+            for (const json& r : *ranks) {
+                std::vector<std::string> steps(step_cols.size(), "");
+                steps[0] = num_text(r, {"step_mean_us"});
+                steps[8] = step_cols[8];  // timing_source
+                for (const auto& ph : phases) {
+                    std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
+                    emit({ph, group, num_text(r, {"phase_mean_us", ph.c_str()}), "", "", "", "", "", "", "", ""}, steps,
+                         scalar_text(r.value("rank", json())));
+                }
+            }
         ++index;
     }
     return out;

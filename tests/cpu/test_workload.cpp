@@ -278,3 +278,26 @@ TEST_CASE("trace replay maps trace layers to MoE layers and wraps tokens", "[wor
     CHECK_THROWS_AS(make_workload("trace:" + dir + "/missing.safetensors", m, 0), ConfigError);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("decode from a trace of several sequences: one token of each sequence per step", "[workload]") {
+    std::string dir = test::temp_dir("wl-interleave");
+    ModelConfig m = synthetic_model(16, 2, 1);
+    auto gen = make_workload("zipf:1.0", m, 3);
+    RoutingTrace t = generate_trace(*gen, m, {0}, 20, 16);
+    t.seq_starts = {0, 10};  // two recorded sequences of 10 tokens
+    t.model = m.name;
+    write_trace(dir + "/t.safetensors", t);
+    auto w = make_workload("trace:" + dir + "/t.safetensors", m, 0);
+    w->interleave_sequences(4);
+    CHECK_THAT(w->token_order(true), Catch::Contains("sequence b mod 2"));
+    // Rows 0, 1: sequences 0 and 1 at the step's position; rows 2, 3: the second copies, half a sequence further.
+    const std::vector<std::vector<int64_t>> expected = {{0, 10, 5, 15}, {1, 11, 6, 16}, {2, 12, 7, 17}};
+    for (const auto& tokens : expected) {
+        auto step = w->next_step(4, {0});
+        for (size_t row = 0; row < tokens.size(); ++row)
+            for (int64_t j = 0; j < 2; ++j)
+                REQUIRE(step->per_layer[0].ids[row * 2 + size_t(j)] == t.topk_ids[size_t(tokens[row] * 2 + j)]);
+    }
+    // Prefill keeps consecutive tokens; so does a trace of one sequence.
+    CHECK_THAT(w->token_order(false), Catch::Contains("consecutive tokens"));
+}
