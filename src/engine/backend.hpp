@@ -26,7 +26,7 @@ struct Topology {
     int64_t rank = 0;
     int64_t world_size = 1;
     Communicator* comm = nullptr;
-    const ExpertPlacement* placement = nullptr;  // which rank holds which experts (world_size > 1)
+    const ExpertPlacement* placement = nullptr;  // which rank holds which experts (processes, or modeled ranks)
 };
 
 /// --check tolerances, set by the backend's precision (harness/check.hpp uses them).

@@ -8,6 +8,7 @@
 #include "comm/communicator.hpp"
 #include "comm/process_group.hpp"
 #include "common/error.hpp"
+#include "config/hardware.hpp"
 #include "config/run_fields.hpp"
 #include "engine/backend.hpp"
 #include "engine/engine.hpp"
@@ -83,6 +84,10 @@ Prepared prepare_point(const RunConfig& cfg) {
         topo = Topology{p.comm->rank(), p.comm->world_size(), p.comm, &p.placement};
     } else {
         p.comm = nullptr;
+        if (cfg.options.ep_size > 1 && p.model.is_moe_model()) {  // the ranks a backend models in one process
+            p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, cfg.options.ep_size);
+            topo.placement = &p.placement;
+        }
     }
     p.backend->prepare(p.model, p.layers, cfg.shape, cfg.options, topo);
     p.plan = step_plan(p.model, p.layers, cfg.options.ep_size, cfg.include_lm_head);
@@ -278,6 +283,28 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     return record;
 }
 
+// busbw of each exchange against the link of a hardware profile (--hardware): its scale-up link when every rank
+// shares one host, else its network.
+json link_peak_block(const RunConfig& cfg, const json& traffic) {
+    if (cfg.hardware.empty())
+        return {{"available", false}, {"why", "no --hardware profile: give one to compare busbw with its link"}};
+    const HardwareProfile hw = load_hardware(cfg.hardware);
+    const bool one_host = traffic["inter_node_bytes"].get<double>() == 0;
+    const double peak = one_host ? (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s)
+                                 : hw.network_bw_bytes_per_s;
+    if (!(peak > 0))
+        return {{"available", false}, {"why", "hardware " + hw.name + " has no bandwidth for this link"}};
+    const auto pct = [&](const char* which) {
+        return 100.0 * traffic["bandwidth"][which]["busbw_gbps"].get<double>() * 1e9 / peak;
+    };
+    return {{"available", true},
+            {"hardware", hw.name},
+            {"link", one_host ? (hw.scaleup_name.empty() ? "scale-up" : hw.scaleup_name) : "network"},
+            {"peak_gbps", peak / 1e9},
+            {"dispatch_busbw_pct", pct("dispatch")},
+            {"combine_busbw_pct", pct("combine")}};
+}
+
 // Expert parallelism over processes: every rank's measurement to rank 0, which records the job (the other ranks
 // return their own record, which nothing writes).
 json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
@@ -301,6 +328,7 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
     const json info = p.backend->describe();  // "auto" dispatch dtype as the backend resolved it
     if (info.contains("expert_parallel")) record["ranks"]["dispatch_dtype"] = info["expert_parallel"]["dispatch_dtype"];
     record["traffic"] = traffic_block(merged, hosts);
+    record["traffic"]["bandwidth"]["link_peak"] = link_peak_block(cfg, record["traffic"]);
     return record;
 }
 

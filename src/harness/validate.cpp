@@ -87,14 +87,9 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
                      "use --ep 1 on " + t.name + ", --backend " + modeled + " to model expert parallelism, or " +
                          "mpirun -np " + std::to_string(ep) + " with --backend " + multi);
     }
-    if (!cfg.options.placement.empty() && ep > 1)
-        config_error(run_field_label("", "placement"), "is used by expert parallelism over processes; the " + t.name +
-                                                           " backend models contiguous blocks",
-                     cfg.options.placement, "run it under mpirun -np " + std::to_string(ep) + " with --backend " + multi +
-                                                ", or drop --placement");
     if (!cfg.options.placement.empty() && ep == 1)
         config_error(run_field_label("", "placement"), "places experts on expert-parallel ranks; this run has one",
-                     cfg.options.placement, "add --ep N (under mpirun -np N), or drop --placement");
+                     cfg.options.placement, "add --ep N (under mpirun -np N, or with --backend " + modeled + "), or drop --placement");
 }
 
 }  // namespace

@@ -319,19 +319,29 @@ double A2aTraffic::total() const { return std::accumulate(bytes.begin(), bytes.e
 
 A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
                        double act_elem_bytes, int64_t ep_size) {
+    return a2a_traffic(shape, routing, d(m.hidden_size) * act_elem_bytes,
+                       contiguous_placement(m.moe.num_experts, ep_size), false);
+}
+
+A2aTraffic a2a_traffic(const StepShape& shape, const LayerRouting& routing, double row_bytes,
+                       const ExpertPlacement& placement, bool dedup) {
     MOEBENCH_CHECK(routing.num_tokens == shape.num_tokens(), "a2a_traffic: routing has {} tokens, shape {}",
                    routing.num_tokens, shape.num_tokens());
+    const int64_t N = placement.num_ranks;
     A2aTraffic t;
-    t.num_ranks = ep_size;
-    t.bytes.assign(static_cast<size_t>(ep_size * ep_size), 0.0);
-    const double row_bytes = d(m.hidden_size) * act_elem_bytes;
+    t.num_ranks = N;
+    t.bytes.assign(static_cast<size_t>(N * N), 0.0);
+    std::vector<char> sent(static_cast<size_t>(N));
     for (int64_t tok = 0; tok < routing.num_tokens; ++tok) {
-        const int64_t src = token_home_rank(shape, tok, ep_size);
+        const int64_t src = token_home_rank(shape, tok, N);
+        std::fill(sent.begin(), sent.end(), 0);
         for (int64_t j = 0; j < routing.k; ++j) {
             const int32_t e = routing.ids[static_cast<size_t>(tok * routing.k + j)];
             if (e < 0) continue;  // dropped
-            const int64_t dst = expert_rank(e, m.moe.num_experts, ep_size);
-            if (dst != src) t.bytes[static_cast<size_t>(src * ep_size + dst)] += row_bytes;
+            const int64_t dst = placement.dest_rank(e, src, tok);
+            if (dst == src || (dedup && sent[static_cast<size_t>(dst)])) continue;
+            sent[static_cast<size_t>(dst)] = 1;
+            t.bytes[static_cast<size_t>(src * N + dst)] += row_bytes;
         }
     }
     return t;

@@ -4,6 +4,7 @@
 // reports' roofline fields ("fraction of floor/peak") both read it. Conventions: docs/sim-backend.md.
 #pragma once
 #include "config/model_config.hpp"
+#include "model/placement.hpp"
 #include "core/phase.hpp"
 #include "core/step.hpp"
 
@@ -83,6 +84,10 @@ struct A2aTraffic {
 };
 A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
                        double act_elem_bytes, int64_t ep_size);
+/// The same with a placement (replicas chosen by ExpertPlacement::dest_rank, as the multi-process run does) and a
+/// dispatch mode: `dedup` counts a token once per destination rank, else once per assignment; `row_bytes` each.
+A2aTraffic a2a_traffic(const StepShape& shape, const LayerRouting& routing, double row_bytes,
+                       const ExpertPlacement& placement, bool dedup);
 
 /// Per-layer pieces accounting.hpp does not expose (matrix elements only: no biases, norms or sinks).
 int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form);   // absorbed MLA leaves kv_b out (it moves to attention)

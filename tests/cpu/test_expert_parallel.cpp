@@ -3,7 +3,9 @@
 // placement (contiguous blocks, replicas, files), and `moebench place` on a trace built to favour co-location and on
 // the real Mixtral traces. The multi-process runs themselves are tests/mpi_check.py (CTest moebench.mpi).
 #include "core/dispatch_dtype.hpp"
+#include "model/phase_work.hpp"
 #include "model/placement.hpp"
+#include "common/json_util.hpp"
 #include "workload/placement_search.hpp"
 #include "workload/trace_import.hpp"
 
@@ -167,4 +169,40 @@ TEST_CASE("moebench place writes a placement that run --placement reads back", "
     const CliResult bad = run_cli("place --trace " + trace + " --ep 3 -o " + out);
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.err, Catch::Contains("--ep") && Catch::Contains("divide"));
+}
+
+TEST_CASE("a2a traffic by placement and dispatch mode, hand-computed", "[ep][placement]") {
+    // Decode batch 4 on 2 ranks: tokens 0, 1 live on rank 0, tokens 2, 3 on rank 1; 4 experts, top-2.
+    StepShape shape;
+    shape.batch = 4;
+    LayerRouting r{4, 2, {2, 3, 0, 2, 0, 1, 1, 3}, {}};
+    const ExpertPlacement blocks = contiguous_placement(4, 2);  // {0, 1} | {2, 3}
+    // per-expert: t0 sends 2 rows and t1 1 row to rank 1; t2 sends 2 and t3 1 to rank 0.
+    A2aTraffic t = a2a_traffic(shape, r, 10.0, blocks, false);
+    CHECK(t.at(0, 1) == 30.0);
+    CHECK(t.at(1, 0) == 30.0);
+    // dedup: each of those tokens sends one row to the other rank.
+    t = a2a_traffic(shape, r, 10.0, blocks, true);
+    CHECK(t.at(0, 1) == 20.0);
+    CHECK(t.at(1, 0) == 20.0);
+    // {0, 2} | {1, 3}: only t0's expert 3 and t2's expert 0 cross.
+    const json doc = {{"schema", kPlacementSchema}, {"num_experts", 4}, {"num_ranks", 2}, {"experts_on_rank", {{0, 2}, {1, 3}}}};
+    t = a2a_traffic(shape, r, 10.0, placement_from_json(doc, 4, 2, "p.json"), false);
+    CHECK(t.at(0, 1) == 10.0);
+    CHECK(t.at(1, 0) == 10.0);
+    CHECK(t.total() == 20.0);
+}
+
+TEST_CASE("the sim models a placement file and the dispatch mode", "[ep][placement][cli]") {
+    const std::string dir = moebench::test::temp_dir("sim-place");
+    const std::string trace = std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-gsm8k.jsonl";
+    REQUIRE(run_cli("place --trace " + trace + " --ep 4 --replicas 4 -o " + dir + "/p.json").exit_code == 0);
+    const std::string base = "run --backend sim --model mixtral-8x7b --layers 1 --batch 64 --ep 4 --iters 1 --warmup 0 ";
+    const CliResult placed = run_cli(base + "--placement " + dir + "/p.json --out " + dir + "/placed.json");
+    REQUIRE(placed.exit_code == 0);
+    const json rec = load_json_file(dir + "/placed.json")["runs"][0];
+    CHECK_THAT(rec["backend_info"]["ep_layout"].get<std::string>(), Catch::Contains("p.json") && Catch::Contains("dedup"));
+    const CliResult single = run_cli("run --backend cpu --model mixtral-8x7b --layers 1 --placement " + dir + "/p.json");
+    CHECK(single.exit_code == 2);
+    CHECK_THAT(single.err, Catch::Contains("placement") && Catch::Contains("--ep"));
 }

@@ -2,6 +2,7 @@
 // The sim backend: no weights, no data; each phase's time is modeled from its counted work (phase_work) and the
 // hardware profile. Under expert parallelism every phase is modeled per rank and the slowest rank sets the time.
 #include "backends/sim/sim_backend.hpp"
+#include "core/dispatch_dtype.hpp"
 
 #include "common/error.hpp"
 #include "common/read_file.hpp"
@@ -79,13 +80,17 @@ public:
                     {"phase_overhead_us", p_.phase_overhead_us},
                     {"a2a_latency_us", p_.a2a_latency_us},
                     {"a2a_network_latency_us", p_.a2a_network_latency_us},
-                    {"ep_layout", "experts contiguous per rank; sequences spread over ranks (data-parallel attention)"},
+                    {"ep_layout", (placement_.source == "contiguous" ? std::string("experts contiguous per rank")
+                                                                     : "experts placed by " + placement_.source) +
+                                      "; sequences spread over ranks (data-parallel attention); --a2a " + opt_.a2a +
+                                      ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
+                                      " bytes (payload only)"},
                     {"routing", routing_source_},
                     {"timing_source", "modeled"}};
     }
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt, const Topology& /*topo: one process models every rank*/ = Topology{}) override {
+                 const RunOptions& opt, const Topology& topo = Topology{}) override {  // one process models every rank
         const int64_t ep = opt.ep_size;
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
             config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
@@ -111,6 +116,16 @@ public:
         layers_ = layers;
         shape_ = shape;
         opt_ = opt;
+        // The modeled ranks' experts (a placement file, else contiguous blocks) and the dispatch rows' bytes.
+        placement_ = topo.placement ? *topo.placement
+                     : ep > 1       ? contiguous_placement(model.moe.num_experts, ep)
+                                    : ExpertPlacement{};
+        const double H = static_cast<double>(model.hidden_size);
+        dispatch_row_bytes_ = opt.dispatch_dtype == "fp32"   ? 4 * H
+                              : opt.dispatch_dtype == "bf16" ? 2 * H
+                              : opt.dispatch_dtype == "fp8"
+                                  ? static_cast<double>(core::dispatch_row_bytes(core::DispatchDtype::fp8, model.hidden_size))
+                                  : H * p_.act_elem_bytes();
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
         // likely, drawn from the run's seed (the "uniform" workload).
         if (model_.is_moe_model()) {
@@ -157,6 +172,7 @@ private:
         int64_t layer = 0;
         MoeLayerResult result;                          // routing after capacity, counts, drops
         std::vector<std::vector<int64_t>> home_counts;  // [rank][E]: kept assignments of the rank's tokens
+        std::vector<std::vector<int64_t>> expert_counts;  // [rank][E]: assignments the rank's experts compute
         A2aTraffic traffic;
         std::array<double, kNumPhases> us;
     };
@@ -168,6 +184,7 @@ private:
         const int64_t ep = opt_.ep_size, E = model_.moe.num_experts;
         const auto num_experts = static_cast<size_t>(std::max<int64_t>(E, 0));
         sl.home_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
+        sl.expert_counts = sl.home_counts;
         sl.traffic = A2aTraffic{ep, std::vector<double>(static_cast<size_t>(ep * ep), 0.0)};
         if (given.k == 0) return;  // dense layer
         const int64_t T = shape_.num_tokens();
@@ -185,10 +202,13 @@ private:
             const int64_t home = token_home_rank(shape_, t, ep);
             for (int64_t j = 0; j < r.k; ++j) {
                 const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
-                if (e >= 0) ++sl.home_counts[static_cast<size_t>(home)][static_cast<size_t>(e)];
+                if (e < 0) continue;
+                ++sl.home_counts[static_cast<size_t>(home)][static_cast<size_t>(e)];
+                const int64_t q = ep > 1 ? placement_.dest_rank(e, home, t) : 0;
+                ++sl.expert_counts[static_cast<size_t>(q)][static_cast<size_t>(e)];
             }
         }
-        if (ep > 1) sl.traffic = a2a_traffic(model_, shape_, r, p_.act_elem_bytes(), ep);
+        if (ep > 1) sl.traffic = a2a_traffic(shape_, r, dispatch_row_bytes_, placement_, opt_.a2a == "dedup");
         sl.result.routing = std::move(r);
     }
 
@@ -207,16 +227,13 @@ private:
         return across_ranks(rank_us).slowest_us;
     }
 
-    // Slowest rank's time for an expert phase: rank q runs its contiguous block of experts on the tokens routed there.
+    // Slowest rank's time for an expert phase: rank q runs its experts (the placement's) on the rows routed there.
     double expert_side_us(Phase phase, const Slot& sl) const {
-        const int64_t ep = opt_.ep_size, E = model_.moe.num_experts, per_rank = E / ep;
+        const int64_t ep = opt_.ep_size;
         std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
-        for (int64_t q = 0; q < ep; ++q) {
-            std::vector<int64_t> tpe(static_cast<size_t>(E), 0);
-            for (int64_t e = q * per_rank; e < (q + 1) * per_rank; ++e)
-                tpe[static_cast<size_t>(e)] = sl.result.tokens_per_expert[static_cast<size_t>(e)];
-            rank_us[static_cast<size_t>(q)] = sim_phase_us(work(phase, sl.layer, shape_, tpe), hw_, p_);
-        }
+        for (int64_t q = 0; q < ep; ++q)
+            rank_us[static_cast<size_t>(q)] =
+                sim_phase_us(work(phase, sl.layer, shape_, sl.expert_counts[static_cast<size_t>(q)]), hw_, p_);
         return across_ranks(rank_us).slowest_us;
     }
 
@@ -255,6 +272,8 @@ private:
     StepRouting default_routing_;
     std::string routing_source_;
     std::vector<Slot> slots_;
+    ExpertPlacement placement_;
+    double dispatch_row_bytes_ = 0;
     std::array<double, kNumPhases> head_us_{};
     double clock_us_ = 0;
     std::vector<double> marks_;
