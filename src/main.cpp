@@ -58,7 +58,7 @@ int run_main(int argc, char** argv) {
     // CLI11's own messages, in moebench's form (what is wrong, then the fix); exit 2 below.
     app.failure_message([](const CLI::App*, const CLI::Error& e) {
         const bool conversion = dynamic_cast<const CLI::ConversionError*>(&e) != nullptr;
-        return fmt::format("moebench: error: {}; {}\n", e.what(),
+        return fmt::format("{}moebench: error: {}; {}\n", moebench::rank_prefix(), e.what(),
                            conversion ? "give the option a value of its type, e.g. a whole number for --batch; "
                                         "`moebench <command> --help` lists each option's type"
                                       : "see `moebench <command> --help`");

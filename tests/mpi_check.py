@@ -240,11 +240,73 @@ def failure_cases(tmp):
     check(not os.path.exists(marker), "a rank killed mid-run: no report written")
 
 
+def sweep_cases(tmp):
+    """A sweep under mpirun: every rank runs every point, rank 0 writes; a rank killed mid-sweep ends the job, and
+    --resume finishes it from the journal."""
+    model = os.path.join(MODELS, "tiny-mixtral-8x7b.json")
+    out, journal = os.path.join(tmp, "sweep.json"), os.path.join(tmp, "sweep.jsonl")
+    args = ["sweep", "--backend", "cpu", "--model", model, "--ep", "2", "--batch", "2,4,8", "--context", "8",
+            "--threads", "1", "--warmup", "0", "--iters", "2", "--set", "min_time_s=0", "--quiet", "--out", out,
+            "--journal", journal]
+    r = moebench(args, 2)
+    ok = r.returncode == 0 and os.path.exists(out)
+    check(ok, "sweep under mpirun -np 2: exit 0, one report" + ("" if ok else ": " + r.stderr[-400:]))
+    if ok:
+        with open(out) as f:
+            runs = json.load(f)["runs"]
+        check(len(runs) == 3 and all(x["status"] == "ok" and x["ranks"]["num_ranks"] == 2 for x in runs),
+              "sweep under mpirun: 3 points, each with its ranks block")
+        with open(journal) as f:
+            check(len(f.read().splitlines()) == 3, "sweep under mpirun: the journal has one line per point (rank 0's)")
+    # Killed mid-sweep: slow points (2 s each), a rank killed once the first point is in the journal.
+    out2, journal2 = os.path.join(tmp, "sweep2.json"), os.path.join(tmp, "sweep2.jsonl")
+    slow = ["sweep", "--backend", "cpu", "--model", model, "--ep", "2", "--batch", "2,4,8", "--context", "8",
+            "--threads", "1", "--warmup", "0", "--iters", "2", "--set", "min_time_s=2", "--quiet", "--out", out2,
+            "--journal", journal2]
+    proc = subprocess.Popen([MPIRUN, "-np", "2", MOEBENCH, *slow], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=ENV, text=True)
+    victim = None
+    for _ in range(300):
+        time.sleep(0.1)
+        if not (os.path.exists(journal2) and os.path.getsize(journal2) > 0):
+            continue
+        ranks = []
+        for p in subprocess.run(["pgrep", "-f", journal2], capture_output=True, text=True).stdout.split():
+            try:
+                if int(p) != proc.pid and os.path.basename(os.readlink(f"/proc/{p}/exe")) == "moebench":
+                    ranks.append(int(p))
+            except OSError:
+                pass
+        if len(ranks) >= 2:
+            victim = max(ranks)
+            break
+    check(victim is not None, "sweep kill: the first point finished, both ranks running")
+    if victim is None:
+        proc.kill()
+        return
+    t0 = time.time()
+    os.kill(victim, signal.SIGKILL)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    dt = time.time() - t0
+    check(proc.returncode != 0 and dt < 30, f"a rank killed mid-sweep: the job ends non-zero in {dt:.1f} s")
+    r = moebench(slow + ["--resume"], 2)
+    ok = r.returncode == 0 and os.path.exists(out2)
+    check(ok, "--resume under mpirun finishes the sweep" + ("" if ok else ": " + r.stderr[-400:]))
+    if ok:
+        with open(out2) as f:
+            sweep = json.load(f)["sweep"]
+        check(sweep["resumed"] >= 1 and sweep["ok"] == 3, f"--resume: {sweep['resumed']} point(s) from the journal")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="moebench-mpi-") as tmp:
         equality_cases(tmp)
         traffic_cases(tmp)
         failure_cases(tmp)
+        sweep_cases(tmp)
     if failures:
         print(f"mpi_check: {len(failures)} failed")
         sys.exit(1)

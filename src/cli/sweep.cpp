@@ -16,6 +16,7 @@
 #include "report/report_json.hpp"
 #include "report/report_reader.hpp"
 #include "sweep/axes.hpp"
+#include "comm/process_group.hpp"
 #include "sweep/journal_lock.hpp"
 #include "sweep/sweep_runner.hpp"
 
@@ -27,6 +28,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace moebench::cli {
 
@@ -229,15 +231,20 @@ void run_sweep_command(SweepFlags& f) {
     sweep_settings(f, sweep_opts, spec);
     const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
 
-    check_output_path(out);  // a bad --out fails before the first point, not after the last
-    check_output_path(journal);
-    const JournalLock lock(journal);  // one sweep per journal, until its report is written
-    // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
-    // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
-    if (f.resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
+    // Files: one process, or rank 0 of a multi-process job (every rank runs every point).
+    const bool root = writes_outputs();
+    std::optional<JournalLock> lock;
+    if (root) {
+        check_output_path(out);  // a bad --out fails before the first point, not after the last
+        check_output_path(journal);
+        lock.emplace(journal);   // one sweep per journal, until its report is written
+        // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
+        // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
+        if (f.resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
+    }
     const json context = report_context(0, current_command_line("moebench sweep"));  // the load at the start
     SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });
-    write_sweep_outputs(f, context, base_json, o, out, journal, formats);
+    if (root) write_sweep_outputs(f, context, base_json, o, out, journal, formats);
     if (o.stop_signal) throw SweepStopped(o.stop_signal, o.num_not_run, journal);
     if (o.num_failed > 0) throw Error(fmt::format("{} sweep point(s) failed; see the report", o.num_failed));
     if (o.num_ok == 0 && o.num_config_errors > 0 && o.num_config_errors == o.num_skipped)

@@ -44,4 +44,13 @@ public:
     [[noreturn]] virtual void abort(int exit_code, std::string_view why) = 0;
 };
 
+/// Rank `root`'s string on every rank (its size first, then its bytes).
+inline std::string broadcast_string(Communicator& comm, std::string s, int64_t root) {
+    int64_t size = static_cast<int64_t>(s.size());
+    comm.broadcast_bytes(&size, sizeof(size), root);
+    s.resize(static_cast<size_t>(size));
+    comm.broadcast_bytes(s.data(), size, root);
+    return s;
+}
+
 }  // namespace moebench

@@ -39,12 +39,7 @@ int64_t total(const std::vector<int64_t>& v) {
 }  // namespace
 
 json time_bare_alltoallv(Communicator& comm, const json& traffic, int64_t num_moe_layers, int64_t iters) {
-    std::string doc = comm.rank() == 0 ? traffic.dump() : std::string();
-    int64_t size = static_cast<int64_t>(doc.size());
-    comm.broadcast_bytes(&size, sizeof(size), 0);
-    doc.resize(static_cast<size_t>(size));
-    comm.broadcast_bytes(doc.data(), size, 0);
-    const json t = json::parse(doc);
+    const json t = json::parse(broadcast_string(comm, comm.rank() == 0 ? traffic.dump() : std::string(), 0));
     const int64_t r = comm.rank(), L = std::max<int64_t>(1, num_moe_layers);
     const std::vector<int64_t> d_send = plus(row_of(t.at("dispatch_payload_bytes"), r, L), row_of(t.at("dispatch_meta_bytes"), r, L));
     const std::vector<int64_t> d_recv =

@@ -7,6 +7,8 @@
 
 #include "common/error.hpp"
 #include "sweep/golden.hpp"
+#include "comm/communicator.hpp"
+#include "comm/process_group.hpp"
 #include "sweep/journal.hpp"
 
 #include <fmt/format.h>
@@ -189,25 +191,44 @@ json sweep_block(const SweepSpec& spec, const SweepPlan& plan, const SweepOutcom
 
 }  // namespace
 
+// Expert parallelism over processes: every rank runs every point (the all-to-alls pair them); rank 0 alone reads and
+// writes the journal, shows progress and decides (resumed points, budget, signals), and the others follow it.
+std::vector<JournalEntry> journal_at_root(const SweepSpec& spec, const SweepPlan& plan, Communicator* comm,
+                                          bool* repaired) {
+    const bool root = !comm || comm->rank() == 0;
+    std::vector<JournalEntry> done;
+    if (root) {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        const bool journal_has_data = fs::exists(spec.journal_path, ec) && fs::file_size(spec.journal_path, ec) > 0;
+        if (journal_has_data && !spec.resume)
+            config_error("--journal", "the sweep journal already holds points", spec.journal_path,
+                         "pass --resume to continue that sweep, or choose another --journal / --out");
+        if (spec.resume) done = load_journal(spec.journal_path, plan.fingerprint, repaired);
+    }
+    if (!comm) return done;
+    json keys = json::array();
+    for (const auto& e : done) keys.push_back(e.key);
+    const json all = json::parse(broadcast_string(*comm, root ? keys.dump() : std::string(), 0));
+    if (!root)
+        for (const auto& k : all) done.push_back(JournalEntry{k.get<std::string>(), json(), json()});
+    return done;
+}
+
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const PointExecutor& exec) {
     MOEBENCH_CHECK(!spec.journal_path.empty(), "sweep needs a journal path");
     SweepState st;
     const std::vector<json>& points = plan.points;
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    bool journal_has_data = fs::exists(spec.journal_path, ec) && fs::file_size(spec.journal_path, ec) > 0;
-    if (journal_has_data && !spec.resume)
-        config_error("--journal", "the sweep journal already holds points", spec.journal_path,
-                     "pass --resume to continue that sweep, or choose another --journal / --out");
+    Communicator* comm = process_group();
+    const bool root = !comm || comm->rank() == 0;
     bool repaired = false;
-    std::vector<JournalEntry> done = spec.resume ? load_journal(spec.journal_path, plan.fingerprint, &repaired)
-                                                 : std::vector<JournalEntry>{};
+    std::vector<JournalEntry> done = journal_at_root(spec, plan, comm, &repaired);
     std::map<std::string, const JournalEntry*> done_by_key;
     for (const auto& e : done) done_by_key[e.key] = &e;
 
     size_t to_run = 0;
     for (const auto& p : points) to_run += done_by_key.count(point_key(p)) ? 0 : 1;
-    Progress progress(spec.progress, to_run, points.size() - to_run);
+    Progress progress(root ? spec.progress : ProgressMode::quiet, to_run, points.size() - to_run);
     if (repaired) progress.note("journal: dropped a torn last line (a point cut short by a kill)");
     if (spec.resume && !done.empty())
         progress.note(fmt::format("resuming: {} of {} points already in {}", points.size() - to_run, points.size(),
@@ -233,7 +254,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
             ++out.num_resumed;
             ++st.used_from_journal;
         } else {
-            if (!st.may_run(spec, progress.mean_point_s())) {
+            const bool may = st.may_run(spec, progress.mean_point_s());
+            if (!(comm ? comm->broadcast(may, 0) : may)) {
                 st.not_run.push_back(point);
                 ++out.num_not_run;
                 continue;
@@ -251,7 +273,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
             rec["sweep_label"] = label;
             st.last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             rec["sweep_point_s"] = st.last_point_s;
-            append_journal(spec.journal_path, plan.fingerprint, JournalEntry{key, point, rec});
+            if (root) append_journal(spec.journal_path, plan.fingerprint, JournalEntry{key, point, rec});
             progress.finish(i, label, outcome_text(rec), st.last_point_s);
         }
         std::string status = rec.value(keys::kStatus, "ok");
