@@ -28,8 +28,9 @@ struct PlaceArgs {
     int64_t ep = 0, replicas = 0, batch = 64;
 };
 
-// A moebench trace (safetensors), or a JSONL / text recording imported on the fly.
-RoutingTrace load_any_trace(const std::string& path) {
+// A moebench trace (safetensors), or a JSONL / text recording imported on the fly (with the model's expert count
+// when known: an expert no token chose would otherwise be missing from the inferred count).
+RoutingTrace load_any_trace(const std::string& path, int64_t num_experts) {
     std::ifstream in(path, std::ios::binary);
     if (!in) config_error("--trace", "cannot be read", path, "give a trace file (docs/trace-format.md)");
     std::string head(64, '\0');
@@ -38,7 +39,7 @@ RoutingTrace load_any_trace(const std::string& path) {
     const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path));
     if (head.size() >= 9 && looks_like_safetensors(head, bytes)) return read_trace(path);
     ImportSummary summary;
-    return import_trace(path, 0, &summary);
+    return import_trace(path, num_experts, &summary);
 }
 
 json score_json(const PlacementScore& s, double row_bytes) {
@@ -55,10 +56,14 @@ json score_json(const PlacementScore& s, double row_bytes) {
 void run_place(const PlaceArgs& a) {
     if (a.out.empty()) config_error("--out", "is required", "", "e.g. -o placement.json");
     check_output_path(a.out);
-    const RoutingTrace trace = load_any_trace(a.trace);
     double row_bytes = 0;  // bf16 token rows of the model's hidden size (--model), else rows only
+    ModelConfig m;
+    if (!a.model.empty()) m = load_model(a.model);
+    const RoutingTrace trace = load_any_trace(a.trace, a.model.empty() ? 0 : m.moe.num_experts);
     if (!a.model.empty()) {
-        const ModelConfig m = load_model(a.model);
+        if (m.moe.top_k != trace.top_k)
+            config_error("--model", fmt::format("selects top-{} experts, the trace top-{}", m.moe.top_k, trace.top_k),
+                         a.model, "give the model the trace was recorded on");
         if (m.moe.num_experts != trace.num_experts)
             config_error("--model", fmt::format("has {} experts, the trace {}", m.moe.num_experts, trace.num_experts),
                          a.model, "give the model the trace was recorded on");
@@ -74,7 +79,7 @@ void run_place(const PlaceArgs& a) {
                         {"steps", r.chosen.steps},
                         {"replicas", a.replicas},
                         {"contiguous", score_json(r.contiguous, row_bytes)},
-                        {"placed", score_json(r.placement.num_ranks > 0 ? r.chosen : r.contiguous, row_bytes)}};
+                        {"placed", score_json(r.chosen, row_bytes)}};
     write_file_atomic(a.out, doc.dump(2) + "\n");
     const auto line = [](const char* what, double c, double p) {
         return fmt::format("  {:<36} {:>12.2f} {:>12.2f}  ({:+.1f}%)\n", what, c, p, c > 0 ? 100.0 * (p - c) / c : 0.0);
@@ -90,6 +95,9 @@ void run_place(const PlaceArgs& a) {
     if (row_bytes > 0)
         std::cout << line("remote dispatch bytes (bf16), dedup", r.contiguous.dedup_remote_rows_per_step * row_bytes,
                           r.chosen.dedup_remote_rows_per_step * row_bytes);
+    if (r.chosen.steps == 0)
+        std::cout << fmt::format("note: the trace holds fewer than --batch {} tokens: nothing to replay, the "
+                                 "prediction is empty (use a smaller --batch)\n", a.batch);
     std::cout << "placement: " << a.out << "\n";
 }
 
@@ -105,7 +113,7 @@ void add_place_command(CLI::App& app) {
     cmd->add_option("--ep", a->ep, "Expert-parallel ranks")->required();
     cmd->add_option("--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
     cmd->add_option("--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
-    cmd->add_option("--model", a->model, "Model the trace was recorded on (predicted bytes)");
+    cmd->add_option("--model", a->model, "Model the trace was recorded on (its expert count; predicted bytes)");
     cmd->add_option("-o,--out", a->out, "Placement file to write");
     cmd->callback([a] { run_place(*a); });
 }

@@ -81,7 +81,8 @@ TraceStats trace_stats(const RoutingTrace& t) {
 }
 
 // Pairwise swaps from the contiguous start: first those that put co-selected experts together without raising
-// the heavier rank above the cap, then those that lower the heavier rank's load without losing co-location.
+// the heavier of the two ranks above contiguous's heaviest, then those that lower the heavier rank's load without
+// losing co-location.
 std::vector<int64_t> swap_search(const TraceStats& s, int64_t N) {
     const int64_t E = s.E, per = E / N;
     std::vector<int64_t> rank_of(static_cast<size_t>(E));
@@ -92,8 +93,7 @@ std::vector<int64_t> swap_search(const TraceStats& s, int64_t N) {
         for (int64_t f = 0; f < E; ++f)
             if (f != e) aff[static_cast<size_t>(e * N + rank_of[static_cast<size_t>(f)])] += s.at(e, f);
     }
-    const double mean = std::accumulate(L.begin(), L.end(), 0.0) / static_cast<double>(N);
-    const double cap = std::max(1.05 * mean, *std::max_element(L.begin(), L.end()));
+    const double cap = *std::max_element(L.begin(), L.end());  // never heavier than contiguous's heaviest rank
     for (int phase = 0; phase < 2; ++phase)
         for (int pass = 0; pass < 100; ++pass) {
             bool improved = false;

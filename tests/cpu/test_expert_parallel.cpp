@@ -153,6 +153,10 @@ TEST_CASE("place: on the real Mixtral traces the placement sends fewer rows, no 
                       << " -> " << r.chosen.max_over_mean_rank_load);
             CHECK(r.chosen.dedup_remote_rows_per_step < r.contiguous.dedup_remote_rows_per_step);
             CHECK(r.chosen.max_over_mean_rank_load <= r.contiguous.max_over_mean_rank_load * 1.02);
+            // A replica per rank: the tokens find most of their experts at home.
+            const PlacementSearch rr = search_placement(t, n, n, 32);
+            CHECK(rr.chosen.dedup_remote_rows_per_step < 0.9 * r.contiguous.dedup_remote_rows_per_step);
+            CHECK(rr.chosen.max_over_mean_rank_load <= r.contiguous.max_over_mean_rank_load * 1.02);
         }
     }
 }
