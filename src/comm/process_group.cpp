@@ -19,8 +19,9 @@
 namespace moebench {
 
 int64_t launcher_world_size() {
-    // Open MPI's mpirun, MPICH/Hydra and PMI-2 launchers, PMIx (srun --mpi=pmix), and Slurm's own task count.
-    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
+    // Open MPI's mpirun, MPICH/Hydra and PMI-2 launchers, PMIx (srun --mpi=pmix), and the tasks of an srun step
+    // (not SLURM_NTASKS: a batch script that runs moebench directly has the allocation's count but one process).
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
         const char* v = std::getenv(var);
         if (v && *v) {
             char* end = nullptr;

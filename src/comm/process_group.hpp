@@ -8,7 +8,7 @@
 
 namespace moebench {
 
-/// The launcher's world size from its environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX / SLURM task counts);
+/// The launcher's world size from its environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE, SLURM_STEP_NUM_TASKS);
 /// 1 when no launcher started this process.
 int64_t launcher_world_size();
 

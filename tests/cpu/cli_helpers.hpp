@@ -48,11 +48,12 @@ inline std::string temp_dir(const std::string& tag) {
     return dir.string();
 }
 
-/// Runs `moebench <args>` (args are passed through the shell as written).
-inline CliResult run_cli(const std::string& args) {
+/// Runs `moebench <args>` (args are passed through the shell as written), with `env` ("VAR=value ...") set.
+inline CliResult run_cli(const std::string& args, const std::string& env = "") {
     std::string dir = temp_dir("cli");
     std::string out = dir + "/out", err = dir + "/err";
-    std::string cmd = std::string(MOEBENCH_BIN) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+    std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(MOEBENCH_BIN) + " " + args + " >" + out +
+                      " 2>" + err + " </dev/null";
     int status = std::system(cmd.c_str());
     CliResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

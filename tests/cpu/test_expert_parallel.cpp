@@ -2,6 +2,7 @@
 // Expert parallelism's host pieces: the dispatch formats bit for bit (hand-computed e4m3 and bf16 codes), expert
 // placement (contiguous blocks, replicas, files), and `moebench place` on a trace built to favour co-location and on
 // the real Mixtral traces. The multi-process runs themselves are tests/mpi_check.py (CTest moebench.mpi).
+#include "comm/process_group.hpp"
 #include "core/dispatch_dtype.hpp"
 #include "model/phase_work.hpp"
 #include "model/placement.hpp"
@@ -209,4 +210,15 @@ TEST_CASE("the sim models a placement file and the dispatch mode", "[ep][placeme
     const CliResult single = run_cli("run --backend cpu --model mixtral-8x7b --layers 1 --placement " + dir + "/p.json");
     CHECK(single.exit_code == 2);
     CHECK_THAT(single.err, Catch::Contains("placement") && Catch::Contains("--ep"));
+}
+
+TEST_CASE("a build without MPI started by a launcher says so and exits 2", "[ep][cli]") {
+    if (mpi_built()) {
+        SUCCEED("this build has MPI: tests/mpi_check.py (CTest moebench.mpi) runs the launcher");
+        return;
+    }
+    // As mpirun would set it for 2 processes; the binary must not run each as a lone single process.
+    const CliResult r = run_cli("--version", "OMPI_COMM_WORLD_SIZE=2");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("without MPI") && Catch::Contains("libopenmpi-dev"));
 }
