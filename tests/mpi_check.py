@@ -196,6 +196,41 @@ def views(tmp, report, n):
     check("chart-rank-phases" in html and "chart-dispatch-bytes" in html, "html: per-rank chart and byte heatmap")
 
 
+def find_a_rank(proc, marker, ready=lambda: True, tries=300):
+    """Once `ready()` holds and both moebench ranks of `proc` (found by `marker` in their command line) run: the pid
+    of one of them (wait_after_kill kills it); None, with the job killed, when they never showed."""
+    victim = None
+    for _ in range(tries):
+        time.sleep(0.1)
+        if not ready():
+            continue
+        ranks = []
+        for p in subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split():
+            try:
+                if int(p) != proc.pid and os.path.basename(os.readlink(f"/proc/{p}/exe")) == "moebench":
+                    ranks.append(int(p))
+            except OSError:
+                pass
+        if len(ranks) >= 2:
+            victim = max(ranks)
+            break
+    if victim is None:
+        proc.kill()
+        return None
+    return victim
+
+
+def wait_after_kill(proc, victim):
+    """SIGKILL to `victim`; the seconds until the job ended."""
+    t0 = time.time()
+    os.kill(victim, signal.SIGKILL)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    return time.time() - t0
+
+
 def failure_cases(tmp):
     model = os.path.join(MODELS, "tiny-mixtral-8x7b.json")
     r = moebench(["run", "--backend", "cpu", "--model", model, "--ep", "2", "--out", os.path.join(tmp, "x.json")])
@@ -215,27 +250,12 @@ def failure_cases(tmp):
     args = base[:-1] + [marker]
     proc = subprocess.Popen([MPIRUN, "-np", "2", MOEBENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=ENV, text=True)
-    victim = None
-    for _ in range(100):  # the ranks' pids, once both run
-        time.sleep(0.2)
-        ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
-        pids = [int(p) for p in ps if int(p) != proc.pid]
-        ranks = [p for p in pids if os.path.basename(os.readlink(f"/proc/{p}/exe")) == "moebench"] if pids else []
-        if len(ranks) >= 2:
-            victim = max(ranks)
-            break
+    victim = find_a_rank(proc, marker, tries=100)
     check(victim is not None, "kill test: both ranks started")
     if victim is None:
-        proc.kill()
         return
     time.sleep(1.0)  # mid-run: past start-up, inside the measured steps
-    t0 = time.time()
-    os.kill(victim, signal.SIGKILL)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    dt = time.time() - t0
+    dt = wait_after_kill(proc, victim)
     check(proc.returncode != 0 and dt < 30, f"a rank killed mid-run: the job ends non-zero in {dt:.1f} s")
     check(not os.path.exists(marker), "a rank killed mid-run: no report written")
 
@@ -265,32 +285,11 @@ def sweep_cases(tmp):
             "--journal", journal2]
     proc = subprocess.Popen([MPIRUN, "-np", "2", MOEBENCH, *slow], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=ENV, text=True)
-    victim = None
-    for _ in range(300):
-        time.sleep(0.1)
-        if not (os.path.exists(journal2) and os.path.getsize(journal2) > 0):
-            continue
-        ranks = []
-        for p in subprocess.run(["pgrep", "-f", journal2], capture_output=True, text=True).stdout.split():
-            try:
-                if int(p) != proc.pid and os.path.basename(os.readlink(f"/proc/{p}/exe")) == "moebench":
-                    ranks.append(int(p))
-            except OSError:
-                pass
-        if len(ranks) >= 2:
-            victim = max(ranks)
-            break
+    victim = find_a_rank(proc, journal2, ready=lambda: os.path.exists(journal2) and os.path.getsize(journal2) > 0)
     check(victim is not None, "sweep kill: the first point finished, both ranks running")
     if victim is None:
-        proc.kill()
         return
-    t0 = time.time()
-    os.kill(victim, signal.SIGKILL)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    dt = time.time() - t0
+    dt = wait_after_kill(proc, victim)
     check(proc.returncode != 0 and dt < 30, f"a rank killed mid-sweep: the job ends non-zero in {dt:.1f} s")
     r = moebench(slow + ["--resume"], 2)
     ok = r.returncode == 0 and os.path.exists(out2)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,7 @@ std::vector<int64_t> plus(std::vector<int64_t> a, const std::vector<int64_t>& b)
     for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
     return a;
 }
-int64_t total(const std::vector<int64_t>& v) {
-    int64_t s = 0;
-    for (int64_t x : v) s += x;
-    return s;
-}
+int64_t total(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
 }  // namespace
 

@@ -135,9 +135,7 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
             m.moe.push_back(std::move(a));
         }
     // Expert parallelism over processes: this rank's tokens (the routing samples are merged at rank 0).
-    const int64_t T = p.comm ? sequences_on_rank(cfg.shape, p.comm->rank(), p.comm->world_size()) *
-                                   (cfg.shape.mode == Mode::decode ? 1 : cfg.shape.seq_len)
-                             : cfg.shape.num_tokens();
+    const int64_t T = p.comm ? tokens_on_rank(cfg.shape, p.comm->rank(), p.comm->world_size()) : cfg.shape.num_tokens();
     Backend& backend = *p.backend;
     // One step with the workload's routing for this step (nullopt when the router decides). The stream is cut into
     // steps of T tokens in order; warm-up steps consume it too, then it restarts at 0 so that the measured steps see
@@ -312,8 +310,7 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
     RankMeasurement mine;
     mine.rank = comm.rank();
     mine.host = comm.host_name();
-    mine.tokens = sequences_on_rank(cfg.shape, comm.rank(), comm.world_size()) *
-                  (cfg.shape.mode == Mode::decode ? 1 : cfg.shape.seq_len);
+    mine.tokens = tokens_on_rank(cfg.shape, comm.rank(), comm.world_size());
     mine.experts = p.placement.experts_on_rank[static_cast<size_t>(comm.rank())];
     mine.steps = m.steps;
     mine.moe = m.moe;

@@ -305,6 +305,10 @@ int64_t sequences_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size)
     return first(rank + 1) - first(rank);
 }
 
+int64_t tokens_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size) {
+    return sequences_on_rank(shape, rank, ep_size) * new_tokens_per_sequence(shape);
+}
+
 double A2aTraffic::sent(int64_t rank) const {
     double s = 0;
     for (int64_t dst = 0; dst < num_ranks; ++dst) s += at(rank, dst);

@@ -72,6 +72,8 @@ int64_t expert_rank(int64_t expert, int64_t num_experts, int64_t ep_size);
 int64_t token_home_rank(const StepShape& shape, int64_t token, int64_t ep_size);
 /// Sequences (decode: tokens) held by `rank`.
 int64_t sequences_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size);
+/// Tokens of the sequences held by `rank` (decode: one per sequence; prefill: seq_len each).
+int64_t tokens_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size);
 
 /// Bytes each rank sends to each other rank in dispatch_a2a; combine_a2a is the transpose.
 struct A2aTraffic {

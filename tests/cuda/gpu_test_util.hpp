@@ -2,6 +2,7 @@
 // Helpers for the GPU tests: bf16 rounding on the host, uploads/downloads, error norms.
 #pragma once
 #include "backends/cuda/device_buffer.hpp"
+#include "core/dispatch_dtype.hpp"
 #include "kernels/launch.hpp"
 
 #include <cmath>
@@ -14,18 +15,8 @@ namespace moebench::test {
 using kernels::bf16;
 
 /// Round-to-nearest-even fp32 -> bf16 bits, and back; the host mirror of what the GPU stores.
-inline uint16_t f2bf_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-}
-inline float bf_bits2f(uint16_t b) {
-    const uint32_t u = static_cast<uint32_t>(b) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+inline uint16_t f2bf_bits(float f) { return core::bf16_from_float(f); }
+inline float bf_bits2f(uint16_t b) { return core::bf16_to_float(b); }
 inline float round_bf(float f) { return bf_bits2f(f2bf_bits(f)); }
 
 inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -51,7 +51,6 @@ struct EpState {
     std::vector<float> asg_weight;
     std::vector<float> ret_send;             // [arrived rows, H]
     std::vector<double> expert_us;           // per held expert
-    int64_t rows_cap = 0;                    // rows xperm_ / gu_ / act_ / yperm_ hold
 };
 
 class CpuBackend final : public Backend {
@@ -105,7 +104,10 @@ private:
     void phase_expert_down(int64_t slot);
     void phase_shared(int64_t slot);
     void phase_unpermute(int64_t slot);
-    void add_block_output(int64_t slot);     // residual add of moe_out (after Grok's post-FFN norm)
+    // moe_out = shared + the rows of each token's slots (`rows[row_of_slot[t k + j]]`), weighted in slot order;
+    // then the residual add (after Grok's post-FFN norm)
+    void sum_slots(int64_t slot, const int64_t* row_of_slot, const float* rows);
+    void add_block_output(int64_t slot);
     // expert parallelism over processes (cpu_ep.cpp)
     bool ep_on() const { return ep_.world > 1; }
     void ep_setup(const Topology& topo, const RunOptions& opt);

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <numeric>
 
 namespace moebench::cpu {
 
@@ -35,11 +36,7 @@ std::vector<int64_t> scaled(const std::vector<int64_t>& rows, int64_t bytes_per_
     return out;
 }
 
-int64_t sum(const std::vector<int64_t>& v) {
-    int64_t s = 0;
-    for (int64_t x : v) s += x;
-    return s;
-}
+int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
 }  // namespace
 
@@ -103,15 +100,15 @@ void CpuBackend::ep_permute(int64_t slot) {
                 if (seen[static_cast<size_t>(r)]) by_dst[static_cast<size_t>(r)].push_back({t, -1});
         }
     } else {
-        for (int64_t r = 0; r < N; ++r) {
-            // Expert-major within the destination: a counting sort over the destination's held experts.
-            const auto& held = pl.experts_on_rank[static_cast<size_t>(r)];
-            std::vector<std::vector<Row>> per_expert(held.size());
-            for (int64_t a = 0; a < T_ * k; ++a)
-                if (dst[static_cast<size_t>(a)] == r)
-                    per_expert[static_cast<size_t>(pl.local_index(r, ids[a]))].push_back({a / k, a});
-            for (auto& rows : per_expert) by_dst[static_cast<size_t>(r)].insert(by_dst[static_cast<size_t>(r)].end(), rows.begin(), rows.end());
-        }
+        // Expert-major within each destination: one pass into [destination][held expert] buckets.
+        std::vector<std::vector<std::vector<Row>>> buckets(static_cast<size_t>(N));
+        for (int64_t r = 0; r < N; ++r) buckets[static_cast<size_t>(r)].resize(pl.experts_on_rank[static_cast<size_t>(r)].size());
+        for (int64_t a = 0; a < T_ * k; ++a)
+            if (const int64_t r = dst[static_cast<size_t>(a)]; r >= 0)
+                buckets[static_cast<size_t>(r)][static_cast<size_t>(pl.local_index(r, ids[a]))].push_back({a / k, a});
+        for (int64_t r = 0; r < N; ++r)
+            for (const auto& rows : buckets[static_cast<size_t>(r)])
+                by_dst[static_cast<size_t>(r)].insert(by_dst[static_cast<size_t>(r)].end(), rows.begin(), rows.end());
     }
     int64_t total = 0;
     for (int64_t r = 0; r < N; ++r) {
@@ -296,33 +293,25 @@ void CpuBackend::ep_combine(int64_t slot) {
         tr.combine_payload_bytes[static_cast<size_t>(r)] = static_cast<double>(ep_.recv_rows[static_cast<size_t>(r)] * act_row_bytes);
 }
 
-// Token side: shared experts + the returned rows, weighted (per-expert) in slot order, then the residual.
+// Token side: shared experts + the returned rows (per-expert: weighted in slot order, as one process sums them;
+// dedup: each expert rank's partial sum, in destination order), then the residual.
 void CpuBackend::ep_unpermute(int64_t slot) {
     if (!lw(slot).is_moe) return;
-    MoeSlotState& st = moe_[static_cast<size_t>(slot)];
-    const int64_t k = st.k, H = d_.H;
-    const bool scale_in = core::route_scales_input(static_cast<int>(m_.moe.routing));
-    const bool shared = d_.shared_I > 0;
-    const float *wts = wts_.data(), *ret = ep_.ret_recv.data(), *so = shared ? sout_.data() : nullptr;
-    float* out = st.moe_out.data();
+    if (!ep_.dedup) {
+        sum_slots(slot, ep_.row_of_slot.data(), ep_.ret_recv.data());
+        return;
+    }
+    const int64_t H = d_.H;
+    const float *ret = ep_.ret_recv.data(), *so = d_.shared_I > 0 ? sout_.data() : nullptr;
+    float* out = moe_[static_cast<size_t>(slot)].moe_out.data();
     pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
             float* o = out + t * H;
             if (so) std::memcpy(o, so + t * H, sizeof(float) * H);
             else std::memset(o, 0, sizeof(float) * H);
-            if (ep_.dedup) {
-                for (int64_t i = ep_.tok_off[static_cast<size_t>(t)]; i < ep_.tok_off[static_cast<size_t>(t + 1)]; ++i) {
-                    const float* r = ret + ep_.token_rows[static_cast<size_t>(i)] * H;
-                    for (int64_t c = 0; c < H; ++c) o[c] += r[c];
-                }
-                continue;
-            }
-            for (int64_t j = 0; j < k; ++j) {
-                const int64_t row = ep_.row_of_slot[static_cast<size_t>(t * k + j)];
-                if (row < 0) continue;
-                const float s = scale_in ? 1.0f : wts[t * k + j];
-                const float* r = ret + row * H;
-                for (int64_t c = 0; c < H; ++c) o[c] += s * r[c];
+            for (int64_t i = ep_.tok_off[static_cast<size_t>(t)]; i < ep_.tok_off[static_cast<size_t>(t + 1)]; ++i) {
+                const float* r = ret + ep_.token_rows[static_cast<size_t>(i)] * H;
+                for (int64_t c = 0; c < H; ++c) o[c] += r[c];
             }
         }
     }, 4);

@@ -203,14 +203,16 @@ void CpuBackend::phase_shared(int64_t slot) {
 }
 
 void CpuBackend::phase_unpermute(int64_t slot) {
-    LayerWeights& w = lw(slot);
-    if (!w.is_moe) return;
+    if (!lw(slot).is_moe) return;
+    sum_slots(slot, slot_of_.data(), yperm_.data());
+}
+
+void CpuBackend::sum_slots(int64_t slot, const int64_t* row_of_slot, const float* rows) {
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
     const int64_t k = st.k, H = d_.H;
     const bool scale_in = core::route_scales_input(static_cast<int>(m_.moe.routing));
     const bool shared = d_.shared_I > 0;
-    const int64_t* slot_of = slot_of_.data();
-    const float *wts = wts_.data(), *y = yperm_.data(), *so = shared ? sout_.data() : nullptr;
+    const float *wts = wts_.data(), *so = shared ? sout_.data() : nullptr;
     float* out = st.moe_out.data();
     pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
@@ -218,10 +220,10 @@ void CpuBackend::phase_unpermute(int64_t slot) {
             if (so) std::memcpy(o, so + t * H, sizeof(float) * H);
             else std::memset(o, 0, sizeof(float) * H);
             for (int64_t j = 0; j < k; ++j) {  // slot order, so the sum order is fixed
-                const int64_t row = slot_of[t * k + j];
+                const int64_t row = row_of_slot[t * k + j];
                 if (row < 0) continue;  // dropped by capacity
                 const float s = scale_in ? 1.0f : wts[t * k + j];
-                const float* yr = y + row * H;
+                const float* yr = rows + row * H;
                 for (int64_t i = 0; i < H; ++i) o[i] += s * yr[i];
             }
         }
