@@ -127,11 +127,12 @@ def route(meta, logits, corr):
     groups, topk_groups = int(meta.get("num_groups", "1") or 1), int(meta.get("topk_groups", "1") or 1)
     if kind == "softmax_topk":
         p = softmax(logits)
-        ids = top_k(p, k)
+        choice = p + corr if corr is not None else p  # ERNIE-4.5: the correction bias picks, the weights stay p
+        ids = top_k(choice, k)
         w = np.take_along_axis(p, ids, axis=1)
         if norm:
             w = w / w.sum(axis=1, keepdims=True)
-        return ids, w * scale, p  # the scale is 1 in these families' configs; moebench applies it when set
+        return ids, w * scale, choice  # the scale is 1 in these families' configs; moebench applies it when set
     if kind == "topk_softmax":
         ids = top_k(logits, k)
         return ids, softmax(np.take_along_axis(logits, ids, axis=1)), logits
@@ -213,8 +214,10 @@ def main():
     ids_r, w_r, choice = route(meta, logits, corr)
     # Selection scores before any group mask, for the near-tie test.
     kind = meta["routing"]
-    raw_choice = (sigmoid(logits) + (corr if corr is not None else 0.0) if kind == "sigmoid_group_topk"
-                  else softmax(logits) if kind in ("softmax_topk", "softmax_group_greedy") else logits)
+    bias = corr if corr is not None else 0.0
+    raw_choice = (sigmoid(logits) + bias if kind == "sigmoid_group_topk"
+                  else softmax(logits) + bias if kind == "softmax_topk"
+                  else softmax(logits) if kind == "softmax_group_greedy" else logits)
     imposed = meta.get("workload", "router") != "router"
     soft = int(meta.get("soft_topn", "0") or 0)
     cf = float(meta.get("capacity_factor", "0") or 0)

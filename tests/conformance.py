@@ -40,6 +40,10 @@ def shrink(m):
             a["q_lora_rank"] = 32
     else:
         a.update(num_kv_heads=4 if a["num_kv_heads"] == a["num_heads"] else 2, num_heads=4, head_dim=16)
+        if a.get("rotary_dim", 0):
+            a["rotary_dim"] = 8  # partial RoPE kept partial
+    if a.get("indexer_heads", 0):
+        a.update(indexer_heads=2, indexer_head_dim=8)
     if a.get("sliding_window", 0):
         a["sliding_window"] = 8
     if a.get("attention_chunk", 0):
@@ -79,7 +83,10 @@ def expected_models(root):
     for fname in sorted(os.listdir(models_dir)):
         with open(os.path.join(models_dir, fname)) as f:
             m = json.load(f)
-        if m.get("moe", {}).get("num_experts", 0) > 0:
+        # Hybrid models (linear attention, gated attention output) run on sim only so far: no backend that
+        # computes tensors would take their tiny model.
+        hybrid = m.get("linear_attention_layers") or m.get("attention", {}).get("output_gate")
+        if m.get("moe", {}).get("num_experts", 0) > 0 and not hybrid:
             out["tiny-" + fname] = shrink(m)
     return out
 

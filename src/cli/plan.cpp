@@ -152,6 +152,7 @@ json memory_json(const Plan& p) {
         {"kv_bytes_per_token", mem.kv_bytes_per_token},
         {"kv_bytes_per_token_per_gpu", mem.kv_bytes_per_token_per_gpu},
         {"kv_bytes_per_sequence_per_gpu", mem.kv_bytes_per_sequence_per_gpu},
+        {"linear_state_bytes_per_sequence_per_gpu", mem.linear_state_bytes_per_sequence_per_gpu},
         {"activation_tokens", mem.activation_tokens},
         {"fits", mem.fits},
         {"max_concurrent_sequences", mem.max_concurrent_sequences}};
@@ -273,6 +274,11 @@ std::string plan_to_text(const Plan& p) {
     row(fmt::format("KV cache ({} seq x {} tok)", mem.sequences_per_gpu, p.in.context), mem.kv_cache_bytes,
         fmt::format("{}/token on this GPU, {}/token whole model", human_bytes(mem.kv_bytes_per_token_per_gpu),
                     human_bytes(mem.kv_bytes_per_token)));
+    if (mem.linear_state_bytes_per_sequence_per_gpu > 0)
+        line(fmt::format("  {:<30} {:>12}   fixed per sequence ({} linear-attention layers, fp32), in the KV cache",
+                         "of which recurrent state", human_bytes(double(mem.sequences_per_gpu) *
+                                                                 mem.linear_state_bytes_per_sequence_per_gpu),
+                         m.num_linear_attention_layers()));
     row("activations + workspace", mem.activation_bytes,
         fmt::format("{} for {} tokens/step + {} workspace", human_bytes(mem.activation_only_bytes),
                     mem.activation_tokens, human_bytes(mem.workspace_bytes)));

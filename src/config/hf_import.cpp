@@ -183,6 +183,58 @@ void qwen_moe_layers(const JsonReader& r, ModelConfig& m) {
     }
 }
 
+// n_group / topk_group of group-limited routing (absent or null: the family's defaults), checked against the experts.
+void read_groups(const JsonReader& r, MoeConfig& e, const std::string& experts_key, int64_t groups_dflt,
+                 int64_t topk_groups_dflt) {
+    e.num_groups = opt_dim(r, "n_group", groups_dflt);
+    e.topk_groups = opt_dim(r, "topk_group", topk_groups_dflt);
+    if (e.num_groups < 1) config_error(r.field("n_group"), "must be positive", str(e.num_groups), "use 1 for no groups");
+    if (e.num_experts % e.num_groups != 0)
+        config_error(r.field("n_group"), "must divide " + experts_key + " (" + str(e.num_experts) + ")",
+                     str(e.num_groups), "use a divisor of " + experts_key + " (1 = no groups)");
+    if (e.topk_groups < 1) config_error(r.field("topk_group"), "must be positive", str(e.topk_groups), "");
+    require_at_most(r, "topk_group", e.topk_groups, "n_group", e.num_groups);
+    int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
+    if (e.top_k > reachable)
+        config_error(r.field("num_experts_per_tok"),
+                     "exceeds the experts in the selected groups (topk_group * " + experts_key + " / n_group = " +
+                         str(reachable) + ")",
+                     str(e.top_k), "raise topk_group or lower num_experts_per_tok");
+}
+
+// Dense first layers, then MoE (first_k_dense_replace).
+void first_dense_layers(const JsonReader& r, ModelConfig& m, int64_t dflt) {
+    const int64_t first_dense = std::min(opt_dim(r, "first_k_dense_replace", dflt), m.num_layers);
+    m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 1);
+    for (int64_t i = 0; i < first_dense; ++i) m.layer_is_moe[static_cast<size_t>(i)] = 0;
+    if (m.num_dense_layers() > 0) m.dense_intermediate_size = req_dim(r, "intermediate_size");
+}
+
+// Partial RoPE: int(head_dim * partial_rotary_factor) dims of each q/k head (the whole head when it rounds to it).
+void partial_rotary(const JsonReader& r, ModelConfig& m, double dflt) {
+    const double f = r.opt_double("partial_rotary_factor", dflt);
+    if (!(f > 0 && f <= 1))
+        config_error(r.field("partial_rotary_factor"), "must be in (0, 1]", fmt::format("{}", f), "e.g. 0.5");
+    const auto dims = static_cast<int64_t>(static_cast<double>(m.attn.head_dim) * f);
+    m.attn.rotary_dim = dims >= m.attn.head_dim ? 0 : dims - dims % 2;
+}
+
+// DeepSeek-V3-style MoE on GQA attention (GLM-4.5, dots.llm1, Ling 2.0): sigmoid scores plus a selection-only
+// correction bias, optional groups, shared experts of the routed width.
+void sigmoid_biased_moe(const JsonReader& r, ModelConfig& m, const std::string& experts_key, bool norm_dflt,
+                        int64_t groups_dflt, int64_t topk_groups_dflt) {
+    MoeConfig& e = m.moe;
+    read_experts(r, m, experts_key, "num_experts_per_tok");
+    e.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
+    e.num_shared_experts = opt_dim(r, r.has("n_shared_experts") ? "n_shared_experts" : "num_shared_experts", 0);
+    if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
+    e.routing = RoutingKind::sigmoid_group_topk;
+    e.router_correction_bias = true;
+    e.norm_topk_prob = r.opt_bool("norm_topk_prob", norm_dflt);
+    e.routed_scaling_factor = r.opt_double("routed_scaling_factor", 1.0);
+    read_groups(r, e, experts_key, groups_dflt, topk_groups_dflt);
+}
+
 ModelConfig import_mixtral(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
@@ -265,20 +317,12 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         } else {
             e.routing = RoutingKind::softmax_topk;
         }
-        if (e.routing != RoutingKind::softmax_topk) {  // groups only matter to group-limited routing
-            e.num_groups = r.has("n_group") ? req_dim(r, "n_group") : 1;
-            e.topk_groups = r.has("topk_group") ? req_dim(r, "topk_group") : 1;
-            if (e.num_experts % e.num_groups != 0)
-                config_error(r.field("n_group"), "must divide n_routed_experts (" + str(e.num_experts) + ")",
-                             str(e.num_groups), "use a divisor of n_routed_experts (1 = no groups)");
-            require_at_most(r, "topk_group", e.topk_groups, "n_group", e.num_groups);
-            int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
-            if (e.top_k > reachable)
-                config_error(r.field("num_experts_per_tok"),
-                             "exceeds the experts in the selected groups (topk_group * n_routed_experts / n_group = " +
-                                 str(reachable) + ")",
-                             str(e.top_k), "raise topk_group or lower num_experts_per_tok");
-        }
+        if (e.routing != RoutingKind::softmax_topk) read_groups(r, e, "n_routed_experts", 1, 1);  // only group-limited routing uses them
+    }
+    if (type == "deepseek_v32") {  // the lightning indexer of its sparse attention
+        m.attn.indexer_heads = req_dim(r, "index_n_heads");
+        m.attn.indexer_head_dim = req_dim(r, "index_head_dim");
+        m.attn.indexer_topk = opt_dim(r, "index_topk", 2048, kMaxTokens);
     }
     if (m.num_dense_layers() > 0) m.dense_intermediate_size = req_dim(r, "intermediate_size");
     if (v3) m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 0);
@@ -453,6 +497,232 @@ ModelConfig import_qwen2(const JsonReader& r) {
     return m;
 }
 
+// GLM-4.5 / 4.6 / 4.5-Air (transformers modeling_glm4_moe.py): q/k/v biases (never o), per-head q/k RMSNorm when
+// use_qk_norm, RoPE on half of each head, first_k_dense_replace dense layers, nextn (MTP) layers counted apart.
+ModelConfig import_glm4_moe(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    sigmoid_biased_moe(r, m, "n_routed_experts", true, 1, 1);
+    first_dense_layers(r, m, 1);
+    m.attn.qkv_bias = r.opt_bool("attention_bias", false);
+    m.attn.qk_norm = r.opt_bool("use_qk_norm", false);
+    partial_rotary(r, m, 0.5);
+    m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 0);
+    return m;
+}
+
+// dots.llm1 (modeling_dots1.py): DeepSeek-V3's MoE on GQA with per-head q/k norms, full RoPE, no MTP.
+ModelConfig import_dots1(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    sigmoid_biased_moe(r, m, "n_routed_experts", false, 1, 1);
+    first_dense_layers(r, m, 0);
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    m.attn.qk_norm = true;
+    return m;
+}
+
+// Ling (inclusionAI, modeling_bailing_moe.py): softmax top-k with shared experts; Ling 2.0 (architectures
+// BailingMoeV2ForCausalLM, same model_type) switched to sigmoid + expert_bias with groups, q/k norms, partial RoPE, MTP.
+ModelConfig import_bailing_moe(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    bool v2 = false;
+    if (r.has("architectures") && r.raw().at("architectures").is_array() && !r.raw().at("architectures").empty())
+        v2 = r.raw().at("architectures")[0] == "BailingMoeV2ForCausalLM";
+    if (v2) {
+        sigmoid_biased_moe(r, m, "num_experts", true, 8, 4);
+        m.moe.norm_topk_prob = true;  // the v2 gate always renormalises
+        first_dense_layers(r, m, 1);
+        m.attn.qk_norm = r.opt_bool("use_qk_norm", true);
+        partial_rotary(r, m, 1.0);
+        m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 0);
+    } else {
+        read_experts(r, m, "num_experts", "num_experts_per_tok");
+        m.moe.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
+        m.moe.num_shared_experts = opt_dim(r, "num_shared_experts", 0);
+        if (m.moe.num_shared_experts > 0) m.moe.shared_intermediate_size = m.moe.expert_intermediate_size;
+        m.moe.routing = RoutingKind::softmax_topk;
+        m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+        first_dense_layers(r, m, 0);
+    }
+    m.attn.qkv_bias = r.opt_bool("use_qkv_bias", false);
+    m.attn.o_bias = r.opt_bool("use_bias", false);
+    return m;
+}
+
+// A per-layer setting written as one value or one per layer (Hunyuan's moe_topk, num_shared_expert, ...); moebench
+// models one value for every layer, so a list must hold one value.
+int64_t uniform_per_layer(const JsonReader& r, const std::string& key, const ModelConfig& m, int64_t dflt,
+                          bool positive) {
+    if (!r.has(key)) return dflt;
+    if (!r.raw().at(key).is_array()) return positive ? req_dim(r, key) : opt_dim(r, key, dflt);
+    const std::vector<int64_t> v = int_list(r, key);
+    require_per_layer(r, key, v.size(), m);
+    for (size_t i = 0; i < v.size(); ++i)
+        if (v[i] != v[0] || v[i] < (positive ? 1 : 0))
+            config_error(r.field(key) + "[" + std::to_string(i) + "]",
+                         v[i] != v[0] ? "differs from layer 0 (" + str(v[0]) + "); moebench models one value for all layers"
+                                      : "must be " + std::string(positive ? "positive" : "non-negative"),
+                         str(v[i]), "use one value for every layer");
+    return v[0];
+}
+
+// Hunyuan-A13B (HunYuanMoEV1ForCausalLM): softmax top-k, a shared MLP of intermediate_size x num_shared_expert,
+// per-head q/k RMSNorm, tied embeddings; cross-layer attention (use_cla) is not modelled.
+ModelConfig import_hunyuan(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    if (r.has("attention_head_dim")) m.attn.head_dim = req_dim(r, "attention_head_dim");
+    if (r.opt_bool("use_cla", false))
+        config_error(r.field("use_cla"), "cross-layer attention (K/V shared by layers) is not modelled", "true",
+                     "set use_cla to false to count the model without the sharing (more K/V weights)");
+    if (r.opt_bool("use_mla", false))
+        config_error(r.field("use_mla"), "Hunyuan's MLA variant is not modelled", "true", "set use_mla to false");
+    MoeConfig& e = m.moe;
+    e.num_experts = req_dim(r, "num_experts");
+    e.top_k = uniform_per_layer(r, "moe_topk", m, 0, true);
+    if (e.top_k == 0) e.top_k = req_dim(r, "moe_topk");
+    require_at_most(r, "moe_topk", e.top_k, "num_experts", e.num_experts);
+    const int64_t inter = req_dim(r, "intermediate_size");
+    e.expert_intermediate_size = uniform_per_layer(r, "moe_intermediate_size", m, inter, true);
+    const int64_t shared = uniform_per_layer(r, "num_shared_expert", m, 0, false);
+    if (shared > 0) {
+        e.num_shared_experts = 1;
+        e.shared_intermediate_size = inter * shared;
+    }
+    e.routing = RoutingKind::softmax_topk;
+    e.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    m.attn.qk_norm = r.opt_bool("use_qk_norm", false);
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
+    all_layers(m, 1);
+    return m;
+}
+
+// GraniteMoE (IBM Granite 3.x MoE): top-k of the logits then a softmax over the k (Mixtral's math); the
+// embedding/residual/attention/logit multipliers are scalars that change neither the parameters nor the work.
+// granitemoeshared adds one shared expert of shared_intermediate_size.
+ModelConfig import_granitemoe(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    read_experts(r, m, "num_local_experts", "num_experts_per_tok");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
+    m.moe.routing = RoutingKind::topk_softmax;
+    m.moe.norm_topk_prob = true;
+    const int64_t shared = opt_dim(r, "shared_intermediate_size", 0);
+    if (shared > 0) {
+        m.moe.num_shared_experts = 1;
+        m.moe.shared_intermediate_size = shared;
+    }
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
+    all_layers(m, 1);
+    return m;
+}
+
+// The linear-attention layers of a hybrid model from its per-layer list (`linear` marks the linear entries).
+void linear_layers_from(const JsonReader& r, ModelConfig& m, const std::string& key,
+                        const std::function<bool(const json&)>& linear) {
+    const json& v = r.raw().at(key);
+    if (!v.is_array()) config_error(r.field(key), "must be a list with one entry per layer", json_brief(v), "");
+    require_per_layer(r, key, v.size(), m);
+    m.layer_linear.assign(v.size(), 0);
+    for (size_t i = 0; i < v.size(); ++i) m.layer_linear[i] = linear(v[i]) ? 1 : 0;
+}
+
+// Qwen3-Next (modeling_qwen3_next.py): gated DeltaNet on 3 of every 4 layers, gated full attention (output gate,
+// per-head q/k norm, RoPE on a quarter of the head) on the rest; 512 experts + a gated shared expert; one MTP layer
+// (the config has no key for it; vLLM and the checkpoint have one).
+ModelConfig import_qwen3_next(const JsonReader& r) {
+    ModelConfig m = import_qwen_moe(r, true);
+    m.layer_sliding.clear();
+    int64_t shared = opt_dim(r, "shared_expert_intermediate_size", 0);
+    if (shared > 0) {
+        m.moe.num_shared_experts = 1;
+        m.moe.shared_intermediate_size = shared;
+        m.moe.shared_expert_gate = true;
+    }
+    m.attn.output_gate = true;
+    partial_rotary(r, m, 0.25);
+    LinearAttentionConfig& la = m.linear_attn;
+    la.kind = LinearAttentionKind::gated_delta_net;
+    la.num_key_heads = req_dim(r, "linear_num_key_heads");
+    la.num_value_heads = req_dim(r, "linear_num_value_heads");
+    la.key_head_dim = req_dim(r, "linear_key_head_dim");
+    la.value_head_dim = req_dim(r, "linear_value_head_dim");
+    la.conv_kernel = opt_dim(r, "linear_conv_kernel_dim", 4);
+    if (r.has("layer_types")) {
+        linear_layers_from(r, m, "layer_types", [](const json& e) { return e == "linear_attention"; });
+    } else {
+        const int64_t interval = r.has("full_attention_interval") ? req_dim(r, "full_attention_interval") : 4;
+        m.layer_linear.assign(static_cast<size_t>(m.num_layers), 0);
+        for (int64_t i = 0; i < m.num_layers; ++i) m.layer_linear[static_cast<size_t>(i)] = (i + 1) % interval != 0;
+    }
+    m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 1);
+    return m;
+}
+
+// MiniMax-Text-01 / MiniMax-M1 (modeling_minimax.py): lightning attention on the layers attn_type_list marks 0,
+// softmax GQA with RoPE on rotary_dim dims on the others; softmax top-k renormalised (Mixtral's math), no shared
+// expert. The post-norm alpha/beta factors are scalars (no parameters, no work).
+ModelConfig import_minimax(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    read_experts(r, m, "num_local_experts", "num_experts_per_tok");
+    m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
+    m.moe.routing = RoutingKind::topk_softmax;
+    m.moe.norm_topk_prob = true;
+    if (opt_dim(r, "shared_intermediate_size", 0) > 0)
+        config_error(r.field("shared_intermediate_size"), "MiniMax's shared expert is not modelled",
+                     str(opt_dim(r, "shared_intermediate_size", 0)), "set it to 0 (as the published models)");
+    all_layers(m, 1);
+    if (r.has("rotary_dim")) {
+        const int64_t rot = req_dim(r, "rotary_dim");
+        require_at_most(r, "rotary_dim", rot, "head_dim", m.attn.head_dim);
+        m.attn.rotary_dim = rot >= m.attn.head_dim ? 0 : rot;
+    }
+    LinearAttentionConfig& la = m.linear_attn;
+    la.kind = LinearAttentionKind::lightning;
+    la.num_key_heads = la.num_value_heads = m.attn.num_heads;
+    la.key_head_dim = la.value_head_dim = m.attn.head_dim;
+    if (r.has("attn_type_list"))
+        linear_layers_from(r, m, "attn_type_list", [](const json& e) { return e.is_number() && e.get<double>() == 0; });
+    return m;
+}
+
+// ERNIE-4.5 MoE (modeling_ernie4_5_moe.py): MoE on layers moe_layer_start_index..moe_layer_end_index (inclusive,
+// -1 = the last) every moe_layer_interval-th; softmax scores, top-k picked on scores + e_score_correction_bias,
+// weights the unbiased scores renormalised; shared experts of the routed width; use_bias on every linear.
+ModelConfig import_ernie4_5_moe(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    read_experts(r, m, "moe_num_experts", "moe_k");
+    MoeConfig& e = m.moe;
+    e.expert_intermediate_size = req_dim(r, "moe_intermediate_size");
+    e.num_shared_experts = opt_dim(r, "moe_num_shared_experts", 0);
+    if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
+    e.routing = RoutingKind::softmax_topk;
+    e.norm_topk_prob = true;
+    e.router_correction_bias = r.opt_bool("moe_use_aux_free", true);
+    const int64_t start = opt_dim(r, "moe_layer_start_index", 0);
+    int64_t end = r.has("moe_layer_end_index") ? r.req_int("moe_layer_end_index") : -1;
+    if (end < 0) end = m.num_layers - 1;
+    const int64_t interval = r.has("moe_layer_interval") ? req_dim(r, "moe_layer_interval") : 1;
+    m.layer_is_moe.assign(static_cast<size_t>(m.num_layers), 0);
+    for (int64_t i = start; i <= end && i < m.num_layers; ++i)
+        m.layer_is_moe[static_cast<size_t>(i)] = (i + 1) % interval == 0 ? 1 : 0;
+    if (m.num_dense_layers() > 0) m.dense_intermediate_size = req_dim(r, "intermediate_size");
+    const bool bias = r.opt_bool("use_bias", false);
+    m.attn.qkv_bias = m.attn.o_bias = bias;
+    if (bias)
+        config_error(r.field("use_bias"), "biases on ERNIE's MLPs are not modelled", "true",
+                     "set use_bias to false (as the published models)");
+    m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
+    m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 0);
+    return m;
+}
+
 using Importer = std::function<ModelConfig(const JsonReader&)>;
 
 const std::map<std::string, Importer>& importers() {
@@ -475,6 +745,17 @@ const std::map<std::string, Importer>& importers() {
         {"phimoe", import_phimoe},
         {"llama", import_llama},
         {"qwen2", import_qwen2},
+        {"glm4_moe", import_glm4_moe},
+        {"dots1", import_dots1},
+        {"bailing_moe", import_bailing_moe},
+        {"hunyuan_v1_moe", import_hunyuan},
+        {"hunyuan", import_hunyuan},
+        {"granitemoe", import_granitemoe},
+        {"granitemoeshared", import_granitemoe},
+        {"qwen3_next", import_qwen3_next},
+        {"minimax", import_minimax},
+        {"minimax_m1", import_minimax},
+        {"ernie4_5_moe", import_ernie4_5_moe},
     };
     return table;
 }
@@ -491,6 +772,12 @@ const std::map<std::string, std::string>& architecture_types() {
         {"Llama4ForCausalLM", "llama4_text"},    {"Grok1ModelForCausalLM", "grok-1"},
         {"Grok1ForCausalLM", "grok-1"},          {"PhiMoEForCausalLM", "phimoe"},
         {"LlamaForCausalLM", "llama"},           {"Qwen2ForCausalLM", "qwen2"},
+        {"Glm4MoeForCausalLM", "glm4_moe"},      {"Dots1ForCausalLM", "dots1"},
+        {"BailingMoeForCausalLM", "bailing_moe"}, {"BailingMoeV2ForCausalLM", "bailing_moe"},
+        {"HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe"}, {"GraniteMoeForCausalLM", "granitemoe"},
+        {"GraniteMoeSharedForCausalLM", "granitemoeshared"}, {"Qwen3NextForCausalLM", "qwen3_next"},
+        {"MiniMaxText01ForCausalLM", "minimax"}, {"MiniMaxM1ForCausalLM", "minimax"},
+        {"MiniMaxForCausalLM", "minimax"},       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe"},
     };
     return table;
 }
@@ -534,7 +821,10 @@ ModelConfig model_from_hf(const json& j, const std::string& path) {
                      "supported model_type values: " + list + " (or a moebench model file)");
     }
     ModelConfig m = imp->second(r);
-    m.family = type == "llama4_text" ? "llama4" : type;
+    static const std::map<std::string, std::string> aliases = {
+        {"llama4_text", "llama4"}, {"hunyuan", "hunyuan_v1_moe"}, {"minimax_m1", "minimax"}};
+    const auto alias = aliases.find(type);
+    m.family = alias != aliases.end() ? alias->second : type;
     m.notes = "imported from Hugging Face config.json (" + (arch.empty() ? type : arch) + ")";
     return m;
 }

@@ -46,6 +46,25 @@ const char* to_string(RoutingKind r) {
     return "?";
 }
 
+const char* to_string(LinearAttentionKind k) {
+    switch (k) {
+        case LinearAttentionKind::gated_delta_net: return "gated_delta_net";
+        case LinearAttentionKind::lightning: return "lightning";
+    }
+    return "?";
+}
+
+int64_t LinearAttentionConfig::state_elems() const {
+    return num_value_heads * key_head_dim * value_head_dim + (conv_kernel > 1 ? conv_channels() * (conv_kernel - 1) : 0);
+}
+
+bool ModelConfig::is_linear_attention_layer(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(layer_linear.size()) && layer_linear[static_cast<size_t>(layer)] != 0;
+}
+int64_t ModelConfig::num_linear_attention_layers() const {
+    return std::count(layer_linear.begin(), layer_linear.end(), uint8_t{1});
+}
+
 bool ModelConfig::is_moe_layer(int64_t layer) const {
     if (moe.num_experts <= 0) return false;
     if (layer_is_moe.empty()) return true;
@@ -119,6 +138,7 @@ constexpr Activation kActivations[] = {Activation::swiglu, Activation::geglu, Ac
 constexpr RoutingKind kRoutings[] = {RoutingKind::softmax_topk, RoutingKind::topk_softmax,
                                      RoutingKind::sigmoid_group_topk, RoutingKind::softmax_group_greedy,
                                      RoutingKind::topk_sigmoid, RoutingKind::sparsemixer};
+constexpr LinearAttentionKind kLinearKinds[] = {LinearAttentionKind::gated_delta_net, LinearAttentionKind::lightning};
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -142,7 +162,8 @@ AttentionConfig attention_from_json(const JsonReader& r, int64_t hidden_size) {
     JsonReader a = r.child("attention");
     reject_unknown_keys(a, {"kind", "num_heads", "num_kv_heads", "head_dim", "qkv_bias", "o_bias", "qk_norm",
                             "qk_norm_full", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                            "v_head_dim", "sinks", "sliding_window", "attention_chunk", "rope_theta"});
+                            "v_head_dim", "sinks", "sliding_window", "attention_chunk", "rope_theta", "rotary_dim",
+                            "output_gate", "indexer_heads", "indexer_head_dim", "indexer_topk"});
     AttentionConfig at;
     at.kind = parse_enum(a, "kind", kAttnKinds, AttentionKind::gqa);
     at.num_heads = a.req_positive("num_heads");
@@ -166,7 +187,28 @@ AttentionConfig attention_from_json(const JsonReader& r, int64_t hidden_size) {
     at.sliding_window = a.opt_nonneg("sliding_window", 0);
     at.attention_chunk = a.opt_nonneg("attention_chunk", 0);
     at.rope_theta = a.opt_double("rope_theta", 10000.0);
+    at.rotary_dim = a.opt_nonneg("rotary_dim", 0);
+    at.output_gate = a.opt_bool("output_gate", false);
+    at.indexer_heads = a.opt_nonneg("indexer_heads", 0);
+    at.indexer_head_dim = a.opt_nonneg("indexer_head_dim", 0);
+    at.indexer_topk = a.opt_nonneg("indexer_topk", 0);
     return at;
+}
+
+// The optional "linear_attention" block (hybrid models; the layers are listed in linear_attention_layers).
+LinearAttentionConfig linear_attention_from_json(const JsonReader& r) {
+    LinearAttentionConfig la;
+    auto b = r.opt_child("linear_attention");
+    if (!b) return la;
+    reject_unknown_keys(*b, {"kind", "num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim",
+                             "conv_kernel"});
+    la.kind = parse_enum(*b, "kind", kLinearKinds, LinearAttentionKind::gated_delta_net);
+    la.num_key_heads = b->req_positive("num_key_heads");
+    la.num_value_heads = b->has("num_value_heads") ? b->req_positive("num_value_heads") : la.num_key_heads;
+    la.key_head_dim = b->req_positive("key_head_dim");
+    la.value_head_dim = b->has("value_head_dim") ? b->req_positive("value_head_dim") : la.key_head_dim;
+    la.conv_kernel = b->opt_nonneg("conv_kernel", 0);
+    return la;
 }
 
 // The optional "moe" block (absent: a dense model).
@@ -205,7 +247,8 @@ ModelConfig model_from_json(const json& j, const std::string& path) {
     reject_unknown_keys(r, {"moebench", "name", "family", "notes", "unconfirmed", "vocab_size", "hidden_size",
                             "num_layers", "max_position_embeddings", "attention", "moe", "dense_intermediate_size",
                             "dense_layers", "sliding_layers", "activation", "swiglu_limit", "norm", "norm_bias",
-                            "norms_per_layer", "norm_eps", "tie_word_embeddings", "lm_head_bias", "num_mtp_layers"});
+                            "norms_per_layer", "norm_eps", "tie_word_embeddings", "lm_head_bias", "num_mtp_layers",
+                            "linear_attention", "linear_attention_layers"});
     if (r.has("moebench")) {
         std::string s = r.req_string("moebench");
         if (s != "model/1")
@@ -232,6 +275,13 @@ ModelConfig model_from_json(const json& j, const std::string& path) {
         if (r.has("dense_layers")) read_layer_list(r, "dense_layers", m.num_layers, 0, 0);  // still range-checked
     }
     if (r.has("sliding_layers")) m.layer_sliding = read_layer_list(r, "sliding_layers", m.num_layers, 1, 0);
+    m.linear_attn = linear_attention_from_json(r);
+    if (r.has("linear_attention_layers")) {
+        if (!r.has("linear_attention"))
+            config_error(r.field("linear_attention_layers"), "lists layers but there is no linear_attention block", "",
+                         "add \"linear_attention\": {\"kind\": ..., \"num_key_heads\": ..., \"key_head_dim\": ...}");
+        m.layer_linear = read_layer_list(r, "linear_attention_layers", m.num_layers, 1, 0);
+    }
 
     m.activation = parse_enum(r, "activation", kActivations, Activation::swiglu);
     m.swiglu_limit = r.opt_double("swiglu_limit", 0.0);
@@ -278,7 +328,21 @@ json model_to_json(const ModelConfig& m) {
     a["sliding_window"] = at.sliding_window;
     a["attention_chunk"] = at.attention_chunk;
     a["rope_theta"] = at.rope_theta;
+    a["rotary_dim"] = at.rotary_dim;
+    a["output_gate"] = at.output_gate;
+    if (at.indexer_heads > 0) {
+        a["indexer_heads"] = at.indexer_heads;
+        a["indexer_head_dim"] = at.indexer_head_dim;
+        a["indexer_topk"] = at.indexer_topk;
+    }
     j["attention"] = a;
+    if (m.num_linear_attention_layers() > 0) {
+        const LinearAttentionConfig& la = m.linear_attn;
+        j["linear_attention"] = {{"kind", to_string(la.kind)}, {"num_key_heads", la.num_key_heads},
+                                 {"num_value_heads", la.num_value_heads}, {"key_head_dim", la.key_head_dim},
+                                 {"value_head_dim", la.value_head_dim}, {"conv_kernel", la.conv_kernel}};
+        j["linear_attention_layers"] = layer_list(m.layer_linear, 1);
+    }
 
     if (m.moe.num_experts > 0) {
         const MoeConfig& e = m.moe;
@@ -363,7 +427,15 @@ void check_sizes(const ModelConfig& m, const FieldChecks& c) {
                                   {"moe.num_groups", m.moe.num_groups},
                                   {"dense_intermediate_size", m.dense_intermediate_size},
                                   {"norms_per_layer", m.norms_per_layer},
-                                  {"num_mtp_layers", m.num_mtp_layers}})
+                                  {"num_mtp_layers", m.num_mtp_layers},
+                                  {"attention.rotary_dim", m.attn.rotary_dim},
+                                  {"attention.indexer_heads", m.attn.indexer_heads},
+                                  {"attention.indexer_head_dim", m.attn.indexer_head_dim},
+                                  {"linear_attention.num_key_heads", m.linear_attn.num_key_heads},
+                                  {"linear_attention.num_value_heads", m.linear_attn.num_value_heads},
+                                  {"linear_attention.key_head_dim", m.linear_attn.key_head_dim},
+                                  {"linear_attention.value_head_dim", m.linear_attn.value_head_dim},
+                                  {"linear_attention.conv_kernel", m.linear_attn.conv_kernel}})
         c.bounded(name, v, kMaxDim);
     c.bounded("attention.sliding_window", m.attn.sliding_window, kMaxTokens);
     c.bounded("attention.attention_chunk", m.attn.attention_chunk, kMaxTokens);
@@ -378,7 +450,11 @@ void check_param_total(const ModelConfig& m, const FieldChecks& c) {
                                                     m.attn.v_head_dim, int64_t{0}}));
     const double lora = static_cast<double>(std::max<int64_t>(m.attn.q_lora_rank, 0) +
                                             std::max<int64_t>(m.attn.kv_lora_rank, 0));
-    const double attn = 4.0 * (H + lora) * (heads * hd + lora + H);
+    const LinearAttentionConfig& la = m.linear_attn;
+    const double linear = 4.0 * (H + static_cast<double>(la.conv_kernel)) *
+                          static_cast<double>(std::max<int64_t>(la.num_key_heads, 0) * la.key_head_dim +
+                                              std::max<int64_t>(la.num_value_heads, 0) * la.value_head_dim + 1);
+    const double attn = 4.0 * (H + lora) * (2.0 * heads * hd + lora + H) + linear;
     const double experts = static_cast<double>(std::max<int64_t>(m.moe.num_experts, 0)) *
                            (3.0 * H * static_cast<double>(m.moe.expert_intermediate_size) + 3.0 * H);
     const double shared = static_cast<double>(m.moe.num_shared_experts) * 3.0 * H *
@@ -414,6 +490,40 @@ void check_attention(const ModelConfig& m, const FieldChecks& c) {
     c.nonneg("attention.attention_chunk", at.attention_chunk);
     if (!(at.rope_theta > 0))
         config_error(c.f("attention.rope_theta"), "must be positive", fmt::format("{}", at.rope_theta), "e.g. 10000");
+    c.nonneg("attention.rotary_dim", at.rotary_dim);
+    if (at.rotary_dim != 0 && at.kind == AttentionKind::mla)
+        config_error(c.f("attention.rotary_dim"), "applies to gqa attention only (MLA rotates qk_rope_head_dim)",
+                     str(at.rotary_dim), "remove it");
+    if (at.kind == AttentionKind::gqa && (at.rotary_dim > at.head_dim || at.rotary_dim % 2 != 0))
+        config_error(c.f("attention.rotary_dim"), "must be an even number of dims within head_dim (" +
+                     str(at.head_dim) + ")", str(at.rotary_dim), "use 0 (the whole head) or an even value <= head_dim");
+    if (at.indexer_heads > 0 && (at.kind != AttentionKind::mla || at.q_lora_rank <= 0 || at.indexer_head_dim <= 0))
+        config_error(c.f("attention.indexer_heads"), "needs MLA attention with a q_lora_rank and an indexer_head_dim",
+                     str(at.indexer_heads), "set indexer_head_dim (DeepSeek-V3.2: 128), or 0 for dense attention");
+    if (at.output_gate && at.kind == AttentionKind::mla)
+        config_error(c.f("attention.output_gate"), "applies to gqa attention only", "true", "set it to false");
+}
+
+void check_linear_attention(const ModelConfig& m, const FieldChecks& c) {
+    if (m.layer_linear.empty()) return;
+    if (static_cast<int64_t>(m.layer_linear.size()) != m.num_layers)
+        config_error(c.f("layer_linear"), "must be empty or have one entry per layer (num_layers = " +
+                     str(m.num_layers) + ")", str(static_cast<int64_t>(m.layer_linear.size())) + " entries",
+                     "give exactly num_layers entries or none");
+    if (m.num_linear_attention_layers() == 0) return;
+    const LinearAttentionConfig& la = m.linear_attn;
+    c.positive("linear_attention.num_key_heads", la.num_key_heads);
+    c.positive("linear_attention.num_value_heads", la.num_value_heads);
+    c.positive("linear_attention.key_head_dim", la.key_head_dim);
+    c.positive("linear_attention.value_head_dim", la.value_head_dim);
+    c.nonneg("linear_attention.conv_kernel", la.conv_kernel);
+    if (la.num_value_heads % la.num_key_heads != 0)
+        config_error(c.f("linear_attention.num_key_heads"), "must divide linear_attention.num_value_heads (" +
+                     str(la.num_value_heads) + ")", str(la.num_key_heads), "use a divisor of num_value_heads");
+    if (la.kind == LinearAttentionKind::lightning &&
+        (la.num_key_heads != la.num_value_heads || la.key_head_dim != la.value_head_dim || la.conv_kernel != 0))
+        config_error(c.f("linear_attention.kind"), "lightning attention has one head count and one head dim, no conv",
+                     "lightning", "give equal key/value heads and dims and conv_kernel 0");
 }
 
 void check_layer_lists(const ModelConfig& m, const FieldChecks& c) {
@@ -502,6 +612,7 @@ void validate(const ModelConfig& m, const std::string& path) {
     check_param_total(m, c);
     check_attention(m, c);
     check_layer_lists(m, c);
+    check_linear_attention(m, c);
     check_moe(m, c);
     check_ffn_and_norms(m, c);
 }

@@ -27,10 +27,17 @@ enum class RoutingKind {
     sparsemixer,           // top-2 on logits, each weight a softmax over the logits near it (PhiMoE, inference)
 };
 
+/// Recurrent-state ("linear") attention of hybrid models, on the layers layer_linear marks; the other layers keep
+/// softmax attention with a KV cache. gated_delta_net: Qwen3-Next's gated DeltaNet (causal conv, delta rule with a
+/// per-head data-dependent decay and write strength, gated RMSNorm). lightning: MiniMax-Text-01's lightning attention
+/// (a fixed per-head decay, plain outer-product update, RMSNorm and a sigmoid output gate).
+enum class LinearAttentionKind { gated_delta_net, lightning };
+
 const char* to_string(AttentionKind k);
 const char* to_string(NormKind k);
 const char* to_string(Activation a);
 const char* to_string(RoutingKind r);
+const char* to_string(LinearAttentionKind k);
 
 struct AttentionConfig {
     AttentionKind kind = AttentionKind::gqa;
@@ -51,8 +58,30 @@ struct AttentionConfig {
     int64_t sliding_window = 0;    // tokens; 0 = none
     int64_t attention_chunk = 0;   // chunked local attention (Llama-4); 0 = none
     double rope_theta = 10000.0;
+    int64_t rotary_dim = 0;        // gqa: dims of each q/k head that RoPE rotates (partial RoPE); 0 = the whole head
+    bool output_gate = false;      // q_proj also yields a per-head gate: out = attention * sigmoid(gate) (Qwen3-Next)
+    // DeepSeek-V3.2 sparse attention: a lightning indexer per layer scores the context (indexer_heads x
+    // indexer_head_dim from the q latent, one shared key); attention then reads the indexer_topk best tokens.
+    int64_t indexer_heads = 0;     // 0 = dense attention
+    int64_t indexer_head_dim = 0;
+    int64_t indexer_topk = 0;
 
     int64_t q_head_dim() const { return kind == AttentionKind::mla ? qk_nope_head_dim + qk_rope_head_dim : head_dim; }
+};
+
+/// Linear attention's shapes (GQA-like: key heads shared by groups of value heads; lightning: all equal).
+struct LinearAttentionConfig {
+    LinearAttentionKind kind = LinearAttentionKind::gated_delta_net;
+    int64_t num_key_heads = 0;
+    int64_t num_value_heads = 0;
+    int64_t key_head_dim = 0;
+    int64_t value_head_dim = 0;
+    int64_t conv_kernel = 0;       // gated_delta_net: width of the causal depthwise conv over q|k|v (0 = none)
+
+    /// Recurrent state of one sequence in one layer, in elements: one [key_head_dim x value_head_dim] matrix per
+    /// value head, plus the conv's last (conv_kernel - 1) inputs.
+    int64_t state_elems() const;
+    int64_t conv_channels() const { return 2 * num_key_heads * key_head_dim + num_value_heads * value_head_dim; }
 };
 
 struct MoeConfig {
@@ -90,6 +119,8 @@ struct ModelConfig {
     int64_t dense_intermediate_size = 0;   // FFN width of dense (non-MoE) layers; 0 if the model has none
     std::vector<uint8_t> layer_is_moe;     // size num_layers; 1 = MoE FFN, 0 = dense FFN
     std::vector<uint8_t> layer_sliding;    // size num_layers; 1 = sliding-window attention (empty = none)
+    LinearAttentionConfig linear_attn;     // used by the layers layer_linear marks
+    std::vector<uint8_t> layer_linear;     // size num_layers; 1 = linear attention (empty = none)
 
     Activation activation = Activation::swiglu;
     double swiglu_limit = 0.0;             // swiglu_oai clamp
@@ -106,6 +137,9 @@ struct ModelConfig {
     bool is_moe_layer(int64_t layer) const;
     int64_t num_moe_layers() const;
     int64_t num_dense_layers() const;
+    /// True when layer `layer` runs linear attention (a recurrent state, no KV cache) instead of softmax attention.
+    bool is_linear_attention_layer(int64_t layer) const;
+    int64_t num_linear_attention_layers() const;
     bool is_moe_model() const { return moe.num_experts > 0 && num_moe_layers() > 0; }
 };
 

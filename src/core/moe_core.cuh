@@ -213,8 +213,15 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
     default: {
         // Qwen/OLMoE/DBRX/DeepSeekMoE: softmax over all experts, top-k, renormalise if norm_topk_prob
         // (HF: w /= w.sum(), no epsilon), then routed_scaling_factor (1.0 for these families).
+        // ERNIE-4.5 adds e_score_correction_bias to the probabilities for the selection only.
         softmax_row(logits, E, scores);
-        topk_row(scores, E, K, nullptr, weights, ids);
+        if (correction_bias) {
+            for (int i = 0; i < E; ++i) choice[i] = scores[i] + correction_bias[i];
+            topk_row(choice, E, K, nullptr, weights, ids);
+            for (int j = 0; j < K; ++j) weights[j] = scores[ids[j]];
+        } else {
+            topk_row(scores, E, K, nullptr, weights, ids);
+        }
         if (p.norm_topk_prob) {
             float sum = 0.0f;
             for (int j = 0; j < K; ++j) sum += weights[j];

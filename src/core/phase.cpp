@@ -23,6 +23,7 @@ PhaseGroup phase_group(Phase p) {
         case Phase::attn_norm:
         case Phase::qkv_proj:
         case Phase::attention:
+        case Phase::linear_attention:
         case Phase::o_proj: return PhaseGroup::attention;
         case Phase::ffn_norm:
         case Phase::router_gemm:

@@ -12,6 +12,7 @@ enum class Phase : int {
     attn_norm,
     qkv_proj,
     attention,
+    linear_attention,
     o_proj,
     ffn_norm,
     router_gemm,
@@ -33,7 +34,7 @@ enum class Phase : int {
 inline constexpr int kNumPhases = static_cast<int>(Phase::count_);
 
 inline constexpr std::array<std::string_view, kNumPhases> kPhaseNames = {
-    "embed",       "attn_norm",  "qkv_proj",    "attention",     "o_proj",
+    "embed",       "attn_norm",  "qkv_proj",    "attention",     "linear_attention", "o_proj",
     "ffn_norm",    "router_gemm", "topk",       "permute",       "dispatch_a2a",
     "expert_up",   "activation", "expert_down", "shared_expert", "combine_a2a",
     "unpermute_reduce", "dense_mlp", "final_norm", "lm_head"};

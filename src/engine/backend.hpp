@@ -54,6 +54,8 @@ struct BackendTraits {
     bool multi_process_ep = false;                   // runs --ep N as N processes (mpirun), one rank each
     bool measures_ceilings = false;                  // --measure-ceilings measures something
     std::string default_hardware;                    // profile its ceilings come from without --hardware ("" = none)
+    bool linear_attention = false;                   // runs linear-attention layers (hybrid models: Qwen3-Next, MiniMax)
+    bool attention_output_gate = false;              // runs the gated attention output (Qwen3-Next)
     CheckOptions check;                              // --check tolerances for its precision
     bool accepts_switch(const std::string& key) const;
     bool accepts_expert_gemm(const std::string& value) const;

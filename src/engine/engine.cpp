@@ -10,7 +10,9 @@
 namespace moebench {
 
 std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size) {
-    std::vector<Phase> p = {Phase::attn_norm, Phase::qkv_proj, Phase::attention, Phase::o_proj, Phase::ffn_norm};
+    // Hybrid models: linear_attention (a recurrent state, no KV cache) in place of attention on the layers that use it.
+    const Phase attn = m.is_linear_attention_layer(layer) ? Phase::linear_attention : Phase::attention;
+    std::vector<Phase> p = {Phase::attn_norm, Phase::qkv_proj, attn, Phase::o_proj, Phase::ffn_norm};
     if (!m.is_moe_layer(layer)) {
         p.push_back(Phase::dense_mlp);
         return p;

@@ -68,6 +68,7 @@ Prepared prepare_point(const RunConfig& cfg) {
     said = p.backend_note;
     p.traits = p.backend->traits();
     check_backend_accepts(p.traits, cfg);  // "auto" is checked here, once it has picked
+    check_backend_runs_model(p.traits, p.model, p.layers);
 
     // Ceilings for the roofline block: measured here before the weights take the memory, else a hardware profile
     // (the one given, or the one the backend models).

@@ -19,6 +19,9 @@ void validate_run(const RunConfig& cfg);
 /// --cold-l2, --ep, --check, --dump-tensors, --measure-ceilings. ConfigError naming the field, the backend, and
 /// which backend accepts the option.
 void check_backend_accepts(const BackendTraits& traits, const RunConfig& cfg);
+/// What of the model's forward path the backend runs (linear attention, gated attention output): exit 2 naming the
+/// backend that does.
+void check_backend_runs_model(const BackendTraits& traits, const ModelConfig& model, const std::vector<int64_t>& layers);
 
 /// The model layers a point runs (the first cfg.layers, 0 = all), checked against the model and the options that
 /// need a MoE layer or divide its experts. ConfigError naming the field.

@@ -17,9 +17,9 @@ int64_t attention_matrix_elems(const ModelConfig& m) {
     const AttentionConfig& a = m.attn;
     const int64_t H = m.hidden_size;
     if (a.kind == AttentionKind::gqa) {
-        return H * a.num_heads * a.head_dim            // q_proj
-               + 2 * H * a.num_kv_heads * a.head_dim   // k_proj, v_proj
-               + a.num_heads * a.head_dim * H;         // o_proj
+        return H * a.num_heads * a.head_dim * (a.output_gate ? 2 : 1)  // q_proj (+ the per-head output gate)
+               + 2 * H * a.num_kv_heads * a.head_dim                   // k_proj, v_proj
+               + a.num_heads * a.head_dim * H;                         // o_proj
     }
     const int64_t qh = a.qk_nope_head_dim + a.qk_rope_head_dim;
     int64_t q = a.q_lora_rank > 0 ? H * a.q_lora_rank + a.q_lora_rank * a.num_heads * qh  // q_a_proj, q_b_proj
@@ -34,6 +34,24 @@ int64_t attention_context_macs_per_token(const ModelConfig& m) {
     const AttentionConfig& a = m.attn;
     if (a.kind == AttentionKind::gqa) return 2 * a.num_heads * a.head_dim;
     return a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim);
+}
+
+// Linear attention's projection matrices: gated DeltaNet in_proj_qkvz [2 Nk Dk + 2 Nv Dv, H], in_proj_ba [2 Nv, H],
+// out_proj [H, Nv Dv]; lightning qkv_proj [3 N D, H], output_gate [N D, H], out_proj [H, N D].
+int64_t linear_attention_matrix_elems(const ModelConfig& m) {
+    const LinearAttentionConfig& la = m.linear_attn;
+    const int64_t H = m.hidden_size, k = la.num_key_heads * la.key_head_dim, v = la.num_value_heads * la.value_head_dim;
+    if (la.kind == LinearAttentionKind::lightning) return H * 3 * v + H * v + v * H;
+    return H * (2 * k + 2 * v) + H * 2 * la.num_value_heads + v * H;
+}
+
+// Multiply-adds per token on the recurrent state of one layer: per value head, decay + read (S^T k, delta rule
+// only) + rank-1 write + read-out (S^T q), each Dk x Dv.
+int64_t linear_state_macs_per_token(const ModelConfig& m) {
+    const LinearAttentionConfig& la = m.linear_attn;
+    const int64_t per_head = la.key_head_dim * la.value_head_dim;
+    return la.num_value_heads * per_head * (la.kind == LinearAttentionKind::gated_delta_net ? 4 : 3) +
+           la.conv_channels() * la.conv_kernel * (la.conv_kernel > 0 ? 1 : 0);
 }
 
 int64_t norm_params(const ModelConfig& m) { return m.hidden_size * (m.norm_bias ? 2 : 1); }
@@ -52,6 +70,10 @@ int64_t attention_params_per_layer(const ModelConfig& m) {
         if (a.qk_norm_full) n += (a.num_heads + a.num_kv_heads) * a.head_dim;     // OLMoE: over all heads
     } else {
         if (a.q_lora_rank > 0) n += a.q_lora_rank;  // q_a_layernorm
+        // DeepSeek-V3.2's indexer: wq_b [Ih*Id, q_lora], wk [Id, H], k_norm (LayerNorm with bias), weights_proj [Ih, H].
+        if (a.indexer_heads > 0)
+            n += a.q_lora_rank * a.indexer_heads * a.indexer_head_dim + H * a.indexer_head_dim + 2 * a.indexer_head_dim +
+                 H * a.indexer_heads;
         n += a.kv_lora_rank;                        // kv_a_layernorm
         if (a.qkv_bias)
             n += (a.q_lora_rank > 0 ? a.q_lora_rank : a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)) +
@@ -60,6 +82,18 @@ int64_t attention_params_per_layer(const ModelConfig& m) {
     if (a.o_bias) n += H;
     if (a.sinks) n += a.num_heads;
     return n;
+}
+
+int64_t linear_attention_params_per_layer(const ModelConfig& m) {
+    const LinearAttentionConfig& la = m.linear_attn;
+    int64_t n = linear_attention_matrix_elems(m);
+    if (la.kind == LinearAttentionKind::lightning) return n + la.num_value_heads * la.value_head_dim;  // RMSNorm(N D)
+    // conv1d [channels, 1, kernel] without bias, dt_bias and A_log per value head, the gated RMSNorm(Dv).
+    return n + la.conv_channels() * la.conv_kernel + 2 * la.num_value_heads + la.value_head_dim;
+}
+
+int64_t attention_params_of_layer(const ModelConfig& m, int64_t layer) {
+    return m.is_linear_attention_layer(layer) ? linear_attention_params_per_layer(m) : attention_params_per_layer(m);
 }
 
 int64_t routed_expert_params(const ModelConfig& m) {
@@ -110,7 +144,7 @@ ParamCounts count_params(const ModelConfig& m, const AccountingOptions& opt) {
 
     all[idx(Component::embedding)] = V * H;
     all[idx(Component::lm_head)] = (m.tie_word_embeddings ? 0 : V * H) + (m.lm_head_bias ? V : 0);
-    all[idx(Component::attention)] = L * attention_params_per_layer(m);
+    for (int64_t l = 0; l < L; ++l) all[idx(Component::attention)] += attention_params_of_layer(m, l);
     all[idx(Component::norms)] = L * norm_params_per_layer(m) + norm_params(m);  // + final norm
     all[idx(Component::router)] = moe * router_params_per_layer(m);
     all[idx(Component::dense_mlp)] = dense * dense_mlp_params_per_layer(m);
@@ -151,14 +185,20 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
     const double routed_macs = static_cast<double>(m.moe.top_k) * static_cast<double>(routed_expert_matrix_elems(m));
     const double router_macs = H * static_cast<double>(m.moe.num_experts);
 
-    double attended = 0;
-    for (int64_t l = 0; l < m.num_layers; ++l) attended += static_cast<double>(attended_tokens(m, l, context_len));
+    double attended = 0, attn_matrix = 0;
+    for (int64_t l = 0; l < m.num_layers; ++l) {
+        if (m.is_linear_attention_layer(l)) {  // no context: the state is the same size at every position
+            attn_matrix += static_cast<double>(linear_attention_matrix_elems(m) + linear_state_macs_per_token(m));
+            continue;
+        }
+        attended += static_cast<double>(attended_tokens(m, l, context_len));
+        attn_matrix += static_cast<double>(attention_matrix_elems(m));
+    }
     f.attention_context = 2.0 * ctx_macs * attended;
 
     c[idx(Component::embedding)] = 0;  // a table lookup
     c[idx(Component::lm_head)] = 2.0 * V * H;
-    c[idx(Component::attention)] =
-        2.0 * static_cast<double>(m.num_layers) * static_cast<double>(attention_matrix_elems(m)) + f.attention_context;
+    c[idx(Component::attention)] = 2.0 * attn_matrix + f.attention_context;
     c[idx(Component::norms)] = 0;  // element-wise
     c[idx(Component::router)] = 2.0 * moe * router_macs;
     c[idx(Component::dense_mlp)] = 2.0 * dense * static_cast<double>(3 * m.hidden_size * m.dense_intermediate_size);
@@ -186,13 +226,21 @@ int64_t kv_elems_per_token_per_layer(const ModelConfig& m) {
 }
 
 double kv_bytes_per_token(const ModelConfig& m, double bytes_per_elem) {
-    return static_cast<double>(m.num_layers) * static_cast<double>(kv_elems_per_token_per_layer(m)) * bytes_per_elem;
+    return static_cast<double>(m.num_layers - m.num_linear_attention_layers()) *
+           static_cast<double>(kv_elems_per_token_per_layer(m)) * bytes_per_elem;
 }
 
 double kv_bytes_per_sequence(const ModelConfig& m, int64_t context_len, double bytes_per_elem) {
     double tokens = 0;
-    for (int64_t l = 0; l < m.num_layers; ++l) tokens += static_cast<double>(attended_tokens(m, l, context_len));
-    return tokens * static_cast<double>(kv_elems_per_token_per_layer(m)) * bytes_per_elem;
+    for (int64_t l = 0; l < m.num_layers; ++l)
+        if (!m.is_linear_attention_layer(l)) tokens += static_cast<double>(attended_tokens(m, l, context_len));
+    return tokens * static_cast<double>(kv_elems_per_token_per_layer(m)) * bytes_per_elem +
+           linear_state_bytes_per_sequence(m);
+}
+
+double linear_state_bytes_per_sequence(const ModelConfig& m) {
+    return static_cast<double>(m.num_linear_attention_layers()) * static_cast<double>(m.linear_attn.state_elems()) *
+           kLinearStateBytesPerElem;
 }
 
 }  // namespace moebench

@@ -32,7 +32,9 @@ struct ParamCounts {
 ParamCounts count_params(const ModelConfig& m, const AccountingOptions& opt = {});
 
 /// Per-layer pieces (one layer, one expert) for the engine, memory plan and floors.
-int64_t attention_params_per_layer(const ModelConfig& m);
+int64_t attention_params_per_layer(const ModelConfig& m);          // softmax attention (gqa / mla)
+int64_t linear_attention_params_per_layer(const ModelConfig& m);   // linear attention (model.linear_attn)
+int64_t attention_params_of_layer(const ModelConfig& m, int64_t layer);  // whichever layer `layer` runs
 int64_t routed_expert_params(const ModelConfig& m);     // one routed expert (gate, up, down [+ biases])
 int64_t shared_expert_params(const ModelConfig& m);     // all shared experts of one layer (+ gate)
 int64_t router_params_per_layer(const ModelConfig& m);
@@ -50,10 +52,17 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
 
 /// KV-cache elements stored per token per layer (MLA: kv_lora_rank + qk_rope_head_dim; GQA: 2 * kv_heads * head_dim).
 int64_t kv_elems_per_token_per_layer(const ModelConfig& m);
-/// KV-cache bytes per token for the whole model at `bytes_per_elem` (every layer keeps every token; MTP layers excluded).
+/// The recurrent state of linear attention is kept in fp32 (as the reference kernels accumulate it), whatever the
+/// KV-cache dtype: a bf16 state would round the decayed sum at every token.
+inline constexpr double kLinearStateBytesPerElem = 4.0;
+/// Recurrent-state bytes of ONE sequence over all linear-attention layers (fixed: independent of the context).
+double linear_state_bytes_per_sequence(const ModelConfig& m);
+/// KV-cache bytes per token for the whole model at `bytes_per_elem` (every softmax-attention layer keeps every
+/// token; linear-attention layers keep none; MTP layers excluded).
 double kv_bytes_per_token(const ModelConfig& m, double bytes_per_elem);
 /// KV-cache bytes of ONE sequence of `context_len` tokens: sliding-window / chunked layers keep at most
-/// sliding_window (attention_chunk) tokens, every other layer keeps all of them.
+/// sliding_window (attention_chunk) tokens, every other softmax layer keeps all of them; plus the linear-attention
+/// layers' fixed recurrent state (linear_state_bytes_per_sequence).
 double kv_bytes_per_sequence(const ModelConfig& m, int64_t context_len, double bytes_per_elem);
 
 /// Parameters of one MTP module (its decoder layer, enorm/hnorm, eh_proj, head norm), excluding the embedding and

@@ -127,6 +127,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     p.kv_bytes_per_sequence_per_gpu =
         (kv_bytes_per_sequence(m, in.context, kvb) + double(mtp_layers) * elems_per_layer * double(in.context) * kvb) *
         shard;
+    p.linear_state_bytes_per_sequence_per_gpu = linear_state_bytes_per_sequence(m) * shard;
     p.sequences_per_gpu = ceil_div(in.batch, par.dp());
     p.kv_cache_bytes = double(p.sequences_per_gpu) * p.kv_bytes_per_sequence_per_gpu;
 

@@ -60,7 +60,9 @@ struct MemoryPlan {
     double weights_bytes = 0;
     double kv_bytes_per_token = 0;          // whole model, one token, unsharded (all layers, full attention)
     double kv_bytes_per_token_per_gpu = 0;  // this GPU's share (GQA heads split over tp; MLA latent replicated)
-    double kv_bytes_per_sequence_per_gpu = 0;  // one sequence at `context` (sliding-window layers keep <= window tokens)
+    double kv_bytes_per_sequence_per_gpu = 0;  // one sequence at `context` (sliding-window layers keep <= window tokens;
+                                               // linear-attention layers their fixed state, included here)
+    double linear_state_bytes_per_sequence_per_gpu = 0;  // of which: the linear-attention recurrent state (fp32)
     int64_t sequences_per_gpu = 0;          // ceil(batch / dp)
     double kv_cache_bytes = 0;              // sequences_per_gpu sequences at `context`
     double activation_only_bytes = 0;       // live activations of one step (formula in the docs)

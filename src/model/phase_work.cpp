@@ -95,6 +95,35 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
     return w_out;
 }
 
+// Linear attention (hybrid layers). qkv_proj: the input projections (gated DeltaNet: q|k|v|z|b|a; lightning:
+// q|k|v|gate); linear_attention: the causal conv, the recurrence on each sequence's state and the gated norm;
+// o_proj: out_proj. Decode reads and writes every sequence's state once; prefill keeps it on chip (chunked).
+int64_t linear_in_width(const LinearAttentionConfig& la) {
+    const int64_t k = la.num_key_heads * la.key_head_dim, v = la.num_value_heads * la.value_head_dim;
+    return la.kind == LinearAttentionKind::lightning ? 4 * v : 2 * k + 2 * v + 2 * la.num_value_heads;
+}
+
+PhaseWork linear_qkv_work(const ModelConfig& m, const StepShape& s, double w, double a) {
+    const double T = d(s.num_tokens()), H = d(m.hidden_size), in = d(linear_in_width(m.linear_attn));
+    return {2.0 * T * H * in, H * in * w, T * (H + in) * a};
+}
+
+PhaseWork linear_attention_work(const ModelConfig& m, const StepShape& s, double w, double a) {
+    const LinearAttentionConfig& la = m.linear_attn;
+    const double T = d(s.num_tokens()), B = d(s.batch), v = d(la.num_value_heads * la.value_head_dim);
+    const double state = d(la.num_value_heads * la.key_head_dim * la.value_head_dim);
+    const double per_head_ops = la.kind == LinearAttentionKind::gated_delta_net ? 4.0 : 3.0;
+    PhaseWork r;
+    r.flops = 2.0 * T * state * per_head_ops + 2.0 * T * d(la.conv_channels() * la.conv_kernel);
+    // The small weights: conv, dt_bias, A_log and the norm (the projections belong to qkv_proj and o_proj).
+    r.weight_bytes = d(linear_attention_params_per_layer(m) - linear_in_width(la) * m.hidden_size -
+                       la.num_value_heads * la.value_head_dim * m.hidden_size) * w;
+    // Projections in, output out; decode: every sequence's fp32 state (and conv window) read and written.
+    r.activation_bytes = T * (d(linear_in_width(la)) + v) * a;
+    if (s.mode == Mode::decode) r.activation_bytes += 2.0 * B * d(la.state_elems()) * kLinearStateBytesPerElem;
+    return r;
+}
+
 PhaseWork qkv_work(const ModelConfig& m, const StepShape& s, double w, double a, MlaForm form) {
     const AttentionConfig& at = m.attn;
     const double T = d(s.num_tokens()), H = d(m.hidden_size), nh = d(at.num_heads);
@@ -103,7 +132,8 @@ PhaseWork qkv_work(const ModelConfig& m, const StepShape& s, double w, double a,
     r.flops = 2.0 * T * d(mat);
     r.weight_bytes = d(mat + qkv_extra_elems(m)) * w;
     if (!is_mla(m)) {
-        r.activation_bytes = T * (H + d((at.num_heads + 2 * at.num_kv_heads) * at.head_dim)) * a;
+        r.activation_bytes = T * (H + d((at.num_heads * (at.output_gate ? 2 : 1) + 2 * at.num_kv_heads) *
+                                        at.head_dim)) * a;
         return r;
     }
     // MLA: x in; q (through the q_lora bottleneck when present); the latent row [c_kv | k_rope] written, c_kv read
@@ -177,7 +207,8 @@ const char* to_string(MlaForm f) {
 int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form) {
     const AttentionConfig& a = m.attn;
     const int64_t H = m.hidden_size;
-    if (!is_mla(m)) return H * a.num_heads * a.head_dim + 2 * H * a.num_kv_heads * a.head_dim;
+    if (!is_mla(m))  // q (+ Qwen3-Next's per-head output gate), k, v
+        return H * a.num_heads * a.head_dim * (a.output_gate ? 2 : 1) + 2 * H * a.num_kv_heads * a.head_dim;
     const int64_t qh = a.q_head_dim();
     int64_t q = a.q_lora_rank > 0 ? H * a.q_lora_rank + a.q_lora_rank * a.num_heads * qh : H * a.num_heads * qh;
     int64_t n = q + H * (a.kv_lora_rank + a.qk_rope_head_dim);
@@ -217,9 +248,16 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     case Phase::attn_norm:
     case Phase::ffn_norm:
     case Phase::final_norm: return norm_work(m, T, w, a);
-    case Phase::qkv_proj: return qkv_work(m, shape, w, a, opt.mla_form);
+    case Phase::qkv_proj:
+        if (m.is_linear_attention_layer(layer)) return linear_qkv_work(m, shape, w, a);
+        return qkv_work(m, shape, w, a, opt.mla_form);
     case Phase::attention: return attention_work(m, layer, shape, w, a, opt.mla_form);
+    case Phase::linear_attention: return linear_attention_work(m, shape, w, a);
     case Phase::o_proj: {
+        if (m.is_linear_attention_layer(layer)) {
+            const double in = d(m.linear_attn.num_value_heads * m.linear_attn.value_head_dim);
+            return {2.0 * T * in * H, in * H * w, (T * in + 2.0 * T * H) * a};
+        }
         const double in = d(m.attn.num_heads * v_dim(m));
         PhaseWork r{2.0 * T * d(o_proj_matrix_elems(m)), d(o_proj_matrix_elems(m)) * w,
                     (T * in + 2.0 * T * H) * a};  // attention output in; residual read, written back

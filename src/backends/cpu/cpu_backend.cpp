@@ -354,6 +354,8 @@ void CpuBackend::run_phase(Phase phase, int64_t slot) {
     case Phase::attn_norm: phase_attn_norm(slot); break;
     case Phase::qkv_proj: phase_qkv(slot); break;
     case Phase::attention: phase_attention(slot); break;
+    case Phase::linear_attention:  // traits().linear_attention is false: the harness refuses such layers first
+        MOEBENCH_CHECK(false, "cpu backend: linear attention is not implemented");
     case Phase::o_proj: phase_o_proj(slot); break;
     case Phase::ffn_norm: phase_ffn_norm(slot); break;
     case Phase::router_gemm: phase_router(slot); break;

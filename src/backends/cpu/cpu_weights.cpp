@@ -33,7 +33,7 @@ Dims resolve_dims(const ModelConfig& m) {
         d.nkv = a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
         d.qk_dim = a.head_dim > 0 ? a.head_dim : m.hidden_size / a.num_heads;
         d.v_dim = d.qk_dim;
-        d.rot_dim = d.qk_dim;
+        d.rot_dim = a.rotary_dim > 0 ? a.rotary_dim : d.qk_dim;  // partial RoPE: the first rotary_dim dims
         d.rot_offset = 0;
         d.qkv_width = (d.nh + 2 * d.nkv) * d.qk_dim;
     }

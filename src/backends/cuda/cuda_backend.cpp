@@ -708,6 +708,8 @@ void CudaBackend::run_phase_eager(Phase phase, int64_t layer_slot) {
         case Phase::attn_norm: phase_norm(true, need()); break;
         case Phase::qkv_proj: phase_qkv(*need()); break;
         case Phase::attention: phase_attention(*need()); break;
+        case Phase::linear_attention:  // traits().linear_attention is false: the harness refuses such layers first
+            MOEBENCH_CHECK(false, "cuda backend: linear attention is not implemented");
         case Phase::o_proj: phase_o_proj(*need()); break;
         case Phase::ffn_norm: phase_norm(false, need()); break;
         case Phase::router_gemm: phase_router_gemm(*need()); break;
@@ -791,8 +793,9 @@ void CudaBackend::phase_qkv(Layer& L) {
         kernels::launch_norm(qkv_.get() + Hq * hd, qkv_width_, L.k_norm.get(), nullptr, qkv_.get() + Hq * hd,
                              qkv_width_, T_ * Hkv, hd, Hkv, eps, false, s());
     }
-    kernels::launch_rope(qkv_.get(), T_, Hq, qkv_width_, hd, 0, hd, tps_, pos_base_, theta, s());
-    kernels::launch_rope(qkv_.get() + Hq * hd, T_, Hkv, qkv_width_, hd, 0, hd, tps_, pos_base_, theta, s());
+    const int64_t rot = a.rotary_dim > 0 ? a.rotary_dim : hd;  // partial RoPE: the first rotary_dim dims of a head
+    kernels::launch_rope(qkv_.get(), T_, Hq, qkv_width_, hd, 0, rot, tps_, pos_base_, theta, s());
+    kernels::launch_rope(qkv_.get() + Hq * hd, T_, Hkv, qkv_width_, hd, 0, rot, tps_, pos_base_, theta, s());
     kernels::launch_kv_append(qkv_.get() + Hq * hd, qkv_width_, L.k_cache.get(), Hkv * hd, T_, tps_, cache_len_,
                               pos_base_, s());
     kernels::launch_kv_append(qkv_.get() + (Hq + Hkv) * hd, qkv_width_, L.v_cache.get(), Hkv * hd, T_, tps_, cache_len_,

@@ -361,6 +361,8 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
     t.name = "sim";
     t.measures = false;
     t.computes_tensors = false;
+    t.linear_attention = true;
+    t.attention_output_gate = true;
     t.elem_bytes = p.weight_elem_bytes();
     t.precision = std::string(to_string(p.dtype)) + " (sim)";
     t.mla_form = p.mla_form;
