@@ -356,6 +356,7 @@ enum WeightId : uint32_t {
     kWAttnNorm = 16, kWAttnNormBias, kWFfnNorm, kWFfnNormBias, kWPostAttnNorm, kWPostFfnNorm,
     kWQ = 32, kWK, kWV, kWO, kWQBias, kWKBias, kWVBias, kWOBias, kWQNorm, kWKNorm, kWSinks,
     kWQA, kWQANorm, kWQB, kWKVA, kWKVANorm, kWKVB, kWKCache, kWVCache,
+    kWQGate, kWLinIn, kWLinConv, kWLinDtBias, kWLinALog, kWLinNorm, kWLinState, kWLinConvState,
     kWRouter = 64, kWRouterBias, kWCorrectionBias,
     kWGate, kWUp, kWDown, kWBGate, kWBUp, kWBDown,
     kWSharedGate, kWSharedUp, kWSharedDown, kWSharedGateWeight,

@@ -121,12 +121,12 @@ void check_backend_runs_model(const BackendTraits& t, const ModelConfig& m, cons
                      std::string("does not run linear attention yet (") + to_string(m.linear_attn.kind) + ", " +
                          std::to_string(m.num_linear_attention_layers()) + " of " + m.name + "'s layers)",
                      t.name, "use --backend " + backends_where([](const BackendTraits& b) { return b.linear_attention; }) +
-                         " to model it (modeled times); the " + t.name + " backend has no linear-attention kernel yet");
+                         "; the " + t.name + " backend has no linear-attention kernel yet");
     if (m.attn.output_gate && !t.attention_output_gate &&
         std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return !m.is_linear_attention_layer(l); }))
         config_error(run_field_label("", "backend"), "does not run the gated attention output of " + m.name + " yet", t.name,
                      "use --backend " + backends_where([](const BackendTraits& b) { return b.attention_output_gate; }) +
-                         " to model it (modeled times)");
+                         "; the " + t.name + " backend has no kernel for it yet");
 }
 
 void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {

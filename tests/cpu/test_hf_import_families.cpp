@@ -3,7 +3,10 @@
 // DeepSeek-V3.2): their import semantics and the vendors' published parameter counts, each with its convention.
 #include "cli_helpers.hpp"
 #include "config/model_config.hpp"
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "engine/engine.hpp"
+#include "harness/validate.hpp"
 #include "error_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/memory_plan.hpp"
@@ -267,16 +270,22 @@ TEST_CASE("own schema round-trips the new fields; backends refuse what they do n
           std::string::npos);
 }
 
-TEST_CASE("hybrid models through the binary: plan and sim run them, cpu refuses by name", "[hf_import][cli]") {
+TEST_CASE("hybrid models through the binary: plan, sim and cpu run them; cuda refuses by name", "[hf_import][cli]") {
     const std::string q = kHf + "qwen3-next-80b-a3b-thinking.json";
-    test::CliResult r = test::run_cli("run --backend cpu --model " + q + " --layers 1 --batch 1");
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Catch::Contains("linear attention") && Catch::Contains("--backend sim"));
-    r = test::run_cli("run --backend sim --model " + q + " --layers 4 --batch 4 --iters 2 --warmup 0 "
-                      "--out -");
+    const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/conformance/models/tiny-qwen3-next-80b-a3b.json";
+    test::CliResult r = test::run_cli("run --backend cpu --model " + tiny + " --layers 2 --batch 2 --iters 1 --warmup 0 "
+                                      "--check --out -");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("\"linear_attention\""));
+    r = test::run_cli("run --backend sim --model " + q + " --layers 4 --batch 4 --iters 2 --warmup 0 --out -");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("\"linear_attention\""));
     r = test::run_cli("plan --model " + kHf + "minimax-m1.json --batch 8 --context 4096");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("of which recurrent state") && Catch::Contains("70 linear-attention layers"));
+    // The cuda backend has no linear-attention kernel: refused before anything runs, naming the backends that run it.
+    const ModelConfig m = hf("qwen3-next-80b-a3b-thinking.json");
+    const std::string msg = test::config_error_of([&] { check_backend_runs_model(cuda_backend_traits(), m, {0}); });
+    CHECK_THAT(msg, Catch::Contains("linear attention") && Catch::Contains("cpu"));
+    CHECK_NOTHROW(check_backend_runs_model(cpu_backend_traits(), m, {0, 3}));
 }

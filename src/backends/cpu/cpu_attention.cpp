@@ -19,6 +19,10 @@ void CpuBackend::phase_qkv(int64_t slot) {
     LayerWeights& w = lw(slot);
     const int64_t H = d_.H, nh = d_.nh, nkv = d_.nkv, dq = d_.qk_dim, dv = d_.v_dim;
     const float eps = static_cast<float>(m_.norm_eps);
+    if (w.is_linear) {  // linear attention: its input projections only (cpu_linear_attention.cpp runs the rest)
+        gemm_w(*pool_, T_, d_.la_in, H, xn_.data(), w.la_in.data(), w.la_in.panels, la_proj_.data());
+        return;
+    }
     if (!d_.mla) {
         const int64_t W = d_.qkv_width, qn = nh * dq, kn = nkv * dq;
         gemm_w(*pool_, T_, W, H, xn_.data(), w.w_qkv.data(), w.w_qkv.panels, qkv_.data());
@@ -88,11 +92,20 @@ void CpuBackend::phase_attention(int64_t slot) {
     else
         attention_decode(*pool_, p, shape_.batch, shape_.context, q_.data(), k_.data(), v_.data(), w.k_cache.data(),
                          w.v_cache.data(), attn_out_.data());
+    if (d_.out_gate) {  // Qwen3-Next: out *= sigmoid(gate), the gate projected beside q|k|v
+        const int64_t W = d_.qkv_width, n = d_.nh * d_.qk_dim, gate_at = n + 2 * d_.nkv * d_.qk_dim;
+        const float* qkv = qkv_.data();
+        float* out = attn_out_.data();
+        pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t)
+                for (int64_t i = 0; i < n; ++i) out[t * n + i] *= 1.0f / (1.0f + std::exp(-qkv[t * W + gate_at + i]));
+        }, 16);
+    }
 }
 
 void CpuBackend::phase_o_proj(int64_t slot) {
     LayerWeights& w = lw(slot);
-    const int64_t H = d_.H, in = d_.nh * d_.v_dim;
+    const int64_t H = d_.H, in = w.is_linear ? d_.la_v : d_.nh * d_.v_dim;
     if (w.post_attn_norm_w.empty() && w.b_o.empty()) {
         gemm_w(*pool_, T_, H, in, attn_out_.data(), w.w_o.data(), w.w_o.panels, x_.data(),
                1.0f);  // residual add inside the GEMM

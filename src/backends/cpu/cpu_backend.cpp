@@ -45,7 +45,8 @@ int64_t activation_floats(const ModelConfig& m, const std::vector<int64_t>& laye
     const Dims d = resolve_dims(m);
     const int64_t T = shape.num_tokens();
     int64_t n = 5 * T * d.H;  // x, x0, xn, fin, tmp
-    n += T * (d.qkv_width + d.nh * d.qk_dim + 2 * d.nkv * std::max(d.qk_dim, d.v_dim) + d.nh * d.v_dim);
+    n += T * (d.qkv_width + d.nh * d.qk_dim + 2 * d.nkv * std::max(d.qk_dim, d.v_dim) + std::max(d.nh * d.v_dim, d.la_v));
+    if (d.la_in > 0) n += T * (d.la_in + d.la_channels) + shape.batch * d.la_nv * d.la_dk * d.la_dv;
     if (d.mla) n += T * (d.q_lora + d.kv_lora + d.rot_dim + d.kv_lora + d.nh * (d.nope + d.v_dim));
     int64_t moe_slots = 0;
     for (int64_t l : layers) moe_slots += m.is_moe_layer(l);
@@ -75,6 +76,8 @@ BackendTraits cpu_backend_traits() {
     t.expert_gemm = {"auto", "panel", "blas"};
     t.measures_ceilings = true;
     t.multi_process_ep = true;
+    t.linear_attention = true;
+    t.attention_output_gate = true;
     t.check = {1e-4, 1e-5};  // fp32 against the fp32 reference: only summation order differs
     return t;
 }
@@ -182,7 +185,12 @@ void CpuBackend::allocate_buffers(const std::vector<int64_t>& layers) {
     q_.alloc(T_ * d_.nh * d_.qk_dim);
     k_.alloc(T_ * d_.nkv * d_.qk_dim);
     v_.alloc(T_ * d_.nkv * d_.v_dim);
-    attn_out_.alloc(T_ * d_.nh * d_.v_dim);
+    attn_out_.alloc(T_ * std::max(d_.nh * d_.v_dim, d_.la_v));
+    if (d_.la_in > 0) {  // hybrid model: linear attention's projections, conv output and one running state per sequence
+        la_proj_.alloc(T_ * d_.la_in);
+        la_conv_out_.alloc(T_ * d_.la_channels);
+        la_run_.alloc(shape_.batch * d_.la_nv * d_.la_dk * d_.la_dv);
+    }
     if (d_.mla) {
         q_a_.alloc(T_ * d_.q_lora);
         kv_a_.alloc(T_ * (d_.kv_lora + d_.rot_dim));
@@ -354,8 +362,7 @@ void CpuBackend::run_phase(Phase phase, int64_t slot) {
     case Phase::attn_norm: phase_attn_norm(slot); break;
     case Phase::qkv_proj: phase_qkv(slot); break;
     case Phase::attention: phase_attention(slot); break;
-    case Phase::linear_attention:  // traits().linear_attention is false: the harness refuses such layers first
-        MOEBENCH_CHECK(false, "cpu backend: linear attention is not implemented");
+    case Phase::linear_attention: phase_linear_attention(slot); break;
     case Phase::o_proj: phase_o_proj(slot); break;
     case Phase::ffn_norm: phase_ffn_norm(slot); break;
     case Phase::router_gemm: phase_router(slot); break;

@@ -94,6 +94,7 @@ private:
     void phase_attn_norm(int64_t slot);
     void phase_qkv(int64_t slot);
     void phase_attention(int64_t slot);
+    void phase_linear_attention(int64_t slot);   // cpu_linear_attention.cpp
     void phase_o_proj(int64_t slot);
     void phase_ffn_norm(int64_t slot);
     void phase_router(int64_t slot);
@@ -141,6 +142,7 @@ private:
     FBuf x0_;                                // [T, H] embedding output: each step starts from it
     FBuf qkv_, q_, k_, v_, attn_out_;         // [T, qkv_width], [T, nh*dq], [T, nkv*dq], [T, nkv*dv], [T, nh*dv]
     FBuf q_a_, kv_a_, kv_lat_, kvb_;         // MLA: [T, q_lora], [T, kv_lora+rope], [T, kv_lora], [T, nh*(nope+dv)]
+    FBuf la_proj_, la_conv_out_, la_run_;     // linear attention: [T, la_in], [T, channels], running states
     FBuf logits_;                             // [T, E]
     std::vector<int32_t> ids_;                // [T, Kmax]
     std::vector<float> wts_;                  // [T, Kmax]

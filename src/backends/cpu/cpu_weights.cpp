@@ -35,7 +35,20 @@ Dims resolve_dims(const ModelConfig& m) {
         d.v_dim = d.qk_dim;
         d.rot_dim = a.rotary_dim > 0 ? a.rotary_dim : d.qk_dim;  // partial RoPE: the first rotary_dim dims
         d.rot_offset = 0;
-        d.qkv_width = (d.nh + 2 * d.nkv) * d.qk_dim;
+        d.out_gate = a.output_gate;
+        d.qkv_width = (d.nh * (d.out_gate ? 2 : 1) + 2 * d.nkv) * d.qk_dim;
+    }
+    const LinearAttentionConfig& la = m.linear_attn;
+    if (m.num_linear_attention_layers() > 0) {
+        d.la_delta = la.kind == LinearAttentionKind::gated_delta_net;
+        d.la_nk = la.num_key_heads;
+        d.la_nv = la.num_value_heads;
+        d.la_dk = la.key_head_dim;
+        d.la_dv = la.value_head_dim;
+        d.la_conv = la.conv_kernel;
+        d.la_v = d.la_nv * d.la_dv;
+        d.la_channels = la.conv_channels();
+        d.la_in = d.la_delta ? d.la_channels + d.la_v + 2 * d.la_nv : 4 * d.la_v;
     }
     d.E = m.moe.num_experts;
     d.K = m.moe.top_k;
@@ -110,6 +123,28 @@ std::vector<int32_t> held_experts(const WeightSlice& slice, int64_t num_experts)
     return all;
 }
 
+// Linear attention's weights; at decode each sequence's state and conv window as after `context` earlier tokens
+// (random, small: a decayed sum of rank-1 writes).
+void gen_linear_attention(Gen& g, const Dims& d, LayerWeights& w, int64_t batch, int64_t context,
+                          const WeightSlice& slice) {
+    const int64_t L = w.layer, H = d.H;
+    g.one(w.la_in, L, d.la_in * H, core::kWLinIn, Init::linear, H);
+    if (d.la_delta) {
+        if (d.la_conv > 0) g.one(w.la_conv, L, d.la_channels * d.la_conv, core::kWLinConv, Init::linear, d.la_conv);
+        g.one(w.la_dt_bias, L, d.la_nv, core::kWLinDtBias, Init::bias);
+        g.one(w.la_a_log, L, d.la_nv, core::kWLinALog, Init::bias);
+        g.one(w.la_norm, L, d.la_dv, core::kWLinNorm, Init::norm);
+    } else {
+        g.one(w.la_norm, L, d.la_v, core::kWLinNorm, Init::norm);
+    }
+    if (context <= 0) return;
+    const int64_t state = d.la_nv * d.la_dk * d.la_dv, window = d.la_conv > 1 ? d.la_channels * (d.la_conv - 1) : 0;
+    const auto first = [&](int64_t per_seq) { return static_cast<uint64_t>(slice.first_sequence * per_seq); };
+    g.tensor(w.la_state, L, {Gen::seg(batch * state, core::kWLinState, Init::bias, 1, first(state))});
+    if (window > 0)
+        g.tensor(w.la_conv_state, L, {Gen::seg(batch * window, core::kWLinConvState, Init::unit, 1, first(window))});
+}
+
 void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int64_t batch, int64_t context,
                const WeightSlice& slice) {
     const int64_t L = w.layer, H = d.H;
@@ -125,10 +160,14 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
         g.one(w.post_ffn_norm_w, L, H, core::kWPostFfnNorm, Init::norm);
     }
     const auto& a = m.attn;
-    if (!d.mla) {
+    if (w.is_linear) {
+        gen_linear_attention(g, d, w, batch, context, slice);
+    } else if (!d.mla) {
         const int64_t qn = d.nh * d.qk_dim, kn = d.nkv * d.qk_dim;
-        g.tensor(w.w_qkv, L, {Gen::seg(qn * H, core::kWQ, Init::linear, H), Gen::seg(kn * H, core::kWK, Init::linear, H),
-                              Gen::seg(kn * H, core::kWV, Init::linear, H)});
+        std::vector<Segment> qkv = {Gen::seg(qn * H, core::kWQ, Init::linear, H), Gen::seg(kn * H, core::kWK, Init::linear, H),
+                                    Gen::seg(kn * H, core::kWV, Init::linear, H)};
+        if (d.out_gate) qkv.push_back(Gen::seg(qn * H, core::kWQGate, Init::linear, H));
+        g.tensor(w.w_qkv, L, qkv);
         if (a.qkv_bias)
             g.tensor(w.b_qkv, L, {Gen::seg(qn, core::kWQBias, Init::bias), Gen::seg(kn, core::kWKBias, Init::bias),
                                   Gen::seg(kn, core::kWVBias, Init::bias)});
@@ -149,10 +188,11 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
         g.one(w.kv_a_norm, L, d.kv_lora, core::kWKVANorm, Init::norm);
         g.one(w.w_kv_b, L, d.nh * (d.nope + d.v_dim) * d.kv_lora, core::kWKVB, Init::linear, d.kv_lora);
     }
-    if (a.sinks) g.one(w.sinks, L, d.nh, core::kWSinks, Init::unit);
-    g.one(w.w_o, L, H * d.nh * d.v_dim, core::kWO, Init::linear, d.nh * d.v_dim);
-    if (a.o_bias) g.one(w.b_o, L, H, core::kWOBias, Init::bias);
-    if (context > 0) {  // the caches of sequences first_sequence .. first_sequence + batch - 1
+    if (a.sinks && !w.is_linear) g.one(w.sinks, L, d.nh, core::kWSinks, Init::unit);
+    const int64_t o_in = w.is_linear ? d.la_v : d.nh * d.v_dim;
+    g.one(w.w_o, L, H * o_in, core::kWO, Init::linear, o_in);
+    if (a.o_bias && !w.is_linear) g.one(w.b_o, L, H, core::kWOBias, Init::bias);
+    if (context > 0 && !w.is_linear) {  // the caches of sequences first_sequence .. first_sequence + batch - 1
         const auto first = [&](int64_t dim) { return static_cast<uint64_t>(slice.first_sequence * d.nkv * context * dim); };
         g.tensor(w.k_cache, L, {Gen::seg(batch * d.nkv * context * d.qk_dim, core::kWKCache, Init::unit, 1, first(d.qk_dim))});
         g.tensor(w.v_cache, L, {Gen::seg(batch * d.nkv * context * d.v_dim, core::kWVCache, Init::unit, 1, first(d.v_dim))});
@@ -209,6 +249,7 @@ void gen_model(Gen& g, const ModelConfig& m, const std::vector<int64_t>& layers,
         LayerWeights& lw = w.layers[i];
         lw.layer = layers[i];
         lw.is_moe = m.is_moe_layer(layers[i]);
+        lw.is_linear = m.is_linear_attention_layer(layers[i]);
         gen_layer(g, m, d, lw, batch, context, slice);
     }
 }
@@ -247,7 +288,8 @@ ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vec
         pack(lw.w_q, 1, d.nh * d.qk_dim, d.H, plan.dense);
         pack(lw.w_kv_a, 1, d.kv_lora + d.rot_dim, d.H, plan.dense);
         pack(lw.w_kv_b, 1, d.nh * (d.nope + d.v_dim), d.kv_lora, plan.dense);
-        pack(lw.w_o, 1, d.H, d.nh * d.v_dim, plan.dense);
+        pack(lw.w_o, 1, d.H, lw.is_linear ? d.la_v : d.nh * d.v_dim, plan.dense);
+        pack(lw.la_in, 1, d.la_in, d.H, plan.dense);
         pack(lw.router_w, 1, d.E, d.H, plan.dense);
         pack(lw.shared_gu, 1, 2 * d.shared_I, d.H, plan.dense);
         pack(lw.shared_down, 1, d.H, d.shared_I, plan.dense);

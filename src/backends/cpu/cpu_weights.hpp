@@ -35,7 +35,12 @@ struct Dims {
     int64_t nh = 0, nkv = 0, qk_dim = 0, v_dim = 0;   // per head; MLA: nkv == nh after kv_b expansion
     int64_t rot_dim = 0, rot_offset = 0;              // RoPE part of each q/k head
     int64_t q_lora = 0, kv_lora = 0, nope = 0;        // MLA
-    int64_t qkv_width = 0;                            // GQA fused q|k|v width
+    int64_t qkv_width = 0;                            // GQA fused q|k|v (|gate with output_gate) width
+    bool out_gate = false;                            // Qwen3-Next: a per-head sigmoid gate after q|k|v
+    // linear attention (hybrid layers): projections q|k|v|z|b|a (gated DeltaNet) or q|k|v|gate (lightning)
+    bool la_delta = false;                            // gated DeltaNet (else lightning)
+    int64_t la_nk = 0, la_nv = 0, la_dk = 0, la_dv = 0, la_conv = 0;
+    int64_t la_in = 0, la_channels = 0, la_v = 0;     // projection width, conv channels (q|k|v), Nv * Dv
     // FFN
     int64_t E = 0, K = 0, I = 0, shared_I = 0, dense_I = 0;  // shared_I = S * Is (shared experts concatenated)
 };
@@ -51,7 +56,12 @@ struct LayerWeights {
     FBuf w_qkv, b_qkv, q_norm, k_norm, sinks;
     // MLA
     FBuf w_q_a, q_a_norm, w_q_b, w_q, w_kv_a, kv_a_norm, w_kv_b;
-    FBuf w_o, b_o;
+    FBuf w_o, b_o;                           // o_proj; on linear layers out_proj [H, Nv*Dv]
+    // linear attention (is_linear): in_proj [la_in, H], conv [channels, kernel], dt_bias / A_log [Nv], norm
+    // [Dv] (gated DeltaNet) or [Nv*Dv] (lightning); decode: each sequence's state [B, Nv, Dk, Dv] and conv window
+    // [B, channels, kernel - 1] as after `context` earlier tokens (random)
+    bool is_linear = false;
+    FBuf la_in, la_conv, la_dt_bias, la_a_log, la_norm, la_state, la_conv_state;
     // MoE
     FBuf router_w, router_b, correction_b;
     FBuf w_gu, w_down, b_gu, b_down;         // [E, 2I, H], [E, H, I], [E, 2I], [E, H]
