@@ -24,9 +24,13 @@ int64_t attention_matrix_elems(const ModelConfig& m) {
     const int64_t qh = a.qk_nope_head_dim + a.qk_rope_head_dim;
     int64_t q = a.q_lora_rank > 0 ? H * a.q_lora_rank + a.q_lora_rank * a.num_heads * qh  // q_a_proj, q_b_proj
                                   : H * a.num_heads * qh;                                  // q_proj
+    // DeepSeek-V3.2's indexer: wq_b [Ih*Id, q_lora], wk [Id, H], weights_proj [Ih, H].
+    const int64_t indexer = a.indexer_heads > 0 ? a.q_lora_rank * a.indexer_heads * a.indexer_head_dim +
+                                                      H * a.indexer_head_dim + H * a.indexer_heads
+                                                : 0;
     return q + H * (a.kv_lora_rank + a.qk_rope_head_dim)                                   // kv_a_proj_with_mqa
            + a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)           // kv_b_proj
-           + a.num_heads * a.v_head_dim * H;                                               // o_proj
+           + a.num_heads * a.v_head_dim * H + indexer;                                     // o_proj
 }
 
 // Multiply-adds per attended token of one layer: QK^T and PV over all heads.
@@ -70,10 +74,7 @@ int64_t attention_params_per_layer(const ModelConfig& m) {
         if (a.qk_norm_full) n += (a.num_heads + a.num_kv_heads) * a.head_dim;     // OLMoE: over all heads
     } else {
         if (a.q_lora_rank > 0) n += a.q_lora_rank;  // q_a_layernorm
-        // DeepSeek-V3.2's indexer: wq_b [Ih*Id, q_lora], wk [Id, H], k_norm (LayerNorm with bias), weights_proj [Ih, H].
-        if (a.indexer_heads > 0)
-            n += a.q_lora_rank * a.indexer_heads * a.indexer_head_dim + H * a.indexer_head_dim + 2 * a.indexer_head_dim +
-                 H * a.indexer_heads;
+        if (a.indexer_heads > 0) n += 2 * a.indexer_head_dim;  // the indexer's k_norm (LayerNorm with bias)
         n += a.kv_lora_rank;                        // kv_a_layernorm
         if (a.qkv_bias)
             n += (a.q_lora_rank > 0 ? a.q_lora_rank : a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)) +
@@ -186,15 +187,19 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
     const double router_macs = H * static_cast<double>(m.moe.num_experts);
 
     double attended = 0, attn_matrix = 0;
+    double indexed = 0;  // DeepSeek-V3.2: tokens its indexer scores (all it keeps); attention then reads top-k of them
     for (int64_t l = 0; l < m.num_layers; ++l) {
         if (m.is_linear_attention_layer(l)) {  // no context: the state is the same size at every position
             attn_matrix += static_cast<double>(linear_attention_matrix_elems(m) + linear_state_macs_per_token(m));
             continue;
         }
-        attended += static_cast<double>(attended_tokens(m, l, context_len));
+        const int64_t kept = attended_tokens(m, l, context_len);
+        attended += static_cast<double>(m.attn.indexer_topk > 0 ? std::min(kept, m.attn.indexer_topk) : kept);
+        if (m.attn.indexer_heads > 0) indexed += static_cast<double>(kept);
         attn_matrix += static_cast<double>(attention_matrix_elems(m));
     }
-    f.attention_context = 2.0 * ctx_macs * attended;
+    f.attention_context = 2.0 * ctx_macs * attended +
+                          2.0 * static_cast<double>(m.attn.indexer_heads * m.attn.indexer_head_dim) * indexed;
 
     c[idx(Component::embedding)] = 0;  // a table lookup
     c[idx(Component::lm_head)] = 2.0 * V * H;
@@ -221,7 +226,8 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
 
 int64_t kv_elems_per_token_per_layer(const ModelConfig& m) {
     const AttentionConfig& a = m.attn;
-    if (a.kind == AttentionKind::mla) return a.kv_lora_rank + a.qk_rope_head_dim;  // latent + shared rope key
+    // MLA: latent + shared rope key (+ DeepSeek-V3.2's indexer key, one per token)
+    if (a.kind == AttentionKind::mla) return a.kv_lora_rank + a.qk_rope_head_dim + (a.indexer_heads > 0 ? a.indexer_head_dim : 0);
     return 2 * a.num_kv_heads * a.head_dim;
 }
 

@@ -7,6 +7,7 @@
 #include "model/accounting.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace moebench {
@@ -66,9 +67,15 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
     // Prefill starts from an empty cache (the cpu and cuda backends ignore `context` there).
     const int64_t L0 = s.mode == Mode::decode ? s.context : 0, S = new_tokens_per_sequence(s);
     // (query, key) pairs of one sequence, and the cached keys it reads (those the earliest new query can see).
-    int64_t pairs = 0;
-    for (int64_t i = 0; i < S; ++i) pairs += (L0 + i) - first_key(m, layer, L0 + i) + 1;
-    const int64_t cached = L0 > 0 ? L0 - first_key(m, layer, L0) : 0;
+    // DeepSeek-V3.2: its indexer scores every visible key (Ih heads x Id per pair), attention reads the top-k.
+    const int64_t topk = at.indexer_topk > 0 ? at.indexer_topk : std::numeric_limits<int64_t>::max();
+    int64_t pairs = 0, scored = 0;
+    for (int64_t i = 0; i < S; ++i) {
+        const int64_t visible = (L0 + i) - first_key(m, layer, L0 + i) + 1;
+        pairs += std::min(visible, topk);
+        scored += visible;
+    }
+    const int64_t cached_all = L0 > 0 ? L0 - first_key(m, layer, L0) : 0, cached = std::min(cached_all, topk);
 
     PhaseWork w_out;
     w_out.flops = 2.0 * B * d(pairs) * d(attention_macs_per_pair(m, form));
@@ -80,6 +87,10 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
                               + T * new_kv_elems                 // k, v of the new tokens
                               + B * d(cached) * d(cache_elems_per_token(m, form))   // the KV cache
                               + T * nh * d(v_dim(m))) * a;       // output
+    if (at.indexer_heads > 0) {  // the indexer's scores, and its key cache read whole
+        w_out.flops += 2.0 * B * d(scored) * d(at.indexer_heads * at.indexer_head_dim);
+        w_out.activation_bytes += B * d(cached_all) * d(at.indexer_head_dim) * a;
+    }
     if (is_mla(m) && form == MlaForm::absorbed) {
         // q_nope x W_UK into the latent space, and W_UV on the latent output: per new token, kv_b's weights once.
         w_out.flops += 2.0 * T * d(kv_b_elems(m));
@@ -212,6 +223,8 @@ int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form) {
     const int64_t qh = a.q_head_dim();
     int64_t q = a.q_lora_rank > 0 ? H * a.q_lora_rank + a.q_lora_rank * a.num_heads * qh : H * a.num_heads * qh;
     int64_t n = q + H * (a.kv_lora_rank + a.qk_rope_head_dim);
+    if (a.indexer_heads > 0)  // DeepSeek-V3.2's indexer projections: wq_b, wk, weights_proj
+        n += a.q_lora_rank * a.indexer_heads * a.indexer_head_dim + H * a.indexer_head_dim + H * a.indexer_heads;
     if (form != MlaForm::absorbed) n += kv_b_elems(m);
     return n;
 }

@@ -10,6 +10,7 @@
 #include "error_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/memory_plan.hpp"
+#include "model/phase_work.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -288,4 +289,27 @@ TEST_CASE("hybrid models through the binary: plan, sim and cpu run them; cuda re
     const std::string msg = test::config_error_of([&] { check_backend_runs_model(cuda_backend_traits(), m, {0}); });
     CHECK_THAT(msg, Catch::Contains("linear attention") && Catch::Contains("cpu"));
     CHECK_NOTHROW(check_backend_runs_model(cpu_backend_traits(), m, {0, 3}));
+}
+
+TEST_CASE("DeepSeek-V3.2 sparse attention: attention reads the indexer's top-k, the indexer scores all", "[hf_import]") {
+    ModelConfig v32 = hf("deepseek-v3.2.json"), v3 = hf("deepseek-v3.json");
+    // Up to 2048 tokens of context the attention is V3's plus the indexer's scoring (64 heads x 128 per token).
+    const double indexer_per_token = 2.0 * 64 * 128 * 61;
+    const double at1k_v3 = flops_per_token(v3, 1000).attention_context;
+    CHECK(flops_per_token(v32, 1000).attention_context == Approx(at1k_v3 + indexer_per_token * 1000));
+    // At 128k the attention reads 2048 tokens: its context FLOPs are V3's at 2048 plus the indexer over 128k.
+    const double at2k_v3 = flops_per_token(v3, 2048).attention_context;
+    CHECK(flops_per_token(v32, 131072).attention_context == Approx(at2k_v3 + indexer_per_token * 131072));
+    // The indexer stays quadratic (64 x 128 MACs per pair, fp8 in the vendor kernel): about 4.6x fewer FLOPs at 128k.
+    CHECK(flops_per_token(v32, 131072).attention_context < flops_per_token(v3, 131072).attention_context / 4);
+    // The KV cache keeps every token's indexer key beside the latent.
+    CHECK(kv_elems_per_token_per_layer(v32) == kv_elems_per_token_per_layer(v3) + 128);
+    // Phase work: decode at 64k reads 2048 cached latents, scores all 64k.
+    StepShape s;
+    s.batch = 1;
+    s.context = 65536;
+    const PhaseWork sparse = phase_work(v32, Phase::attention, 3, s, {}, 1, 2, 1);
+    const PhaseWork dense = phase_work(v3, Phase::attention, 3, s, {}, 1, 2, 1);
+    CHECK(sparse.flops < dense.flops / 3);
+    CHECK(sparse.activation_bytes < dense.activation_bytes / 3);
 }
