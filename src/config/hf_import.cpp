@@ -128,6 +128,14 @@ void read_experts(const JsonReader& r, ModelConfig& m, const std::string& expert
     require_at_most(r, topk_key, m.moe.top_k, experts_key, m.moe.num_experts);
 }
 
+// One shared expert of `width` (none when 0); `gated`: sigmoid(Linear(hidden, 1)) scales its output (Qwen).
+void one_shared_expert(MoeConfig& e, int64_t width, bool gated) {
+    if (width <= 0) return;
+    e.num_shared_experts = 1;
+    e.shared_intermediate_size = width;
+    e.shared_expert_gate = gated;
+}
+
 // Sliding window for every layer when the config sets one (Mixtral, PhiMoE); null = full attention.
 void uniform_sliding(const JsonReader& r, ModelConfig& m) {
     if (r.has("sliding_window") && r.opt_bool("use_sliding_window", true)) {
@@ -262,12 +270,7 @@ ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3) {
         m.attn.qk_norm = true;  // Qwen3 q_norm / k_norm: RMSNorm(head_dim) shared by all heads
     } else {
         m.attn.qkv_bias = true;  // Qwen2: q/k/v projections always carry a bias, o does not
-        int64_t shared = opt_dim(r, "shared_expert_intermediate_size", 0);
-        if (shared > 0) {
-            m.moe.num_shared_experts = 1;
-            m.moe.shared_intermediate_size = shared;
-            m.moe.shared_expert_gate = true;  // sigmoid(Linear(hidden, 1)) scales the shared output
-        }
+        one_shared_expert(m.moe, opt_dim(r, "shared_expert_intermediate_size", 0), true);
     }
     qwen_sliding(r, m);
     return m;
@@ -586,11 +589,7 @@ ModelConfig import_hunyuan(const JsonReader& r) {
     require_at_most(r, "moe_topk", e.top_k, "num_experts", e.num_experts);
     const int64_t inter = req_dim(r, "intermediate_size");
     e.expert_intermediate_size = uniform_per_layer(r, "moe_intermediate_size", m, inter, true);
-    const int64_t shared = uniform_per_layer(r, "num_shared_expert", m, 0, false);
-    if (shared > 0) {
-        e.num_shared_experts = 1;
-        e.shared_intermediate_size = inter * shared;
-    }
+    one_shared_expert(e, inter * uniform_per_layer(r, "num_shared_expert", m, 0, false), false);
     e.routing = RoutingKind::softmax_topk;
     e.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
@@ -610,11 +609,7 @@ ModelConfig import_granitemoe(const JsonReader& r) {
     m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::topk_softmax;
     m.moe.norm_topk_prob = true;
-    const int64_t shared = opt_dim(r, "shared_intermediate_size", 0);
-    if (shared > 0) {
-        m.moe.num_shared_experts = 1;
-        m.moe.shared_intermediate_size = shared;
-    }
+    one_shared_expert(m.moe, opt_dim(r, "shared_intermediate_size", 0), false);
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
     m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
     all_layers(m, 1);
@@ -637,12 +632,7 @@ void linear_layers_from(const JsonReader& r, ModelConfig& m, const std::string& 
 ModelConfig import_qwen3_next(const JsonReader& r) {
     ModelConfig m = import_qwen_moe(r, true);
     m.layer_sliding.clear();
-    int64_t shared = opt_dim(r, "shared_expert_intermediate_size", 0);
-    if (shared > 0) {
-        m.moe.num_shared_experts = 1;
-        m.moe.shared_intermediate_size = shared;
-        m.moe.shared_expert_gate = true;
-    }
+    one_shared_expert(m.moe, opt_dim(r, "shared_expert_intermediate_size", 0), true);
     m.attn.output_gate = true;
     partial_rotary(r, m, 0.25);
     LinearAttentionConfig& la = m.linear_attn;

@@ -82,6 +82,11 @@ struct LinearAttentionConfig {
     /// value head, plus the conv's last (conv_kernel - 1) inputs.
     int64_t state_elems() const;
     int64_t conv_channels() const { return 2 * num_key_heads * key_head_dim + num_value_heads * value_head_dim; }
+    /// Width of the fused input projection: gated DeltaNet q|k|v|z|b|a, lightning q|k|v|gate.
+    int64_t in_proj_width() const {
+        const int64_t v = num_value_heads * value_head_dim;
+        return kind == LinearAttentionKind::lightning ? 4 * v : conv_channels() + v + 2 * num_value_heads;
+    }
 };
 
 struct MoeConfig {

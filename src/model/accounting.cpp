@@ -44,19 +44,9 @@ int64_t attention_context_macs_per_token(const ModelConfig& m) {
 // out_proj [H, Nv Dv]; lightning qkv_proj [3 N D, H], output_gate [N D, H], out_proj [H, N D].
 int64_t linear_attention_matrix_elems(const ModelConfig& m) {
     const LinearAttentionConfig& la = m.linear_attn;
-    const int64_t H = m.hidden_size, k = la.num_key_heads * la.key_head_dim, v = la.num_value_heads * la.value_head_dim;
-    if (la.kind == LinearAttentionKind::lightning) return H * 3 * v + H * v + v * H;
-    return H * (2 * k + 2 * v) + H * 2 * la.num_value_heads + v * H;
+    return m.hidden_size * la.in_proj_width() + la.num_value_heads * la.value_head_dim * m.hidden_size;
 }
 
-// Multiply-adds per token on the recurrent state of one layer: per value head, decay + read (S^T k, delta rule
-// only) + rank-1 write + read-out (S^T q), each Dk x Dv.
-int64_t linear_state_macs_per_token(const ModelConfig& m) {
-    const LinearAttentionConfig& la = m.linear_attn;
-    const int64_t per_head = la.key_head_dim * la.value_head_dim;
-    return la.num_value_heads * per_head * (la.kind == LinearAttentionKind::gated_delta_net ? 4 : 3) +
-           la.conv_channels() * la.conv_kernel * (la.conv_kernel > 0 ? 1 : 0);
-}
 
 int64_t norm_params(const ModelConfig& m) { return m.hidden_size * (m.norm_bias ? 2 : 1); }
 
@@ -83,6 +73,15 @@ int64_t attention_params_per_layer(const ModelConfig& m) {
     if (a.o_bias) n += H;
     if (a.sinks) n += a.num_heads;
     return n;
+}
+
+// Multiply-adds per token on the recurrent state of one layer: per value head, decay + read (S^T k, delta rule
+// only) + rank-1 write + read-out (S^T q), each Dk x Dv.
+int64_t linear_state_macs_per_token(const ModelConfig& m) {
+    const LinearAttentionConfig& la = m.linear_attn;
+    const int64_t per_head = la.key_head_dim * la.value_head_dim;
+    return la.num_value_heads * per_head * (la.kind == LinearAttentionKind::gated_delta_net ? 4 : 3) +
+           la.conv_channels() * la.conv_kernel;  // the causal conv (kernel 0: none)
 }
 
 int64_t linear_attention_params_per_layer(const ModelConfig& m) {

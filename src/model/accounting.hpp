@@ -35,6 +35,8 @@ ParamCounts count_params(const ModelConfig& m, const AccountingOptions& opt = {}
 int64_t attention_params_per_layer(const ModelConfig& m);          // softmax attention (gqa / mla)
 int64_t linear_attention_params_per_layer(const ModelConfig& m);   // linear attention (model.linear_attn)
 int64_t attention_params_of_layer(const ModelConfig& m, int64_t layer);  // whichever layer `layer` runs
+/// Multiply-adds per token of linear attention's state update and read-out (and its conv) in one layer.
+int64_t linear_state_macs_per_token(const ModelConfig& m);
 int64_t routed_expert_params(const ModelConfig& m);     // one routed expert (gate, up, down [+ biases])
 int64_t shared_expert_params(const ModelConfig& m);     // all shared experts of one layer (+ gate)
 int64_t router_params_per_layer(const ModelConfig& m);

@@ -109,28 +109,21 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
 // Linear attention (hybrid layers). qkv_proj: the input projections (gated DeltaNet: q|k|v|z|b|a; lightning:
 // q|k|v|gate); linear_attention: the causal conv, the recurrence on each sequence's state and the gated norm;
 // o_proj: out_proj. Decode reads and writes every sequence's state once; prefill keeps it on chip (chunked).
-int64_t linear_in_width(const LinearAttentionConfig& la) {
-    const int64_t k = la.num_key_heads * la.key_head_dim, v = la.num_value_heads * la.value_head_dim;
-    return la.kind == LinearAttentionKind::lightning ? 4 * v : 2 * k + 2 * v + 2 * la.num_value_heads;
-}
-
 PhaseWork linear_qkv_work(const ModelConfig& m, const StepShape& s, double w, double a) {
-    const double T = d(s.num_tokens()), H = d(m.hidden_size), in = d(linear_in_width(m.linear_attn));
+    const double T = d(s.num_tokens()), H = d(m.hidden_size), in = d(m.linear_attn.in_proj_width());
     return {2.0 * T * H * in, H * in * w, T * (H + in) * a};
 }
 
 PhaseWork linear_attention_work(const ModelConfig& m, const StepShape& s, double w, double a) {
     const LinearAttentionConfig& la = m.linear_attn;
     const double T = d(s.num_tokens()), B = d(s.batch), v = d(la.num_value_heads * la.value_head_dim);
-    const double state = d(la.num_value_heads * la.key_head_dim * la.value_head_dim);
-    const double per_head_ops = la.kind == LinearAttentionKind::gated_delta_net ? 4.0 : 3.0;
     PhaseWork r;
-    r.flops = 2.0 * T * state * per_head_ops + 2.0 * T * d(la.conv_channels() * la.conv_kernel);
+    r.flops = 2.0 * T * d(linear_state_macs_per_token(m));
     // The small weights: conv, dt_bias, A_log and the norm (the projections belong to qkv_proj and o_proj).
-    r.weight_bytes = d(linear_attention_params_per_layer(m) - linear_in_width(la) * m.hidden_size -
+    r.weight_bytes = d(linear_attention_params_per_layer(m) - la.in_proj_width() * m.hidden_size -
                        la.num_value_heads * la.value_head_dim * m.hidden_size) * w;
     // Projections in, output out; decode: every sequence's fp32 state (and conv window) read and written.
-    r.activation_bytes = T * (d(linear_in_width(la)) + v) * a;
+    r.activation_bytes = T * (d(la.in_proj_width()) + v) * a;
     if (s.mode == Mode::decode) r.activation_bytes += 2.0 * B * d(la.state_elems()) * kLinearStateBytesPerElem;
     return r;
 }

@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 #include "config/model_config.hpp"
 #include "error_helpers.hpp"
+#include "hf_test_helpers.hpp"
 #include "model/accounting.hpp"
 
 #include <catch2/catch.hpp>
@@ -13,24 +14,9 @@
 #include <string>
 
 using namespace moebench;
+using namespace moebench::test;
 
 namespace {
-
-const std::string kHf = std::string(MOEBENCH_TEST_DATA) + "/hf-configs/";
-ModelConfig hf(const std::string& name) { return load_model(kHf + name); }
-ModelConfig hf_json(const json& j) {
-    ModelConfig m = model_from_hf(j, "config.json");
-    validate(m, "config.json");
-    return m;
-}
-int64_t comp(const ParamCounts& p, Component c) { return p.by_component[static_cast<int>(c)]; }
-double rel_err(double counted, double published) { return std::fabs(counted - published) / published; }
-
-// Vendors print counts to 2-3 significant digits, some rounding and some truncating. `unit` is the value of the
-// last printed digit; the count is consistent with the figure if rounding or truncating it there gives the figure.
-bool consistent(double counted, double published, double unit) {
-    return counted >= published - unit / 2 && counted < published + unit;
-}
 
 std::string error_of(const json& j) {
     return test::config_error_of([&] { hf_json(j); });

@@ -8,6 +8,7 @@
 #include "engine/engine.hpp"
 #include "harness/validate.hpp"
 #include "error_helpers.hpp"
+#include "hf_test_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/memory_plan.hpp"
 #include "model/phase_work.hpp"
@@ -18,22 +19,10 @@
 #include <string>
 
 using namespace moebench;
+using namespace moebench::test;
 
 namespace {
 
-const std::string kHf = std::string(MOEBENCH_TEST_DATA) + "/hf-configs/";
-ModelConfig hf(const std::string& name) { return load_model(kHf + name); }
-ModelConfig hf_json(const json& j) {
-    ModelConfig m = model_from_hf(j, "config.json");
-    validate(m, "config.json");
-    return m;
-}
-double rel_err(double counted, double published) { return std::fabs(counted - published) / published; }
-// Rounding or truncating `counted` at the last printed digit (`unit`) gives the published figure.
-bool consistent(double counted, double published, double unit) {
-    return counted >= published - unit / 2 && counted < published + unit;
-}
-int64_t comp(const ParamCounts& p, Component c) { return p.by_component[static_cast<int>(c)]; }
 double without_embedding_and_head(const ParamCounts& p, bool active) {
     const double emb = static_cast<double>(comp(p, Component::embedding) + comp(p, Component::lm_head));
     return static_cast<double>(active ? p.active : p.total) - emb;

@@ -48,7 +48,7 @@ Dims resolve_dims(const ModelConfig& m) {
         d.la_conv = la.conv_kernel;
         d.la_v = d.la_nv * d.la_dv;
         d.la_channels = la.conv_channels();
-        d.la_in = d.la_delta ? d.la_channels + d.la_v + 2 * d.la_nv : 4 * d.la_v;
+        d.la_in = la.in_proj_width();
     }
     d.E = m.moe.num_experts;
     d.K = m.moe.top_k;
