@@ -107,75 +107,83 @@ MOEBENCH_HD inline void group_mask(const float* group_scores, int num_groups, in
     }
 }
 
+/// One logit's term in PhiMoE's sparsemixer denominator for the expert with logit m: exp(l - m) when l lies within the
+/// relative band (m - l) / max(|l|, m) <= 2 eps, else 0. As the reference, a NaN band test (0 / 0) keeps the logit.
+MOEBENCH_HD inline float sparsemixer_term(float logit, float m, float eps) {
+    const float factor = fmaxf(fabsf(logit), m);
+    if ((m - logit) / factor > 2.0f * eps) return 0.0f;
+    return expf(logit - m);
+}
+
 /// PhiMoE's sparsemixer weight of expert `sel` (score m = its logit, the best not `skip`): a softmax evaluated at
-/// `sel` over only the logits within the relative band (m - l_i) / max(|l_i|, m) <= 2 eps, `skip` left out. As the
-/// reference, a NaN band test (0 / 0) keeps the logit.
+/// `sel` over only the logits within the band (sparsemixer_term), `skip` left out.
 MOEBENCH_HD inline float sparsemixer_weight(const float* logits, int n, int sel, int skip, float eps) {
     const float m = logits[sel];
     float sum = 0.0f;
     for (int i = 0; i < n; ++i) {
         if (i == skip) continue;
-        const float factor = fmaxf(fabsf(logits[i]), m);
-        if ((m - logits[i]) / factor > 2.0f * eps) continue;
-        sum += expf(logits[i] - m);
+        sum += sparsemixer_term(logits[i], m, eps);
     }
     return 1.0f / sum;
 }
 
-/// One row of the family's routing: logits[E] -> ids[k], weights[k] (best first). correction_bias[E] may be null
-/// (DeepSeek-V3's e_score_correction_bias: added for selection only). scratch: route_scratch_floats() floats.
-MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, const float* correction_bias,
-                                  float* scratch, int* ids, float* weights) {
-    const int E = p.num_experts, K = p.top_k, G = p.num_groups > 0 ? p.num_groups : 1;
-    float* scores = scratch;             // [E]
-    float* choice = scratch + E;         // [E]
-    float* gscores = scratch + 2 * E;    // [G]
-    float* gsel = gscores + G;           // [G] (scores of chosen groups; ids reuse `ids` temporarily is unsafe)
-    unsigned char* keep = reinterpret_cast<unsigned char*>(gsel + G);  // [E] bytes
-    int gids[64];                        // topk_groups <= 64 (checked by the host; real models have <= 8 groups)
-    const int group_size = E / G;
+// route_row in three parts, so that a parallel router (one warp per token in kernels/moe.cu) runs the same
+// semantics: (1) per-expert arrays: the selection key and the un-biased score; (2) the group mask (group-limited
+// families); (3) after top-k of the key: the weights, once per row.
 
-    switch (p.kind) {
-    case kRouteTopkSoftmax: {
-        // gpt-oss: topk(logits) then softmax over the k values; Mixtral's softmax->topk->renorm is the same math.
-        topk_row(logits, E, K, nullptr, weights, ids);
-        softmax_row(weights, K, weights);
-        break;
+/// Which per-expert array the top-k selects on.
+enum RouteKey : int { kKeyLogits = 0, kKeyScores = 1, kKeyChoice = 2 };
+MOEBENCH_HD inline int route_key(int kind, bool has_correction) {
+    switch (kind) {
+    case kRouteTopkSoftmax:
+    case kRouteTopkSigmoid:
+    case kRouteSparsemixer: return kKeyLogits;
+    case kRouteSigmoidGroupTopk: return kKeyChoice;
+    case kRouteSoftmaxGroupGreedy: return kKeyScores;
+    default: return has_correction ? kKeyChoice : kKeyScores;
     }
-    case kRouteTopkSigmoid: {
-        // Llama-4: topk(logits), weight = sigmoid(selected logit).
-        topk_row(logits, E, K, nullptr, weights, ids);
+}
+/// Whether the family's un-biased score is a softmax over all experts (else a per-expert sigmoid, or unused).
+MOEBENCH_HD inline bool route_softmax_scores(int kind) {
+    return kind == kRouteSoftmaxGroupGreedy || (kind != kRouteTopkSoftmax && kind != kRouteTopkSigmoid &&
+                                                kind != kRouteSparsemixer && kind != kRouteSigmoidGroupTopk);
+}
+/// Whether the family limits the top-k to its best groups (and how a group scores: the top-2 sum of the choice
+/// key for DeepSeek-V3, the max score for DeepSeek-V2).
+MOEBENCH_HD inline bool route_grouped(const RouteParams& p) {
+    return (p.kind == kRouteSigmoidGroupTopk || p.kind == kRouteSoftmaxGroupGreedy) && p.num_groups > 1 &&
+           p.topk_groups < p.num_groups;
+}
+/// Score of group g (group_size experts from g * group_size) over the selection key.
+MOEBENCH_HD inline float route_group_score(int kind, const float* key, int g, int group_size) {
+    const float* v = key + g * group_size;
+    if (kind == kRouteSigmoidGroupTopk) {
+        float b2[2];
+        int i2[2];
+        const int n2 = topk_row(v, group_size, group_size >= 2 ? 2 : 1, nullptr, b2, i2);
+        return n2 == 2 ? b2[0] + b2[1] : b2[0];
+    }
+    float mx = v[0];
+    for (int i = 1; i < group_size; ++i) mx = fmaxf(mx, v[i]);
+    return mx;
+}
+
+/// The weights of the chosen experts (part 3). On entry weights[j] holds the key value of ids[j]; scores is the
+/// un-biased per-expert score (softmax or sigmoid; unused by the logit-keyed families); logits the raw row.
+MOEBENCH_HD inline void route_weights(const RouteParams& p, const float* logits, const float* scores, const int* ids,
+                                      float* weights) {
+    const int E = p.num_experts, K = p.top_k;
+    switch (p.kind) {
+    case kRouteTopkSoftmax: softmax_row(weights, K, weights); break;  // softmax over the k chosen logits
+    case kRouteTopkSigmoid:
         for (int j = 0; j < K; ++j) weights[j] = sigmoidf_(weights[j]);
         break;
-    }
-    case kRouteSparsemixer: {
-        // PhiMoE (HF modeling_phimoe.py sparsemixer, inference): expert 1 = the best logit, expert 2 = the best of
-        // the others (= top-2 of the logits); each weight is a softmax over only the logits near that expert's
-        // (see sparsemixer_weight), so the two weights do not sum to 1 and are often both ~1. K must be 2.
-        topk_row(logits, E, 2, nullptr, weights, ids);
+    case kRouteSparsemixer:
         weights[0] = sparsemixer_weight(logits, E, ids[0], -1, p.jitter_eps);
         weights[1] = sparsemixer_weight(logits, E, ids[1], ids[0], p.jitter_eps);
         break;
-    }
     case kRouteSigmoidGroupTopk: {
-        // DeepSeek-V3 (reference inference/model.py Gate): s = sigmoid(l); choice = s + bias; group score = sum of
-        // the top-2 choice scores in the group; keep topk_groups groups (others excluded, i.e. -inf); top-k by
-        // choice; weights are the un-biased s of the chosen; renormalise (+1e-20, as HF) if norm_topk_prob; scale.
-        for (int i = 0; i < E; ++i) {
-            scores[i] = sigmoidf_(logits[i]);
-            choice[i] = scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
-        }
-        for (int i = 0; i < E; ++i) keep[i] = 1;
-        if (G > 1 && p.topk_groups < G) {
-            for (int g = 0; g < G; ++g) {
-                float b2[2];
-                int i2[2];
-                const int n2 = topk_row(choice + g * group_size, group_size, group_size >= 2 ? 2 : 1, nullptr, b2, i2);
-                gscores[g] = n2 == 2 ? b2[0] + b2[1] : b2[0];
-            }
-            group_mask(gscores, G, p.topk_groups, group_size, gsel, gids, keep);
-        }
-        topk_row(choice, E, K, keep, weights, ids);
+        // Weights are the un-biased sigmoid of the chosen; renormalise (+1e-20, as HF) if norm_topk_prob; scale.
         float sum = 0.0f;
         for (int j = 0; j < K; ++j) {
             weights[j] = scores[ids[j]];
@@ -186,20 +194,7 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
         break;
     }
     case kRouteSoftmaxGroupGreedy: {
-        // DeepSeek-V2 (modeling_deepseek.py MoEGate, group_limited_greedy): s = softmax(l); group score = max of
-        // the group; keep topk_groups groups; top-k of s among them. Then, as the reference: if top_k > 1 and
-        // norm_topk_prob, w /= (sum + 1e-20); otherwise w *= routed_scaling_factor.
-        softmax_row(logits, E, scores);
-        for (int i = 0; i < E; ++i) keep[i] = 1;
-        if (G > 1 && p.topk_groups < G) {
-            for (int g = 0; g < G; ++g) {
-                float mx = scores[g * group_size];
-                for (int i = 1; i < group_size; ++i) mx = fmaxf(mx, scores[g * group_size + i]);
-                gscores[g] = mx;
-            }
-            group_mask(gscores, G, p.topk_groups, group_size, gsel, gids, keep);
-        }
-        topk_row(scores, E, K, keep, weights, ids);
+        // As the reference: if top_k > 1 and norm_topk_prob, w /= (sum + 1e-20); otherwise w *= routed_scaling_factor.
         if (K > 1 && p.norm_topk_prob) {
             float sum = 0.0f;
             for (int j = 0; j < K; ++j) sum += weights[j];
@@ -211,17 +206,9 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
     }
     case kRouteSoftmaxTopk:
     default: {
-        // Qwen/OLMoE/DBRX/DeepSeekMoE: softmax over all experts, top-k, renormalise if norm_topk_prob
-        // (HF: w /= w.sum(), no epsilon), then routed_scaling_factor (1.0 for these families).
-        // ERNIE-4.5 adds e_score_correction_bias to the probabilities for the selection only.
-        softmax_row(logits, E, scores);
-        if (correction_bias) {
-            for (int i = 0; i < E; ++i) choice[i] = scores[i] + correction_bias[i];
-            topk_row(choice, E, K, nullptr, weights, ids);
-            for (int j = 0; j < K; ++j) weights[j] = scores[ids[j]];
-        } else {
-            topk_row(scores, E, K, nullptr, weights, ids);
-        }
+        // The weight is the probability (ERNIE selects on probability + correction bias, weighs by the probability);
+        // renormalise if norm_topk_prob (HF: w /= w.sum(), no epsilon), then routed_scaling_factor.
+        for (int j = 0; j < K; ++j) weights[j] = scores[ids[j]];
         if (p.norm_topk_prob) {
             float sum = 0.0f;
             for (int j = 0; j < K; ++j) sum += weights[j];
@@ -231,6 +218,45 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
         break;
     }
     }
+}
+
+/// One row of the family's routing: logits[E] -> ids[k], weights[k] (best first). correction_bias[E] may be null
+/// (DeepSeek-V3's e_score_correction_bias: added for selection only). scratch: route_scratch_floats() floats.
+/// Families: Qwen/OLMoE/DBRX/DeepSeekMoE softmax -> top-k; ERNIE the same with a correction bias on the selection;
+/// Mixtral / gpt-oss top-k of logits -> softmax over k; Llama-4 top-k -> sigmoid; PhiMoE sparsemixer (top-2);
+/// DeepSeek-V3 (reference inference/model.py Gate) sigmoid + bias, group score = top-2 sum, topk_groups groups;
+/// DeepSeek-V2 (modeling_deepseek.py MoEGate, group_limited_greedy) softmax, group score = max.
+MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, const float* correction_bias,
+                                  float* scratch, int* ids, float* weights) {
+    const int E = p.num_experts, G = p.num_groups > 0 ? p.num_groups : 1;
+    float* scores = scratch;             // [E]
+    float* choice = scratch + E;         // [E]
+    float* gscores = scratch + 2 * E;    // [G]
+    float* gsel = gscores + G;           // [G]
+    unsigned char* keep = reinterpret_cast<unsigned char*>(gsel + G);  // [E] bytes
+    int gids[64];                        // topk_groups <= 64 (checked by the host; real models have <= 8 groups)
+    const int key_kind = route_key(p.kind, correction_bias != nullptr);
+    // (1) per-expert arrays.
+    if (route_softmax_scores(p.kind)) {
+        softmax_row(logits, E, scores);
+    } else if (p.kind == kRouteSigmoidGroupTopk) {
+        for (int i = 0; i < E; ++i) scores[i] = sigmoidf_(logits[i]);
+    }
+    if (key_kind == kKeyChoice)
+        for (int i = 0; i < E; ++i) choice[i] = scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
+    const float* key = key_kind == kKeyLogits ? logits : (key_kind == kKeyScores ? scores : choice);
+    // (2) group mask.
+    const unsigned char* mask = nullptr;
+    if (route_grouped(p)) {
+        const int group_size = E / G;
+        for (int g = 0; g < G; ++g) gscores[g] = route_group_score(p.kind, key, g, group_size);
+        group_mask(gscores, G, p.topk_groups, group_size, gsel, gids, keep);
+        mask = keep;
+    }
+    // (3) top-k of the key, then the weights.
+    const int k_sel = p.kind == kRouteSparsemixer ? 2 : p.top_k;
+    topk_row(key, E, k_sel, mask, weights, ids);
+    route_weights(p, logits, scores, ids, weights);
 }
 
 /// Soft top-N (the seeds' option): softmax over all E experts, keep the N most probable, renormalise over the N.
