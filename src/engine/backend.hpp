@@ -100,6 +100,9 @@ public:
 
     /// fp32 host copies of the MoE block of `layer_slot` (see --dump-tensors in docs/report-schema.md).
     virtual std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const = 0;
+    /// What --check reads: the same, or (with an I32 tensor "routed_experts" [R]) the expert tensors of only those
+    /// R experts, in that order (a GPU with hundreds of experts need not copy them all to the host).
+    virtual std::vector<NamedTensor> moe_check_tensors(int64_t layer_slot) const { return moe_block_tensors(layer_slot); }
 
     /// --measure-ceilings: this machine's read bandwidth and peak rate for this backend, measured before prepare()
     /// takes the memory. The default measures nothing and says so.

@@ -144,6 +144,8 @@ struct BlockTensors {
     int64_t T = 0, H = 0, kb = 0;  // tokens, hidden size, the backend's experts per token
     F32View x, router_w, router_b, corr, w_gate, w_up, w_down, b_gate, b_up, b_down, wts_b, out_b;
     std::vector<int32_t> ids_b;
+    // Row of expert e in the expert tensors (-1: not sent; the backend sent only its routed experts).
+    std::vector<int64_t> expert_row;
 };
 
 BlockTensors block_tensors(const ModelConfig& m, const std::vector<NamedTensor>& tensors) {
@@ -163,12 +165,26 @@ BlockTensors block_tensors(const ModelConfig& m, const std::vector<NamedTensor>&
     b.router_w = get_f32(tensors, "router_weight", {E, H}, true);
     b.router_b = get_f32(tensors, "router_bias", {E}, false);
     b.corr = get_f32(tensors, "e_score_correction_bias", {E}, false);
-    b.w_gate = get_f32(tensors, "w_gate", {E, I, H}, true);
-    b.w_up = get_f32(tensors, "w_up", {E, I, H}, true);
-    b.w_down = get_f32(tensors, "w_down", {E, H, I}, true);
-    b.b_gate = get_f32(tensors, "b_gate", {E, I}, false);
-    b.b_up = get_f32(tensors, "b_up", {E, I}, false);
-    b.b_down = get_f32(tensors, "b_down", {E, H}, false);
+    int64_t R = E;  // expert rows in the expert tensors
+    b.expert_row.resize(static_cast<size_t>(E));
+    if (const NamedTensor* routed = find_tensor(tensors, "routed_experts")) {
+        const std::vector<int32_t> list = routed->as_i32();
+        R = static_cast<int64_t>(list.size());
+        std::fill(b.expert_row.begin(), b.expert_row.end(), -1);
+        for (int64_t r = 0; r < R; ++r) {
+            const int32_t e = list[static_cast<size_t>(r)];
+            MOEBENCH_CHECK(e >= 0 && e < E, "--check: routed expert {} outside the model's {} experts", e, E);
+            b.expert_row[static_cast<size_t>(e)] = r;
+        }
+    } else {
+        for (int64_t e = 0; e < E; ++e) b.expert_row[static_cast<size_t>(e)] = e;
+    }
+    b.w_gate = get_f32(tensors, "w_gate", {R, I, H}, true);
+    b.w_up = get_f32(tensors, "w_up", {R, I, H}, true);
+    b.w_down = get_f32(tensors, "w_down", {R, H, I}, true);
+    b.b_gate = get_f32(tensors, "b_gate", {R, I}, false);
+    b.b_up = get_f32(tensors, "b_up", {R, I}, false);
+    b.b_down = get_f32(tensors, "b_down", {R, H}, false);
     b.ids_b = ids_t->as_i32();
     b.wts_b = get_f32(tensors, "topk_weights", {T, b.kb}, true);
     b.out_b = get_f32(tensors, "moe_out", {T, H}, true);
@@ -287,6 +303,10 @@ std::vector<double> routed_output(const ModelConfig& m, const BlockTensors& b, c
         const std::vector<int64_t>& as = assign[static_cast<size_t>(e)];
         const int64_t n = static_cast<int64_t>(as.size());
         if (n == 0) continue;
+        // An expert the reference routes to but the backend did not send can only follow a selection mismatch,
+        // which compare_selection already counts as a failure: its rows are left out here.
+        const int64_t x = b.expert_row[static_cast<size_t>(e)];
+        if (x < 0) continue;
         xe.assign(static_cast<size_t>(n * H), 0.0f);
         for (int64_t r = 0; r < n; ++r) {
             const float s = scale_in ? wts[as[r]] : 1.0f;  // Llama-4: routed_in = x * router score
@@ -294,20 +314,20 @@ std::vector<double> routed_output(const ModelConfig& m, const BlockTensors& b, c
         }
         ge.resize(static_cast<size_t>(n * I));
         ue.resize(static_cast<size_t>(n * I));
-        gemm_xwt(n, I, H, xe.data(), &b.w_gate[e * I * H], ge.data());
-        gemm_xwt(n, I, H, xe.data(), &b.w_up[e * I * H], ue.data());
+        gemm_xwt(n, I, H, xe.data(), &b.w_gate[x * I * H], ge.data());
+        gemm_xwt(n, I, H, xe.data(), &b.w_up[x * I * H], ue.data());
         for (int64_t r = 0; r < n; ++r)
             for (int64_t i = 0; i < I; ++i) {
-                const float g = ge[r * I + i] + (b.b_gate.empty() ? 0.0f : b.b_gate[e * I + i]);
-                const float u = ue[r * I + i] + (b.b_up.empty() ? 0.0f : b.b_up[e * I + i]);
+                const float g = ge[r * I + i] + (b.b_gate.empty() ? 0.0f : b.b_gate[x * I + i]);
+                const float u = ue[r * I + i] + (b.b_up.empty() ? 0.0f : b.b_up[x * I + i]);
                 ge[r * I + i] = core::activate(act_kind, g, u, limit);
             }
         ye.resize(static_cast<size_t>(n * H));
-        gemm_xwt(n, H, I, ge.data(), &b.w_down[e * H * I], ye.data());
+        gemm_xwt(n, H, I, ge.data(), &b.w_down[x * H * I], ye.data());
         for (int64_t r = 0; r < n; ++r) {
             const double s = scale_in ? 1.0 : wts[as[r]];
             for (int64_t i = 0; i < H; ++i)
-                out[(as[r] / k) * H + i] += s * (ye[r * H + i] + (b.b_down.empty() ? 0.0f : b.b_down[e * H + i]));
+                out[(as[r] / k) * H + i] += s * (ye[r * H + i] + (b.b_down.empty() ? 0.0f : b.b_down[x * H + i]));
         }
     }
     return out;

@@ -181,7 +181,7 @@ json check_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     if (m.last_routing && slot < static_cast<int64_t>(m.last_routing->per_layer.size()) &&
         m.last_routing->per_layer[static_cast<size_t>(slot)].k > 0)
         imposed = &m.last_routing->per_layer[static_cast<size_t>(slot)];
-    CheckResult cr = check_moe_block(p.model, cfg.options, p.backend->moe_block_tensors(slot), imposed, p.traits.check);
+    CheckResult cr = check_moe_block(p.model, cfg.options, p.backend->moe_check_tensors(slot), imposed, p.traits.check);
     cr.layer = m.moe.front().layer;
     json block = to_json(cr);
     block[keys::kStep] = "last measured step";

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -254,4 +255,54 @@ TEST_CASE("check: exact ties are near-ties, counted and excused; a far choice is
     CHECK(j["passed"] == false);
     for (const char* key : {"layer", "rel_l2_error", "tolerance", "ids_mismatched", "ids_near_tie", "tokens"})
         CHECK(j.contains(key));
+}
+
+namespace {
+
+// The block with only the experts in `keep` (a backend's routed-only --check form): routed_experts + their rows.
+std::vector<NamedTensor> only_experts(const std::vector<NamedTensor>& all, const std::vector<int32_t>& keep) {
+    std::vector<NamedTensor> out;
+    for (const NamedTensor& t : all) {
+        const bool per_expert = t.name == "w_gate" || t.name == "w_up" || t.name == "w_down" || t.name == "b_gate" ||
+                                t.name == "b_up" || t.name == "b_down";
+        if (!per_expert) {
+            out.push_back(t);
+            continue;
+        }
+        const int64_t row = t.numel() / t.shape[0];
+        std::vector<int64_t> shape = t.shape;
+        shape[0] = static_cast<int64_t>(keep.size());
+        std::vector<float> v;
+        const float* src = reinterpret_cast<const float*>(t.data.data());
+        for (int32_t e : keep) v.insert(v.end(), src + e * row, src + (e + 1) * row);
+        out.push_back(NamedTensor::f32(t.name, shape, v.data()));
+    }
+    out.push_back(NamedTensor::i32("routed_experts", {static_cast<int64_t>(keep.size())}, keep.data()));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("check: a block that sends only its routed experts passes; one routed expert left out fails",
+          "[check]") {
+    for (const char* name : {"tiny-gqa", "tiny-gpt-oss"}) {  // gpt-oss: per-expert biases too
+        INFO(name);
+        ModelConfig m = load_model(kModels + name + ".json");
+        RunOptions opt;
+        opt.seed = 7;
+        const auto all = cpu_block(m, decode(3), opt);  // 3 tokens: some experts get none
+        NamedTensor ids_t = tensor(const_cast<std::vector<NamedTensor>&>(all), "topk_ids");
+        const std::vector<int32_t> ids = ids_t.as_i32();
+        std::vector<int32_t> routed;
+        for (int32_t e = 0; e < m.moe.num_experts; ++e)
+            if (std::find(ids.begin(), ids.end(), e) != ids.end()) routed.push_back(e);
+        REQUIRE(routed.size() < static_cast<size_t>(m.moe.num_experts));
+        CheckResult ok = run_check(m, opt, only_experts(all, routed));
+        INFO("failure: " << ok.failure);
+        CHECK(ok.passed);
+        CHECK(ok.rel_l2_error < 1e-5);
+        // Drop the first routed expert from what was sent: its tokens lose that expert's share.
+        std::vector<int32_t> fewer(routed.begin() + 1, routed.end());
+        CHECK_FALSE(run_check(m, opt, only_experts(all, fewer)).passed);
+    }
 }
