@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Attention kernels: RoPE (rotate-half), KV-cache append, and a split-context attention (flash-decoding style:
-// per-chunk partial softmax, then a merge) used for decode and, with a causal key range per query, for prefill.
+// per-chunk partial softmax, then a merge) used for decode and, with a causal key range per query, for prefill. The
+// heads that share a kv head (a GQA group; all heads of MLA's latent cache) share a block, which reads each cached
+// row once for them.
 #include "kernels/common.cuh"
 
 #include <cmath>
@@ -62,77 +64,113 @@ __device__ inline int64_t first_key(const AttentionArgs& a, int64_t pos) {
     return lo;
 }
 
-// Grid: x = token * num_heads + head, y = split. Block: kAttnThreads.
-// Steps: 1) q to shared (fp32); 2) each warp scores keys j = warp, warp + 4, ... of the chunk (lanes split dk);
-// 3) chunk max and exp-sum; 4) threads split dv and accumulate p_j * v_j; 5) partial (m, l, o[dv]) to workspace.
+// Grid: x = token * (num_heads / kHeads) + head group, y = split. Block: kAttnThreads. A block serves kHeads query heads
+// that share one kv head (GQA's group, or MLA's single latent head), so each key and value row of the chunk is read
+// once for all of them instead of once per head.
+// Steps: 1) the heads' q to shared (fp32); 2) each warp scores keys j = warp, warp + 4, ... of the chunk (lanes split
+// dk, one read of the key for every head); 3) per head: chunk max and exp-sum; 4) threads split dv and accumulate
+// p_hj * v_j for every head (one read of the value); 5) partials (m, l, o[dv]) per head to the workspace.
+// Dynamic shared memory: kHeads * (dk + chunk) floats (attention_smem_bytes).
+template <int kHeads>
 __global__ void attention_split_kernel(AttentionArgs a, float* ws_ml, float* ws_o, int num_splits) {
-    __shared__ float q_s[kMaxDk];
-    __shared__ float p_s[kMaxChunk];
+    extern __shared__ float attn_smem[];
+    float* q_s = attn_smem;                  // [kHeads][dk]
+    float* p_s = attn_smem + kHeads * a.dk;  // [kHeads][chunk]
     __shared__ float red[32];
-    const int64_t th = blockIdx.x;
-    const int64_t t = th / a.num_heads, h = th % a.num_heads;
+    const int64_t groups = a.num_heads / kHeads;
+    const int64_t tg = blockIdx.x;  // (token - a.token_begin) * groups + group
+    const int64_t t = a.token_begin + tg / groups, h0 = (tg % groups) * kHeads;
     const int split = blockIdx.y;
     const int64_t b = t / a.tokens_per_seq;
     const int64_t pos = a.pos_base + t % a.tokens_per_seq;
     const int64_t lo = first_key(a, pos);
     const int64_t k0 = lo + static_cast<int64_t>(split) * a.chunk;
     const int64_t k1 = min(k0 + a.chunk, pos + 1);
-    float* ml = ws_ml + (th * num_splits + split) * 2;
-    float* o = ws_o + (th * num_splits + split) * a.dv;
+    // Workspace rows of this launch: (token - token_begin) * num_heads + head.
+    const int64_t th0 = (tg / groups) * a.num_heads + h0;
     if (k0 >= k1) {  // this split holds no key of this query
-        if (threadIdx.x == 0) {
+        if (threadIdx.x < kHeads) {
+            float* ml = ws_ml + ((th0 + threadIdx.x) * num_splits + split) * 2;
             ml[0] = -INFINITY;
             ml[1] = 0.0f;
         }
         return;
     }
-    const int64_t g = h / (a.num_heads / a.num_kv_heads);
-    const bf16* qp = a.q + t * a.q_token_stride + h * a.q_head_stride;
-    for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x) q_s[d] = to_f(qp[d]);
+    const int64_t g = h0 / (a.num_heads / a.num_kv_heads);  // every head of the block maps to this kv head
+    for (int hh = 0; hh < kHeads; ++hh) {
+        const bf16* qp = a.q + t * a.q_token_stride + (h0 + hh) * a.q_head_stride;
+        for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x) q_s[hh * a.dk + d] = to_f(qp[d]);
+    }
     __syncthreads();
 
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, num_warps = blockDim.x / kWarp;
     const int64_t n = k1 - k0;
     for (int64_t j = warp; j < n; j += num_warps) {
         const bf16* kp = a.k + (b * a.cache_len + k0 + j) * a.kv_row_stride + g * a.kv_head_stride;
-        float s = 0.0f;
-        for (int64_t d = lane; d < a.dk; d += kWarp) s += q_s[d] * to_f(kp[d]);
-        s = warp_sum(s);
-        if (lane == 0) p_s[j] = s * a.scale;
-    }
-    __syncthreads();
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, p_s[j]);
-    m = block_max(m, red);
-    float l = 0.0f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        const float p = __expf(p_s[j] - m);
-        p_s[j] = p;
-        l += p;
-    }
-    l = block_sum(l, red);  // block_sum syncs before and after its shared write: p_s is complete afterwards
-    __syncthreads();
-
-    float acc[kAccPerThread];
+        float s[kHeads];
 #pragma unroll
-    for (int i = 0; i < kAccPerThread; ++i) acc[i] = 0.0f;
+        for (int hh = 0; hh < kHeads; ++hh) s[hh] = 0.0f;
+        for (int64_t d = lane; d < a.dk; d += kWarp) {
+            const float kv = to_f(kp[d]);
+#pragma unroll
+            for (int hh = 0; hh < kHeads; ++hh) s[hh] += q_s[hh * a.dk + d] * kv;
+        }
+#pragma unroll
+        for (int hh = 0; hh < kHeads; ++hh) {
+            const float v = warp_sum(s[hh]);
+            if (lane == 0) p_s[hh * a.chunk + j] = v * a.scale;
+        }
+    }
+    __syncthreads();
+    float m[kHeads], l[kHeads];
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+        float* ph = p_s + hh * a.chunk;
+        float mh = -INFINITY;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mh = fmaxf(mh, ph[j]);
+        mh = block_max(mh, red);
+        float lh = 0.0f;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            const float p = __expf(ph[j] - mh);
+            ph[j] = p;
+            lh += p;
+        }
+        lh = block_sum(lh, red);  // block_sum syncs before and after its shared write
+        m[hh] = mh;
+        l[hh] = lh;
+    }
+    __syncthreads();  // every head's p_s is final
+
+    float acc[kHeads][kAccPerThread];
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh)
+#pragma unroll
+        for (int i = 0; i < kAccPerThread; ++i) acc[hh][i] = 0.0f;
     for (int64_t j = 0; j < n; ++j) {
-        const float p = p_s[j];
         const bf16* vp = a.v + (b * a.cache_len + k0 + j) * a.kv_row_stride + g * a.kv_head_stride;
 #pragma unroll
         for (int i = 0; i < kAccPerThread; ++i) {
             const int64_t d = threadIdx.x + i * kAttnThreads;
-            if (d < a.dv) acc[i] += p * to_f(vp[d]);
+            if (d < a.dv) {
+                const float v = to_f(vp[d]);
+#pragma unroll
+                for (int hh = 0; hh < kHeads; ++hh) acc[hh][i] += p_s[hh * a.chunk + j] * v;
+            }
         }
     }
 #pragma unroll
-    for (int i = 0; i < kAccPerThread; ++i) {
-        const int64_t d = threadIdx.x + i * kAttnThreads;
-        if (d < a.dv) o[d] = acc[i];
-    }
-    if (threadIdx.x == 0) {
-        ml[0] = m;
-        ml[1] = l;
+    for (int hh = 0; hh < kHeads; ++hh) {
+        float* o = ws_o + ((th0 + hh) * num_splits + split) * a.dv;
+#pragma unroll
+        for (int i = 0; i < kAccPerThread; ++i) {
+            const int64_t d = threadIdx.x + i * kAttnThreads;
+            if (d < a.dv) o[d] = acc[hh][i];
+        }
+        if (threadIdx.x == 0) {
+            float* ml = ws_ml + ((th0 + hh) * num_splits + split) * 2;
+            ml[0] = m[hh];
+            ml[1] = l[hh];
+        }
     }
 }
 
@@ -152,8 +190,17 @@ __global__ void attention_merge_kernel(AttentionArgs a, const float* ws_ml, cons
         float acc = 0.0f;
         for (int s = 0; s < num_splits; ++s)
             if (ml[2 * s + 1] > 0.0f) acc += ws_o[(th * num_splits + s) * a.dv + d] * __expf(ml[2 * s] - M);
-        a.out[th * a.dv + d] = to_bf(acc * inv);
+        a.out[(a.token_begin * a.num_heads + th) * a.dv + d] = to_bf(acc * inv);
     }
+}
+
+// Query heads per block: the most of 8, 4, 2 that share one kv head (they divide the GQA group; MLA has one latent
+// head for all) and whose q and scores fit the default 48 KiB of dynamic shared memory; else 1.
+int heads_per_block(const AttentionArgs& a) {
+    const int64_t group = a.num_heads / a.num_kv_heads;
+    for (int h : {8, 4, 2})
+        if (group % h == 0 && static_cast<int64_t>(h) * (a.dk + a.chunk) * 4 + 256 <= 48 * 1024) return h;
+    return 1;
 }
 
 int64_t num_splits_of(const AttentionArgs& a) {
@@ -167,8 +214,16 @@ int64_t num_splits_of(const AttentionArgs& a) {
 
 int64_t attention_max_dk() { return kMaxDv; }
 
+// Query tokens per launch: as many as the workspace budget holds (at least one). Prefill of long sequences runs in
+// query tiles, so the split workspace is bounded by the tile, not by tokens x heads x splits (DeepSeek-V3 at 16k
+// tokens would need ~138 GB in one launch).
+int64_t tile_tokens_of(const AttentionArgs& a) {
+    const int64_t per_token = a.num_heads * num_splits_of(a) * (2 + a.dv) * static_cast<int64_t>(sizeof(float));
+    return std::max<int64_t>(1, std::min<int64_t>(a.num_tokens, kAttnWorkspaceBudgetBytes / std::max<int64_t>(1, per_token)));
+}
+
 size_t attention_workspace_bytes(const AttentionArgs& a) {
-    const int64_t rows = a.num_tokens * a.num_heads * num_splits_of(a);
+    const int64_t rows = tile_tokens_of(a) * a.num_heads * num_splits_of(a);
     return static_cast<size_t>(rows) * (2 + a.dv) * sizeof(float);
 }
 
@@ -203,17 +258,36 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
                    "attention: {} tokens of {} per sequence at position {} do not fit a cache of {}", a.num_tokens,
                    a.tokens_per_seq, a.pos_base, a.cache_len);
     const int64_t splits64 = num_splits_of(a);
-    const int64_t rows = a.num_tokens * a.num_heads;
+    int64_t tile = tile_tokens_of(a);
+    if (a.workspace_bytes > 0) {  // a workspace sized for another layer's shape: never run past it
+        const int64_t per_token = a.num_heads * splits64 * (2 + a.dv) * static_cast<int64_t>(sizeof(float));
+        MOEBENCH_CHECK(a.workspace_bytes >= per_token, "attention: workspace of {} bytes < one token's {}",
+                       a.workspace_bytes, per_token);
+        tile = std::min(tile, a.workspace_bytes / per_token);
+    }
     // gridDim.x <= 2^31 - 1, gridDim.y <= 65535.
-    MOEBENCH_CHECK(rows < (int64_t(1) << 31) && splits64 <= 65535, "attention: grid too large ({} x {})", rows, splits64);
+    MOEBENCH_CHECK(tile * a.num_heads < (int64_t(1) << 31) && splits64 <= 65535, "attention: grid too large ({} x {})",
+                   tile * a.num_heads, splits64);
     const int splits = static_cast<int>(splits64);
-    float* ws_ml = static_cast<float*>(workspace);
-    float* ws_o = ws_ml + rows * splits * 2;
-    attention_split_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(splits)), kAttnThreads, 0, stream>>>(
-        a, ws_ml, ws_o, splits);
-    MOEBENCH_LAUNCH_CHECK();
-    attention_merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(a, ws_ml, ws_o, splits);
-    MOEBENCH_LAUNCH_CHECK();
+    const int heads = heads_per_block(a);
+    const size_t smem = static_cast<size_t>(heads) * (a.dk + a.chunk) * sizeof(float);
+    for (int64_t begin = 0; begin < a.num_tokens; begin += tile) {
+        AttentionArgs part = a;
+        part.token_begin = begin;
+        const int64_t rows = std::min(tile, a.num_tokens - begin) * a.num_heads;
+        float* ws_ml = static_cast<float*>(workspace);
+        float* ws_o = ws_ml + rows * splits * 2;
+        const dim3 grid(static_cast<unsigned>(rows / heads), static_cast<unsigned>(splits));
+        switch (heads) {
+            case 8: attention_split_kernel<8><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+            case 4: attention_split_kernel<4><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+            case 2: attention_split_kernel<2><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+            default: attention_split_kernel<1><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+        }
+        MOEBENCH_LAUNCH_CHECK();
+        attention_merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(part, ws_ml, ws_o, splits);
+        MOEBENCH_LAUNCH_CHECK();
+    }
 }
 
 }  // namespace moebench::kernels

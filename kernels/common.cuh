@@ -45,4 +45,20 @@ __device__ inline float block_sum(float v, float* shm) {
 __device__ inline float to_f(bf16 x) { return __bfloat162float(x); }
 __device__ inline bf16 to_bf(float x) { return __float2bfloat16(x); }
 
+/// Eight bf16 in one 16-byte word <-> eight floats (element q at the q-th 2 bytes, as memory holds them).
+__device__ inline void unpack_bf16x8(const uint4& w, float* v) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);
+    for (int q = 0; q < 4; ++q) {
+        const float2 f = __bfloat1622float2(h[q]);
+        v[2 * q] = f.x;
+        v[2 * q + 1] = f.y;
+    }
+}
+__device__ inline uint4 pack_bf16x8(const float* v) {
+    uint4 w;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&w);
+    for (int q = 0; q < 4; ++q) h[q] = __floats2bfloat162_rn(v[2 * q], v[2 * q + 1]);
+    return w;
+}
+
 }  // namespace moebench::kernels

@@ -65,7 +65,8 @@ void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_
 /// k + (b * cache_len + j) * kv_row_stride + g * kv_head_stride (dk wide); values likewise from v (dv wide).
 /// GQA: query head h uses kv head h / (num_heads / num_kv_heads). sinks (may be null): one logit per head added to
 /// the softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16).
-/// Split over the context in chunks of `chunk` keys; partials go to workspace (attention_workspace_bytes()).
+/// Split over the context in chunks of `chunk` keys; partials go to workspace (attention_workspace_bytes(), at most
+/// kAttnWorkspaceBudgetBytes plus one token's worth: queries run in tiles that fit).
 struct AttentionArgs {
     const bf16* q = nullptr;
     int64_t q_token_stride = 0, q_head_stride = 0;
@@ -80,7 +81,11 @@ struct AttentionArgs {
     int64_t local_chunk = 0;  // chunked local attention (Llama-4 attention_chunk); 0 = none
     float scale = 1.0f;
     int64_t chunk = 256;      // keys per split of the context (the kernel's work decomposition, not semantics)
+    int64_t token_begin = 0;  // set by launch_attention for each query tile (callers leave it 0)
+    int64_t workspace_bytes = 0;  // the workspace's size; 0 = attention_workspace_bytes(*this). Bounds the tile
 };
+/// The split workspace is bounded by this many bytes: longer prefills run in query tiles.
+constexpr int64_t kAttnWorkspaceBudgetBytes = int64_t(1) << 30;
 int64_t attention_max_dk();   // largest dk / dv the kernel supports
 size_t attention_workspace_bytes(const AttentionArgs& a);
 void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stream);
@@ -99,17 +104,28 @@ const char* launch_topk(const float* logits, const float* bias, const float* cor
                         int64_t num_tokens, int32_t* ids, float* weights, float* scratch, cudaStream_t stream);
 
 /// Permutation by expert, deterministic (moe_core permutation_map semantics): rows grouped by expert, assignments
-/// a = t*k + j ascending within an expert; with capacity >= 0 (moe_core::expert_capacity; -1 = dropless), an expert's assignments past `capacity` (arrival order)
-/// are dropped: ids[a] = -1 and weights[a] = 0. Outputs: counts[E] (kept), offsets[E+1], perm_slot[N] (assignment of
-/// each permuted row; token = slot / k), perm_expert[N], slot_pos[T*k] (row of each assignment, -1 if none),
-/// dropped[1]. N = offsets[E] <= T*k. raw_counts: E ints of scratch.
+/// a = t*k + j ascending within an expert; with capacity >= 0 (moe_core::expert_capacity; -1 = dropless), an expert's
+/// assignments past `capacity` (arrival order) are dropped: ids[a] = -1 and weights[a] = 0. O(T k): a tile histogram,
+/// one scan, a stable scatter; nothing comes back to the host. N = offsets[E] <= T*k.
+struct PermuteMaps {
+    int32_t* counts = nullptr;       // [E] kept rows per expert
+    int32_t* offsets = nullptr;      // [E+1]
+    int32_t* perm_slot = nullptr;    // [T*k]: assignment of each permuted row (token = slot / k)
+    int32_t* perm_expert = nullptr;  // [T*k]: expert of each permuted row
+    int32_t* slot_pos = nullptr;     // [T*k]: row of each assignment, -1 if none
+    int32_t* dropped = nullptr;      // [1]
+    int32_t* active = nullptr;       // [E+1]: active[0] = experts with rows, active[1..] their ids ascending
+};
+/// Scratch ints launch_permute_index needs; the largest expert count it takes.
+int64_t permute_workspace_ints(int64_t num_assign, int64_t num_experts);
+int64_t permute_max_experts();
 void launch_permute_index(int32_t* ids, float* weights, int64_t num_tokens, int64_t k, int64_t num_experts,
-                          int64_t capacity, int32_t* raw_counts, int32_t* counts, int32_t* offsets, int32_t* perm_slot,
-                          int32_t* perm_expert, int32_t* slot_pos, int32_t* dropped, cudaStream_t stream);
+                          int64_t capacity, const PermuteMaps& maps, int32_t* workspace, cudaStream_t stream);
 /// x_perm[r, :] = x[perm_slot[r] / k, :] (times weights[perm_slot[r]] when scale_by_weight: Llama-4 scales the
-/// expert input) for r < num_rows (num_rows known on the host).
+/// expert input) for r < *num_rows_dev (read on the device; max_rows bounds the launch).
 void launch_gather_rows(const bf16* x, const int32_t* perm_slot, const float* weights, bool scale_by_weight,
-                        bf16* x_perm, int64_t num_rows, int64_t k, int64_t hidden, cudaStream_t stream);
+                        bf16* x_perm, const int32_t* num_rows_dev, int64_t max_rows, int64_t k, int64_t hidden,
+                        cudaStream_t stream);
 
 /// Activation: a[r, c] = act(h[r, c] + bg, h[r, inter + c] + bu) for c < inter (h = [gate | up], 2*inter wide).
 /// act: moebench::Activation as int. bias (optional, [E, 2*inter]) indexed by row_expert[r] (or expert 0 when null).
@@ -128,8 +144,39 @@ void launch_combine(const bf16* y_perm, const int32_t* slot_pos, const int32_t* 
 void launch_row_dot(const bf16* x, const bf16* w, float* logit, int64_t num_tokens, int64_t hidden,
                     cudaStream_t stream);
 
+// ---- expert_gemv.cu: the decode expert kernel (few rows per expert) ---------------------------------------------
+/// Expert GEMMs for few rows per expert, bandwidth-bound: every row of an expert against each weight row it streams
+/// (16-byte loads, several in flight), one warp per output column, a persistent grid over (active expert, column
+/// block) read on the device (PermuteMaps::active, offsets): no host count, so a CUDA graph replays any routing.
+/// fused_up: a[r, c] = act(x_r . Wg_c + bg, x_r . Wu_c + bu) for c < n_cols, W_e = w + e * 2 n_cols * k = [gate; up]
+///           (the family's activation fused; bias [E, 2 n_cols] optional).
+/// down:     y[r, c] = s_r * (x_r . Wd_c) for c < n_cols, W_e = w + e * n_cols * k; s_r = slot_weights[perm_slot[r]]
+///           when slot_weights is non-null (the combine weight applied here), else 1.
+/// Rows of x and y are contiguous (ld = k and n_cols); k must be a multiple of 8 (gemv_supported).
+struct ExpertGemvArgs {
+    const bf16* x = nullptr;
+    const bf16* w = nullptr;
+    bf16* y = nullptr;
+    const int32_t* offsets = nullptr;  // [E+1], device
+    const int32_t* active = nullptr;   // [E+1], device
+    int64_t num_experts = 0, n_cols = 0, k = 0;
+    bool fused_up = false;
+    int act = 0;
+    float limit = 0.0f;
+    const bf16* bias = nullptr;          // fused_up only
+    const float* slot_weights = nullptr;  // down only
+    const int32_t* perm_slot = nullptr;   // down only, with slot_weights
+    int grid_blocks = 0;                  // persistent grid (SM count x resident blocks per SM)
+};
+bool gemv_supported(int64_t k);
+/// Blocks the persistent grid should have on a GPU with `num_sms` SMs.
+int gemv_grid_blocks(int num_sms);
+void launch_expert_gemv(const ExpertGemvArgs& a, cudaStream_t stream);
+
 // ---- measure.cu: device ceilings for `moebench devices --measure` --------------------------------------------------
 /// Reads `bytes` (multiple of 16) from src with 16-byte loads; writes one checksum word to sink so nothing is elided.
 void launch_read_bytes(const void* src, size_t bytes, unsigned long long* sink, int num_sms, cudaStream_t stream);
+/// The same read with loads that allocate in L2 (evicting what the last step left there): the cold-L2 flush.
+void launch_l2_flush(const void* src, size_t bytes, unsigned long long* sink, int num_sms, cudaStream_t stream);
 
 }  // namespace moebench::kernels

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# One-call GPU check (one H200, < 8 minutes including the build): build for sm_90, GPU tests, --check on three
-# families, devices --measure, a decode batch sweep and a prefill point (Mixtral-8x7B and DeepSeek-V3 layer shapes,
-# loop and grouped expert GEMMs), CUDA graph and cold L2, the PyTorch peer comparison, and a markdown summary.
+# One-call GPU check (one H200, < 7 minutes including the build): probe, build for sm_90, GPU tests, devices --measure,
+# --check on three families, decode 1/8/64 under --cuda-graph with every expert variant (gemv, grouped, loop) and
+# batch 256, prefill 4096, cold L2, the PyTorch peers, and a markdown summary with the ratios of issue 17.
 # Usage: scripts/device-check.sh [OUT_DIR]   (default: $OUT when set, else results/device-<UTC date>/)
-# Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 450 s): a step that would
+# Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 420 s): a step that would
 # not fit is skipped and logged. A failing step is logged (steps.log, logs/<step>.log) and the script goes on.
 # Dependencies on a machine without a package registry: carry .device-deps/ (made by scripts/device-bundle.sh on a
 # Debian machine, ~6 MB). When it is there, it is unpacked into $BUILD/deps and configure gets
@@ -24,7 +24,7 @@ BIN="$ROOT/$BUILD/moebench"
 STEPS="$OUT_DIR/steps.log"
 : >"$STEPS"
 START=$(date +%s)
-BUDGET_S=${CHECK_BUDGET_S:-450}
+BUDGET_S=${CHECK_BUDGET_S:-420}
 SUMMARY_RESERVE_S=20
 
 log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$STEPS"; }
@@ -133,108 +133,169 @@ fi
 
 # 2. GPU tests (exit 77 = skipped, with the reason in the log).
 if [ -x "$ROOT/$BUILD/tests/moebench_tests_cuda" ]; then
-    step gpu-tests 120 "$ROOT/$BUILD/tests/moebench_tests_cuda" --reporter compact --durations yes
+    step gpu-tests 100 "$ROOT/$BUILD/tests/moebench_tests_cuda" --reporter compact --durations yes
 else
     log "SKIP  gpu-tests: $BUILD/tests/moebench_tests_cuda was not built"
 fi
 
-# 3. --check on three families first (correctness before speed): softmax top-k (Mixtral), sigmoid group-limited +
-#    shared expert (DeepSeek-V3: layers 0-2 are dense, so 4 layers reach the first MoE layer), MLA attention
-#    (DeepSeek-V2-Lite; layer 0 dense).
-run_cfg check-mixtral 90 '{"model": "mixtral-8x7b", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 1, "warmup": 1, "iters": 3}' --check
-run_cfg check-deepseek-v3 90 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "warmup": 1, "iters": 3}' --check
-run_cfg check-deepseek-v2-lite 90 '{"model": "deepseek-v2-lite", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 2, "warmup": 1, "iters": 3}' --check
-
-# 4. Devices and measured ceilings (copy / read bandwidth, dense bf16 GEMM rate).
+# 3. Devices and measured ceilings (copy / read bandwidth, dense bf16 GEMM rate): the floors of the summary's ratios.
 if [ -x "$BIN" ]; then
     step devices 60 "$BIN" devices --measure --format json --out "$OUT_DIR/devices.json"
 fi
 
-# 5. Decode batch sweep and one prefill point, both expert GEMM variants; then CUDA graph and cold L2 at batch 64.
+# 4. --check first (correctness before speed): softmax top-k (Mixtral), sigmoid group-limited + shared expert
+#    (DeepSeek-V3: layers 0-2 are dense, so 4 layers reach the first MoE layer; --check copies only the routed experts),
+#    MLA attention (DeepSeek-V2-Lite; layer 0 dense). Batch 16: the gemv kernel (auto at these shapes).
+run_cfg check-mixtral 60 '{"model": "mixtral-8x7b", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 1, "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v3 90 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v3-grouped 90 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "expert_gemm": "grouped", "warmup": 1, "iters": 3}' --check
+run_cfg check-deepseek-v2-lite 60 '{"model": "deepseek-v2-lite", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 2, "warmup": 1, "iters": 3}' --check
+
+# 5. Decode 1/8/64 under --cuda-graph with every expert variant, then batch 256 (auto) for the router/data-movement
+#    share; prefill 4096 with both cuBLAS variants; cold L2 at batch 64. Ratios: see the summary.
 for model in mixtral-8x7b deepseek-v3; do
     layers=1
     [ "$model" = deepseek-v3 ] && layers=4
-    for batch in 1 8 64 256; do
-        for variant in loop grouped; do
-            run_cfg "decode-$model-b$batch-$variant" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 3, \"iters\": 10}"
+    for batch in 1 8 64; do
+        for variant in gemv grouped loop; do
+            run_cfg "decode-$model-b$batch-$variant" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"cuda_graph\": true, \"warmup\": 3, \"iters\": 20}"
         done
     done
-    for variant in loop grouped; do
-        run_cfg "prefill-$model-4096-$variant" 90 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 1, \"iters\": 3}"
+    run_cfg "decode-$model-b256-auto" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 256, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 3, \"iters\": 20}"
+done
+for model in mixtral-8x7b deepseek-v3; do
+    layers=1
+    [ "$model" = deepseek-v3 ] && layers=4
+    for variant in grouped loop; do
+        run_cfg "prefill-$model-4096-$variant" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 1, \"iters\": 5}"
     done
-    run_cfg "decode-$model-b64-graph" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 3, \"iters\": 10}"
-    run_cfg "decode-$model-b64-coldl2" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cold_l2\": true, \"warmup\": 3, \"iters\": 10}"
+    run_cfg "decode-$model-b64-coldl2" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cold_l2\": true, \"warmup\": 3, \"iters\": 10}"
 done
 
 # 6. PyTorch peers on the same shapes and routing semantics (skips cleanly without torch or a GPU).
-step torch-peer 120 python3 bench/torch_moe_peer.py --iters 10 --out "$OUT_DIR/torch_peer.json"
+step torch-peer 90 python3 bench/torch_moe_peer.py --iters 10 --tokens 1,8,64,256,4096 --out "$OUT_DIR/torch_peer.json"
 
 # 7. Summary table (always runs: its time is reserved in the budget).
 SUMMARY_RESERVE_S=0
 step summary 20 python3 - "$OUT_DIR" <<'PY'
+# The summary: one row per report, then the issue's ratios, each from numbers measured in this run.
 import json, os, sys, glob
 out = sys.argv[1]
-rows = []
-MOE = ["router_gemm", "topk", "permute", "expert_up", "activation", "expert_down", "shared_expert", "unpermute_reduce"]
+ATTN = ["attn_norm", "qkv_proj", "attention", "o_proj"]
+MOE = ["ffn_norm", "router_gemm", "topk", "permute", "expert_up", "activation", "expert_down", "shared_expert",
+       "unpermute_reduce"]
 SMALL = ["router_gemm", "topk", "permute", "unpermute_reduce"]
 def get(d, *ks):
     for k in ks:
         if not isinstance(d, dict) or k not in d: return None
         d = d[k]
     return d
-devices = {}
-try:
-    devices = json.load(open(os.path.join(out, "devices.json")))
-except Exception as e:
-    pass
-dev0 = (get(devices, "gpus", "devices") or get(devices, "devices") or [{}])
+def load(path):
+    try:
+        return json.load(open(path))
+    except Exception:
+        return None
+devices = load(os.path.join(out, "devices.json")) or {}
+dev0 = get(devices, "gpus", "devices") or get(devices, "devices") or [{}]
 dev0 = dev0[0] if isinstance(dev0, list) and dev0 else {}
 copy_bw = get(dev0, "measured", "copy_bw_bytes_per_s")
 gemm = get(dev0, "measured", "bf16_gemm_flops")
+peer = load(os.path.join(out, "torch_peer.json")) or {}
+peer_at = {(p.get("shape"), p.get("tokens")): p for p in peer.get("points", []) if isinstance(p, dict)}
+rows, ratios = [], []
+def verdict(ok):
+    return "meets" if ok else "MISSES"
 for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
     name = os.path.basename(path)[:-5]
-    try:
-        rep = json.load(open(path))
-    except Exception as e:
-        rows.append((name, "unreadable: %s" % e)); continue
+    rep = load(path)
+    if rep is None:
+        rows.append((name, "unreadable")); continue
     run = (rep.get("runs") or [{}])[0]
     ph = get(run, "latency", "phases") or {}
+    roof = get(run, "roofline", "phases") or {}
     mean = lambda p: (ph.get(p) or {}).get("mean_us") or 0.0
+    wbytes = lambda p: (roof.get(p) or {}).get("weight_bytes") or 0.0
+    flops = lambda p: (roof.get(p) or {}).get("flops") or 0.0
     step = get(run, "latency", "step", "mean_us")
     moe = sum(mean(p) for p in MOE)
     small = sum(mean(p) for p in SMALL)
-    variant = get(run, "backend_info", "kernel_variant", "expert_gemm") or ""
+    info = get(run, "backend_info") or {}
+    variant = (get(info, "kernel_variant", "expert_gemm") or "").split(" ")[0]
     chk = get(run, "check") or get(rep, "check")
+    chk_s = ""
     if isinstance(chk, dict):
         chk_s = "%s rel_l2=%s ids_mismatched=%s near_tie=%s" % (
-            "pass" if chk.get("passed") else "FAIL", "%.2e" % chk["rel_l2_error"] if isinstance(chk.get("rel_l2_error"), (int, float)) else "?",
+            "pass" if chk.get("passed") else "FAIL",
+            "%.2e" % chk["rel_l2_error"] if isinstance(chk.get("rel_l2_error"), (int, float)) else "?",
             chk.get("ids_mismatched", "?"), chk.get("ids_near_tie", "?"))
-    else:
-        chk_s = json.dumps(chk)[:80] if chk is not None else ""
-    rows.append((name, run.get("status", "?"), run.get("mode", ""), run.get("batch", ""),
-                 "%.1f" % step if step else "", "%.1f" % moe, "%.1f" % (mean("expert_up") + mean("expert_down")),
-                 ("%.1f%%" % (100 * small / moe)) if moe else "", variant.split(" ")[0], chk_s))
+    mode, batch = run.get("mode", ""), run.get("batch", 0) or 0
+    rows.append((name, run.get("status", "?"), mode, batch, "%.1f" % step if step else "", "%.1f" % moe,
+                 "%.1f" % (mean("expert_up") + mean("expert_down")), ("%.1f%%" % (100 * small / moe)) if moe else "",
+                 variant, chk_s))
+    if run.get("status") != "ok" or name.startswith("check-"):
+        continue
+    model = run.get("model", {}).get("name") if isinstance(run.get("model"), dict) else run.get("model")
+    shape = "mixtral-8x7b" if "mixtral" in name else "deepseek-v3" if "deepseek-v3" in name else None
+    if mode == "decode" and "coldl2" not in name and copy_bw:
+        bytes_ = sum(wbytes(p) for p in ATTN + MOE)
+        t = sum(mean(p) for p in ATTN + MOE)
+        floor = bytes_ / copy_bw * 1e6
+        if floor > 0:
+            ratios.append((name, "decode: (attention + MoE block) / (their weight bytes / copy bandwidth)",
+                           "%.2fx" % (t / floor), "<= 1.15x", verdict(t / floor <= 1.15)))
+    if mode == "prefill" and gemm:
+        t = mean("expert_up") + mean("expert_down")
+        f = flops("expert_up") + flops("expert_down")
+        if t > 0 and f > 0:
+            r = f / (t * 1e-6) / gemm
+            ratios.append((name, "prefill: expert GEMM rate / dense cuBLAS bf16 rate", "%.2f" % r, ">= 0.80",
+                           verdict(r >= 0.8)))
+    tokens = run.get("num_tokens") or (batch if mode == "decode" else None)
+    p = peer_at.get((shape, tokens))
+    if p and p.get("grouped_mm_us") and moe > 0:
+        r = p["grouped_mm_us"] / moe
+        ratios.append((name, "MoE block: torch._grouped_mm time / moebench time (same shape, %s tokens)" % tokens,
+                       "%.2f" % r, ">= 1.0 (prefill)" if mode == "prefill" else "(info)",
+                       verdict(r >= 1.0) if mode == "prefill" else ""))
+    if mode == "decode" and batch >= 128 and moe > 0:
+        ratios.append((name, "router + topk + permute + combine / MoE block", "%.1f%%" % (100 * small / moe),
+                       "<= 10%", verdict(small / moe <= 0.10)))
+    g = info.get("cuda_graph")
+    if isinstance(g, dict) and g.get("replays"):
+        rep_us, sum_us = g.get("replay_us_mean") or 0, g.get("phase_sum_us_mean") or 0
+        if rep_us > 0:
+            d = sum_us / rep_us - 1
+            ratios.append((name, "phase sum / graph replay - 1", "%+.1f%%" % (100 * d), "within 3%",
+                           verdict(abs(d) <= 0.03)))
+        o = g.get("phase_event_overhead") or {}
+        if o.get("runs"):
+            ratios.append((name, "phase events' cost (graph with / without them - 1)",
+                           "%+.1f%% (%.1f us)" % (100 * o.get("overhead_fraction", 0), o.get("overhead_us", 0)),
+                           "(info)", ""))
 with open(os.path.join(out, "summary.md"), "w") as f:
     f.write("# moebench device check\n\n")
     f.write("Device: %s. Measured copy bandwidth: %s GB/s; bf16 GEMM: %s TFLOP/s (source: measured).\n\n" % (
         dev0.get("name", "unknown"), "%.0f" % (copy_bw / 1e9) if copy_bw else "n/a", "%.0f" % (gemm / 1e12) if gemm else "n/a"))
-    f.write("Times are means over measured steps (CUDA events, us). moe = sum of the MoE phases of all layers run; "
+    f.write("Times are means over measured steps (CUDA events, us). moe = the MoE phases of all layers run; "
             "small = router_gemm + topk + permute + unpermute_reduce as a share of moe.\n\n")
     f.write("| run | status | mode | batch | step_us | moe_us | expert_gemm_us | small/moe | expert_gemm | check |\n")
     f.write("|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         f.write("| " + " | ".join(str(x) for x in r) + " |\n")
-    try:
-        peer = json.load(open(os.path.join(out, "torch_peer.json")))
-        f.write("\n## PyTorch peers (same shapes and routing)\n\n")
-        if peer.get("skipped"):
-            f.write("skipped: %s\n" % peer["skipped"])
-        else:
-            f.write("| shape | tokens | eager_loop_us | grouped_mm_us |\n|---|---|---|---|\n")
-            for p in peer.get("points", []):
-                f.write("| %s | %s | %s | %s |\n" % (p.get("shape"), p.get("tokens"), p.get("eager_loop_us"), p.get("grouped_mm_us")))
-    except Exception as e:
-        f.write("\nPyTorch peers: no result (%s)\n" % e)
+    f.write("\n## Targets (issue 17), from this run's measurements\n\n| run | ratio | value | target | verdict |\n|---|---|---|---|---|\n")
+    for r in ratios:
+        f.write("| " + " | ".join(str(x) for x in r) + " |\n")
+    if not ratios:
+        f.write("| (none: no ok run with its floor measured) | | | | |\n")
+    f.write("\n## PyTorch peers (same shapes and routing semantics)\n\n")
+    if peer.get("skipped"):
+        f.write("skipped: %s\n" % peer["skipped"])
+    elif peer_at:
+        f.write("| shape | tokens | eager_loop_us | grouped_mm_us |\n|---|---|---|---|\n")
+        for p in peer.get("points", []):
+            f.write("| %s | %s | %s | %s |\n" % (p.get("shape"), p.get("tokens"), p.get("eager_loop_us"), p.get("grouped_mm_us")))
+    else:
+        f.write("no result\n")
     f.write("\nSteps: see steps.log.\n")
 print(open(os.path.join(out, "summary.md")).read())
 PY

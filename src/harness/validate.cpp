@@ -132,7 +132,8 @@ void check_backend_runs_model(const BackendTraits& t, const ModelConfig& m, cons
 void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
     check_expert_gemm(t, cfg.options.expert_gemm);
     for (const auto& [key, on] : {std::pair<std::string, bool>{"cuda_graph", cfg.options.cuda_graph},
-                                  {"cold_l2", cfg.options.cold_l2}})
+                                  {"cold_l2", cfg.options.cold_l2},
+                                  {"expert_times", cfg.options.expert_times}})
         if (on && !t.accepts_switch(key)) {
             const std::string owners = backends_where([&](const BackendTraits& b) { return b.accepts_switch(key); });
             config_error(run_field_label("", key), "is an option of the " + owners + " backend", "backend " + t.name,

@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <set>
 
 using namespace moebench;
 using namespace moebench::test;
@@ -193,22 +195,94 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
 TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block equals the host recomputation", "[gpu][backend]") {
     run_and_check(false, Mode::decode, "loop");
     run_and_check(false, Mode::decode, "grouped");
+    run_and_check(false, Mode::decode, "gemv");
     run_and_check(false, Mode::prefill, "loop");
+    run_and_check(false, Mode::prefill, "gemv");  // 18 tokens x 2 over 8 experts: several passes of 8 rows
 }
 
 TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)", "[gpu][backend]") {
     run_and_check(true, Mode::decode, "grouped");
+    run_and_check(true, Mode::decode, "gemv");
     run_and_check(true, Mode::prefill, "loop");
 }
 
 TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)", "[gpu][backend]") {
     run_and_check(false, Mode::decode, "loop", true);
+    run_and_check(false, Mode::decode, "gemv", true);
     run_and_check(false, Mode::prefill, "grouped", true);
 }
 
 TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equal the eager one", "[gpu][backend][graph]") {
     run_and_check(false, Mode::decode, "loop", false, true);
     run_and_check(true, Mode::decode, "grouped", false, true);
+    run_and_check(true, Mode::decode, "gemv", false, true);
+}
+
+TEST_CASE("cuda graph with the gemv kernel replays a routing that changes every step; timing is consistent",
+          "[gpu][backend][graph]") {
+    // The gemv path keeps the expert list and offsets on the device, so a captured step must follow any routing:
+    // each step imposes a different one, and the replayed graph's output must equal an eager backend's.
+    const ModelConfig m = tiny_model(false);
+    StepShape shape;
+    shape.mode = Mode::decode;
+    shape.batch = 12;
+    shape.context = 300;
+    const int64_t T = shape.num_tokens(), K = m.moe.top_k, E = m.moe.num_experts;
+    RunOptions opt;
+    opt.seed = 11;
+    opt.expert_gemm = "gemv";
+    opt.cuda_graph = true;
+    RunOptions eager_opt = opt;
+    eager_opt.cuda_graph = false;
+    const std::vector<int64_t> layers = {0, 1};
+    auto graphed = make_cuda_backend();
+    auto eager = make_cuda_backend();
+    graphed->prepare(m, layers, shape, opt);
+    eager->prepare(m, layers, shape, eager_opt);
+    const auto plan = step_plan(m, layers, 1, true);
+    std::mt19937 g(5);
+    for (int step = 0; step < 6; ++step) {
+        StepRouting r;
+        for (size_t s = 0; s < layers.size(); ++s) {
+            LayerRouting lr;
+            lr.num_tokens = T;
+            lr.k = K;
+            for (int64_t t = 0; t < T; ++t) {
+                // Skewed differently at every step: token t goes to (t * step) % E first, then any other expert.
+                const int32_t a = int32_t((t * (step + 1) + step) % E);
+                int32_t b = int32_t(g() % E);
+                if (b == a) b = (a + 1) % E;
+                lr.ids.push_back(a);
+                lr.ids.push_back(b);
+                lr.weights.push_back(0.7f);
+                lr.weights.push_back(0.3f);
+            }
+            r.per_layer.push_back(lr);
+        }
+        graphed->set_routing_override(&r);
+        eager->set_routing_override(&r);
+        run_step(*graphed, plan);
+        run_step(*eager, plan);
+        INFO("step " << step);
+        const MoeLayerResult res = graphed->moe_result(1);
+        CHECK(std::vector<int32_t>(res.routing.ids.begin(), res.routing.ids.end()) == r.per_layer[1].ids);
+        const auto got = find(graphed->moe_block_tensors(1), "moe_out").as_f32();
+        const auto want = find(eager->moe_block_tensors(1), "moe_out").as_f32();
+        CHECK(rel_l2(got, want) < 1e-6);  // the same kernels on the same data
+        // --check's form: only the routed experts' weights come back, listed in routed_experts.
+        const auto ct = graphed->moe_check_tensors(1);
+        const auto routed = find(ct, "routed_experts").as_i32();
+        std::set<int32_t> used(r.per_layer[1].ids.begin(), r.per_layer[1].ids.end());
+        CHECK(std::vector<int32_t>(used.begin(), used.end()) == routed);
+        CHECK(find(ct, "w_gate").shape[0] == static_cast<int64_t>(routed.size()));
+    }
+    const json d = graphed->describe();
+    const json gj = d["cuda_graph"];
+    CHECK(gj["replays"].get<int64_t>() >= 4);
+    // Phase events inside the replayed graph cannot add up to more than the replay measured around it.
+    CHECK(gj["phase_sum_us_mean"].get<double>() <= 1.05 * gj["replay_us_mean"].get<double>() + 20.0);
+    CHECK(gj["phase_event_overhead"]["runs"].get<int64_t>() >= 1);
+    CHECK(d["expert_gemm_sync"].get<std::string>().rfind("none", 0) == 0);
 }
 
 TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM variants before allocating", "[gpu][backend]") {
@@ -220,5 +294,8 @@ TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM varia
     CHECK_THROWS_AS(b->prepare(m, {0}, shape, opt), UnsupportedError);
     opt.ep_size = 1;
     opt.expert_gemm = "fastest";
+    CHECK_THROWS_AS(b->prepare(m, {0}, shape, opt), ConfigError);
+    opt.expert_gemm = "gemv";
+    opt.expert_times = true;  // per-expert times need the per-expert loop
     CHECK_THROWS_AS(b->prepare(m, {0}, shape, opt), ConfigError);
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 using namespace moebench;
 using namespace moebench::test;
@@ -213,8 +214,10 @@ TEST_CASE("router top-k equals moe_core route_row on the host for every routing 
             const int k = soft > 0 ? soft : rp.top_k;
             DeviceBuffer<int32_t> ids(T * k);
             DeviceBuffer<float> w(T * k), scratch(T * kernels::topk_scratch_floats(E, rp.num_groups));
-            kernels::launch_topk(dl.get(), nullptr, kind == 2 ? dc.get() : nullptr, p, T, ids.get(), w.get(),
-                                 scratch.get(), kStream);
+            const std::string variant = kernels::launch_topk(dl.get(), nullptr, kind == 2 ? dc.get() : nullptr, p, T,
+                                                             ids.get(), w.get(), scratch.get(), kStream);
+            // E = 64, k <= 6, 8 groups: within the one-warp-per-token kernel's limits.
+            CHECK(variant == (soft > 0 ? "soft_topn_warp_per_token" : "topk_warp_per_token"));
             auto gi = download(ids.get(), T * k);
             auto gw = download(w.get(), T * k);
             std::vector<float> scratch_h(core::route_scratch_floats(E, rp.num_groups) + E);
@@ -254,9 +257,12 @@ TEST_CASE("permutation equals moe_core's maps, with and without capacity drops",
     for (int64_t cap : {int64_t(-1), core::expert_capacity(1.0, T, k, E)}) {
         auto di = upload(ids);
         auto dw = upload(w);
-        DeviceBuffer<int32_t> raw(E), counts(E), offsets(E + 1), pslot(T * k), pexp(T * k), spos(T * k), dropped(1);
-        kernels::launch_permute_index(di.get(), dw.get(), T, k, E, cap, raw.get(), counts.get(), offsets.get(),
-                                      pslot.get(), pexp.get(), spos.get(), dropped.get(), kStream);
+        DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(T * k), pexp(T * k), spos(T * k), dropped(1),
+            active(E + 1), ws(kernels::permute_workspace_ints(T * k, E));
+        const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
+                                        .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
+                                        .active = active.get()};
+        kernels::launch_permute_index(di.get(), dw.get(), T, k, E, cap, maps, ws.get(), kStream);
         // Host reference: apply_capacity, exclusive_offsets, permutation_map.
         std::vector<int32_t> rid = ids;
         std::vector<float> rw = w;
@@ -273,11 +279,18 @@ TEST_CASE("permutation equals moe_core's maps, with and without capacity drops",
         auto gp = download(pslot.get(), T * k);
         auto ge = download(pexp.get(), T * k);
         auto gd = download(dropped.get(), 1);
+        auto ga = download(active.get(), E + 1);
         INFO("capacity " << cap);
         CHECK(gd[0] == rdrop);
         if (cap > 0) CHECK(rdrop > 0);
         for (int e = 0; e <= E; ++e) REQUIRE(go[e] == roff[e]);
         for (int e = 0; e < E; ++e) REQUIRE(gc[e] == rc[e]);
+        // active: the experts with kept rows, ascending, after their number.
+        std::vector<int32_t> ract;
+        for (int e = 0; e < E; ++e)
+            if (rc[e] > 0) ract.push_back(e);
+        REQUIRE(ga[0] == int32_t(ract.size()));
+        for (size_t i = 0; i < ract.size(); ++i) REQUIRE(ga[1 + i] == ract[i]);
         for (int64_t a = 0; a < T * k; ++a) {
             REQUIRE(gid[a] == rid[a]);
             REQUIRE(gwt[a] == rw[a]);
@@ -318,11 +331,30 @@ TEST_CASE("gather, activation and weighted combine match host loops", "[gpu][moe
     auto dx = upload_bf16(x);
     auto dps = upload(pslot), dpe = upload(pexp), dsp = upload(spos), did = upload(ids);
     auto dw = upload(w);
-    DeviceBuffer<bf16> xp(N * H);
-    kernels::launch_gather_rows(dx.get(), dps.get(), dw.get(), false, xp.get(), N, k, H, kStream);
-    auto gx = download_bf16(xp.get(), N * H);
+    // The row count lives on the device; max_rows only bounds the launch: rows past the count stay untouched.
+    auto dn = upload(std::vector<int32_t>{int32_t(N)});
+    const int64_t max_rows = N + 3;
+    const float sentinel = -77.0f;  // exact in bf16
+    auto xp = upload_bf16(std::vector<float>(max_rows * H, sentinel));
+    kernels::launch_gather_rows(dx.get(), dps.get(), dw.get(), false, xp.get(), dn.get(), max_rows, k, H, kStream);
+    auto gx = download_bf16(xp.get(), max_rows * H);
     for (int64_t r = 0; r < N; ++r)
         for (int64_t c = 0; c < H; ++c) REQUIRE(gx[r * H + c] == x[(pslot[r] / k) * H + c]);
+    for (int64_t i = N * H; i < max_rows * H; ++i) REQUIRE(gx[i] == sentinel);
+    {
+        // A hidden size that is not a multiple of 8 takes the element-wise path (scaled by the weight here).
+        const int64_t H2 = 20;
+        auto x2 = random_vec(T * H2, 40);
+        auto dx2 = upload_bf16(x2);
+        auto xp2 = upload_bf16(std::vector<float>(max_rows * H2, sentinel));
+        kernels::launch_gather_rows(dx2.get(), dps.get(), dw.get(), true, xp2.get(), dn.get(), max_rows, k, H2,
+                                    kStream);
+        auto gx2 = download_bf16(xp2.get(), max_rows * H2);
+        for (int64_t r = 0; r < N; ++r)
+            for (int64_t c = 0; c < H2; ++c)
+                REQUIRE(gx2[r * H2 + c] == round_bf(x2[(pslot[r] / k) * H2 + c] * w[pslot[r]]));
+        for (int64_t i = N * H2; i < max_rows * H2; ++i) REQUIRE(gx2[i] == sentinel);
+    }
 
     for (int act = 0; act <= 2; ++act) {
         auto h = random_vec(N * 2 * I, 43, -3, 3);
@@ -366,7 +398,7 @@ TEST_CASE("gather, activation and weighted combine match host loops", "[gpu][moe
     // Llama-4 form: the gather scales the input by the weight, the combine then uses unit weights; expert down
     // biases are added per chosen expert; a dropped assignment (slot -1) contributes nothing.
     DeviceBuffer<bf16> xs(N * H);
-    kernels::launch_gather_rows(dx.get(), dps.get(), dw.get(), true, xs.get(), N, k, H, kStream);
+    kernels::launch_gather_rows(dx.get(), dps.get(), dw.get(), true, xs.get(), dn.get(), N, k, H, kStream);
     auto gxs = download_bf16(xs.get(), N * H);
     std::vector<float> xs_ref(N * H);
     for (int64_t r = 0; r < N; ++r)
@@ -528,14 +560,29 @@ TEST_CASE("expert counts stay exact beyond 2^24 assignments", "[gpu][permute]") 
     ids[100] = -1;
     auto di = upload(ids);
     DeviceBuffer<float> w(T);
-    DeviceBuffer<int32_t> raw(E), counts(E), offsets(E + 1), pslot(T), pexp(T), spos(T), dropped(1);
-    kernels::launch_permute_index(di.get(), w.get(), T, k, E, -1, raw.get(), counts.get(), offsets.get(), pslot.get(),
-                                  pexp.get(), spos.get(), dropped.get(), kStream);
+    DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(T), pexp(T), spos(T), dropped(1), active(E + 1),
+        ws(kernels::permute_workspace_ints(T * k, E));
+    const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
+                                    .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
+                                    .active = active.get()};
+    kernels::launch_permute_index(di.get(), w.get(), T, k, E, -1, maps, ws.get(), kStream);
     auto gc = download(counts.get(), E);
     CHECK(gc[0] == 1);
     CHECK(gc[1] == T - 5);
     CHECK(gc[2] == 1);
     CHECK(gc[3] == 2);
     auto go = download(offsets.get(), E + 1);
+    CHECK(go[0] == 0);
+    CHECK(go[1] == 1);
+    CHECK(go[2] == T - 4);
+    CHECK(go[3] == T - 3);
     CHECK(go[E] == T - 1);
+    auto ga = download(active.get(), E + 1);
+    CHECK(ga == std::vector<int32_t>{4, 0, 1, 2, 3});
+    auto gd = download(dropped.get(), 1);
+    CHECK(gd[0] == 0);
+    // The hot expert's rows keep arrival order: its first row is assignment 1, its last T - 3.
+    auto gp = download(pslot.get(), T - 1);
+    CHECK(gp[1] == 1);
+    CHECK(gp[T - 5] == T - 3);
 }

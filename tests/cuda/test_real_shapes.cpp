@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: Apache-2.0
+// The MoE kernels at real model shapes, each against an independent host reference:
+//  - router top-k at DeepSeek-V3, Mixtral, Qwen3, Qwen3-Next-like and gpt-oss shapes (and one past the warp kernel's
+//    limits), T up to 16384: moe_core's route_row per token on the host; ids equal except at near ties;
+//  - the permutation at T = 16384, k = 8, E = 256 with skewed ids, dropless and with capacity: moe_core's maps;
+//  - the decode expert GEMV at Mixtral-8x7B and DeepSeek-V3 expert shapes (weights filled on the device, re-generated
+//    row by row on the host) and at small shapes that reach its multi-pass, tail and partial-block paths: a
+//    double-precision loop over the same bf16 values.
+#include "common/error.hpp"
+#include "core/moe_core.cuh"
+#include "gpu_test_util.hpp"
+#include "kernels/launch.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using namespace moebench;
+using namespace moebench::test;
+
+namespace {
+
+cudaStream_t kStream = nullptr;  // legacy default stream: every helper syncs the device
+
+/// scale * uniform_pm1 from a seed: fp32 values (not bf16-rounded), reproducible on any host.
+std::vector<float> pm1_vec(size_t n, uint64_t seed, float scale) {
+    const uint64_t base = core::rng_base(seed, 7);
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = scale * core::uniform_pm1(base, i);
+    return v;
+}
+
+/// f(i, buf) for i < n over the host's cores; buf: `buf_floats` floats of per-thread scratch. f must not use Catch.
+void parallel_for(int64_t n, int64_t buf_floats, const std::function<void(int64_t, float*)>& f) {
+    const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
+    std::vector<std::thread> pool;
+    for (int64_t t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            std::vector<float> buf(static_cast<size_t>(std::max<int64_t>(buf_floats, 1)));
+            for (int64_t i = t; i < n; i += threads) f(i, buf.data());
+        });
+    for (auto& th : pool) th.join();
+}
+
+bool rel_close(double a, double b, double rel) {
+    return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b));
+}
+
+// ---- routing ----------------------------------------------------------------------------------------------------
+
+/// Whether a token's routing has a near tie (1e-6 relative, in double) that fp32 rounding on the device (expf, the
+/// softmax sum) may resolve the other way: between the topk_groups-th and the next group score, or between adjacent
+/// keys among the best k+1 kept experts (the k-th and (k+1)-th decide the set, the others the order). Computed from
+/// the family's definition, not with moe_core.
+bool near_tie(const core::RouteParams& p, const float* logits, const float* correction) {
+    const int E = p.num_experts;
+    std::vector<double> key(E);
+    if (p.kind == core::kRouteSigmoidGroupTopk) {
+        for (int e = 0; e < E; ++e)
+            key[e] = 1.0 / (1.0 + std::exp(-double(logits[e]))) + (correction ? correction[e] : 0.0);
+    } else if (p.kind == core::kRouteTopkSoftmax) {
+        for (int e = 0; e < E; ++e) key[e] = logits[e];
+    } else {  // softmax, then top-k (+ the correction on the selection when given)
+        double mx = logits[0], sum = 0;
+        for (int e = 0; e < E; ++e) mx = std::max(mx, double(logits[e]));
+        for (int e = 0; e < E; ++e) sum += (key[e] = std::exp(double(logits[e]) - mx));
+        for (int e = 0; e < E; ++e) key[e] = key[e] / sum + (correction ? correction[e] : 0.0);
+    }
+    std::vector<double> kept;
+    if (p.kind == core::kRouteSigmoidGroupTopk && p.num_groups > 1 && p.topk_groups < p.num_groups) {
+        const int G = p.num_groups, gs = E / G;
+        std::vector<std::pair<double, int>> groups(G);
+        for (int g = 0; g < G; ++g) {
+            std::vector<double> v(key.begin() + g * gs, key.begin() + (g + 1) * gs);
+            std::sort(v.rbegin(), v.rend());
+            groups[g] = {v[0] + (gs > 1 ? v[1] : 0.0), g};
+        }
+        std::sort(groups.rbegin(), groups.rend());
+        if (rel_close(groups[p.topk_groups - 1].first, groups[p.topk_groups].first, 1e-6)) return true;
+        for (int i = 0; i < p.topk_groups; ++i)
+            kept.insert(kept.end(), key.begin() + groups[i].second * gs, key.begin() + (groups[i].second + 1) * gs);
+    } else {
+        kept = key;
+    }
+    std::sort(kept.rbegin(), kept.rend());
+    for (int j = 0; j < p.top_k && j + 1 < int(kept.size()); ++j)
+        if (rel_close(kept[j], kept[j + 1], 1e-6)) return true;
+    return false;
+}
+
+struct RoutingCase {
+    const char* name;
+    int kind, E, k, groups, topk_groups, norm;
+    float scale;
+    bool correction, router_bias;
+    const char* variant;
+};
+
+}  // namespace
+
+TEST_CASE("router top-k at real shapes equals route_row on the host, near ties excepted", "[gpu][real_shapes_topk]") {
+    const RoutingCase cases[] = {
+        {"DeepSeek-V3", core::kRouteSigmoidGroupTopk, 256, 8, 8, 4, 1, 2.5f, true, false, "topk_warp_per_token"},
+        {"Mixtral-8x7B", core::kRouteTopkSoftmax, 8, 2, 1, 1, 0, 1.0f, false, false, "topk_warp_per_token"},
+        {"Qwen3-MoE", core::kRouteSoftmaxTopk, 128, 8, 1, 1, 1, 1.0f, false, false, "topk_warp_per_token"},
+        {"Qwen3-Next-like E=512 k=10", core::kRouteSoftmaxTopk, 512, 10, 1, 1, 1, 1.0f, false, false,
+         "topk_warp_per_token"},
+        {"gpt-oss-120b (router bias)", core::kRouteTopkSoftmax, 128, 4, 1, 1, 0, 1.0f, false, true,
+         "topk_warp_per_token"},
+        {"E=1024 (past the warp kernel)", core::kRouteSoftmaxTopk, 1024, 8, 1, 1, 1, 1.0f, false, false,
+         "topk_thread_per_token"},
+    };
+    uint64_t seed = 100;
+    for (const RoutingCase& cs : cases) {
+        core::RouteParams rp;
+        rp.kind = cs.kind;
+        rp.num_experts = cs.E;
+        rp.top_k = cs.k;
+        rp.num_groups = cs.groups;
+        rp.topk_groups = cs.topk_groups;
+        rp.norm_topk_prob = cs.norm;
+        rp.routed_scaling_factor = cs.scale;
+        const kernels::RoutingParams p{.route = rp, .soft_topn = 0};
+        const int E = cs.E, k = cs.k;
+        for (int64_t T : {int64_t(1), int64_t(64), int64_t(4096), int64_t(16384)}) {
+            ++seed;
+            INFO(cs.name << ", T = " << T);
+            const auto logits = pm1_vec(size_t(T) * E, seed, 3.0f);
+            const auto corr = pm1_vec(E, seed + 1000, 0.05f);
+            const auto rbias = pm1_vec(E, seed + 2000, 0.5f);
+            auto dl = upload(logits), dc = upload(corr), db = upload(rbias);
+            DeviceBuffer<int32_t> ids(T * k);
+            DeviceBuffer<float> w(T * k), scratch(T * kernels::topk_scratch_floats(E, cs.groups));
+            const float* dcorr = cs.correction ? dc.get() : nullptr;
+            const std::string variant = kernels::launch_topk(dl.get(), cs.router_bias ? db.get() : nullptr, dcorr, p,
+                                                             T, ids.get(), w.get(), scratch.get(), kStream);
+            CHECK(variant == cs.variant);
+            const auto gi = download(ids.get(), size_t(T) * k);
+            const auto gw = download(w.get(), size_t(T) * k);
+
+            std::vector<float> row(E), hs(core::route_scratch_floats(E, cs.groups));
+            std::vector<int> ri(k);
+            std::vector<float> rw(k);
+            const float* hcorr = cs.correction ? corr.data() : nullptr;
+            int64_t mismatched = 0, unexplained = 0, bad_weights = 0;
+            std::string first_unexplained, first_bad_weight;
+            for (int64_t t = 0; t < T; ++t) {
+                for (int e = 0; e < E; ++e) row[e] = logits[t * E + e] + (cs.router_bias ? rbias[e] : 0.0f);
+                core::route_row(rp, row.data(), hcorr, hs.data(), ri.data(), rw.data());
+                const int32_t* di = &gi[t * k];
+                if (!std::equal(ri.begin(), ri.end(), di)) {
+                    ++mismatched;
+                    // Acceptable only at a near tie, and still k distinct experts.
+                    std::vector<int32_t> s(di, di + k);
+                    std::sort(s.begin(), s.end());
+                    const bool valid =
+                        s.front() >= 0 && s.back() < E && std::adjacent_find(s.begin(), s.end()) == s.end();
+                    if (!valid || !near_tie(rp, row.data(), hcorr)) {
+                        if (unexplained++ == 0) {
+                            std::ostringstream os;
+                            os << "token " << t << ": device";
+                            for (int j = 0; j < k; ++j) os << ' ' << di[j];
+                            os << ", host";
+                            for (int j = 0; j < k; ++j) os << ' ' << ri[j];
+                            first_unexplained = os.str();
+                        }
+                    }
+                    continue;
+                }
+                for (int j = 0; j < k; ++j) {
+                    const float d = gw[t * k + j], r = rw[j];
+                    if (!(std::fabs(d - r) <= 1e-5f * std::fabs(r))) {
+                        if (bad_weights++ == 0) {
+                            std::ostringstream os;
+                            os << "token " << t << " slot " << j << ": device " << d << ", host " << r;
+                            first_bad_weight = os.str();
+                        }
+                    }
+                }
+            }
+            INFO("first unexplained id mismatch: " << first_unexplained);
+            INFO("first weight beyond 1e-5 relative: " << first_bad_weight);
+            INFO(mismatched << " tokens differ at near ties");
+            CHECK(unexplained == 0);
+            CHECK(bad_weights == 0);
+            CHECK(mismatched * 1000 < T);  // < 0.1% of the tokens
+        }
+    }
+}
+
+// ---- permutation ------------------------------------------------------------------------------------------------
+
+TEST_CASE("permutation at T = 16384, k = 8, E = 256 equals moe_core's maps, dropless and with capacity",
+          "[gpu][real_shapes_permute]") {
+    const int64_t T = 16384, k = 8, E = 256, A = T * k;
+    // Skewed: expert floor(E u^3) (low ids hot), k distinct per token; experts e % 37 == 11 never routed (no rows);
+    // about 1/64 of the assignments already removed (-1).
+    std::mt19937 g(4242);
+    std::uniform_real_distribution<double> u01(0.0, 1.0);
+    std::vector<int32_t> ids(A);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < k; ++j) {
+            int32_t e;
+            do {
+                e = static_cast<int32_t>(std::min<double>(E - 1, std::floor(E * std::pow(u01(g), 3.0))));
+            } while (e % 37 == 11 || std::find(&ids[t * k], &ids[t * k + j], e) != &ids[t * k + j]);
+            ids[t * k + j] = e;
+        }
+    for (int64_t a = 0; a < A; ++a)
+        if (g() % 64 == 0) ids[a] = -1;
+    const std::vector<float> w = random_vec(A, 4243, 0.0f, 1.0f);
+    const int64_t capacity = core::expert_capacity(1.0, T, int(k), int(E));
+    REQUIRE(capacity == 512);
+    for (int64_t cap : {int64_t(-1), capacity}) {
+        INFO("capacity " << cap);
+        auto di = upload(ids);
+        auto dw = upload(w);
+        DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(A), pexp(A), spos(A), dropped(1), active(E + 1),
+            ws(kernels::permute_workspace_ints(A, E));
+        const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
+                                        .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
+                                        .active = active.get()};
+        kernels::launch_permute_index(di.get(), dw.get(), T, k, E, cap, maps, ws.get(), kStream);
+
+        // Host reference: apply_capacity, exclusive_offsets, permutation_map.
+        std::vector<int32_t> rid = ids;
+        std::vector<float> rw = w;
+        std::vector<int64_t> rc(E), roff(E + 1), cursor(E), rslot(A);
+        std::vector<int32_t> rtok(A, -7);
+        const int64_t rdrop = core::apply_capacity(rid.data(), rw.data(), T, int(k), int(E), cap, rc.data());
+        core::exclusive_offsets(rc.data(), int(E), roff.data());
+        core::permutation_map(rid.data(), T, int(k), int(E), roff.data(), cursor.data(), rslot.data(), rtok.data());
+        std::vector<int32_t> ract;
+        for (int64_t e = 0; e < E; ++e)
+            if (rc[e] > 0) ract.push_back(int32_t(e));
+        // The data is what the test claims: idle experts, and with capacity drops and experts under the cap too.
+        REQUIRE(ract.size() < size_t(E));
+        if (cap > 0) {
+            REQUIRE(rdrop > 0);
+            REQUIRE(std::count(rc.begin(), rc.end(), cap) > 0);
+            REQUIRE(std::count_if(rc.begin(), rc.end(), [&](int64_t c) { return c > 0 && c < cap; }) > 0);
+        }
+
+        const auto gid = download(di.get(), A);
+        const auto gwt = download(dw.get(), A);
+        const auto gc = download(counts.get(), E);
+        const auto go = download(offsets.get(), E + 1);
+        const auto gs = download(spos.get(), A);
+        const auto gp = download(pslot.get(), A);
+        const auto ge = download(pexp.get(), A);
+        const auto gd = download(dropped.get(), 1);
+        const auto ga = download(active.get(), E + 1);
+        CHECK(gd[0] == rdrop);
+        for (int64_t e = 0; e <= E; ++e) REQUIRE(go[e] == roff[e]);
+        for (int64_t e = 0; e < E; ++e) REQUIRE(gc[e] == rc[e]);
+        REQUIRE(ga[0] == int32_t(ract.size()));
+        for (size_t i = 0; i < ract.size(); ++i) REQUIRE(ga[1 + i] == ract[i]);
+        int64_t bad = 0, first_bad = -1;
+        for (int64_t a = 0; a < A; ++a) {
+            bool ok = gid[a] == rid[a] && gwt[a] == rw[a] && gs[a] == rslot[a];
+            if (ok && gs[a] >= 0) ok = gp[gs[a]] == a && rtok[gs[a]] == a / k && ge[gs[a]] == rid[a];
+            if (!ok && bad++ == 0) first_bad = a;
+        }
+        INFO("first differing assignment " << first_bad);
+        CHECK(bad == 0);
+    }
+}
+
+// ---- expert GEMV ------------------------------------------------------------------------------------------------
+namespace {
+
+/// The maps launch_permute_index makes from routing ids (dropless), built on the host by plain loops.
+struct HostMaps {
+    std::vector<int32_t> offsets;    // [E+1]
+    std::vector<int32_t> active;     // [E+1]: count, then the experts with rows ascending; -1 past them (poison)
+    std::vector<int32_t> perm_slot;  // [N]: assignment of each row
+    int64_t rows = 0;
+};
+HostMaps host_maps(const std::vector<int32_t>& ids, int64_t E) {
+    HostMaps m;
+    m.offsets.assign(E + 1, 0);
+    m.active.assign(E + 1, -1);
+    m.active[0] = 0;
+    for (int64_t e = 0; e < E; ++e) {
+        m.offsets[e] = int32_t(m.perm_slot.size());
+        for (size_t a = 0; a < ids.size(); ++a)
+            if (ids[a] == e) m.perm_slot.push_back(int32_t(a));
+        if (int64_t(m.perm_slot.size()) > m.offsets[e]) m.active[1 + m.active[0]++] = int32_t(e);
+    }
+    m.rows = int64_t(m.perm_slot.size());
+    m.offsets[E] = int32_t(m.rows);
+    return m;
+}
+
+struct DeviceMaps {
+    HostMaps host;
+    DeviceBuffer<int32_t> offsets, active, perm_slot;
+    explicit DeviceMaps(HostMaps m)
+        : host(std::move(m)), offsets(upload(host.offsets)), active(upload(host.active)),
+          perm_slot(upload(host.perm_slot.empty() ? std::vector<int32_t>{0} : host.perm_slot)) {}
+};
+
+/// Weight row j (of the expert's rows) of expert e, k floats, exactly as the device holds it.
+using WeightRow = std::function<void(int64_t e, int64_t j, float* out)>;
+
+/// Rows filled on the device by launch_fill_bf16(w, n, base, 0, scale, 0): bf16(scale * uniform_pm1(base, i)).
+WeightRow filled_rows(uint64_t base, float scale, int64_t rows_per_expert, int64_t k) {
+    return [=](int64_t e, int64_t j, float* out) {
+        const uint64_t first = static_cast<uint64_t>((e * rows_per_expert + j) * k);
+        for (int64_t i = 0; i < k; ++i) out[i] = round_bf(scale * core::uniform_pm1(base, first + uint64_t(i)));
+    };
+}
+/// Rows of a host array [E, rows_per_expert, k] (uploaded as is).
+WeightRow host_rows(const std::vector<float>& w, int64_t rows_per_expert, int64_t k) {
+    return [&w, rows_per_expert, k](int64_t e, int64_t j, float* out) {
+        std::copy_n(w.begin() + (e * rows_per_expert + j) * k, k, out);
+    };
+}
+
+/// dots[r * n_cols + c] = x_r . W_e[j0 + c] in double for every row r of every expert e (from the offsets alone).
+std::vector<double> ref_dots(const HostMaps& m, const std::vector<float>& x, int64_t E, int64_t n_cols, int64_t k,
+                             const WeightRow& wrow, int64_t j0) {
+    std::vector<double> out(size_t(m.rows * n_cols), 0.0);
+    parallel_for(E * n_cols, k, [&](int64_t item, float* wbuf) {
+        const int64_t e = item / n_cols, c = item % n_cols;
+        const int64_t r0 = m.offsets[e], r1 = m.offsets[e + 1];
+        if (r0 == r1) return;
+        wrow(e, j0 + c, wbuf);
+        for (int64_t r = r0; r < r1; ++r) {
+            double s = 0;
+            const float* xr = &x[r * k];
+            for (int64_t i = 0; i < k; ++i) s += double(xr[i]) * wbuf[i];
+            out[r * n_cols + c] = s;
+        }
+    });
+    return out;
+}
+
+double ref_act(int act, double g, double u, double limit) {
+    if (act == core::kActSwigluOai) {
+        g = std::min(g, limit);
+        u = std::clamp(u, -limit, limit);
+        return g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+    }
+    if (act == core::kActGeglu) {
+        const double c = 0.7978845608028654;  // sqrt(2 / pi)
+        return 0.5 * g * (1.0 + std::tanh(c * (g + 0.044715 * g * g * g))) * u;
+    }
+    return g / (1.0 + std::exp(-g)) * u;  // swiglu
+}
+
+int num_sms() {
+    int dev = 0, sms = 0;
+    MOEBENCH_CUDA_CHECK(cudaGetDevice(&dev));
+    MOEBENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms;
+}
+
+constexpr float kSentinel = -321.0f;  // exact in bf16; rows past N must keep it
+
+/// Runs the launch into y = [N + 2, n_cols] pre-filled with the sentinel; checks rows < N against ref (relative L2
+/// over all and per row < 1e-2) and that the two rows past N are untouched.
+void run_and_check(const std::string& what, kernels::ExpertGemvArgs a, int64_t N, const std::vector<float>& ref,
+                   const std::vector<int>& grids) {
+    for (int grid : grids) {
+        INFO(what << ", grid " << grid << " blocks");
+        const int64_t n = a.n_cols;
+        auto y = upload_bf16(std::vector<float>(size_t((N + 2) * n), kSentinel));
+        a.y = y.get();
+        a.grid_blocks = grid;
+        kernels::launch_expert_gemv(a, kStream);
+        const auto got = download_bf16(y.get(), size_t((N + 2) * n));
+        const std::vector<float> head(got.begin(), got.begin() + N * n);
+        CHECK(rel_l2(head, ref) < 1e-2);
+        double worst = 0;
+        int64_t worst_row = -1;
+        for (int64_t r = 0; r < N; ++r) {
+            const std::vector<float> gr(got.begin() + r * n, got.begin() + (r + 1) * n);
+            const std::vector<float> rr(ref.begin() + r * n, ref.begin() + (r + 1) * n);
+            const double e = rel_l2(gr, rr);
+            if (e > worst) {
+                worst = e;
+                worst_row = r;
+            }
+        }
+        INFO("worst row " << worst_row << ": relative L2 " << worst);
+        CHECK(worst < 1e-2);
+        CHECK(std::count(got.begin() + N * n, got.end(), kSentinel) == 2 * n);
+    }
+}
+
+/// Fused gate/up: a[r, c] = act(x_r . Wg_c (+ bg), x_r . Wu_c (+ bu)), W = dw [E, 2 n_cols, k]; swiglu and geglu
+/// without bias, swiglu_oai with a bias and a clamp limit that bites.
+void check_fused(const std::string& name, const DeviceMaps& m, int64_t E, int64_t n_cols, int64_t k, const bf16* dw,
+                 const WeightRow& wrow, uint32_t seed, const std::vector<int>& grids) {
+    const int64_t N = m.host.rows;
+    const auto x = random_vec(size_t(N * k), seed);
+    const auto bias = random_vec(size_t(E * 2 * n_cols), seed + 1, -0.5f, 0.5f);
+    auto dx = upload_bf16(x.empty() ? std::vector<float>(8, 0.0f) : x);
+    auto db = upload_bf16(bias);
+    const auto G = ref_dots(m.host, x, E, n_cols, k, wrow, 0);
+    const auto U = ref_dots(m.host, x, E, n_cols, k, wrow, n_cols);
+    std::vector<int32_t> row_expert(N);
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = m.host.offsets[e]; r < m.host.offsets[e + 1]; ++r) row_expert[r] = int32_t(e);
+    const float limit = 0.75f;
+    for (int act : {int(core::kActSwiglu), int(core::kActGeglu), int(core::kActSwigluOai)}) {
+        const bool with_bias = act == core::kActSwigluOai;
+        std::vector<float> ref(size_t(N * n_cols));
+        for (int64_t r = 0; r < N; ++r)
+            for (int64_t c = 0; c < n_cols; ++c) {
+                double g = G[r * n_cols + c], u = U[r * n_cols + c];
+                if (with_bias) {
+                    g += bias[row_expert[r] * 2 * n_cols + c];
+                    u += bias[row_expert[r] * 2 * n_cols + n_cols + c];
+                }
+                ref[r * n_cols + c] = float(ref_act(act, g, u, limit));
+            }
+        kernels::ExpertGemvArgs a;
+        a.x = dx.get();
+        a.w = dw;
+        a.offsets = m.offsets.get();
+        a.active = m.active.get();
+        a.num_experts = E;
+        a.n_cols = n_cols;
+        a.k = k;
+        a.fused_up = true;
+        a.act = act;
+        a.limit = limit;
+        a.bias = with_bias ? db.get() : nullptr;
+        run_and_check(name + ": fused gate/up, act " + std::to_string(act), a, N, ref, grids);
+    }
+}
+
+/// Down: y[r, c] = s_r * (x_r . Wd_c), W = dw [E, n_cols, k]; s_r = 1, then slot_weights[perm_slot[r]].
+void check_down(const std::string& name, const DeviceMaps& m, int64_t E, int64_t n_cols, int64_t k, const bf16* dw,
+                const WeightRow& wrow, int64_t num_slots, uint32_t seed, const std::vector<int>& grids) {
+    const int64_t N = m.host.rows;
+    const auto x = random_vec(size_t(N * k), seed);
+    const auto sw = random_vec(size_t(num_slots), seed + 1, 0.05f, 1.0f);
+    auto dx = upload_bf16(x.empty() ? std::vector<float>(8, 0.0f) : x);
+    auto dsw = upload(sw);
+    const auto D = ref_dots(m.host, x, E, n_cols, k, wrow, 0);
+    for (bool weighted : {false, true}) {
+        std::vector<float> ref(size_t(N * n_cols));
+        for (int64_t r = 0; r < N; ++r)
+            for (int64_t c = 0; c < n_cols; ++c)
+                ref[r * n_cols + c] = float((weighted ? double(sw[m.host.perm_slot[r]]) : 1.0) * D[r * n_cols + c]);
+        kernels::ExpertGemvArgs a;
+        a.x = dx.get();
+        a.w = dw;
+        a.offsets = m.offsets.get();
+        a.active = m.active.get();
+        a.num_experts = E;
+        a.n_cols = n_cols;
+        a.k = k;
+        a.fused_up = false;
+        a.slot_weights = weighted ? dsw.get() : nullptr;
+        a.perm_slot = weighted ? m.perm_slot.get() : nullptr;
+        run_and_check(name + (weighted ? ": down, slot weights" : ": down"), a, N, ref, grids);
+    }
+}
+
+/// A real expert layer (E experts, hidden H, expert intermediate I) for the routing `ids` of T tokens x k slots:
+/// full [E, ...] weights filled on the device, the host re-generating only the rows of routed experts.
+void check_expert_layer(const std::string& name, int64_t E, int64_t H, int64_t I, const std::vector<int32_t>& ids) {
+    DeviceMaps m(host_maps(ids, E));
+    const std::vector<int> grids = {kernels::gemv_grid_blocks(num_sms())};
+    {
+        const uint64_t base = core::rng_base(77, core::weight_stream(0, core::kWGate));
+        const float scale = core::linear_init_scale(H);
+        DeviceBuffer<bf16> w(E * 2 * I * H);
+        kernels::launch_fill_bf16(w.get(), w.size(), base, 0, scale, 0.0f, kStream);
+        check_fused(name, m, E, I, H, w.get(), filled_rows(base, scale, 2 * I, H), 11, grids);
+    }
+    {
+        const uint64_t base = core::rng_base(77, core::weight_stream(0, core::kWDown));
+        const float scale = core::linear_init_scale(I);
+        DeviceBuffer<bf16> w(E * H * I);
+        kernels::launch_fill_bf16(w.get(), w.size(), base, 0, scale, 0.0f, kStream);
+        check_down(name, m, E, H, I, w.get(), filled_rows(base, scale, H, I), int64_t(ids.size()), 13, grids);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("expert gemv at Mixtral-8x7B expert shapes (H 4096, I 14336, E 8) matches a double reference",
+          "[gpu][real_shapes_gemv]") {
+    // 8 tokens x 2 slots: experts 3 and 6 idle, expert 1 six rows, expert 5 one.
+    const std::vector<int32_t> ids = {0, 1, 1, 2, 1, 4, 0, 7, 2, 1, 5, 1, 4, 7, 1, 0};
+    const HostMaps m = host_maps(ids, 8);
+    REQUIRE(m.active == std::vector<int32_t>{6, 0, 1, 2, 4, 5, 7, -1, -1});
+    REQUIRE(m.offsets == std::vector<int32_t>{0, 3, 9, 11, 11, 13, 14, 14, 16});
+    check_expert_layer("Mixtral-8x7B", 8, 4096, 14336, ids);
+}
+
+TEST_CASE("expert gemv at DeepSeek-V3 expert shapes (H 7168, I 2048, E 256) matches a double reference",
+          "[gpu][real_shapes_gemv]") {
+    // 8 tokens x 8 distinct experts: four from a hot set of ten (several rows each), four anywhere (mostly one row);
+    // the first and last experts routed so the weight buffer's ends are read.
+    const int64_t E = 256, T = 8, k = 8;
+    std::mt19937 g(777);
+    std::vector<int32_t> ids(T * k);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < k; ++j) {
+            int32_t e;
+            do {
+                e = j < 4 ? int32_t(40 + g() % 10) : int32_t(g() % E);
+            } while (std::find(&ids[t * k], &ids[t * k + j], e) != &ids[t * k + j]);
+            ids[t * k + j] = e;
+        }
+    auto route_to = [&](int64_t t, int32_t e) {  // token t takes expert e in its last slot unless it has it already
+        const int32_t* row = ids.data() + t * k;
+        if (std::find(row, row + k, e) == row + k) ids[t * k + k - 1] = e;
+    };
+    route_to(3, 0);
+    route_to(5, int32_t(E - 1));
+    const HostMaps m = host_maps(ids, E);
+    REQUIRE(m.active[0] < E);
+    REQUIRE(m.active[1] == 0);
+    REQUIRE(m.active[m.active[0]] == E - 1);
+    int64_t most = 0;
+    for (int64_t e = 0; e < E; ++e) most = std::max<int64_t>(most, m.offsets[e + 1] - m.offsets[e]);
+    REQUIRE(most >= 3);
+    check_expert_layer("DeepSeek-V3", E, 7168, 2048, ids);
+}
+
+TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blocks, small grids, no rows",
+          "[gpu][real_shapes_gemv]") {
+    CHECK(kernels::gemv_supported(8));
+    CHECK(kernels::gemv_supported(72));
+    CHECK(kernels::gemv_supported(7168));
+    CHECK_FALSE(kernels::gemv_supported(0));
+    CHECK_FALSE(kernels::gemv_supported(100));
+    CHECK(kernels::gemv_grid_blocks(0) >= 1);
+    CHECK(kernels::gemv_grid_blocks(132) >= 132);
+
+    // 16 tokens x 2 slots, shuffled: expert 0 has 21 rows (passes of 8, 8, 5), expert 2 nine (8 + 1), expert 3 one,
+    // experts 1 and 4 none; one assignment already removed.
+    const int64_t E = 5, T = 16, k = 2;
+    std::vector<int32_t> ids;
+    ids.insert(ids.end(), 21, 0);
+    ids.insert(ids.end(), 9, 2);
+    ids.push_back(3);
+    ids.push_back(-1);
+    std::mt19937 g(99);
+    std::shuffle(ids.begin(), ids.end(), g);
+    REQUIRE(int64_t(ids.size()) == T * k);
+    DeviceMaps m(host_maps(ids, E));
+    REQUIRE(m.host.active == std::vector<int32_t>{3, 0, 2, 3, -1, -1});
+    REQUIRE(m.host.rows == 31);
+    // grid 1 and 3: each block walks many (expert, column block) items.
+    const std::vector<int> grids = {kernels::gemv_grid_blocks(num_sms()), 1, 3};
+    struct Shape {
+        int64_t n_cols, k;
+    };
+    // k = 72: lanes 9..31 idle; k = 520 and 1032: full 512-wide steps, then a tail on lane 0; n_cols not a multiple
+    // of the 8 columns a block takes: a partial last column block.
+    for (Shape s : {Shape{20, 72}, Shape{13, 520}, Shape{33, 1032}}) {
+        const std::string name = "n_cols " + std::to_string(s.n_cols) + ", k " + std::to_string(s.k);
+        const float scale = std::sqrt(3.0f / float(s.k));
+        const auto wf = random_vec(size_t(E * 2 * s.n_cols * s.k), 500 + uint32_t(s.k), -scale, scale);
+        auto dwf = upload_bf16(wf);
+        check_fused(name, m, E, s.n_cols, s.k, dwf.get(), host_rows(wf, 2 * s.n_cols, s.k), 600 + uint32_t(s.k),
+                    grids);
+        const auto wd = random_vec(size_t(E * s.n_cols * s.k), 700 + uint32_t(s.k), -scale, scale);
+        auto dwd = upload_bf16(wd);
+        check_down(name, m, E, s.n_cols, s.k, dwd.get(), host_rows(wd, s.n_cols, s.k), T * k, 800 + uint32_t(s.k),
+                   grids);
+    }
+
+    // No expert has rows (every assignment dropped): nothing is written.
+    {
+        DeviceMaps none(host_maps(std::vector<int32_t>(T * k, -1), E));
+        REQUIRE(none.host.active[0] == 0);
+        const int64_t n_cols = 16, kk = 64;
+        auto dw = upload_bf16(random_vec(size_t(E * 2 * n_cols * kk), 900));
+        auto dx = upload_bf16(random_vec(size_t(4 * kk), 901));
+        auto y = upload_bf16(std::vector<float>(size_t(4 * n_cols), kSentinel));
+        kernels::ExpertGemvArgs a;
+        a.x = dx.get();
+        a.w = dw.get();
+        a.y = y.get();
+        a.offsets = none.offsets.get();
+        a.active = none.active.get();
+        a.num_experts = E;
+        a.n_cols = n_cols;
+        a.k = kk;
+        a.fused_up = true;
+        a.grid_blocks = kernels::gemv_grid_blocks(num_sms());
+        kernels::launch_expert_gemv(a, kStream);
+        const auto got = download_bf16(y.get(), size_t(4 * n_cols));
+        CHECK(std::count(got.begin(), got.end(), kSentinel) == 4 * n_cols);
+        // k not a multiple of 8 is refused before any launch.
+        a.k = 100;
+        CHECK_THROWS_AS(kernels::launch_expert_gemv(a, kStream), moebench::Error);
+    }
+}
