@@ -146,8 +146,9 @@ void launch_row_dot(const bf16* x, const bf16* w, float* logit, int64_t num_toke
 
 // ---- expert_gemv.cu: the decode expert kernel (few rows per expert) ---------------------------------------------
 /// Expert GEMMs for few rows per expert, bandwidth-bound: every row of an expert against each weight row it streams
-/// (16-byte loads, several in flight), one warp per output column, a persistent grid over (active expert, column
-/// block) read on the device (PermuteMaps::active, offsets): no host count, so a CUDA graph replays any routing.
+/// (16-byte loads, several in flight), two weight rows per warp (gate and up of a column, or two down columns), a
+/// persistent grid over (active expert, column block) read on the device (PermuteMaps::active, offsets): no host
+/// count, so a CUDA graph replays any routing.
 /// fused_up: a[r, c] = act(x_r . Wg_c + bg, x_r . Wu_c + bu) for c < n_cols, W_e = w + e * 2 n_cols * k = [gate; up]
 ///           (the family's activation fused; bias [E, 2 n_cols] optional).
 /// down:     y[r, c] = s_r * (x_r . Wd_c) for c < n_cols, W_e = w + e * n_cols * k; s_r = slot_weights[perm_slot[r]]
@@ -169,7 +170,8 @@ struct ExpertGemvArgs {
     int grid_blocks = 0;                  // persistent grid (SM count x resident blocks per SM)
 };
 bool gemv_supported(int64_t k);
-/// Blocks the persistent grid should have on a GPU with `num_sms` SMs.
+/// Blocks the persistent grid should have on a GPU with `num_sms` SMs (the resident blocks per SM, asked of the
+/// current device).
 int gemv_grid_blocks(int num_sms);
 void launch_expert_gemv(const ExpertGemvArgs& a, cudaStream_t stream);
 
