@@ -158,10 +158,10 @@ for model in mixtral-8x7b deepseek-v3; do
     [ "$model" = deepseek-v3 ] && layers=4
     for batch in 1 8 64; do
         for variant in gemv grouped loop; do
-            run_cfg "decode-$model-b$batch-$variant" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"cuda_graph\": true, \"warmup\": 3, \"iters\": 20}"
+            run_cfg "decode-$model-b$batch-$variant" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": $batch, \"context\": 1024, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"cuda_graph\": true, \"warmup\": 2, \"iters\": 10}"
         done
     done
-    run_cfg "decode-$model-b256-auto" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 256, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 3, \"iters\": 20}"
+    run_cfg "decode-$model-b256-auto" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 256, \"context\": 1024, \"layers\": $layers, \"cuda_graph\": true, \"warmup\": 2, \"iters\": 10}"
 done
 for model in mixtral-8x7b deepseek-v3; do
     layers=1

@@ -183,6 +183,7 @@ private:
     int num_sms_ = 0;
     int64_t planned_bytes_ = 0;
     bool gemv_ = false;              // expert GEMMs by the own decode kernel (see choose_expert_kernel)
+    int gemv_grid_ = 0;              // its persistent grid (asked of the device once, in prepare)
     std::string expert_choice_;      // why: reported as kernel_variant.expert_gemm_choice
 
     std::unique_ptr<CudaStream> stream_;

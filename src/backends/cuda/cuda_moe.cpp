@@ -138,7 +138,7 @@ kernels::ExpertGemvArgs CudaBackend::gemv_args(const Layer& L, bool up) const {
     a.offsets = L.offsets.get();
     a.active = L.active.get();
     a.num_experts = m_.moe.num_experts;
-    a.grid_blocks = kernels::gemv_grid_blocks(num_sms_);
+    a.grid_blocks = gemv_grid_;
     if (up) {
         a.x = x_perm_.get();
         a.w = L.w_gu.get();

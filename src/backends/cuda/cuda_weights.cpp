@@ -328,6 +328,7 @@ void CudaBackend::choose_expert_kernel() {
                          fmt::format("hidden {} and expert intermediate {} must be multiples of 8; use auto, grouped "
                                      "or loop", H_, I));
         gemv_ = true;
+        gemv_grid_ = kernels::gemv_grid_blocks(num_sms_);
         expert_choice_ = "forced: --expert-gemm gemv";
         return;
     }
@@ -344,6 +345,7 @@ void CudaBackend::choose_expert_kernel() {
     const int64_t assignments = T_ * k_;
     const int64_t rows = ceil_div(assignments, std::max<int64_t>(1, std::min(E, assignments)));
     gemv_ = fits && rows <= kGemvMaxRows;
+    if (gemv_) gemv_grid_ = kernels::gemv_grid_blocks(num_sms_);
     expert_choice_ = fmt::format("auto: {} rows per touched expert ({} assignments over up to {} experts) {} {} -> {}",
                                  rows, assignments, E, gemv_ ? "<=" : ">", kGemvMaxRows,
                                  gemv_ ? "gemv" : "cuBLAS (grouped when an expert's GEMM has fewer 128x128 tiles than "
