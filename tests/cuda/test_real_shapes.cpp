@@ -12,6 +12,7 @@
 #include "core/moe_core.cuh"
 #include "gpu_test_util.hpp"
 #include "kernels/launch.hpp"
+#include "permute_check.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -223,57 +224,14 @@ TEST_CASE("permutation at T = 16384, k = 8, E = 256 equals moe_core's maps, drop
     const int64_t capacity = core::expert_capacity(1.0, T, int(k), int(E));
     REQUIRE(capacity == 512);
     for (int64_t cap : {int64_t(-1), capacity}) {
-        INFO("capacity " << cap);
-        auto di = upload(ids);
-        auto dw = upload(w);
-        DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(A), pexp(A), spos(A), dropped(1), active(E + 1),
-            ws(kernels::permute_workspace_ints(A, E));
-        const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
-                                        .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
-                                        .active = active.get()};
-        kernels::launch_permute_index(di.get(), dw.get(), T, k, E, cap, maps, ws.get(), kStream);
-
-        // Host reference: apply_capacity, exclusive_offsets, permutation_map.
-        std::vector<int32_t> rid = ids;
-        std::vector<float> rw = w;
-        std::vector<int64_t> rc(E), roff(E + 1), cursor(E), rslot(A);
-        std::vector<int32_t> rtok(A, -7);
-        const int64_t rdrop = core::apply_capacity(rid.data(), rw.data(), T, int(k), int(E), cap, rc.data());
-        core::exclusive_offsets(rc.data(), int(E), roff.data());
-        core::permutation_map(rid.data(), T, int(k), int(E), roff.data(), cursor.data(), rslot.data(), rtok.data());
-        std::vector<int32_t> ract;
-        for (int64_t e = 0; e < E; ++e)
-            if (rc[e] > 0) ract.push_back(int32_t(e));
+        const PermuteReference r = check_permutation(ids, w, T, k, E, cap, kStream);
         // The data is what the test claims: idle experts, and with capacity drops and experts under the cap too.
-        REQUIRE(ract.size() < size_t(E));
+        REQUIRE(std::count(r.counts.begin(), r.counts.end(), 0) > 0);
         if (cap > 0) {
-            REQUIRE(rdrop > 0);
-            REQUIRE(std::count(rc.begin(), rc.end(), cap) > 0);
-            REQUIRE(std::count_if(rc.begin(), rc.end(), [&](int64_t c) { return c > 0 && c < cap; }) > 0);
+            REQUIRE(r.dropped > 0);
+            REQUIRE(std::count(r.counts.begin(), r.counts.end(), cap) > 0);
+            REQUIRE(std::count_if(r.counts.begin(), r.counts.end(), [&](int64_t c) { return c > 0 && c < cap; }) > 0);
         }
-
-        const auto gid = download(di.get(), A);
-        const auto gwt = download(dw.get(), A);
-        const auto gc = download(counts.get(), E);
-        const auto go = download(offsets.get(), E + 1);
-        const auto gs = download(spos.get(), A);
-        const auto gp = download(pslot.get(), A);
-        const auto ge = download(pexp.get(), A);
-        const auto gd = download(dropped.get(), 1);
-        const auto ga = download(active.get(), E + 1);
-        CHECK(gd[0] == rdrop);
-        for (int64_t e = 0; e <= E; ++e) REQUIRE(go[e] == roff[e]);
-        for (int64_t e = 0; e < E; ++e) REQUIRE(gc[e] == rc[e]);
-        REQUIRE(ga[0] == int32_t(ract.size()));
-        for (size_t i = 0; i < ract.size(); ++i) REQUIRE(ga[1 + i] == ract[i]);
-        int64_t bad = 0, first_bad = -1;
-        for (int64_t a = 0; a < A; ++a) {
-            bool ok = gid[a] == rid[a] && gwt[a] == rw[a] && gs[a] == rslot[a];
-            if (ok && gs[a] >= 0) ok = gp[gs[a]] == a && rtok[gs[a]] == a / k && ge[gs[a]] == rid[a];
-            if (!ok && bad++ == 0) first_bad = a;
-        }
-        INFO("first differing assignment " << first_bad);
-        CHECK(bad == 0);
     }
 }
 
@@ -310,6 +268,20 @@ struct DeviceMaps {
         : host(std::move(m)), offsets(upload(host.offsets)), active(upload(host.active)),
           perm_slot(upload(host.perm_slot.empty() ? std::vector<int32_t>{0} : host.perm_slot)) {}
 };
+
+/// The gemv kernel's arguments over the maps m (y and the per-direction fields left to the caller).
+kernels::ExpertGemvArgs gemv_args(const DeviceMaps& m, const bf16* x, const bf16* w, int64_t E, int64_t n_cols,
+                                  int64_t k) {
+    kernels::ExpertGemvArgs a;
+    a.x = x;
+    a.w = w;
+    a.offsets = m.offsets.get();
+    a.active = m.active.get();
+    a.num_experts = E;
+    a.n_cols = n_cols;
+    a.k = k;
+    return a;
+}
 
 /// Weight row j (of the expert's rows) of expert e, k floats, exactly as the device holds it.
 using WeightRow = std::function<void(int64_t e, int64_t j, float* out)>;
@@ -427,14 +399,7 @@ void check_fused(const std::string& name, const DeviceMaps& m, int64_t E, int64_
                 }
                 ref[r * n_cols + c] = float(ref_act(act, g, u, limit));
             }
-        kernels::ExpertGemvArgs a;
-        a.x = dx.get();
-        a.w = dw;
-        a.offsets = m.offsets.get();
-        a.active = m.active.get();
-        a.num_experts = E;
-        a.n_cols = n_cols;
-        a.k = k;
+        kernels::ExpertGemvArgs a = gemv_args(m, dx.get(), dw, E, n_cols, k);
         a.fused_up = true;
         a.act = act;
         a.limit = limit;
@@ -457,15 +422,7 @@ void check_down(const std::string& name, const DeviceMaps& m, int64_t E, int64_t
         for (int64_t r = 0; r < N; ++r)
             for (int64_t c = 0; c < n_cols; ++c)
                 ref[r * n_cols + c] = float((weighted ? double(sw[m.host.perm_slot[r]]) : 1.0) * D[r * n_cols + c]);
-        kernels::ExpertGemvArgs a;
-        a.x = dx.get();
-        a.w = dw;
-        a.offsets = m.offsets.get();
-        a.active = m.active.get();
-        a.num_experts = E;
-        a.n_cols = n_cols;
-        a.k = k;
-        a.fused_up = false;
+        kernels::ExpertGemvArgs a = gemv_args(m, dx.get(), dw, E, n_cols, k);
         a.slot_weights = weighted ? dsw.get() : nullptr;
         a.perm_slot = weighted ? m.perm_slot.get() : nullptr;
         run_and_check(name + (weighted ? ": down, slot weights" : ": down"), a, N, ref, grids);
@@ -659,15 +616,8 @@ TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped and 
         a.y = y_grouped.get();
         expert_gemm_grouped(h.get(), stream.get(), a, ph.get(), pd.get());
         MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-        kernels::ExpertGemvArgs v;
-        v.x = dx.get();
-        v.w = w.get();
+        kernels::ExpertGemvArgs v = gemv_args(m, dx.get(), w.get(), c.E, c.H, c.I);
         v.y = y_gemv.get();
-        v.offsets = m.offsets.get();
-        v.active = m.active.get();
-        v.num_experts = c.E;
-        v.n_cols = c.H;
-        v.k = c.I;
         v.grid_blocks = kernels::gemv_grid_blocks(num_sms());
         kernels::launch_expert_gemv(v, kStream);
         CHECK(rel_l2(download_bf16(y_loop.get(), size_t(N * c.H)), ref) < 1e-2);
