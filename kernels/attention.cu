@@ -16,22 +16,31 @@ constexpr int kMaxDv = 512;
 constexpr int kAccPerThread = kMaxDv / kAttnThreads;  // 4
 constexpr int kMaxChunk = 512;
 
+__global__ void rope_table_kernel(float* cos_sin, int64_t first_pos, int64_t num_pos, int64_t rot_dim, double theta) {
+    const int64_t half = rot_dim / 2, n = num_pos * half;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t p = i / half, d = i % half;
+        // Angles in double, once: positions up to ~1e5 times inv_freq ~1 lose radians in fp32.
+        const double inv_freq = pow(theta, -2.0 * static_cast<double>(d) / static_cast<double>(rot_dim));
+        double s, c;
+        sincos(static_cast<double>(first_pos + p) * inv_freq, &s, &c);
+        cos_sin[p * rot_dim + d] = static_cast<float>(c);
+        cos_sin[p * rot_dim + half + d] = static_cast<float>(s);
+    }
+}
+
 __global__ void rope_kernel(bf16* x, int64_t num_tokens, int64_t num_heads, int64_t token_stride, int64_t head_stride,
-                            int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, int64_t pos_base,
-                            float theta) {
+                            int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, const float* cos_sin) {
     const int64_t half = rot_dim / 2;
     const int64_t n = num_tokens * num_heads * half;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t d = i % half, th = i / half, h = th % num_heads, t = th / num_heads;
-        const int64_t pos = pos_base + t % tokens_per_seq;
-        // Angle in double: positions up to ~1e5 times inv_freq ~1 lose radians in fp32.
-        const double inv_freq = pow(static_cast<double>(theta), -2.0 * static_cast<double>(d) / static_cast<double>(rot_dim));
-        double s, c;
-        sincos(static_cast<double>(pos) * inv_freq, &s, &c);
+        const float* cs = cos_sin + (t % tokens_per_seq) * rot_dim;
+        const float c = cs[d], s = cs[half + d];
         bf16* base = x + t * token_stride + h * head_stride + dim_offset;
         const float x1 = to_f(base[d]), x2 = to_f(base[d + half]);
-        base[d] = to_bf(x1 * static_cast<float>(c) - x2 * static_cast<float>(s));
-        base[d + half] = to_bf(x2 * static_cast<float>(c) + x1 * static_cast<float>(s));
+        base[d] = to_bf(x1 * c - x2 * s);
+        base[d + half] = to_bf(x2 * c + x1 * s);
     }
 }
 
@@ -227,13 +236,21 @@ size_t attention_workspace_bytes(const AttentionArgs& a) {
     return static_cast<size_t>(rows) * (2 + a.dv) * sizeof(float);
 }
 
+void launch_rope_table(float* cos_sin, int64_t first_pos, int64_t num_pos, int64_t rot_dim, double theta,
+                       cudaStream_t stream) {
+    const int64_t n = num_pos * (rot_dim / 2);
+    if (n <= 0) return;
+    rope_table_kernel<<<grid_for(n, 256), 256, 0, stream>>>(cos_sin, first_pos, num_pos, rot_dim, theta);
+    MOEBENCH_LAUNCH_CHECK();
+}
+
 void launch_rope(bf16* x, int64_t num_tokens, int64_t num_heads, int64_t token_stride, int64_t head_stride,
-                 int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, int64_t pos_base, float theta,
+                 int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, const float* cos_sin,
                  cudaStream_t stream) {
     const int64_t n = num_tokens * num_heads * (rot_dim / 2);
     if (n <= 0) return;
     rope_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, num_tokens, num_heads, token_stride, head_stride, dim_offset,
-                                                      rot_dim, tokens_per_seq, pos_base, theta);
+                                                      rot_dim, tokens_per_seq, cos_sin);
     MOEBENCH_LAUNCH_CHECK();
 }
 

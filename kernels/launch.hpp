@@ -48,10 +48,15 @@ void launch_copy_2d(const bf16* src, int64_t src_ld, bf16* dst, int64_t dst_ld, 
                     cudaStream_t stream);
 
 // ---- attention.cu: RoPE, KV cache append, split-context attention ---------------------------------------------------
-/// Rotate-half (NeoX) RoPE on `rot_dim` dims starting at `dim_offset` of each head. Head h of token t lives at
-/// x + t * token_stride + h * head_stride. Position of token t = pos_base + (t % tokens_per_seq).
+/// RoPE's cos/sin of positions first_pos .. first_pos + num_pos - 1, as the CPU backend's table: row p holds
+/// cos(p f_i) for i < rot_dim / 2, then sin(p f_i), f_i = theta^(-2i / rot_dim), computed in double once (prepare).
+void launch_rope_table(float* cos_sin, int64_t first_pos, int64_t num_pos, int64_t rot_dim, double theta,
+                       cudaStream_t stream);
+/// Rotate-half (NeoX) RoPE in fp32 on `rot_dim` dims starting at `dim_offset` of each head. Head h of token t lives at
+/// x + t * token_stride + h * head_stride. Token t is at position pos_base + (t % tokens_per_seq), whose row of
+/// cos_sin (from launch_rope_table with first_pos = pos_base) is t % tokens_per_seq.
 void launch_rope(bf16* x, int64_t num_tokens, int64_t num_heads, int64_t token_stride, int64_t head_stride,
-                 int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, int64_t pos_base, float theta,
+                 int64_t dim_offset, int64_t rot_dim, int64_t tokens_per_seq, const float* cos_sin,
                  cudaStream_t stream);
 /// Writes the new tokens' rows into the cache. Token t (sequence t / tokens_per_seq, step s = t % tokens_per_seq)
 /// goes to cache row (seq * cache_len + pos_base + s); each row is `row_elems` wide, read from src + t * src_ld.

@@ -77,7 +77,9 @@ TEST_CASE("embedding gather, RoPE and KV append match host loops", "[gpu][kernel
     const int64_t heads = 2, hs = 32, off = 8, rot = 16, tps = 3, pos0 = 100;
     auto x = random_vec(T * heads * hs, 6);
     auto dx = upload_bf16(x);
-    kernels::launch_rope(dx.get(), T, heads, heads * hs, hs, off, rot, tps, pos0, 10000.0f, kStream);
+    DeviceBuffer<float> cs(tps * rot);
+    kernels::launch_rope_table(cs.get(), pos0, tps, rot, 10000.0, kStream);
+    kernels::launch_rope(dx.get(), T, heads, heads * hs, hs, off, rot, tps, cs.get(), kStream);
     auto y = download_bf16(dx.get(), x.size());
     std::vector<float> ref = x;
     for (int64_t t = 0; t < T; ++t)

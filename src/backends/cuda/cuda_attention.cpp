@@ -39,7 +39,6 @@ void CudaBackend::phase_norm(bool attn, Layer* L) {
 void CudaBackend::phase_qkv(Layer& L) {
     const auto& a = m_.attn;
     const float eps = static_cast<float>(m_.norm_eps);
-    const float theta = static_cast<float>(a.rope_theta);
     if (a.kind == AttentionKind::mla) {
         const int64_t Hq = a.num_heads, nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, qhd = nope + rope;
         const int64_t kvl = a.kv_lora_rank, lat = kvl + rope, vd = a.v_head_dim;
@@ -54,12 +53,12 @@ void CudaBackend::phase_qkv(Layer& L) {
         } else {
             gemm_xwt(hb(), T_, Hq * qhd, H_, normed_.get(), H_, L.w_q.get(), H_, qkv_.get(), CUDA_R_16BF, Hq * qhd);
         }
-        kernels::launch_rope(qkv_.get(), T_, Hq, Hq * qhd, qhd, nope, rope, tps_, pos_base_, theta, s());
+        kernels::launch_rope(qkv_.get(), T_, Hq, Hq * qhd, qhd, nope, rope, tps_, rope_cs_.get(), s());
         // Latent: [c_kv (kvl) | k_rope (rope)] = x W_kva^T; norm c_kv, rope k_rope, append to the latent cache.
         bf16* kv_a = attn_out_.get();  // free until attention runs
         gemm_xwt(hb(), T_, lat, H_, normed_.get(), H_, L.w_kv_a.get(), H_, kv_a, CUDA_R_16BF, lat);
         kernels::launch_norm(kv_a, lat, L.kv_a_norm.get(), nullptr, kv_a, lat, T_, kvl, 1, eps, false, s());
-        kernels::launch_rope(kv_a, T_, 1, lat, lat, kvl, rope, tps_, pos_base_, theta, s());
+        kernels::launch_rope(kv_a, T_, 1, lat, lat, kvl, rope, tps_, rope_cs_.get(), s());
         kernels::launch_kv_append(kv_a, lat, L.k_cache.get(), lat, T_, tps_, cache_len_, pos_base_, s());
         // Absorb W_UK into q: q_attn[t, h, :kvl] = q_nope[t, h] . W_UK[h] (W_UK[h] = rows h*(nope+vd) .. +nope of
         // W_kvb, [nope, kvl]); q_attn[t, h, kvl:] = q_rope[t, h].
@@ -78,8 +77,8 @@ void CudaBackend::phase_qkv(Layer& L) {
                              qkv_width_, T_ * Hkv, hd, Hkv, eps, false, s());
     }
     const int64_t rot = a.rotary_dim > 0 ? a.rotary_dim : hd;  // partial RoPE: the first rotary_dim dims of a head
-    kernels::launch_rope(qkv_.get(), T_, Hq, qkv_width_, hd, 0, rot, tps_, pos_base_, theta, s());
-    kernels::launch_rope(qkv_.get() + Hq * hd, T_, Hkv, qkv_width_, hd, 0, rot, tps_, pos_base_, theta, s());
+    kernels::launch_rope(qkv_.get(), T_, Hq, qkv_width_, hd, 0, rot, tps_, rope_cs_.get(), s());
+    kernels::launch_rope(qkv_.get() + Hq * hd, T_, Hkv, qkv_width_, hd, 0, rot, tps_, rope_cs_.get(), s());
     kernels::launch_kv_append(qkv_.get() + Hq * hd, qkv_width_, L.k_cache.get(), Hkv * hd, T_, tps_, cache_len_,
                               pos_base_, s());
     kernels::launch_kv_append(qkv_.get() + (Hq + Hkv) * hd, qkv_width_, L.v_cache.get(), Hkv * hd, T_, tps_, cache_len_,

@@ -200,6 +200,7 @@ private:
     DeviceBuffer<bf16> x_perm_, h_perm_, a_perm_, y_perm_, sh_h_, sh_a_, sh_out_, d_h_, d_a_, mla_q_a_;
     DeviceBuffer<float> topk_scratch_, shared_gate_logit_, attn_ws_f_;
     DeviceBuffer<int32_t> perm_ws_;  // launch_permute_index's workspace (layers run one after another)
+    DeviceBuffer<float> rope_cs_;    // RoPE cos/sin of the step's positions (launch_rope_table, once in prepare)
     DeviceBuffer<uint8_t> l2_flush_;
     DeviceBuffer<unsigned long long> l2_flush_sink_;
 

@@ -139,6 +139,10 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     fill_norm(final_norm_w_, H_, -1, core::kWFinalNorm);
     if (m_.norm == NormKind::layernorm && m_.norm_bias) fill(final_norm_b_, H_, -1, core::kWFinalNormBias, 0.1f);
     if (!m_.tie_word_embeddings) fill(lm_head_w_, m_.vocab_size * H_, -1, core::kWLmHead, core::linear_init_scale(H_));
+    // RoPE's table for the positions this step writes (pos_base_ .. + tokens per sequence), as the CPU's.
+    const int64_t rot = a.kind == AttentionKind::mla ? a.qk_rope_head_dim : (a.rotary_dim > 0 ? a.rotary_dim : a.head_dim);
+    rope_cs_.resize(std::max<int64_t>(1, tps_ * rot));
+    kernels::launch_rope_table(rope_cs_.get(), pos_base_, tps_, rot, a.rope_theta, s());
     token_ids_.resize(T_);
     kernels::launch_fill_token_ids(token_ids_.get(), T_, m_.vocab_size, base(-1, core::kWTokenIds), s());
     hidden_.resize(T_ * H_);
