@@ -120,7 +120,10 @@ struct PermuteMaps {
     int32_t* slot_pos = nullptr;     // [T*k]: row of each assignment, -1 if none
     int32_t* dropped = nullptr;      // [1]
     int32_t* active = nullptr;       // [E+1]: active[0] = experts with rows, active[1..] their ids ascending
+    int32_t* tile_offsets = nullptr; // [E+1] optional: exclusive sum of ceil(counts / kExpertTileRows) (the tile map)
 };
+/// Rows per tile of the tiled expert GEMM (the unit of PermuteMaps::tile_offsets).
+constexpr int64_t kExpertTileRows = 64;
 /// Scratch ints launch_permute_index needs; the largest expert count it takes.
 int64_t permute_workspace_ints(int64_t num_assign, int64_t num_experts);
 int64_t permute_max_experts();
@@ -179,6 +182,26 @@ bool gemv_supported(int64_t k);
 /// current device).
 int gemv_grid_blocks(int num_sms);
 void launch_expert_gemv(const ExpertGemvArgs& a, cudaStream_t stream);
+
+// ---- expert_tiled.cu: the tiled expert GEMM (any rows per expert, sizes on the device) -----------------------------
+/// Tensor-core expert GEMMs over the tile map (PermuteMaps::tile_offsets, kExpertTileRows rows of one expert per
+/// tile): the same products as launch_expert_gemv (fused_up: gate/up with the activation; else down), for any
+/// number of rows per expert, with no host count. Rows of x and y contiguous; k a multiple of 8.
+struct ExpertTiledArgs {
+    const bf16* x = nullptr;
+    const bf16* w = nullptr;
+    bf16* y = nullptr;
+    const int32_t* offsets = nullptr;       // [E+1], device
+    const int32_t* tile_offsets = nullptr;  // [E+1], device
+    int64_t num_experts = 0, n_cols = 0, k = 0;
+    bool fused_up = false;
+    int act = 0;
+    float limit = 0.0f;
+    const bf16* bias = nullptr;  // fused_up only, [E, 2 n_cols]
+    int grid_blocks = 0;         // persistent grid (tiled_grid_blocks)
+};
+void launch_expert_tiled(const ExpertTiledArgs& a, cudaStream_t stream);
+int tiled_grid_blocks(int num_sms);
 
 // ---- measure.cu: device ceilings for `moebench devices --measure` --------------------------------------------------
 /// Reads `bytes` (multiple of 16) from src with 16-byte loads; writes one checksum word to sink so nothing is elided.

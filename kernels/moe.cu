@@ -228,7 +228,7 @@ __global__ void tile_histogram_kernel(const int32_t* ids, int64_t num_assign, in
 // active[0] = experts with kept rows, active[1..] their ids ascending.
 __global__ void __launch_bounds__(kScanThreads)
     expert_scan_kernel(int32_t* tile_counts, int64_t num_tiles, int num_experts, int64_t capacity, int32_t* counts,
-                       int32_t* offsets, int32_t* dropped, int32_t* active) {
+                       int32_t* offsets, int32_t* dropped, int32_t* active, int32_t* tile_offsets) {
     using Scan = cub::BlockScan<int, kScanThreads>;
     __shared__ typename Scan::TempStorage temp;
     __shared__ int32_t raw[kScanThreads * kScanItems];
@@ -260,18 +260,26 @@ __global__ void __launch_bounds__(kScanThreads)
     __syncthreads();  // temp is reused
     Scan(temp).ExclusiveSum(has, pos, num_active);
     if (local_drops) atomicAdd(&drops, local_drops);
+    // The tile map: tiles of kExpertTileRows rows per expert, scanned (the tiled expert GEMM walks it).
+    int tiles[kScanItems], tile_off[kScanItems], total_tiles = 0;
+    for (int i = 0; i < kScanItems; ++i)
+        tiles[i] = static_cast<int>((kept[i] + kExpertTileRows - 1) / kExpertTileRows);
+    __syncthreads();  // temp is reused
+    Scan(temp).ExclusiveSum(tiles, tile_off, total_tiles);
     for (int i = 0; i < kScanItems; ++i) {
         const int e = threadIdx.x * kScanItems + i;
         if (e >= num_experts) break;
         counts[e] = kept[i];
         offsets[e] = off[i];
         if (has[i]) active[1 + pos[i]] = e;
+        if (tile_offsets) tile_offsets[e] = tile_off[i];
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         offsets[num_experts] = total;
         active[0] = num_active;
         *dropped = drops;
+        if (tile_offsets) tile_offsets[num_experts] = total_tiles;
     }
 }
 
@@ -493,7 +501,7 @@ void launch_permute_index(int32_t* ids, float* weights, int64_t num_tokens, int6
         MOEBENCH_CUDA_CHECK(cudaMemsetAsync(workspace, 0, size_t(E) * sizeof(int32_t), stream));
     }
     expert_scan_kernel<<<1, kScanThreads, 0, stream>>>(workspace, tiles, E, capacity, maps.counts, maps.offsets,
-                                                       maps.dropped, maps.active);
+                                                       maps.dropped, maps.active, maps.tile_offsets);
     MOEBENCH_LAUNCH_CHECK();
     if (num_assign > 0) {
         tile_scatter_kernel<<<blocks, kPermWarps * kWarp, smem, stream>>>(ids, weights, num_assign, tile, tiles, E,

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # One-call GPU check (one H200, < 7 minutes including the build): probe, build for sm_90, GPU tests, devices --measure,
 # --check on three families, decode 1/8/64 under --cuda-graph with every expert variant (gemv, grouped, loop) and
-# batch 256, prefill 4096, cold L2, the PyTorch peers, and a markdown summary with the ratios of issue 17.
+# batch 256, prefill 4096 (grouped, loop, tiled), cold L2, the PyTorch peers, and a summary with the ratios of issue 17.
 # Usage: scripts/device-check.sh [OUT_DIR]   (default: $OUT when set, else results/device-<UTC date>/)
 # Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 420 s): a step that would
 # not fit is skipped and logged. A failing step is logged (steps.log, logs/<step>.log) and the script goes on.
@@ -166,7 +166,7 @@ done
 for model in mixtral-8x7b deepseek-v3; do
     layers=1
     [ "$model" = deepseek-v3 ] && layers=4
-    for variant in grouped loop; do
+    for variant in grouped loop tiled; do
         run_cfg "prefill-$model-4096-$variant" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"$variant\", \"warmup\": 1, \"iters\": 5}"
     done
     run_cfg "decode-$model-b64-coldl2" 40 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"decode\", \"batch\": 64, \"context\": 1024, \"layers\": $layers, \"cold_l2\": true, \"warmup\": 3, \"iters\": 10}"

@@ -21,17 +21,17 @@ struct PermuteReference {
 
 /// Runs the permutation of `ids` / `w` (T x k over E experts, capacity cap; -1 = dropless) on the device and requires
 /// every output to equal the host's: ids and weights after drops, counts, offsets, the row of each assignment, the
-/// assignment, token and expert of each row, the drop count and the active-expert list.
+/// assignment, token and expert of each row, the drop count, the active-expert list and the tile map.
 inline PermuteReference check_permutation(const std::vector<int32_t>& ids, const std::vector<float>& w, int64_t T,
                                           int64_t k, int64_t E, int64_t cap, cudaStream_t stream) {
     const int64_t A = T * k;
     auto di = upload(ids);
     auto dw = upload(w);
     DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(A), pexp(A), spos(A), dropped(1), active(E + 1),
-        ws(kernels::permute_workspace_ints(A, E));
+        tiles(E + 1), ws(kernels::permute_workspace_ints(A, E));
     const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
                                     .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
-                                    .active = active.get()};
+                                    .active = active.get(), .tile_offsets = tiles.get()};
     kernels::launch_permute_index(di.get(), dw.get(), T, k, E, cap, maps, ws.get(), stream);
 
     std::vector<int32_t> rid = ids;
@@ -54,12 +54,19 @@ inline PermuteReference check_permutation(const std::vector<int32_t>& ids, const
     const auto ge = download(pexp.get(), A);
     const auto gd = download(dropped.get(), 1);
     const auto ga = download(active.get(), E + 1);
+    const auto gt = download(tiles.get(), E + 1);
     INFO("capacity " << cap);
     CHECK(gd[0] == rdrop);
     for (int64_t e = 0; e <= E; ++e) REQUIRE(go[e] == roff[e]);
     for (int64_t e = 0; e < E; ++e) REQUIRE(gc[e] == rc[e]);
     REQUIRE(ga[0] == int32_t(ract.size()));
     for (size_t i = 0; i < ract.size(); ++i) REQUIRE(ga[1 + i] == ract[i]);
+    // The tile map: an exclusive sum of ceil(kept / kExpertTileRows).
+    int64_t tile_sum = 0;
+    for (int64_t e = 0; e <= E; ++e) {
+        REQUIRE(gt[e] == tile_sum);
+        if (e < E) tile_sum += (rc[e] + kernels::kExpertTileRows - 1) / kernels::kExpertTileRows;
+    }
     int64_t bad = 0, first_bad = -1;
     for (int64_t a = 0; a < A; ++a) {
         bool ok = gid[a] == rid[a] && gwt[a] == rw[a] && gs[a] == rslot[a];

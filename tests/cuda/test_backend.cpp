@@ -198,12 +198,15 @@ TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block e
     run_and_check(false, Mode::decode, "gemv");
     run_and_check(false, Mode::prefill, "loop");
     run_and_check(false, Mode::prefill, "gemv");  // 18 tokens x 2 over 8 experts: several passes of 8 rows
+    run_and_check(false, Mode::decode, "tiled");
+    run_and_check(false, Mode::prefill, "tiled");
 }
 
 TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)", "[gpu][backend]") {
     run_and_check(true, Mode::decode, "grouped");
     run_and_check(true, Mode::decode, "gemv");
     run_and_check(true, Mode::prefill, "loop");
+    run_and_check(true, Mode::prefill, "tiled");
 }
 
 TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)", "[gpu][backend]") {
@@ -216,10 +219,13 @@ TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equ
     run_and_check(false, Mode::decode, "loop", false, true);
     run_and_check(true, Mode::decode, "grouped", false, true);
     run_and_check(true, Mode::decode, "gemv", false, true);
+    run_and_check(false, Mode::prefill, "tiled", false, true);
 }
 
-TEST_CASE("cuda graph with the gemv kernel replays a routing that changes every step; timing is consistent",
+TEST_CASE("cuda graph with the own expert kernels replays a routing that changes every step; timing is consistent",
           "[gpu][backend][graph]") {
+  for (const char* variant : {"gemv", "tiled"}) {
+    INFO(variant);
     // The gemv path keeps the expert list and offsets on the device, so a captured step must follow any routing:
     // each step imposes a different one, and the replayed graph's output must equal an eager backend's.
     const ModelConfig m = tiny_model(false);
@@ -230,7 +236,7 @@ TEST_CASE("cuda graph with the gemv kernel replays a routing that changes every 
     const int64_t T = shape.num_tokens(), K = m.moe.top_k, E = m.moe.num_experts;
     RunOptions opt;
     opt.seed = 11;
-    opt.expert_gemm = "gemv";
+    opt.expert_gemm = variant;
     opt.cuda_graph = true;
     RunOptions eager_opt = opt;
     eager_opt.cuda_graph = false;
@@ -283,6 +289,7 @@ TEST_CASE("cuda graph with the gemv kernel replays a routing that changes every 
     CHECK(gj["phase_sum_us_mean"].get<double>() <= 1.05 * gj["replay_us_mean"].get<double>() + 20.0);
     CHECK(gj["phase_event_overhead"]["runs"].get<int64_t>() >= 1);
     CHECK(d["expert_gemm_sync"].get<std::string>().rfind("none", 0) == 0);
+  }
 }
 
 TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM variants before allocating", "[gpu][backend]") {

@@ -6,7 +6,9 @@
 //  - the decode expert GEMV at Mixtral-8x7B and DeepSeek-V3 expert shapes (weights filled on the device, re-generated
 //    row by row on the host) and at small shapes that reach its multi-pass, tail and partial-block paths: a
 //    double-precision loop over the same bf16 values;
-//  - the three expert GEMM variants (cuBLAS loop, cuBLAS grouped, gemv) on the same rows at both expert shapes.
+//  - the tiled tensor-core expert GEMM over the same products (every gemv check without slot weights runs it too),
+//    with several 64-row tiles per expert;
+//  - the four expert GEMM variants (cuBLAS loop, cuBLAS grouped, gemv, tiled) on the same rows at both expert shapes.
 #include "backends/cuda/gemm.hpp"
 #include "common/error.hpp"
 #include "core/moe_core.cuh"
@@ -241,6 +243,7 @@ namespace {
 /// The maps launch_permute_index makes from routing ids (dropless), built on the host by plain loops.
 struct HostMaps {
     std::vector<int32_t> offsets;    // [E+1]
+    std::vector<int32_t> tiles;      // [E+1]: the tile map (exclusive sum of ceil(rows / kExpertTileRows))
     std::vector<int32_t> active;     // [E+1]: count, then the experts with rows ascending; -1 past them (poison)
     std::vector<int32_t> perm_slot;  // [N]: assignment of each row
     int64_t rows = 0;
@@ -258,14 +261,18 @@ HostMaps host_maps(const std::vector<int32_t>& ids, int64_t E) {
     }
     m.rows = int64_t(m.perm_slot.size());
     m.offsets[E] = int32_t(m.rows);
+    m.tiles.assign(E + 1, 0);
+    for (int64_t e = 0; e < E; ++e)
+        m.tiles[e + 1] = m.tiles[e] + int32_t((m.offsets[e + 1] - m.offsets[e] + kernels::kExpertTileRows - 1) /
+                                              kernels::kExpertTileRows);
     return m;
 }
 
 struct DeviceMaps {
     HostMaps host;
-    DeviceBuffer<int32_t> offsets, active, perm_slot;
+    DeviceBuffer<int32_t> offsets, active, tiles, perm_slot;
     explicit DeviceMaps(HostMaps m)
-        : host(std::move(m)), offsets(upload(host.offsets)), active(upload(host.active)),
+        : host(std::move(m)), offsets(upload(host.offsets)), active(upload(host.active)), tiles(upload(host.tiles)),
           perm_slot(upload(host.perm_slot.empty() ? std::vector<int32_t>{0} : host.perm_slot)) {}
 };
 
@@ -342,16 +349,15 @@ int num_sms() {
 constexpr float kSentinel = -321.0f;  // exact in bf16; rows past N must keep it
 
 /// Runs the launch into y = [N + 2, n_cols] pre-filled with the sentinel; checks rows < N against ref (relative L2
-/// over all and per row < 1e-2) and that the two rows past N are untouched.
+/// over all and per row < 1e-2) and that the two rows past N are untouched. Without slot weights (which only the gemv
+/// kernel applies) the tiled kernel runs the same product over the tile map `tiles` and is checked the same way.
 void run_and_check(const std::string& what, kernels::ExpertGemvArgs a, int64_t N, const std::vector<float>& ref,
-                   const std::vector<int>& grids) {
-    for (int grid : grids) {
-        INFO(what << ", grid " << grid << " blocks");
-        const int64_t n = a.n_cols;
+                   const std::vector<int>& grids, const int32_t* tiles) {
+    const int64_t n = a.n_cols;
+    auto check = [&](const std::string& kernel, int grid, const std::function<void(bf16*)>& launch) {
+        INFO(what << ", " << kernel << ", grid " << grid << " blocks");
         auto y = upload_bf16(std::vector<float>(size_t((N + 2) * n), kSentinel));
-        a.y = y.get();
-        a.grid_blocks = grid;
-        kernels::launch_expert_gemv(a, kStream);
+        launch(y.get());
         const auto got = download_bf16(y.get(), size_t((N + 2) * n));
         const std::vector<float> head(got.begin(), got.begin() + N * n);
         CHECK(rel_l2(head, ref) < 1e-2);
@@ -369,7 +375,33 @@ void run_and_check(const std::string& what, kernels::ExpertGemvArgs a, int64_t N
         INFO("worst row " << worst_row << ": relative L2 " << worst);
         CHECK(worst < 1e-2);
         CHECK(std::count(got.begin() + N * n, got.end(), kSentinel) == 2 * n);
-    }
+    };
+    for (int grid : grids)
+        check("gemv", grid, [&](bf16* y) {
+            kernels::ExpertGemvArgs g = a;
+            g.y = y;
+            g.grid_blocks = grid;
+            kernels::launch_expert_gemv(g, kStream);
+        });
+    if (a.slot_weights) return;
+    for (int grid : {kernels::tiled_grid_blocks(num_sms()), 1, 5})
+        check("tiled", grid, [&](bf16* y) {
+            kernels::ExpertTiledArgs t;
+            t.x = a.x;
+            t.w = a.w;
+            t.y = y;
+            t.offsets = a.offsets;
+            t.tile_offsets = tiles;
+            t.num_experts = a.num_experts;
+            t.n_cols = a.n_cols;
+            t.k = a.k;
+            t.fused_up = a.fused_up;
+            t.act = a.act;
+            t.limit = a.limit;
+            t.bias = a.bias;
+            t.grid_blocks = grid;
+            kernels::launch_expert_tiled(t, kStream);
+        });
 }
 
 /// Fused gate/up: a[r, c] = act(x_r . Wg_c (+ bg), x_r . Wu_c (+ bu)), W = dw [E, 2 n_cols, k]; swiglu and geglu
@@ -404,7 +436,7 @@ void check_fused(const std::string& name, const DeviceMaps& m, int64_t E, int64_
         a.act = act;
         a.limit = limit;
         a.bias = with_bias ? db.get() : nullptr;
-        run_and_check(name + ": fused gate/up, act " + std::to_string(act), a, N, ref, grids);
+        run_and_check(name + ": fused gate/up, act " + std::to_string(act), a, N, ref, grids, m.tiles.get());
     }
 }
 
@@ -425,7 +457,7 @@ void check_down(const std::string& name, const DeviceMaps& m, int64_t E, int64_t
         kernels::ExpertGemvArgs a = gemv_args(m, dx.get(), dw, E, n_cols, k);
         a.slot_weights = weighted ? dsw.get() : nullptr;
         a.perm_slot = weighted ? m.perm_slot.get() : nullptr;
-        run_and_check(name + (weighted ? ": down, slot weights" : ": down"), a, N, ref, grids);
+        run_and_check(name + (weighted ? ": down, slot weights" : ": down"), a, N, ref, grids, m.tiles.get());
     }
 }
 
@@ -565,7 +597,39 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
     }
 }
 
-TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped and gemv equal a double reference",
+TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial column tiles", "[gpu][real_shapes_gemv]") {
+    // 100 tokens x 2 slots: expert 1 has 150 rows (tiles of 64, 64, 22), expert 3 forty-nine, expert 4 one; experts 0
+    // and 2 none. (check_fused / check_down run the gemv kernel too, over 19 passes of 8 rows for expert 1.)
+    const int64_t E = 5, T = 100, k = 2;
+    std::vector<int32_t> ids;
+    ids.insert(ids.end(), 150, 1);
+    ids.insert(ids.end(), 49, 3);
+    ids.push_back(4);
+    std::mt19937 g(123);
+    std::shuffle(ids.begin(), ids.end(), g);
+    REQUIRE(int64_t(ids.size()) == T * k);
+    DeviceMaps m(host_maps(ids, E));
+    REQUIRE(m.host.tiles == std::vector<int32_t>{0, 0, 3, 3, 4, 5});
+    const std::vector<int> grids = {kernels::gemv_grid_blocks(num_sms())};
+    struct Shape {
+        int64_t n_cols, k;
+    };
+    // k = 72: a 32-wide stage and a partial one (8 of 32); n_cols 40: a partial column tile (32 fused, 64 down).
+    for (Shape sh : {Shape{40, 72}, Shape{96, 200}}) {
+        const std::string name = "tiled, n_cols " + std::to_string(sh.n_cols) + ", k " + std::to_string(sh.k);
+        const float scale = std::sqrt(3.0f / float(sh.k));
+        const auto wf = random_vec(size_t(E * 2 * sh.n_cols * sh.k), 1500 + uint32_t(sh.k), -scale, scale);
+        auto dwf = upload_bf16(wf);
+        check_fused(name, m, E, sh.n_cols, sh.k, dwf.get(), host_rows(wf, 2 * sh.n_cols, sh.k), 1600 + uint32_t(sh.k),
+                    grids);
+        const auto wd = random_vec(size_t(E * sh.n_cols * sh.k), 1700 + uint32_t(sh.k), -scale, scale);
+        auto dwd = upload_bf16(wd);
+        check_down(name, m, E, sh.n_cols, sh.k, dwd.get(), host_rows(wd, sh.n_cols, sh.k), T * k,
+                   1800 + uint32_t(sh.k), grids);
+    }
+}
+
+TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped, gemv and tiled equal a double reference",
           "[gpu][real_shapes_gemm]") {
     // The down projection (n = H, k = I) of 64 decode tokens: Mixtral-8x7B ~16 rows per expert, DeepSeek-V3 ~2 rows
     // over ~200 experts; each variant's output against the same double-precision reference.
@@ -608,7 +672,7 @@ TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped and 
         a.k = c.I;
         a.x = dx.get();
         a.w = w.get();
-        DeviceBuffer<bf16> y_loop(N * c.H), y_grouped(N * c.H), y_gemv(N * c.H);
+        DeviceBuffer<bf16> y_loop(N * c.H), y_grouped(N * c.H), y_gemv(N * c.H), y_tiled(N * c.H);
         a.y = y_loop.get();
         expert_gemm_loop(h.get(), stream.get(), a, nullptr, nullptr, false);
         PinnedBuffer<const void*> ph(3 * c.E);
@@ -620,6 +684,18 @@ TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped and 
         v.y = y_gemv.get();
         v.grid_blocks = kernels::gemv_grid_blocks(num_sms());
         kernels::launch_expert_gemv(v, kStream);
+        kernels::ExpertTiledArgs t;
+        t.x = dx.get();
+        t.w = w.get();
+        t.y = y_tiled.get();
+        t.offsets = m.offsets.get();
+        t.tile_offsets = m.tiles.get();
+        t.num_experts = c.E;
+        t.n_cols = c.H;
+        t.k = c.I;
+        t.grid_blocks = kernels::tiled_grid_blocks(num_sms());
+        kernels::launch_expert_tiled(t, kStream);
+        CHECK(rel_l2(download_bf16(y_tiled.get(), size_t(N * c.H)), ref) < 1e-2);
         CHECK(rel_l2(download_bf16(y_loop.get(), size_t(N * c.H)), ref) < 1e-2);
         CHECK(rel_l2(download_bf16(y_grouped.get(), size_t(N * c.H)), ref) < 1e-2);
         CHECK(rel_l2(download_bf16(y_gemv.get(), size_t(N * c.H)), ref) < 1e-2);

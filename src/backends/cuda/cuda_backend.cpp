@@ -70,7 +70,8 @@ json CudaBackend::describe() const {
                                    "a block serves 8 heads, so the latent cache is read once per 8 heads"},
                            {"permute", "tile histogram + one scan + stable warp scatter, O(T k) (moe_core order)"},
                            {"gather_combine", "16-byte loads when hidden % 8 == 0"}};
-    d["expert_gemm_sync"] = gemv_ ? "none: the gemv kernel reads the expert list and offsets on the device"
+    d["expert_gemm_sync"] = device_sized() ? "none: the expert kernel reads the expert list, offsets and tile map on "
+                                             "the device"
                                   : "per-expert token counts are copied to the host (one stream sync in permute): "
                                     "cuBLAS takes GEMM sizes on the host";
     d["expert_times"] = opt_.expert_times;
@@ -86,8 +87,8 @@ json CudaBackend::describe() const {
         g["replay_us_mean"] = graph_replays_ ? graph_replay_us_sum_ / graph_replays_ : 0.0;
         g["phase_sum_us_mean"] = graph_replays_ ? graph_phase_sum_us_ / graph_replays_ : 0.0;
         g["source"] = "measured";
-        g["note"] = gemv_ ? "the first step runs eagerly, the second is captured and launched; every step from then on "
-                            "replays the graph (the gemv kernel reads the routing on the device: it may change). "
+        g["note"] = device_sized() ? "the first step runs eagerly, the second is captured and launched; every step from then on "
+                            "replays the graph (the expert kernel reads the routing on the device: it may change). "
                             "replay_us = events around cudaGraphLaunch"
                           : "the first step runs eagerly (to learn the expert token counts the cuBLAS variants bake "
                             "in), the second is captured and launched; every step from then on replays the graph "
@@ -143,7 +144,7 @@ void CudaBackend::begin_step() {
     // A capture that failed leaves the state eager with steps_done_ still 1: the next step tries again.
     if (graph_state_ == GraphState::eager && steps_done_ == 1) {
         MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
-        if (!gemv_)  // the cuBLAS variants bake the eager step's GEMM sizes into the graph
+        if (!device_sized())  // the cuBLAS variants bake the eager step's GEMM sizes into the graph
             for (auto& L : layers_)
                 if (L->moe) L->graph_counts.assign(L->counts_host.get(), L->counts_host.get() + L->counts_host.size());
         captured_phases_.clear();
@@ -233,11 +234,12 @@ std::vector<double> CudaBackend::end_step() {
         // The cuBLAS variants baked in the expert GEMM sizes of the captured step: the routing must not have changed.
         // (The gemv kernel reads them on the device: any routing replays.)
         for (auto& L : layers_) {
-            if (!L->moe || gemv_) continue;
+            if (!L->moe || device_sized()) continue;
             if (!std::equal(L->graph_counts.begin(), L->graph_counts.end(), L->counts_host.get()))
                 throw UnsupportedError(fmt::format(
                     "--cuda-graph: the expert token counts of layer {} changed between steps, but a CUDA graph fixes the "
-                    "GEMM sizes; run without --cuda-graph for routings that change from step to step", L->layer));
+                    "GEMM sizes; use --expert-gemm tiled or gemv (sizes read on the device), or run without "
+                    "--cuda-graph, for routings that change from step to step", L->layer));
         }
     }
     ++steps_done_;

@@ -54,7 +54,7 @@ struct Layer {
     // MoE per-layer results (kept per layer so moe_result / moe_block_tensors can read any layer after the step).
     DeviceBuffer<bf16> moe_in, moe_out;
     DeviceBuffer<float> logits, weights;
-    DeviceBuffer<int32_t> ids, counts, offsets, perm_slot, perm_expert, slot_pos, dropped, active;
+    DeviceBuffer<int32_t> ids, counts, offsets, perm_slot, perm_expert, slot_pos, dropped, active, tile_offsets;
     PinnedBuffer<int32_t> counts_host, offsets_host;     // E and E+1, filled in permute
     PinnedBuffer<int32_t> ovr_ids;                       // routing override staging, per layer (a captured graph
     PinnedBuffer<float> ovr_weights;                     // re-reads it at every replay)
@@ -72,6 +72,10 @@ struct Layer {
 /// captured (no host syncs; the eager step's counts stand in); end_step instantiates it (back to eager if that fails,
 /// or if a failure aborts the capture). replaying: every later step launches the graph; run_phase and mark do nothing.
 enum class GraphState { off, eager, capturing, replaying };
+
+/// Who runs the expert GEMMs: the decode kernel (few rows per expert), the tiled tensor-core kernel (any rows; both
+/// read the sizes on the device), or cuBLAS (the sizes on the host).
+enum class ExpertPath { gemv, tiled, cublas };
 
 // The CUDA backend: one decoder step in bf16 (fp32 accumulation) on one GPU. cuBLAS for every projection and the expert
 // GEMMs (per-expert loop or grouped), own kernels (kernels/launch.hpp) for the rest, CUDA events at every mark, NVTX
@@ -168,9 +172,12 @@ private:
     bool run_expert_gemms(Layer& L, ExpertGemmArgs g, PinnedBuffer<const void*>& ptr_host,
                           DeviceBuffer<const void*>& ptr_dev, std::vector<CudaEvent>& events, std::vector<int>& experts);
     kernels::ExpertGemvArgs gemv_args(const Layer& L, bool up) const;
-    /// The expert kernel for this run (prepare): the own decode kernel (gemv_ = true: the step never waits for the
-    /// host) or cuBLAS (loop or grouped, per step by tiles against SMs; needs the counts on the host).
+    kernels::ExpertTiledArgs tiled_args(const Layer& L, bool up) const;
+    /// The expert kernel for this run (prepare): one of moebench's own, which read the sizes on the device (the step
+    /// never waits for the host), or cuBLAS (loop or grouped, per step by tiles against SMs; the counts go to the host).
     void choose_expert_kernel();
+    /// Whether the expert GEMMs take their sizes on the device (no host sync; a graph follows any routing).
+    bool device_sized() const { return expert_path_ != ExpertPath::cublas; }
 
     // Shapes.
     ModelConfig m_;
@@ -182,8 +189,8 @@ private:
     int device_ = 0;
     int num_sms_ = 0;
     int64_t planned_bytes_ = 0;
-    bool gemv_ = false;              // expert GEMMs by the own decode kernel (see choose_expert_kernel)
-    int gemv_grid_ = 0;              // its persistent grid (asked of the device once, in prepare)
+    ExpertPath expert_path_ = ExpertPath::cublas;  // see choose_expert_kernel
+    int own_grid_ = 0;               // the own kernel's persistent grid (asked of the device once, in prepare)
     std::string expert_choice_;      // why: reported as kernel_variant.expert_gemm_choice
 
     std::unique_ptr<CudaStream> stream_;

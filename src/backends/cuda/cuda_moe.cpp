@@ -66,8 +66,9 @@ void CudaBackend::phase_permute(Layer& L) {
     maps.slot_pos = L.slot_pos.get();
     maps.dropped = L.dropped.get();
     maps.active = L.active.get();
+    maps.tile_offsets = L.tile_offsets.size() > 0 ? L.tile_offsets.get() : nullptr;
     kernels::launch_permute_index(L.ids.get(), L.weights.get(), T_, k_, E, cap, maps, perm_ws_.get(), s());
-    if (!gemv_) {
+    if (!device_sized()) {
         // cuBLAS takes GEMM sizes on the host: bring the counts back (the structural sync of the cuBLAS variants).
         MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.counts_host.get(), L.counts.get(), E * sizeof(int32_t),
                                             cudaMemcpyDeviceToHost, s()));
@@ -138,7 +139,7 @@ kernels::ExpertGemvArgs CudaBackend::gemv_args(const Layer& L, bool up) const {
     a.offsets = L.offsets.get();
     a.active = L.active.get();
     a.num_experts = m_.moe.num_experts;
-    a.grid_blocks = gemv_grid_;
+    a.grid_blocks = own_grid_;
     if (up) {
         a.x = x_perm_.get();
         a.w = L.w_gu.get();
@@ -160,11 +161,37 @@ kernels::ExpertGemvArgs CudaBackend::gemv_args(const Layer& L, bool up) const {
     return a;
 }
 
+kernels::ExpertTiledArgs CudaBackend::tiled_args(const Layer& L, bool up) const {
+    // The same operands as the gemv kernel's, walked by the tile map instead of the expert list.
+    const kernels::ExpertGemvArgs g = gemv_args(L, up);
+    kernels::ExpertTiledArgs a;
+    a.x = g.x;
+    a.w = g.w;
+    a.y = g.y;
+    a.offsets = L.offsets.get();
+    a.tile_offsets = L.tile_offsets.get();
+    a.num_experts = g.num_experts;
+    a.n_cols = g.n_cols;
+    a.k = g.k;
+    a.fused_up = g.fused_up;
+    a.act = g.act;
+    a.limit = g.limit;
+    a.bias = g.bias;
+    a.grid_blocks = own_grid_;
+    return a;
+}
+
 void CudaBackend::phase_expert_up(Layer& L) {
-    if (gemv_) {
+    if (expert_path_ == ExpertPath::gemv) {
         kernels::launch_expert_gemv(gemv_args(L, true), s());
         expert_variant_ = "gemv (own decode kernel: device-side expert list and offsets, activation fused into "
                           "expert_up, no host sync)";
+        return;
+    }
+    if (expert_path_ == ExpertPath::tiled) {
+        kernels::launch_expert_tiled(tiled_args(L, true), s());
+        expert_variant_ = "tiled (own tensor-core kernel over the device-side tile map of 64-row tiles, activation "
+                          "fused into expert_up, no host sync)";
         return;
     }
     ExpertGemmArgs g;
@@ -179,7 +206,7 @@ void CudaBackend::phase_expert_up(Layer& L) {
 }
 
 void CudaBackend::phase_activation(Layer& L) {
-    if (gemv_) return;  // fused into expert_up: this phase is empty and its time is ~0
+    if (device_sized()) return;  // fused into expert_up: this phase is empty and its time is ~0
     const auto& moe = m_.moe;
     kernels::launch_activation(h_perm_.get(), a_perm_.get(), L.num_rows, moe.expert_intermediate_size,
                                static_cast<int>(m_.activation), act_limit(), moe.expert_bias ? L.b_gu.get() : nullptr,
@@ -187,8 +214,12 @@ void CudaBackend::phase_activation(Layer& L) {
 }
 
 void CudaBackend::phase_expert_down(Layer& L) {
-    if (gemv_) {
+    if (expert_path_ == ExpertPath::gemv) {
         kernels::launch_expert_gemv(gemv_args(L, false), s());
+        return;
+    }
+    if (expert_path_ == ExpertPath::tiled) {
+        kernels::launch_expert_tiled(tiled_args(L, false), s());
         return;
     }
     ExpertGemmArgs g;

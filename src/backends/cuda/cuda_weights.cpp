@@ -72,10 +72,11 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         throw UnsupportedError(fmt::format(
             "--ep {}: the cuda backend runs on one GPU and does not implement expert-parallel all-to-all; use --ep 1 "
             "(or the sim backend to model expert parallelism)", opt.ep_size));
-    if (opt.expert_gemm != "auto" && opt.expert_gemm != "gemv" && opt.expert_gemm != "grouped" &&
-        opt.expert_gemm != "loop")
-        config_error("--expert-gemm", "unknown expert GEMM variant", opt.expert_gemm, "use auto, gemv, grouped or loop");
-    if (opt.expert_times && (opt.expert_gemm == "gemv" || opt.expert_gemm == "grouped"))
+    if (opt.expert_gemm != "auto" && opt.expert_gemm != "gemv" && opt.expert_gemm != "tiled" &&
+        opt.expert_gemm != "grouped" && opt.expert_gemm != "loop")
+        config_error("--expert-gemm", "unknown expert GEMM variant", opt.expert_gemm,
+                     "use auto, gemv, tiled, grouped or loop");
+    if (opt.expert_times && opt.expert_gemm != "auto" && opt.expert_gemm != "loop")
         config_error("--expert-times", "times each expert's GEMMs, which only the per-expert loop runs apart",
                      "--expert-gemm " + opt.expert_gemm, "use --expert-gemm loop (or auto) with --expert-times");
     MOEBENCH_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
@@ -297,6 +298,7 @@ void CudaBackend::allocate_layer(Layer& L) {
         L.slot_pos.resize(T_ * k_);
         L.dropped.resize(1);
         L.active.resize(E + 1);
+        L.tile_offsets.resize(E + 1);
         L.counts_host.resize(E);
         L.ovr_ids.resize(T_ * k_);
         L.ovr_weights.resize(T_ * k_);
@@ -320,40 +322,44 @@ void CudaBackend::allocate_layer(Layer& L) {
 
 void CudaBackend::choose_expert_kernel() {
     const int64_t E = m_.moe.num_experts, I = m_.moe.expert_intermediate_size;
+    // Both own kernels read rows of 8 bf16 at a time.
     const bool fits = kernels::gemv_supported(H_) && kernels::gemv_supported(I);
+    expert_path_ = ExpertPath::cublas;
     if (E <= 0) {
-        gemv_ = false;
         expert_choice_ = "no MoE layer: no expert GEMMs";
         return;
     }
-    if (opt_.expert_gemm == "gemv") {
+    const std::string& v = opt_.expert_gemm;
+    if (v == "gemv" || v == "tiled") {
         if (!fits)
-            config_error("--expert-gemm", "the gemv kernel reads rows of 8 bf16 at a time", "gemv",
+            config_error("--expert-gemm", "the " + v + " kernel reads rows of 8 bf16 at a time", v,
                          fmt::format("hidden {} and expert intermediate {} must be multiples of 8; use auto, grouped "
                                      "or loop", H_, I));
-        gemv_ = true;
-        gemv_grid_ = kernels::gemv_grid_blocks(num_sms_);
-        expert_choice_ = "forced: --expert-gemm gemv";
+        expert_path_ = v == "gemv" ? ExpertPath::gemv : ExpertPath::tiled;
+        own_grid_ = v == "gemv" ? kernels::gemv_grid_blocks(num_sms_) : kernels::tiled_grid_blocks(num_sms_);
+        expert_choice_ = "forced: --expert-gemm " + v;
         return;
     }
-    if (opt_.expert_gemm != "auto" || opt_.expert_times) {
-        gemv_ = false;
-        expert_choice_ = opt_.expert_times ? "--expert-times: the per-expert loop"
-                                           : "forced: --expert-gemm " + opt_.expert_gemm;
+    if (v != "auto" || opt_.expert_times) {
+        expert_choice_ = opt_.expert_times ? "--expert-times: the per-expert loop" : "forced: --expert-gemm " + v;
         return;
     }
     // auto: rows per expert if the step's assignments spread over as many experts as they can. Up to
     // kGemvMaxRows (two passes of the kernel's 8-row groups) the weights' bytes are the cost and the own kernel
-    // streams them on every SM without a host sync; beyond, tensor-core GEMMs (cuBLAS) win.
+    // streams them on every SM without a host sync; beyond, tensor-core GEMMs (cuBLAS) win. The tiled kernel is
+    // never auto's choice: it is for graphs whose routing changes (simple, so slower than cuBLAS).
     constexpr int64_t kGemvMaxRows = 16;
     const int64_t assignments = T_ * k_;
     const int64_t rows = ceil_div(assignments, std::max<int64_t>(1, std::min(E, assignments)));
-    gemv_ = fits && rows <= kGemvMaxRows;
-    if (gemv_) gemv_grid_ = kernels::gemv_grid_blocks(num_sms_);
+    const bool gemv = fits && rows <= kGemvMaxRows;
+    if (gemv) {
+        expert_path_ = ExpertPath::gemv;
+        own_grid_ = kernels::gemv_grid_blocks(num_sms_);
+    }
     expert_choice_ = fmt::format("auto: {} rows per touched expert ({} assignments over up to {} experts) {} {} -> {}",
-                                 rows, assignments, E, gemv_ ? "<=" : ">", kGemvMaxRows,
-                                 gemv_ ? "gemv" : "cuBLAS (grouped when an expert's GEMM has fewer 128x128 tiles than "
-                                                  "SMs, else the per-expert loop; per step)");
+                                 rows, assignments, E, gemv ? "<=" : ">", kGemvMaxRows,
+                                 gemv ? "gemv" : "cuBLAS (grouped when an expert's GEMM has fewer 128x128 tiles than "
+                                                 "SMs, else the per-expert loop; per step)");
     if (!fits) expert_choice_ += "; gemv needs hidden and intermediate sizes that are multiples of 8";
 }
 
