@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The decode expert kernel: few rows per expert, so the weights' bytes are the cost. Each warp streams one weight row
-// (two for the fused gate/up) once per group of kGemvRows rows with 16-byte loads, the rows of the expert read from
-// L1/L2 beside it; blocks walk (active expert, column block) items from the device-side maps, so the launch needs no
-// host count and the grid covers every SM whatever the routing.
+// The decode expert kernel: few rows per expert, so the weights' bytes are the cost. Each warp streams two weight rows
+// (gate and up of a column, or two down columns) once per group of kGemvRows rows with 16-byte loads, the rows of the
+// expert read from L1/L2 beside it; blocks walk (active expert, column block) items from the device-side maps, so the
+// launch needs no host count and the grid covers every SM whatever the routing.
 #include "kernels/common.cuh"
 
 namespace moebench::kernels {
@@ -108,15 +108,17 @@ __global__ void __launch_bounds__(kGemvWarps * kWarp) expert_gemv_kernel(ExpertG
 bool gemv_supported(int64_t k) { return k > 0 && k % 8 == 0; }
 
 int gemv_grid_blocks(int num_sms) {
-    // As many blocks as stay resident (registers bound it: ~3 of 256 threads per SM); the grid walks the items.
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expert_gemv_kernel<true>, kGemvWarps * kWarp, 0) !=
+    // As many blocks as stay resident (registers bound it), the smaller of the two instantiations; the grid walks the
+    // items from there.
+    int fused = 0, plain = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fused, expert_gemv_kernel<true>, kGemvWarps * kWarp, 0) !=
             cudaSuccess ||
-        per_sm < 1) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&plain, expert_gemv_kernel<false>, kGemvWarps * kWarp, 0) !=
+            cudaSuccess) {
         cudaGetLastError();  // no device to ask: a safe guess
-        per_sm = 2;
+        fused = plain = 2;
     }
-    return std::max(1, num_sms) * per_sm;
+    return std::max(1, num_sms) * std::max(1, std::min(fused, plain));
 }
 
 void launch_expert_gemv(const ExpertGemvArgs& a, cudaStream_t stream) {

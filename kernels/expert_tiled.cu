@@ -136,13 +136,14 @@ void launch_expert_tiled(const ExpertTiledArgs& a, cudaStream_t stream) {
 }
 
 int tiled_grid_blocks(int num_sms) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, expert_tiled_kernel<true>, kThreads, 0) != cudaSuccess ||
-        per_sm < 1) {
+    // The smaller residency of the two instantiations (their register counts differ), so both fill one wave.
+    int fused = 0, plain = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fused, expert_tiled_kernel<true>, kThreads, 0) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&plain, expert_tiled_kernel<false>, kThreads, 0) != cudaSuccess) {
         cudaGetLastError();  // no device to ask: a safe guess
-        per_sm = 2;
+        fused = plain = 2;
     }
-    return std::max(1, num_sms) * per_sm;
+    return std::max(1, num_sms) * std::max(1, std::min(fused, plain));
 }
 
 }  // namespace moebench::kernels

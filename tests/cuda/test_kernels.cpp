@@ -146,6 +146,7 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
         int64_t tokens, tps, pos_base, heads, kv_heads, dk, dv, window;
         bool sinks;
         int64_t chunk, local_chunk;
+        int64_t tile_tokens = 0;  // > 0: a workspace of that many query tokens, so the launch runs in query tiles
     };
     const Case cases[] = {
         {3, 1, 600, 4, 2, 64, 64, 0, false, 256, 0},   // decode: 3 sequences, 601 keys, 3 splits
@@ -155,6 +156,10 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
         {2, 1, 700, 4, 4, 64, 64, 0, false, 64, 256},  // Llama-4 chunked local attention: keys [512, 700]
         {12, 6, 0, 2, 1, 32, 32, 0, false, 4, 4},      // prefill + local chunks of 4 (queries restart per chunk)
         {2, 1, 300, 2, 2, 576, 512, 0, true, 128, 0},  // DeepSeek MLA sizes: dk = 576, dv = 512 (the limits)
+        {2, 1, 300, 16, 1, 576, 512, 0, true, 128, 0}, // MLA as DeepSeek runs it: 8 heads per block on one latent head
+        {3, 1, 600, 8, 2, 64, 64, 0, false, 256, 0},   // GQA groups of 4: 4 heads per block
+        {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0, 2},   // prefill in query tiles of 2 tokens (5 launches)
+        {3, 1, 600, 8, 2, 64, 64, 0, true, 256, 0, 1}, // decode, one query token per launch, 4 heads per block
     };
     for (const Case& cs : cases) {
         kernels::AttentionArgs a;
@@ -187,12 +192,19 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
         a.v = dv.get();
         a.out = out.get();
         a.sinks = cs.sinks ? ds.get() : nullptr;
-        DeviceBuffer<uint8_t> ws(static_cast<int64_t>(kernels::attention_workspace_bytes(a)));
+        if (cs.tile_tokens > 0) {
+            kernels::AttentionArgs one = a;  // one token's workspace: its heads x splits partials
+            one.num_tokens = 1;
+            a.workspace_bytes = cs.tile_tokens * static_cast<int64_t>(kernels::attention_workspace_bytes(one));
+        }
+        DeviceBuffer<uint8_t> ws(a.workspace_bytes > 0 ? a.workspace_bytes
+                                                       : static_cast<int64_t>(kernels::attention_workspace_bytes(a)));
         kernels::launch_attention(a, ws.get(), kStream);
         auto got = download_bf16(out.get(), cs.tokens * cs.heads * cs.dv);
         auto ref = ref_attention(a, q, k, v, cs.sinks ? &sinks : nullptr);
         INFO("case tokens=" << cs.tokens << " tps=" << cs.tps << " window=" << cs.window << " sinks=" << cs.sinks
-                            << " dk=" << cs.dk << " local_chunk=" << cs.local_chunk);
+                            << " dk=" << cs.dk << " local_chunk=" << cs.local_chunk << " heads=" << cs.heads
+                            << " kv_heads=" << cs.kv_heads << " tile_tokens=" << cs.tile_tokens);
         CHECK(rel_l2(got, ref) < 1e-2);
     }
 }

@@ -591,6 +591,22 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
         kernels::launch_expert_gemv(a, kStream);
         const auto got = download_bf16(y.get(), size_t(4 * n_cols));
         CHECK(std::count(got.begin(), got.end(), kSentinel) == 4 * n_cols);
+        // The tiled kernel over an empty tile map: nothing either.
+        REQUIRE(none.host.tiles.back() == 0);
+        kernels::ExpertTiledArgs t;
+        t.x = dx.get();
+        t.w = dw.get();
+        t.y = y.get();
+        t.offsets = none.offsets.get();
+        t.tile_offsets = none.tiles.get();
+        t.num_experts = E;
+        t.n_cols = n_cols;
+        t.k = kk;
+        t.fused_up = true;
+        t.grid_blocks = kernels::tiled_grid_blocks(num_sms());
+        kernels::launch_expert_tiled(t, kStream);
+        const auto got_t = download_bf16(y.get(), size_t(4 * n_cols));
+        CHECK(std::count(got_t.begin(), got_t.end(), kSentinel) == 4 * n_cols);
         // k not a multiple of 8 is refused before any launch.
         a.k = 100;
         CHECK_THROWS_AS(kernels::launch_expert_gemv(a, kStream), moebench::Error);
@@ -674,6 +690,7 @@ TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped, gem
         a.w = w.get();
         DeviceBuffer<bf16> y_loop(N * c.H), y_grouped(N * c.H), y_gemv(N * c.H), y_tiled(N * c.H);
         a.y = y_loop.get();
+        MOEBENCH_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads ran on the legacy stream; cuBLAS on its own
         expert_gemm_loop(h.get(), stream.get(), a, nullptr, nullptr, false);
         PinnedBuffer<const void*> ph(3 * c.E);
         DeviceBuffer<const void*> pd(3 * c.E);

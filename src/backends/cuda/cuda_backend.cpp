@@ -67,7 +67,7 @@ json CudaBackend::describe() const {
                                                      "a causal key range per query (K/V re-read per query tile)",
                                                      attn_chunk_, kernels::kAttnWorkspaceBudgetBytes >> 20)},
                            {"mla", "weight-absorbed (q_nope W_UK, latent cache kv_lora + rope, W_UV after attention); "
-                                   "a block serves 8 heads, so the latent cache is read once per 8 heads"},
+                                   "a block serves up to 8 heads, so the latent cache is read once per block of heads"},
                            {"permute", "tile histogram + one scan + stable warp scatter, O(T k) (moe_core order)"},
                            {"gather_combine", "16-byte loads when hidden % 8 == 0"}};
     d["expert_gemm_sync"] = device_sized() ? "none: the expert kernel reads the expert list, offsets and tile map on "
