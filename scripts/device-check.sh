@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # One-call GPU check (one H200, < 7 minutes including the build): probe, build for sm_90, GPU tests, devices --measure,
 # --check on three families, decode 1/8/64 under --cuda-graph with every expert variant (gemv, grouped, loop) and
-# batch 256, prefill 4096 (grouped, loop, tiled), cold L2, the PyTorch peers, and a summary with the ratios of issue 17.
+# batch 256, prefill 4096 (grouped, loop, tiled), cold L2, the PyTorch peers, a summary with the ratios of issue 17;
+# the reports, configs and logs packed into runs.tar.gz (at most 8 files come back).
 # Usage: scripts/device-check.sh [OUT_DIR]   (default: $OUT when set, else results/device-<UTC date>/)
 # Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 420 s): a step that would
 # not fit is skipped and logged. A failing step is logged (steps.log, logs/<step>.log) and the script goes on.
@@ -303,4 +304,10 @@ PY
 log "done in $(( $(date +%s) - START ))s; results in $OUT_DIR"
 { echo; echo '```'; cat "$STEPS"; echo '```'; } >>"$OUT_DIR/summary.md" 2>/dev/null || true
 cat "$OUT_DIR/logs/summary.log" 2>/dev/null || true
+# At most 8 files come back from the device machine: the reports, run configs and step logs go into one tarball beside
+# summary.md, steps.log, machine.txt, devices.json and torch_peer.json.
+if tar -C "$OUT_DIR" -czf "$OUT_DIR/runs.tar.gz" reports configs logs 2>/dev/null; then
+    rm -rf "$OUT_DIR/reports" "$OUT_DIR/configs" "$OUT_DIR/logs"
+fi
+ls -la "$OUT_DIR"
 exit 0
