@@ -22,7 +22,7 @@ __device__ inline float dot8(const float* a, const float* b) {
 // Each warp streams two weight rows: gate and up of one column (fused), or two adjacent output columns (down), so
 // every x load from L1 serves two rows of weights (with one row the x reads of 8 rows outrun L1 before HBM is busy).
 template <bool kFused>
-__global__ void __launch_bounds__(kGemvWarps * kWarp) expert_gemv_kernel(ExpertGemvArgs a) {
+__global__ void __launch_bounds__(kGemvWarps * kWarp) expert_gemv_kernel(ExpertKernelArgs a) {
     constexpr int kCols = kFused ? 1 : 2;  // output columns per warp
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int64_t num_active = a.active[0];
@@ -121,7 +121,7 @@ int gemv_grid_blocks(int num_sms) {
     return std::max(1, num_sms) * std::max(1, std::min(fused, plain));
 }
 
-void launch_expert_gemv(const ExpertGemvArgs& a, cudaStream_t stream) {
+void launch_expert_gemv(const ExpertKernelArgs& a, cudaStream_t stream) {
     MOEBENCH_CHECK(gemv_supported(a.k), "expert gemv: k = {} is not a multiple of 8", a.k);
     if (a.num_experts <= 0 || a.n_cols <= 0) return;
     const unsigned grid = static_cast<unsigned>(std::max(1, a.grid_blocks));

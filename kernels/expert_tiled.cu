@@ -34,7 +34,7 @@ __device__ inline int expert_of_tile(const int32_t* tile_offsets, int num_expert
 // fused: the tile's 64 weight rows are 32 gate rows (c0 ..) and the 32 up rows (n_cols + c0 ..) of the same
 // columns, and the epilogue writes act(gate, up) for 32 columns; else 64 plain output columns.
 template <bool kFused>
-__global__ void __launch_bounds__(kThreads) expert_tiled_kernel(ExpertTiledArgs a) {
+__global__ void __launch_bounds__(kThreads) expert_tiled_kernel(ExpertKernelArgs a) {
     __shared__ __align__(32) bf16 xs[kBM][kLd];
     __shared__ __align__(32) bf16 ws[kBN][kLd];
     __shared__ __align__(32) float cs[kBM][kBN + 4];
@@ -124,8 +124,9 @@ __global__ void __launch_bounds__(kThreads) expert_tiled_kernel(ExpertTiledArgs 
 
 }  // namespace
 
-void launch_expert_tiled(const ExpertTiledArgs& a, cudaStream_t stream) {
+void launch_expert_tiled(const ExpertKernelArgs& a, cudaStream_t stream) {
     MOEBENCH_CHECK(a.k > 0 && a.k % 8 == 0, "tiled expert GEMM: k = {} is not a multiple of 8", a.k);
+    MOEBENCH_CHECK(a.slot_weights == nullptr, "tiled expert GEMM: slot weights are applied by the combine");
     if (a.num_experts <= 0 || a.n_cols <= 0) return;
     const unsigned grid = static_cast<unsigned>(std::max(1, a.grid_blocks));
     if (a.fused_up)

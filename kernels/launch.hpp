@@ -152,55 +152,41 @@ void launch_combine(const bf16* y_perm, const int32_t* slot_pos, const int32_t* 
 void launch_row_dot(const bf16* x, const bf16* w, float* logit, int64_t num_tokens, int64_t hidden,
                     cudaStream_t stream);
 
-// ---- expert_gemv.cu: the decode expert kernel (few rows per expert) ---------------------------------------------
-/// Expert GEMMs for few rows per expert, bandwidth-bound: every row of an expert against each weight row it streams
-/// (16-byte loads, several in flight), two weight rows per warp (gate and up of a column, or two down columns), a
-/// persistent grid over (active expert, column block) read on the device (PermuteMaps::active, offsets): no host
-/// count, so a CUDA graph replays any routing.
+// ---- expert_gemv.cu / expert_tiled.cu: moebench's own expert GEMMs (sizes read on the device) ---------------------
+/// The products both kernels compute, over the device-side maps of launch_permute_index (no host count, so a CUDA
+/// graph replays any routing):
 /// fused_up: a[r, c] = act(x_r . Wg_c + bg, x_r . Wu_c + bu) for c < n_cols, W_e = w + e * 2 n_cols * k = [gate; up]
 ///           (the family's activation fused; bias [E, 2 n_cols] optional).
 /// down:     y[r, c] = s_r * (x_r . Wd_c) for c < n_cols, W_e = w + e * n_cols * k; s_r = slot_weights[perm_slot[r]]
-///           when slot_weights is non-null (the combine weight applied here), else 1.
+///           when slot_weights is non-null (the combine weight applied here; gemv only), else 1.
 /// Rows of x and y are contiguous (ld = k and n_cols); k must be a multiple of 8 (gemv_supported).
-struct ExpertGemvArgs {
-    const bf16* x = nullptr;
-    const bf16* w = nullptr;
-    bf16* y = nullptr;
-    const int32_t* offsets = nullptr;  // [E+1], device
-    const int32_t* active = nullptr;   // [E+1], device
-    int64_t num_experts = 0, n_cols = 0, k = 0;
-    bool fused_up = false;
-    int act = 0;
-    float limit = 0.0f;
-    const bf16* bias = nullptr;          // fused_up only
-    const float* slot_weights = nullptr;  // down only
-    const int32_t* perm_slot = nullptr;   // down only, with slot_weights
-    int grid_blocks = 0;                  // persistent grid (SM count x resident blocks per SM)
-};
-bool gemv_supported(int64_t k);
-/// Blocks the persistent grid should have on a GPU with `num_sms` SMs (the resident blocks per SM, asked of the
-/// current device).
-int gemv_grid_blocks(int num_sms);
-void launch_expert_gemv(const ExpertGemvArgs& a, cudaStream_t stream);
-
-// ---- expert_tiled.cu: the tiled expert GEMM (any rows per expert, sizes on the device) -----------------------------
-/// Tensor-core expert GEMMs over the tile map (PermuteMaps::tile_offsets, kExpertTileRows rows of one expert per
-/// tile): the same products as launch_expert_gemv (fused_up: gate/up with the activation; else down), for any
-/// number of rows per expert, with no host count. Rows of x and y contiguous; k a multiple of 8.
-struct ExpertTiledArgs {
+struct ExpertKernelArgs {
     const bf16* x = nullptr;
     const bf16* w = nullptr;
     bf16* y = nullptr;
     const int32_t* offsets = nullptr;       // [E+1], device
-    const int32_t* tile_offsets = nullptr;  // [E+1], device
+    const int32_t* active = nullptr;        // [E+1], device: what the gemv kernel walks
+    const int32_t* tile_offsets = nullptr;  // [E+1], device: what the tiled kernel walks
     int64_t num_experts = 0, n_cols = 0, k = 0;
     bool fused_up = false;
     int act = 0;
     float limit = 0.0f;
-    const bf16* bias = nullptr;  // fused_up only, [E, 2 n_cols]
-    int grid_blocks = 0;         // persistent grid (tiled_grid_blocks)
+    const bf16* bias = nullptr;           // fused_up only
+    const float* slot_weights = nullptr;  // down only, gemv only
+    const int32_t* perm_slot = nullptr;   // down only, with slot_weights
+    int grid_blocks = 0;                  // persistent grid (gemv_grid_blocks / tiled_grid_blocks)
 };
-void launch_expert_tiled(const ExpertTiledArgs& a, cudaStream_t stream);
+bool gemv_supported(int64_t k);
+/// The decode kernel, for few rows per expert (bandwidth-bound): every row of an expert against each weight row it
+/// streams (16-byte loads, several in flight), two weight rows per warp (gate and up of a column, or two down
+/// columns), a persistent grid over (active expert, column block).
+void launch_expert_gemv(const ExpertKernelArgs& a, cudaStream_t stream);
+/// The tiled kernel, for any rows per expert: tensor cores over the tile map (kExpertTileRows rows of one expert per
+/// tile). No slot weights.
+void launch_expert_tiled(const ExpertKernelArgs& a, cudaStream_t stream);
+/// Blocks each kernel's persistent grid should have on a GPU with `num_sms` SMs (the resident blocks per SM, asked of
+/// the current device).
+int gemv_grid_blocks(int num_sms);
 int tiled_grid_blocks(int num_sms);
 
 // ---- measure.cu: device ceilings for `moebench devices --measure` --------------------------------------------------

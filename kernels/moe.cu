@@ -130,11 +130,10 @@ __global__ void __launch_bounds__(kTopkWarps * kWarp)
         warp_softmax(row, E, scores);
         warp_topk(scores, nullptr, E, soft_topn, chosen_s, chosen_i);
         if (lane == 0) {
-            float sum = 0.0f;
-            for (int j = 0; j < soft_topn; ++j) sum += chosen_s[j];
+            core::soft_topn_weights(chosen_s, soft_topn);
             for (int j = 0; j < soft_topn; ++j) {
                 ids[t * soft_topn + j] = chosen_i[j];
-                weights[t * soft_topn + j] = chosen_s[j] / sum;
+                weights[t * soft_topn + j] = chosen_s[j];
             }
         }
         return;
@@ -332,10 +331,10 @@ __global__ void gather_rows_kernel(const bf16* x, const int32_t* perm_slot, cons
         const int64_t t = slot / k;
         const bf16* src = x + t * hidden;
         bf16* dst = x_perm + r * hidden;
+        const float w = scale_by_weight ? weights[slot] : 1.0f;
         if (hidden % 8 == 0) {
             const uint4* s4 = reinterpret_cast<const uint4*>(src);
             uint4* d4 = reinterpret_cast<uint4*>(dst);
-            const float w = scale_by_weight ? weights[slot] : 1.0f;
             for (int64_t c = threadIdx.x; c < hidden / 8; c += blockDim.x) {
                 if (!scale_by_weight) {
                     d4[c] = s4[c];
@@ -347,7 +346,6 @@ __global__ void gather_rows_kernel(const bf16* x, const int32_t* perm_slot, cons
                 }
             }
         } else {
-            const float w = scale_by_weight ? weights[slot] : 1.0f;
             for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
                 dst[c] = scale_by_weight ? to_bf(to_f(src[c]) * w) : src[c];
         }

@@ -261,13 +261,18 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
 
 /// Soft top-N (the seeds' option): softmax over all E experts, keep the N most probable, renormalise over the N.
 /// scratch: E floats.
+/// Soft top-N's weights once the N are chosen (weights[j] = their probabilities): renormalised over the N.
+MOEBENCH_HD inline void soft_topn_weights(float* weights, int n) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += weights[j];
+    for (int j = 0; j < n; ++j) weights[j] /= sum;
+}
+
 MOEBENCH_HD inline void soft_topn_row(const float* logits, int num_experts, int n, float* scratch, int* ids,
                                       float* weights) {
     softmax_row(logits, num_experts, scratch);
     topk_row(scratch, num_experts, n, nullptr, weights, ids);
-    float sum = 0.0f;
-    for (int j = 0; j < n; ++j) sum += weights[j];
-    for (int j = 0; j < n; ++j) weights[j] /= sum;
+    soft_topn_weights(weights, n);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

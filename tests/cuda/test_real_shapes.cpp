@@ -276,14 +276,15 @@ struct DeviceMaps {
           perm_slot(upload(host.perm_slot.empty() ? std::vector<int32_t>{0} : host.perm_slot)) {}
 };
 
-/// The gemv kernel's arguments over the maps m (y and the per-direction fields left to the caller).
-kernels::ExpertGemvArgs gemv_args(const DeviceMaps& m, const bf16* x, const bf16* w, int64_t E, int64_t n_cols,
-                                  int64_t k) {
-    kernels::ExpertGemvArgs a;
+/// The own expert kernels' arguments over the maps m (y and the per-direction fields left to the caller).
+kernels::ExpertKernelArgs kernel_args(const DeviceMaps& m, const bf16* x, const bf16* w, int64_t E, int64_t n_cols,
+                                      int64_t k) {
+    kernels::ExpertKernelArgs a;
     a.x = x;
     a.w = w;
     a.offsets = m.offsets.get();
     a.active = m.active.get();
+    a.tile_offsets = m.tiles.get();
     a.num_experts = E;
     a.n_cols = n_cols;
     a.k = k;
@@ -350,9 +351,9 @@ constexpr float kSentinel = -321.0f;  // exact in bf16; rows past N must keep it
 
 /// Runs the launch into y = [N + 2, n_cols] pre-filled with the sentinel; checks rows < N against ref (relative L2
 /// over all and per row < 1e-2) and that the two rows past N are untouched. Without slot weights (which only the gemv
-/// kernel applies) the tiled kernel runs the same product over the tile map `tiles` and is checked the same way.
-void run_and_check(const std::string& what, kernels::ExpertGemvArgs a, int64_t N, const std::vector<float>& ref,
-                   const std::vector<int>& grids, const int32_t* tiles) {
+/// kernel applies) the tiled kernel runs the same product over the tile map and is checked the same way.
+void run_and_check(const std::string& what, const kernels::ExpertKernelArgs& a, int64_t N,
+                   const std::vector<float>& ref, const std::vector<int>& grids) {
     const int64_t n = a.n_cols;
     auto check = [&](const std::string& kernel, int grid, const std::function<void(bf16*)>& launch) {
         INFO(what << ", " << kernel << ", grid " << grid << " blocks");
@@ -376,32 +377,17 @@ void run_and_check(const std::string& what, kernels::ExpertGemvArgs a, int64_t N
         CHECK(worst < 1e-2);
         CHECK(std::count(got.begin() + N * n, got.end(), kSentinel) == 2 * n);
     };
-    for (int grid : grids)
-        check("gemv", grid, [&](bf16* y) {
-            kernels::ExpertGemvArgs g = a;
+    auto run = [&](bool tiled, int grid) {
+        return [&, tiled, grid](bf16* y) {
+            kernels::ExpertKernelArgs g = a;
             g.y = y;
             g.grid_blocks = grid;
-            kernels::launch_expert_gemv(g, kStream);
-        });
+            tiled ? kernels::launch_expert_tiled(g, kStream) : kernels::launch_expert_gemv(g, kStream);
+        };
+    };
+    for (int grid : grids) check("gemv", grid, run(false, grid));
     if (a.slot_weights) return;
-    for (int grid : {kernels::tiled_grid_blocks(num_sms()), 1, 5})
-        check("tiled", grid, [&](bf16* y) {
-            kernels::ExpertTiledArgs t;
-            t.x = a.x;
-            t.w = a.w;
-            t.y = y;
-            t.offsets = a.offsets;
-            t.tile_offsets = tiles;
-            t.num_experts = a.num_experts;
-            t.n_cols = a.n_cols;
-            t.k = a.k;
-            t.fused_up = a.fused_up;
-            t.act = a.act;
-            t.limit = a.limit;
-            t.bias = a.bias;
-            t.grid_blocks = grid;
-            kernels::launch_expert_tiled(t, kStream);
-        });
+    for (int grid : {kernels::tiled_grid_blocks(num_sms()), 1, 5}) check("tiled", grid, run(true, grid));
 }
 
 /// Fused gate/up: a[r, c] = act(x_r . Wg_c (+ bg), x_r . Wu_c (+ bu)), W = dw [E, 2 n_cols, k]; swiglu and geglu
@@ -431,12 +417,12 @@ void check_fused(const std::string& name, const DeviceMaps& m, int64_t E, int64_
                 }
                 ref[r * n_cols + c] = float(ref_act(act, g, u, limit));
             }
-        kernels::ExpertGemvArgs a = gemv_args(m, dx.get(), dw, E, n_cols, k);
+        kernels::ExpertKernelArgs a = kernel_args(m, dx.get(), dw, E, n_cols, k);
         a.fused_up = true;
         a.act = act;
         a.limit = limit;
         a.bias = with_bias ? db.get() : nullptr;
-        run_and_check(name + ": fused gate/up, act " + std::to_string(act), a, N, ref, grids, m.tiles.get());
+        run_and_check(name + ": fused gate/up, act " + std::to_string(act), a, N, ref, grids);
     }
 }
 
@@ -454,10 +440,10 @@ void check_down(const std::string& name, const DeviceMaps& m, int64_t E, int64_t
         for (int64_t r = 0; r < N; ++r)
             for (int64_t c = 0; c < n_cols; ++c)
                 ref[r * n_cols + c] = float((weighted ? double(sw[m.host.perm_slot[r]]) : 1.0) * D[r * n_cols + c]);
-        kernels::ExpertGemvArgs a = gemv_args(m, dx.get(), dw, E, n_cols, k);
+        kernels::ExpertKernelArgs a = kernel_args(m, dx.get(), dw, E, n_cols, k);
         a.slot_weights = weighted ? dsw.get() : nullptr;
         a.perm_slot = weighted ? m.perm_slot.get() : nullptr;
-        run_and_check(name + (weighted ? ": down, slot weights" : ": down"), a, N, ref, grids, m.tiles.get());
+        run_and_check(name + (weighted ? ": down, slot weights" : ": down"), a, N, ref, grids);
     }
 }
 
@@ -577,15 +563,8 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
         auto dw = upload_bf16(random_vec(size_t(E * 2 * n_cols * kk), 900));
         auto dx = upload_bf16(random_vec(size_t(4 * kk), 901));
         auto y = upload_bf16(std::vector<float>(size_t(4 * n_cols), kSentinel));
-        kernels::ExpertGemvArgs a;
-        a.x = dx.get();
-        a.w = dw.get();
+        kernels::ExpertKernelArgs a = kernel_args(none, dx.get(), dw.get(), E, n_cols, kk);
         a.y = y.get();
-        a.offsets = none.offsets.get();
-        a.active = none.active.get();
-        a.num_experts = E;
-        a.n_cols = n_cols;
-        a.k = kk;
         a.fused_up = true;
         a.grid_blocks = kernels::gemv_grid_blocks(num_sms());
         kernels::launch_expert_gemv(a, kStream);
@@ -593,16 +572,7 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
         CHECK(std::count(got.begin(), got.end(), kSentinel) == 4 * n_cols);
         // The tiled kernel over an empty tile map: nothing either.
         REQUIRE(none.host.tiles.back() == 0);
-        kernels::ExpertTiledArgs t;
-        t.x = dx.get();
-        t.w = dw.get();
-        t.y = y.get();
-        t.offsets = none.offsets.get();
-        t.tile_offsets = none.tiles.get();
-        t.num_experts = E;
-        t.n_cols = n_cols;
-        t.k = kk;
-        t.fused_up = true;
+        kernels::ExpertKernelArgs t = a;
         t.grid_blocks = kernels::tiled_grid_blocks(num_sms());
         kernels::launch_expert_tiled(t, kStream);
         const auto got_t = download_bf16(y.get(), size_t(4 * n_cols));
@@ -697,19 +667,12 @@ TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped, gem
         a.y = y_grouped.get();
         expert_gemm_grouped(h.get(), stream.get(), a, ph.get(), pd.get());
         MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-        kernels::ExpertGemvArgs v = gemv_args(m, dx.get(), w.get(), c.E, c.H, c.I);
+        kernels::ExpertKernelArgs v = kernel_args(m, dx.get(), w.get(), c.E, c.H, c.I);
         v.y = y_gemv.get();
         v.grid_blocks = kernels::gemv_grid_blocks(num_sms());
         kernels::launch_expert_gemv(v, kStream);
-        kernels::ExpertTiledArgs t;
-        t.x = dx.get();
-        t.w = w.get();
+        kernels::ExpertKernelArgs t = v;
         t.y = y_tiled.get();
-        t.offsets = m.offsets.get();
-        t.tile_offsets = m.tiles.get();
-        t.num_experts = c.E;
-        t.n_cols = c.H;
-        t.k = c.I;
         t.grid_blocks = kernels::tiled_grid_blocks(num_sms());
         kernels::launch_expert_tiled(t, kStream);
         CHECK(rel_l2(download_bf16(y_tiled.get(), size_t(N * c.H)), ref) < 1e-2);

@@ -130,11 +130,15 @@ json CudaBackend::device_conditions(const json& before, const json& after, int64
 // Step, marks, graph.
 // ---------------------------------------------------------------------------------------------------------------------
 
+void CudaBackend::reset_hidden() {
+    MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(hidden_.get(), x0_.get(), x0_.bytes(), cudaMemcpyDeviceToDevice, s()));
+}
+
 void CudaBackend::begin_step() {
     num_marks_ = 0;
     // Steps are independent and identical (as on the CPU): each starts from the embedded tokens, also when the plan
     // has no embed phase. Outside the marks and outside any capture.
-    MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(hidden_.get(), x0_.get(), x0_.bytes(), cudaMemcpyDeviceToDevice, s()));
+    reset_hidden();
     // Cold L2: read a buffer of twice the L2 size, so the lines the last step left (weights, activations) are evicted
     // by clean ones (a memset would leave dirty lines that the step then pays to write back).
     if (opt_.cold_l2 && l2_flush_.size() > 0)
@@ -281,11 +285,11 @@ void CudaBackend::measure_event_overhead() {
     if (!plain_exec_) return;
     // Pairs from the same input (hidden_ reset before each launch): the graph without phase events, then with them.
     for (int64_t i = 0; i < kPlainGraphRuns; ++i) {
-        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(hidden_.get(), x0_.get(), x0_.bytes(), cudaMemcpyDeviceToDevice, s()));
+        reset_hidden();
         MOEBENCH_CUDA_CHECK(cudaEventRecord(plain_start_.get(), s()));
         MOEBENCH_CUDA_CHECK(cudaGraphLaunch(plain_exec_, s()));
         MOEBENCH_CUDA_CHECK(cudaEventRecord(plain_stop_.get(), s()));
-        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(hidden_.get(), x0_.get(), x0_.bytes(), cudaMemcpyDeviceToDevice, s()));
+        reset_hidden();
         MOEBENCH_CUDA_CHECK(cudaEventRecord(graph_start_.get(), s()));
         MOEBENCH_CUDA_CHECK(cudaGraphLaunch(graph_exec_, s()));
         MOEBENCH_CUDA_CHECK(cudaEventRecord(graph_stop_.get(), s()));
@@ -298,7 +302,7 @@ void CudaBackend::measure_event_overhead() {
         paired_replay_us_sum_ += with_ms * 1e3;
     }
     // The step itself starts from the embedded tokens again.
-    MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(hidden_.get(), x0_.get(), x0_.bytes(), cudaMemcpyDeviceToDevice, s()));
+    reset_hidden();
 }
 
 void CudaBackend::run_phase(Phase phase, int64_t layer_slot) {

@@ -131,6 +131,8 @@ private:
     /// Ends a stream capture that an error interrupted, so that the stream is usable (and destructible) again.
     void abort_capture() noexcept;
     void run_phase_eager(Phase phase, int64_t layer_slot);
+    /// hidden_ = x0_: every step (and every replay that measures the event overhead) starts from the embedded tokens.
+    void reset_hidden();
     /// The MoE block's tensors with every expert (routed_only = false) or only those routed this step.
     std::vector<NamedTensor> block_tensors(int64_t layer_slot, bool routed_only) const;
     /// After the step graph is instantiated: the same phases captured again without the mark events (the
@@ -171,8 +173,8 @@ private:
     bool use_grouped(const Layer& L) const;
     bool run_expert_gemms(Layer& L, ExpertGemmArgs g, PinnedBuffer<const void*>& ptr_host,
                           DeviceBuffer<const void*>& ptr_dev, std::vector<CudaEvent>& events, std::vector<int>& experts);
-    kernels::ExpertGemvArgs gemv_args(const Layer& L, bool up) const;
-    kernels::ExpertTiledArgs tiled_args(const Layer& L, bool up) const;
+    /// The own expert kernels' operands for expert_up (fused gate/up) or expert_down of L.
+    kernels::ExpertKernelArgs expert_args(const Layer& L, bool up) const;
     /// The expert kernel for this run (prepare): one of moebench's own, which read the sizes on the device (the step
     /// never waits for the host), or cuBLAS (loop or grouped, per step by tiles against SMs; the counts go to the host).
     void choose_expert_kernel();

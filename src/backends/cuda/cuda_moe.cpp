@@ -66,7 +66,7 @@ void CudaBackend::phase_permute(Layer& L) {
     maps.slot_pos = L.slot_pos.get();
     maps.dropped = L.dropped.get();
     maps.active = L.active.get();
-    maps.tile_offsets = L.tile_offsets.size() > 0 ? L.tile_offsets.get() : nullptr;
+    maps.tile_offsets = L.tile_offsets.get();
     kernels::launch_permute_index(L.ids.get(), L.weights.get(), T_, k_, E, cap, maps, perm_ws_.get(), s());
     if (!device_sized()) {
         // cuBLAS takes GEMM sizes on the host: bring the counts back (the structural sync of the cuBLAS variants).
@@ -133,11 +133,12 @@ bool CudaBackend::run_expert_gemms(Layer& L, ExpertGemmArgs g, PinnedBuffer<cons
     return grouped;
 }
 
-kernels::ExpertGemvArgs CudaBackend::gemv_args(const Layer& L, bool up) const {
-    kernels::ExpertGemvArgs a;
+kernels::ExpertKernelArgs CudaBackend::expert_args(const Layer& L, bool up) const {
+    kernels::ExpertKernelArgs a;
     const int64_t I = m_.moe.expert_intermediate_size;
     a.offsets = L.offsets.get();
     a.active = L.active.get();
+    a.tile_offsets = L.tile_offsets.get();
     a.num_experts = m_.moe.num_experts;
     a.grid_blocks = own_grid_;
     if (up) {
@@ -161,35 +162,15 @@ kernels::ExpertGemvArgs CudaBackend::gemv_args(const Layer& L, bool up) const {
     return a;
 }
 
-kernels::ExpertTiledArgs CudaBackend::tiled_args(const Layer& L, bool up) const {
-    // The same operands as the gemv kernel's, walked by the tile map instead of the expert list.
-    const kernels::ExpertGemvArgs g = gemv_args(L, up);
-    kernels::ExpertTiledArgs a;
-    a.x = g.x;
-    a.w = g.w;
-    a.y = g.y;
-    a.offsets = L.offsets.get();
-    a.tile_offsets = L.tile_offsets.get();
-    a.num_experts = g.num_experts;
-    a.n_cols = g.n_cols;
-    a.k = g.k;
-    a.fused_up = g.fused_up;
-    a.act = g.act;
-    a.limit = g.limit;
-    a.bias = g.bias;
-    a.grid_blocks = own_grid_;
-    return a;
-}
-
 void CudaBackend::phase_expert_up(Layer& L) {
     if (expert_path_ == ExpertPath::gemv) {
-        kernels::launch_expert_gemv(gemv_args(L, true), s());
+        kernels::launch_expert_gemv(expert_args(L, true), s());
         expert_variant_ = "gemv (own decode kernel: device-side expert list and offsets, activation fused into "
                           "expert_up, no host sync)";
         return;
     }
     if (expert_path_ == ExpertPath::tiled) {
-        kernels::launch_expert_tiled(tiled_args(L, true), s());
+        kernels::launch_expert_tiled(expert_args(L, true), s());
         expert_variant_ = "tiled (own tensor-core kernel over the device-side tile map of 64-row tiles, activation "
                           "fused into expert_up, no host sync)";
         return;
@@ -215,11 +196,11 @@ void CudaBackend::phase_activation(Layer& L) {
 
 void CudaBackend::phase_expert_down(Layer& L) {
     if (expert_path_ == ExpertPath::gemv) {
-        kernels::launch_expert_gemv(gemv_args(L, false), s());
+        kernels::launch_expert_gemv(expert_args(L, false), s());
         return;
     }
     if (expert_path_ == ExpertPath::tiled) {
-        kernels::launch_expert_tiled(tiled_args(L, false), s());
+        kernels::launch_expert_tiled(expert_args(L, false), s());
         return;
     }
     ExpertGemmArgs g;

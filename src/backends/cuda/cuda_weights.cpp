@@ -93,6 +93,9 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         throw UnsupportedError(fmt::format("{} experts: the cuda permutation takes at most {}", m_.moe.num_experts,
                                            kernels::permute_max_experts()));
     choose_expert_kernel();
+    // The own kernels' persistent grids, asked of the device once.
+    if (expert_path_ == ExpertPath::gemv) own_grid_ = kernels::gemv_grid_blocks(num_sms_);
+    if (expert_path_ == ExpertPath::tiled) own_grid_ = kernels::tiled_grid_blocks(num_sms_);
     if (a.kind == AttentionKind::mla) {
         const int64_t qhd = a.qk_nope_head_dim + a.qk_rope_head_dim;
         qkv_width_ = a.num_heads * qhd;
@@ -336,7 +339,6 @@ void CudaBackend::choose_expert_kernel() {
                          fmt::format("hidden {} and expert intermediate {} must be multiples of 8; use auto, grouped "
                                      "or loop", H_, I));
         expert_path_ = v == "gemv" ? ExpertPath::gemv : ExpertPath::tiled;
-        own_grid_ = v == "gemv" ? kernels::gemv_grid_blocks(num_sms_) : kernels::tiled_grid_blocks(num_sms_);
         expert_choice_ = "forced: --expert-gemm " + v;
         return;
     }
@@ -352,10 +354,7 @@ void CudaBackend::choose_expert_kernel() {
     const int64_t assignments = T_ * k_;
     const int64_t rows = ceil_div(assignments, std::max<int64_t>(1, std::min(E, assignments)));
     const bool gemv = fits && rows <= kGemvMaxRows;
-    if (gemv) {
-        expert_path_ = ExpertPath::gemv;
-        own_grid_ = kernels::gemv_grid_blocks(num_sms_);
-    }
+    if (gemv) expert_path_ = ExpertPath::gemv;
     expert_choice_ = fmt::format("auto: {} rows per touched expert ({} assignments over up to {} experts) {} {} -> {}",
                                  rows, assignments, E, gemv ? "<=" : ">", kGemvMaxRows,
                                  gemv ? "gemv" : "cuBLAS (grouped when an expert's GEMM has fewer 128x128 tiles than "
