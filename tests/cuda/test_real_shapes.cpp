@@ -468,6 +468,19 @@ void check_expert_layer(const std::string& name, int64_t E, int64_t H, int64_t I
     }
 }
 
+/// Both products at a small shape with host-made weights (uniform in +-sqrt(3 / k)); seeds from seed_base + k.
+void check_small_shape(const std::string& name, const DeviceMaps& m, int64_t E, int64_t n_cols, int64_t k,
+                       int64_t num_slots, uint32_t seed_base, const std::vector<int>& grids) {
+    const float scale = std::sqrt(3.0f / float(k));
+    const uint32_t s = seed_base + uint32_t(k);
+    const auto wf = random_vec(size_t(E * 2 * n_cols * k), s, -scale, scale);
+    auto dwf = upload_bf16(wf);
+    check_fused(name, m, E, n_cols, k, dwf.get(), host_rows(wf, 2 * n_cols, k), s + 100, grids);
+    const auto wd = random_vec(size_t(E * n_cols * k), s + 200, -scale, scale);
+    auto dwd = upload_bf16(wd);
+    check_down(name, m, E, n_cols, k, dwd.get(), host_rows(wd, n_cols, k), num_slots, s + 300, grids);
+}
+
 }  // namespace
 
 TEST_CASE("expert gemv at Mixtral-8x7B expert shapes (H 4096, I 14336, E 8) matches a double reference",
@@ -542,18 +555,9 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
     };
     // k = 72: lanes 9..31 idle; k = 520 and 1032: full 512-wide steps, then a tail on lane 0; n_cols not a multiple
     // of the 8 columns a block takes: a partial last column block.
-    for (Shape s : {Shape{20, 72}, Shape{13, 520}, Shape{33, 1032}}) {
-        const std::string name = "n_cols " + std::to_string(s.n_cols) + ", k " + std::to_string(s.k);
-        const float scale = std::sqrt(3.0f / float(s.k));
-        const auto wf = random_vec(size_t(E * 2 * s.n_cols * s.k), 500 + uint32_t(s.k), -scale, scale);
-        auto dwf = upload_bf16(wf);
-        check_fused(name, m, E, s.n_cols, s.k, dwf.get(), host_rows(wf, 2 * s.n_cols, s.k), 600 + uint32_t(s.k),
-                    grids);
-        const auto wd = random_vec(size_t(E * s.n_cols * s.k), 700 + uint32_t(s.k), -scale, scale);
-        auto dwd = upload_bf16(wd);
-        check_down(name, m, E, s.n_cols, s.k, dwd.get(), host_rows(wd, s.n_cols, s.k), T * k, 800 + uint32_t(s.k),
-                   grids);
-    }
+    for (Shape s : {Shape{20, 72}, Shape{13, 520}, Shape{33, 1032}})
+        check_small_shape("n_cols " + std::to_string(s.n_cols) + ", k " + std::to_string(s.k), m, E, s.n_cols, s.k,
+                          T * k, 500, grids);
 
     // No expert has rows (every assignment dropped): nothing is written.
     {
@@ -601,18 +605,9 @@ TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial 
         int64_t n_cols, k;
     };
     // k = 72: a 32-wide stage and a partial one (8 of 32); n_cols 40: a partial column tile (32 fused, 64 down).
-    for (Shape sh : {Shape{40, 72}, Shape{96, 200}}) {
-        const std::string name = "tiled, n_cols " + std::to_string(sh.n_cols) + ", k " + std::to_string(sh.k);
-        const float scale = std::sqrt(3.0f / float(sh.k));
-        const auto wf = random_vec(size_t(E * 2 * sh.n_cols * sh.k), 1500 + uint32_t(sh.k), -scale, scale);
-        auto dwf = upload_bf16(wf);
-        check_fused(name, m, E, sh.n_cols, sh.k, dwf.get(), host_rows(wf, 2 * sh.n_cols, sh.k), 1600 + uint32_t(sh.k),
-                    grids);
-        const auto wd = random_vec(size_t(E * sh.n_cols * sh.k), 1700 + uint32_t(sh.k), -scale, scale);
-        auto dwd = upload_bf16(wd);
-        check_down(name, m, E, sh.n_cols, sh.k, dwd.get(), host_rows(wd, sh.n_cols, sh.k), T * k,
-                   1800 + uint32_t(sh.k), grids);
-    }
+    for (Shape sh : {Shape{40, 72}, Shape{96, 200}})
+        check_small_shape("tiled, n_cols " + std::to_string(sh.n_cols) + ", k " + std::to_string(sh.k), m, E,
+                          sh.n_cols, sh.k, T * k, 1500, grids);
 }
 
 TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped, gemv and tiled equal a double reference",
