@@ -16,7 +16,7 @@ namespace {
 // ---- top-k ------------------------------------------------------------------------------------------------------
 // One thread per token: the row semantics are moe_core's route_row / soft_topn_row, run verbatim, so the CPU and
 // the GPU choose the same experts by construction (same code, same tie-break). Per-token scratch lives in global
-// memory (E up to 384 does not fit in registers). Steps: 1) biased logits into scratch; 2) route; 3) write ids/weights.
+// memory (beyond the warp kernel's limits: E > 512, k > 16 or more than 64 groups). Steps: 1) biased logits into scratch; 2) route; 3) write ids/weights.
 __global__ void topk_thread_kernel(const float* logits, const float* bias, const float* correction,
                                    core::RouteParams p, int soft_topn, int64_t num_tokens, int32_t* ids,
                                    float* weights, float* scratch, int64_t scratch_per_token) {

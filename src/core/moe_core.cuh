@@ -14,9 +14,14 @@ namespace moebench {
 namespace core {
 
 // ---------------------------------------------------------------------------------------------------------------
-// Tie-break rule, stated once: the higher score wins; on equal scores the lower expert id wins.
+// Tie-break rule, stated once: the higher score wins; on equal scores the lower expert id wins. A NaN score ranks
+// as -inf, so the order stays strict and total (a warp's argmax and the host's insertion then agree on NaN rows).
 // ---------------------------------------------------------------------------------------------------------------
-MOEBENCH_HD inline bool topk_better(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
+MOEBENCH_HD inline bool topk_better(float a, int ia, float b, int ib) {
+    if (a != a) a = -INFINITY;
+    if (b != b) b = -INFINITY;
+    return a > b || (a == b && ia < ib);
+}
 
 /// Inserts (score, id) into best_scores/best_ids, kept sorted best-first by topk_better; `count` is the number
 /// held so far (<= k) and is updated. A candidate worse than all k held ones is ignored.

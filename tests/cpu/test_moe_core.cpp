@@ -19,6 +19,14 @@ TEST_CASE("tie-break: higher score wins, equal scores go to the lower id", "[moe
     CHECK(topk_better(1.0f, 2, 1.0f, 3));
     CHECK_FALSE(topk_better(1.0f, 3, 1.0f, 2));
     CHECK_FALSE(topk_better(1.0f, 3, 1.0f, 3));
+    // NaN ranks as -inf: below every number, tied with -inf (lower id first), so the order stays total.
+    const float nan = std::nanf("");
+    CHECK(topk_better(-1e30f, 7, nan, 0));
+    CHECK_FALSE(topk_better(nan, 0, -1e30f, 7));
+    CHECK(topk_better(nan, 1, nan, 2));
+    CHECK_FALSE(topk_better(nan, 2, nan, 1));
+    CHECK(topk_better(-INFINITY, 1, nan, 2));
+    CHECK(topk_better(nan, 1, -INFINITY, 2));
 }
 
 TEST_CASE("topk_row equals a stable sort by (score desc, id asc)", "[moe_core]") {

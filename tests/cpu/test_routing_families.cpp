@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <vector>
 
 using namespace moebench::core;
@@ -137,4 +138,32 @@ TEST_CASE("soft top-N: softmax over all experts, the N most probable, renormalis
     CHECK(w[0] == Approx(0.6652410f).epsilon(1e-5));
     CHECK(w[1] == Approx(0.2447285f).epsilon(1e-5));
     CHECK(w[2] == Approx(0.0900306f).epsilon(1e-5));
+}
+
+TEST_CASE("NaN router logits rank last: every kind returns k distinct ids in range", "[routing]") {
+    // A NaN logit (a broken checkpoint, an overflow upstream) must not produce id -1 or an out-of-range read: the
+    // GPU's warp argmax relies on the same total order (moe_core topk_better).
+    const float nan = std::nanf("");
+    for (int kind = 0; kind <= 5; ++kind) {
+        const int k = kind == kRouteTopkSigmoid ? 1 : 2;
+        RouteParams p = params(kind, 8, k);
+        if (kind == kRouteSigmoidGroupTopk || kind == kRouteSoftmaxGroupGreedy) {  // 4 groups of 2, the best 2
+            p.num_groups = 4;
+            p.topk_groups = 2;
+        }
+        for (const std::vector<float>& logits :
+             {std::vector<float>(8, nan), std::vector<float>{nan, 0.5f, nan, 2.0f, -1.0f, nan, 0.25f, nan}}) {
+            const Routed r = route(p, logits);
+            INFO("kind " << kind);
+            for (int j = 0; j < k; ++j) {
+                CHECK(r.ids[j] >= 0);
+                CHECK(r.ids[j] < 8);
+                for (int i = 0; i < j; ++i) CHECK(r.ids[i] != r.ids[j]);
+            }
+            // Kinds that rank raw logits: the largest finite one wins (a softmax over all first makes every score
+            // NaN, and then the lowest ids win).
+            const bool ranks_logits = kind == kRouteTopkSoftmax || kind == kRouteTopkSigmoid || kind == kRouteSparsemixer;
+            if (logits[1] == 0.5f && ranks_logits) CHECK(r.ids[0] == 3);
+        }
+    }
 }
