@@ -3,6 +3,7 @@
 // per-chunk partial softmax, then a merge) used for decode and, with a causal key range per query, for prefill. The
 // heads that share a kv head (a GQA group; all heads of MLA's latent cache) share a block, which reads each cached
 // row once for them.
+#include "kernels/attention_range.cuh"
 #include "kernels/common.cuh"
 
 #include <cmath>
@@ -65,21 +66,13 @@ __device__ inline float block_max(float v, float* shm) {
     return warp_max(t);
 }
 
-// First key a query at `pos` sees: the sliding window and Llama-4's chunked local attention (cpu_ops.cpp first_key).
-__device__ inline int64_t first_key(const AttentionArgs& a, int64_t pos) {
-    int64_t lo = 0;
-    if (a.window > 0) lo = max(lo, pos - a.window + 1);
-    if (a.local_chunk > 0) lo = max(lo, (pos / a.local_chunk) * a.local_chunk);
-    return lo;
-}
-
 // Grid: x = token * (num_heads / kHeads) + head group, y = split. Block: kAttnThreads. A block serves kHeads query heads
 // that share one kv head (GQA's group, or MLA's single latent head), so each key and value row of the chunk is read
 // once for all of them instead of once per head.
 // Steps: 1) the heads' q to shared (fp32); 2) each warp scores keys j = warp, warp + 4, ... of the chunk (lanes split
 // dk, one read of the key for every head); 3) per head: chunk max and exp-sum; 4) threads split dv and accumulate
 // p_hj * v_j for every head (one read of the value); 5) partials (m, l, o[dv]) per head to the workspace.
-// Dynamic shared memory: kHeads * (dk + chunk) floats (attention_smem_bytes).
+// Dynamic shared memory: kHeads * (dk + chunk) floats (sized in launch_attention).
 template <int kHeads>
 __global__ void attention_split_kernel(AttentionArgs a, float* ws_ml, float* ws_o, int num_splits) {
     extern __shared__ float attn_smem[];
@@ -221,7 +214,7 @@ int64_t num_splits_of(const AttentionArgs& a) {
 
 }  // namespace
 
-int64_t attention_max_dk() { return kMaxDv; }
+int64_t attention_max_dv() { return kMaxDv; }
 
 // Query tokens per launch: as many as the workspace budget holds (at least one). Prefill of long sequences runs in
 // query tiles, so the split workspace is bounded by the tile, not by tokens x heads x splits (DeepSeek-V3 at 16k
@@ -232,6 +225,7 @@ int64_t tile_tokens_of(const AttentionArgs& a) {
 }
 
 size_t attention_workspace_bytes(const AttentionArgs& a) {
+    if (attention_kernel_of(a) == AttentionKernel::flash) return 0;
     const int64_t rows = tile_tokens_of(a) * a.num_heads * num_splits_of(a);
     return static_cast<size_t>(rows) * (2 + a.dv) * sizeof(float);
 }
@@ -274,9 +268,10 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
                        a.cache_len >= a.pos_base + a.tokens_per_seq,
                    "attention: {} tokens of {} per sequence at position {} do not fit a cache of {}", a.num_tokens,
                    a.tokens_per_seq, a.pos_base, a.cache_len);
+    if (attention_kernel_of(a) == AttentionKernel::flash) return launch_attention_flash(a, stream);
     const int64_t splits64 = num_splits_of(a);
     int64_t tile = tile_tokens_of(a);
-    if (a.workspace_bytes > 0) {  // a workspace sized for another layer's shape: never run past it
+    if (a.workspace_bytes >= 0) {  // a workspace sized for another layer's shape: never run past it
         const int64_t per_token = a.num_heads * splits64 * (2 + a.dv) * static_cast<int64_t>(sizeof(float));
         MOEBENCH_CHECK(a.workspace_bytes >= per_token, "attention: workspace of {} bytes < one token's {}",
                        a.workspace_bytes, per_token);

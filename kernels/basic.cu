@@ -58,11 +58,12 @@ __global__ void add_inplace_kernel(bf16* y, const bf16* x, int64_t n) {
         y[i] = to_bf(to_f(y[i]) + to_f(x[i]));
 }
 
-__global__ void copy_2d_kernel(const bf16* src, int64_t src_ld, bf16* dst, int64_t dst_ld, int64_t rows, int64_t cols) {
-    const int64_t n = rows * cols;
+__global__ void copy_2d_kernel(const bf16* src, int64_t src_ld, bf16* dst, int64_t dst_ld, int64_t rows, int64_t cols,
+                               int64_t copies, int64_t copy_stride) {
+    const int64_t n = rows * copies * cols;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = i / cols, c = i % cols;
-        dst[r * dst_ld + c] = src[r * src_ld + c];
+        const int64_t c = i % cols, j = (i / cols) % copies, r = i / (cols * copies);
+        dst[r * dst_ld + j * copy_stride + c] = src[r * src_ld + c];
     }
 }
 
@@ -104,9 +105,10 @@ void launch_add_inplace(bf16* y, const bf16* x, int64_t n, cudaStream_t stream) 
 }
 
 void launch_copy_2d(const bf16* src, int64_t src_ld, bf16* dst, int64_t dst_ld, int64_t rows, int64_t cols,
-                    cudaStream_t stream) {
-    if (rows * cols <= 0) return;
-    copy_2d_kernel<<<grid_for(rows * cols, 256), 256, 0, stream>>>(src, src_ld, dst, dst_ld, rows, cols);
+                    cudaStream_t stream, int64_t copies, int64_t copy_stride) {
+    if (rows * cols * copies <= 0) return;
+    copy_2d_kernel<<<grid_for(rows * cols * copies, 256), 256, 0, stream>>>(src, src_ld, dst, dst_ld, rows, cols,
+                                                                            copies, copy_stride);
     MOEBENCH_LAUNCH_CHECK();
 }
 

@@ -43,9 +43,10 @@ void launch_add_bias(bf16* x, int64_t ld, const bf16* bias, int64_t rows, int64_
 void launch_add_bias_f32(float* x, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 /// y[i] += x[i] (bf16, fp32 add).
 void launch_add_inplace(bf16* y, const bf16* x, int64_t n, cudaStream_t stream);
-/// Copies a [rows, cols] block between strided buffers (bf16).
+/// Copies a [rows, cols] block between strided buffers (bf16); with copies > 1, each source row goes to `copies`
+/// places copy_stride apart in its destination row (a row shared by all heads, e.g. MLA's rope key).
 void launch_copy_2d(const bf16* src, int64_t src_ld, bf16* dst, int64_t dst_ld, int64_t rows, int64_t cols,
-                    cudaStream_t stream);
+                    cudaStream_t stream, int64_t copies = 1, int64_t copy_stride = 0);
 
 // ---- attention.cu: RoPE, KV cache append, split-context attention ---------------------------------------------------
 /// RoPE's cos/sin of positions first_pos .. first_pos + num_pos - 1, as the CPU backend's table: row p holds
@@ -72,6 +73,10 @@ void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_
 /// the softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16).
 /// Split over the context in chunks of `chunk` keys; partials go to workspace (attention_workspace_bytes(), at most
 /// kAttnWorkspaceBudgetBytes plus one token's worth: queries run in tiles that fit).
+/// Which attention kernel runs: split-context (attention.cu: decode, MLA, any shape) or flash (attention_flash.cu:
+/// prefill on tensor cores, dk and dv <= 256 and multiples of 16). automatic: flash for 16+ queries per sequence when
+/// it fits.
+enum class AttentionKernel { automatic, split, flash };
 struct AttentionArgs {
     const bf16* q = nullptr;
     int64_t q_token_stride = 0, q_head_stride = 0;
@@ -87,13 +92,18 @@ struct AttentionArgs {
     float scale = 1.0f;
     int64_t chunk = 256;      // keys per split of the context (the kernel's work decomposition, not semantics)
     int64_t token_begin = 0;  // set by launch_attention for each query tile (callers leave it 0)
-    int64_t workspace_bytes = 0;  // the workspace's size; 0 = attention_workspace_bytes(*this). Bounds the tile
+    int64_t workspace_bytes = -1;  // the workspace's size; -1 = attention_workspace_bytes(*this). Bounds the tile
+    AttentionKernel kernel = AttentionKernel::automatic;
 };
 /// The split workspace is bounded by this many bytes: longer prefills run in query tiles.
 constexpr int64_t kAttnWorkspaceBudgetBytes = int64_t(1) << 30;
-int64_t attention_max_dk();   // largest dk / dv the kernel supports
+int64_t attention_max_dv();   // largest value width (dv: head_dim, MLA kv_lora_rank) the kernel supports
+/// 0 when the flash kernel runs (it keeps its state in shared memory).
 size_t attention_workspace_bytes(const AttentionArgs& a);
+AttentionKernel attention_kernel_of(const AttentionArgs& a);  // the kernel launch_attention runs for these args
+bool flash_attention_fits(const AttentionArgs& a);           // shapes, strides, alignment, shared memory
 void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stream);
+void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream);  // launch_attention's flash branch
 
 // ---- moe.cu: router top-k, permutation, activation, combine -------------------------------------------------------
 /// Routing semantics, copied from the model config (one struct so the kernel sees every family's knobs).

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # One-call GPU check (one H200, < 7 minutes including the build): probe, build for sm_90, GPU tests, devices --measure,
 # --check on three families, decode 1/8/64 under --cuda-graph with every expert variant (gemv, grouped, loop) and
-# batch 256, prefill 4096 (grouped, loop, tiled), cold L2, the PyTorch peers, a summary with the ratios of issue 17;
+# batch 256, prefill 4096 (grouped, loop, tiled), cold L2, the PyTorch peers, prefill with the split-context attention
+# if time is left, a summary with the ratios of issue 17;
 # the reports, configs and logs packed into runs.tar.gz (at most 8 files come back).
 # Usage: scripts/device-check.sh [OUT_DIR]   (default: $OUT when set, else results/device-<UTC date>/)
 # Every step has its own timeout and the whole script a deadline (CHECK_BUDGET_S, default 420 s): a step that would
@@ -112,7 +113,11 @@ if [ -f .device-deps/MANIFEST ]; then
     step bundle-unpack 30 scripts/device-bundle.sh --unpack "$BUILD/deps"
     [ -d "$BUILD/deps/usr/include" ] && DEPS_ARGS=(-DMOEBENCH_DEPS_PREFIX="$ROOT/$BUILD/deps/usr")
 fi
-step build-configure 90 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON -DMOEBENCH_TESTS=ON "${DEPS_ARGS[@]}"
+# Ninja when there (the device has it from Python packages; make may be absent). MPI off: one GPU, and an MPI that
+# came with mpi4py would make a build unlike the one tested here.
+GEN_ARGS=()
+command -v ninja >/dev/null 2>&1 && GEN_ARGS=(-G Ninja)
+step build-configure 90 cmake -S . -B "$BUILD" "${GEN_ARGS[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMOEBENCH_CUDA=ON -DMOEBENCH_TESTS=ON -DMOEBENCH_MPI=OFF "${DEPS_ARGS[@]}"
 grep -E 'moebench:|NCCL' "$OUT_DIR/logs/build-configure.log" | tee -a "$STEPS"
 step build 300 cmake --build "$BUILD" -j"$JOBS" --target moebench moebench_tests_cuda
 # NCCL from Python's wheel is not on the loader's path (the build-tree RUNPATH has it; this covers a copied binary).
@@ -146,10 +151,10 @@ fi
 
 # 4. --check first (correctness before speed): softmax top-k (Mixtral), sigmoid group-limited + shared expert
 #    (DeepSeek-V3: layers 0-2 are dense, so 4 layers reach the first MoE layer; --check copies only the routed experts),
-#    MLA attention (DeepSeek-V2-Lite; layer 0 dense). Batch 16: the gemv kernel (auto at these shapes).
+#    MLA attention (DeepSeek-V2-Lite; layer 0 dense). Batch 16: the gemv kernel (auto at these shapes). The cuBLAS
+#    variants are checked against the same host reference by the GPU tests (a DeepSeek --check costs ~20 s).
 run_cfg check-mixtral 60 '{"model": "mixtral-8x7b", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 1, "warmup": 1, "iters": 3}' --check
 run_cfg check-deepseek-v3 90 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "warmup": 1, "iters": 3}' --check
-run_cfg check-deepseek-v3-grouped 90 '{"model": "deepseek-v3", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 4, "expert_gemm": "grouped", "warmup": 1, "iters": 3}' --check
 run_cfg check-deepseek-v2-lite 60 '{"model": "deepseek-v2-lite", "backend": "cuda", "mode": "decode", "batch": 16, "context": 512, "layers": 2, "warmup": 1, "iters": 3}' --check
 
 # 5. Decode 1/8/64 under --cuda-graph with every expert variant, then batch 256 (auto) for the router/data-movement
@@ -175,6 +180,14 @@ done
 
 # 6. PyTorch peers on the same shapes and routing semantics (skips cleanly without torch or a GPU).
 step torch-peer 90 python3 bench/torch_moe_peer.py --iters 10 --tokens 1,8,64,256,4096 --out "$OUT_DIR/torch_peer.json"
+
+# 6b. If time is left: the same prefills with the split-context attention (DeepSeek: MLA absorbed instead of
+#     expanded), for the flash kernel's gain in the summary.
+for model in mixtral-8x7b deepseek-v3; do
+    layers=1
+    [ "$model" = deepseek-v3 ] && layers=4
+    run_cfg "prefill-$model-4096-grouped-attnsplit" 60 "{\"model\": \"$model\", \"backend\": \"cuda\", \"mode\": \"prefill\", \"batch\": 1, \"seq_len\": 4096, \"layers\": $layers, \"expert_gemm\": \"grouped\", \"attention_kernel\": \"split\", \"warmup\": 1, \"iters\": 5}"
+done
 
 # 7. Summary table (always runs: its time is reserved in the budget).
 SUMMARY_RESERVE_S=0
@@ -204,6 +217,7 @@ gemm = get(dev0, "measured", "bf16_gemm_flops")
 peer = load(os.path.join(out, "torch_peer.json")) or {}
 peer_at = {(p.get("shape"), p.get("tokens")): p for p in peer.get("points", []) if isinstance(p, dict)}
 rows, ratios = [], []
+attn_us = {}  # run -> mean qkv_proj + attention time (the flash vs split comparison)
 def verdict(ok):
     return "meets" if ok else "MISSES"
 for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
@@ -222,6 +236,8 @@ for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
     small = sum(mean(p) for p in SMALL)
     info = get(run, "backend_info") or {}
     variant = (get(info, "kernel_variant", "expert_gemm") or "").split(" ")[0]
+    attn_kernel = (get(info, "kernel_variant", "attention") or "").split(" ")[0].split("(")[0]
+    attn_us[name] = mean("qkv_proj") + mean("attention")  # MLA's expansion sits in qkv_proj
     chk = get(run, "check") or get(rep, "check")
     chk_s = ""
     if isinstance(chk, dict):
@@ -232,7 +248,7 @@ for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
     mode, batch = run.get("mode", ""), run.get("batch", 0) or 0
     rows.append((name, run.get("status", "?"), mode, batch, "%.1f" % step if step else "", "%.1f" % moe,
                  "%.1f" % (mean("expert_up") + mean("expert_down")), ("%.1f%%" % (100 * small / moe)) if moe else "",
-                 variant, chk_s))
+                 variant, attn_kernel, chk_s))
     if run.get("status") != "ok" or name.startswith("check-"):
         continue
     model = run.get("model", {}).get("name") if isinstance(run.get("model"), dict) else run.get("model")
@@ -273,14 +289,19 @@ for path in sorted(glob.glob(os.path.join(out, "reports", "*.json"))):
             ratios.append((name, "phase events' cost (graph with / without them - 1)",
                            "%+.1f%% (%.1f us)" % (100 * o.get("overhead_fraction", 0), o.get("overhead_us", 0)),
                            "(info)", ""))
+for name in sorted(attn_us):
+    base = name[:-len("-attnsplit")] if name.endswith("-attnsplit") else None
+    if base and attn_us.get(base) and attn_us[name]:
+        ratios.append((base, "qkv_proj + attention: split-context (MLA absorbed) time / flash (MLA expanded) time",
+                       "%.2fx" % (attn_us[name] / attn_us[base]), "(info)", ""))
 with open(os.path.join(out, "summary.md"), "w") as f:
     f.write("# moebench device check\n\n")
     f.write("Device: %s. Measured copy bandwidth: %s GB/s; bf16 GEMM: %s TFLOP/s (source: measured).\n\n" % (
         dev0.get("name", "unknown"), "%.0f" % (copy_bw / 1e9) if copy_bw else "n/a", "%.0f" % (gemm / 1e12) if gemm else "n/a"))
     f.write("Times are means over measured steps (CUDA events, us). moe = the MoE phases of all layers run; "
             "small = router_gemm + topk + permute + unpermute_reduce as a share of moe.\n\n")
-    f.write("| run | status | mode | batch | step_us | moe_us | expert_gemm_us | small/moe | expert_gemm | check |\n")
-    f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+    f.write("| run | status | mode | batch | step_us | moe_us | expert_gemm_us | small/moe | expert_gemm | attention | check |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         f.write("| " + " | ".join(str(x) for x in r) + " |\n")
     f.write("\n## Targets (issue 17), from this run's measurements\n\n| run | ratio | value | target | verdict |\n|---|---|---|---|---|\n")

@@ -70,11 +70,12 @@ std::vector<std::string> backend_choices() {
 
 std::string backends_help() { return join_list(backend_choices(), " | "); }
 
-std::string expert_gemm_help() {
+std::string choice_help(std::vector<std::string> BackendTraits::*values) {
     std::string s;
     for (const KnownBackend& b : known_backends()) {
-        if (b.traits.expert_gemm.size() < 2) continue;  // "auto" alone: nothing to choose
-        s += (s.empty() ? "" : ", ") + join_list(b.traits.expert_gemm, " | ") + " (" + b.traits.name + ")";
+        const std::vector<std::string>& list = b.traits.*values;
+        if (list.size() < 2) continue;  // "auto" alone: nothing to choose
+        s += (s.empty() ? "" : ", ") + join_list(list, " | ") + " (" + b.traits.name + ")";
     }
     return s;
 }

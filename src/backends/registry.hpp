@@ -23,7 +23,8 @@ const std::vector<KnownBackend>& known_backends();
 std::vector<std::string> backend_choices();
 /// For --help: "auto | cpu | cuda | sim", and "auto | panel | blas (cpu), auto | grouped | loop (cuda)".
 std::string backends_help();
-std::string expert_gemm_help();
+/// "v1 | v2 (backend), ..." over the backends that list more than "auto" in `values` (BackendTraits::expert_gemm, ...).
+std::string choice_help(std::vector<std::string> BackendTraits::*values);
 /// The traits of `name` (not "auto"); nullptr for an unknown name.
 const BackendTraits* find_backend_traits(const std::string& name);
 

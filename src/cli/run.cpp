@@ -157,7 +157,8 @@ void add_run_command(CLI::App& app) {
                                                             "run report (re-runs what it ran)");
     auto fields = std::make_shared<RunFieldFlags>(cmd, [](const RunField&) { return true; });
     fields->option("backend")->description(backends_help());
-    fields->option("expert_gemm")->description("Expert GEMMs: " + expert_gemm_help());
+    fields->option("expert_gemm")->description("Expert GEMMs: " + choice_help(&BackendTraits::expert_gemm));
+    fields->option("attention_kernel")->description("Attention kernel: " + choice_help(&BackendTraits::attention_kernel));
     auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
     auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as " + format_names_help());
 

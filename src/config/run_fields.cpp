@@ -40,6 +40,8 @@ const std::vector<RunField> kRunFields = {
      false, MOEBENCH_FIELD(options.placement)},
     {"expert_gemm", "--expert-gemm", "Expert GEMMs (the values each backend accepts)", false, false,
      MOEBENCH_FIELD(options.expert_gemm)},
+    {"attention_kernel", "--attention-kernel", "Attention kernel (the values each backend accepts)", false, false,
+     MOEBENCH_FIELD(options.attention_kernel)},
     {"cuda_graph", "--cuda-graph", "cuda: capture the step in a CUDA graph and time replays", false, false,
      MOEBENCH_FIELD(options.cuda_graph)},
     {"cold_l2", "--cold-l2", "cuda: flush L2 before each step", false, false, MOEBENCH_FIELD(options.cold_l2)},

@@ -9,8 +9,9 @@ bool BackendTraits::accepts_switch(const std::string& key) const {
     return std::find(switches.begin(), switches.end(), key) != switches.end();
 }
 
-bool BackendTraits::accepts_expert_gemm(const std::string& value) const {
-    return std::find(expert_gemm.begin(), expert_gemm.end(), value) != expert_gemm.end();
+bool BackendTraits::accepts(std::vector<std::string> BackendTraits::*values, const std::string& value) const {
+    const std::vector<std::string>& list = this->*values;
+    return std::find(list.begin(), list.end(), value) != list.end();
 }
 
 RooflineCeilings Backend::measure_ceilings(const RunOptions&) const {

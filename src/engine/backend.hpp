@@ -47,8 +47,10 @@ struct BackendTraits {
                                                      // router logits); false: it routes without a router (sim)
     double elem_bytes = 4;                           // bytes per weight and activation element, for counted work
     std::string precision;                           // for the roofline block, e.g. "fp32 weights and activations (cpu)"
-    MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work)
+    MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work); after
+                                                     // prepare(), the form of the prepared step (cuda: by mode)
     std::vector<std::string> expert_gemm = {"auto"}; // accepted --expert-gemm values
+    std::vector<std::string> attention_kernel = {"auto"};  // accepted --attention-kernel values
     std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
     bool expert_parallel = false;                    // accepts --ep > 1 within one process (models the ranks)
     bool multi_process_ep = false;                   // runs --ep N as N processes (mpirun), one rank each
@@ -58,7 +60,8 @@ struct BackendTraits {
     bool attention_output_gate = false;              // runs the gated attention output (Qwen3-Next)
     CheckOptions check;                              // --check tolerances for its precision
     bool accepts_switch(const std::string& key) const;
-    bool accepts_expert_gemm(const std::string& value) const;
+    /// `value` is one of the values it lists in `values` (expert_gemm, attention_kernel).
+    bool accepts(std::vector<std::string> BackendTraits::*values, const std::string& value) const;
 };
 
 class Backend {

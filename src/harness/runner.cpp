@@ -91,6 +91,7 @@ Prepared prepare_point(const RunConfig& cfg) {
         }
     }
     p.backend->prepare(p.model, p.layers, cfg.shape, cfg.options, topo);
+    p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
     p.plan = step_plan(p.model, p.layers, cfg.options.ep_size, cfg.include_lm_head);
     return p;
 }

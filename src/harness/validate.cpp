@@ -28,19 +28,31 @@ std::string flag_of(const std::string& key) {
     return f;
 }
 
-void check_expert_gemm(const BackendTraits& t, const std::string& value) {
-    if (t.accepts_expert_gemm(value)) return;
-    const std::string owners = backends_where([&](const BackendTraits& b) { return b.accepts_expert_gemm(value); });
-    const std::string field = run_field_label("", "expert_gemm");
+// A run option whose accepted values each backend lists in its traits.
+struct ChoiceOption {
+    const char* key;   // run field: "expert_gemm"
+    const char* what;  // "expert GEMM variant"
+    std::vector<std::string> BackendTraits::*values;
+    std::string RunOptions::*option;
+};
+const ChoiceOption kChoiceOptions[] = {
+    {"expert_gemm", "expert GEMM variant", &BackendTraits::expert_gemm, &RunOptions::expert_gemm},
+    {"attention_kernel", "attention kernel", &BackendTraits::attention_kernel, &RunOptions::attention_kernel},
+};
+
+void check_choice(const BackendTraits& t, const ChoiceOption& c, const std::string& value) {
+    if (t.accepts(c.values, value)) return;
+    const std::string owners = backends_where([&](const BackendTraits& b) { return b.accepts(c.values, value); });
+    const std::string field = run_field_label("", c.key);
     if (owners.empty()) {
         std::vector<std::string> per_backend;
         for (const KnownBackend& b : known_backends())
-            per_backend.push_back(or_list(b.traits.expert_gemm) + " (" + b.traits.name + ")");
-        config_error(field, "unknown expert GEMM strategy", value, "use " + or_list(per_backend));
+            per_backend.push_back(or_list(b.traits.*c.values) + " (" + b.traits.name + ")");
+        config_error(field, std::string("unknown ") + c.what, value, "use " + or_list(per_backend));
     }
-    config_error(field, "chooses an expert GEMM variant of the " + owners + " backend",
+    config_error(field, std::string("chooses an ") + c.what + " of the " + owners + " backend",
                  value + " with backend " + t.name,
-                 "use " + or_list(t.expert_gemm) + " on " + t.name + ", or --backend " + owners);
+                 "use " + or_list(t.*c.values) + " on " + t.name + ", or --backend " + owners);
 }
 
 // --ep N: modeled in one process (sim), or N processes started by a launcher (cpu; one rank each).
@@ -105,11 +117,13 @@ void validate_run(const RunConfig& cfg) {
         // "auto": its pick is checked once made; an option no backend accepts is refused now.
         BackendTraits any;
         any.name = "auto";
-        any.expert_gemm.clear();
-        for (const KnownBackend& b : known_backends())
-            for (const std::string& v : b.traits.expert_gemm)
-                if (!any.accepts_expert_gemm(v)) any.expert_gemm.push_back(v);
-        check_expert_gemm(any, cfg.options.expert_gemm);
+        for (const ChoiceOption& c : kChoiceOptions) {
+            (any.*c.values).clear();
+            for (const KnownBackend& b : known_backends())
+                for (const std::string& v : b.traits.*c.values)
+                    if (!any.accepts(c.values, v)) (any.*c.values).push_back(v);
+            check_choice(any, c, cfg.options.*c.option);
+        }
     }
 }
 
@@ -130,7 +144,7 @@ void check_backend_runs_model(const BackendTraits& t, const ModelConfig& m, cons
 }
 
 void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
-    check_expert_gemm(t, cfg.options.expert_gemm);
+    for (const ChoiceOption& c : kChoiceOptions) check_choice(t, c, cfg.options.*c.option);
     for (const auto& [key, on] : {std::pair<std::string, bool>{"cuda_graph", cfg.options.cuda_graph},
                                   {"cold_l2", cfg.options.cold_l2},
                                   {"expert_times", cfg.options.expert_times}})

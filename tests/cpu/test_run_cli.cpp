@@ -83,6 +83,8 @@ TEST_CASE("run: cuda run flags are validated and name the flag", "[run_cli]") {
     expect_exit2("--backend cpu --expert-gemm fast", {"--expert-gemm", "fast"});
     expect_exit2("--backend cpu --expert-gemm grouped", {"--expert-gemm", "cuda"});
     expect_exit2("--backend sim --expert-gemm panel", {"--expert-gemm", "panel", "--backend cpu"});
+    expect_exit2("--backend cpu --attention-kernel flash", {"--attention-kernel", "flash", "cuda"});
+    expect_exit2("--backend sim --attention-kernel fastest", {"--attention-kernel", "fastest", "split"});
     expect_exit2("--backend cpu --cuda-graph", {"--cuda-graph", "cuda"});
     expect_exit2("--backend cpu --cold-l2", {"--cold-l2", "cuda"});
     expect_exit2("--backend cpu --hardware no-such-gpu", {"--hardware", "no-such-gpu"});

@@ -292,6 +292,45 @@ TEST_CASE("cuda graph with the own expert kernels replays a routing that changes
   }
 }
 
+TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split-context kernel)", "[gpu][backend][attention]") {
+    // Two different algebras of the same attention: absorbed (q_nope W_UK against the latent cache, W_UV after) and
+    // expanded (the latents through kv_b into per-head k and v, then multi-head attention). Dims multiples of 16 so
+    // the flash kernel takes the expanded form.
+    ModelConfig m = tiny_model(true);
+    m.attn = tiny_mla_attention({.num_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 48, .qk_nope_head_dim = 16,
+                                 .qk_rope_head_dim = 16, .v_head_dim = 32});
+    const std::vector<int64_t> layers = {0, 1};
+    const auto plan = step_plan(m, layers, 1, true);
+    for (Mode mode : {Mode::prefill, Mode::decode}) {
+        StepShape shape;
+        shape.mode = mode;
+        shape.batch = mode == Mode::prefill ? 2 : 5;
+        shape.seq_len = mode == Mode::prefill ? 40 : 1;
+        shape.context = mode == Mode::prefill ? 0 : 70;
+        std::map<std::string, std::vector<float>> moe_in;
+        for (const char* kernel : {"split", "auto", "flash"}) {
+            RunOptions opt;
+            opt.seed = 7;
+            opt.attention_kernel = kernel;
+            auto b = make_cuda_backend();
+            b->prepare(m, layers, shape, opt);
+            run_step(*b, plan);
+            moe_in[kernel] = find(b->moe_block_tensors(1), "moe_in").as_f32();
+            // auto: expanded for prefill (16+ tokens per sequence), absorbed for decode.
+            const bool expanded = std::string(kernel) == "flash" || (std::string(kernel) == "auto" && mode == Mode::prefill);
+            INFO("mode " << to_string(mode) << " kernel " << kernel);
+            CHECK((b->traits().mla_form == MlaForm::latent_expand) == expanded);
+            const json d = b->describe();
+            CHECK(d["kernel_variant"]["mla"].get<std::string>().rfind(expanded ? "expanded" : "weight-absorbed", 0) == 0);
+            CHECK(d["kernel_variant"]["attention"].get<std::string>().rfind(expanded ? "flash" : "split", 0) == 0);
+        }
+        INFO("mode " << to_string(mode));
+        // Attention feeds ~a third of the MoE input here: a wrong head, stride or rope copy moves it by far more.
+        CHECK(rel_l2(moe_in["flash"], moe_in["split"]) < 2e-2);
+        CHECK(rel_l2(moe_in["auto"], moe_in[mode == Mode::prefill ? "flash" : "split"]) < 1e-6);
+    }
+}
+
 TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM variants before allocating", "[gpu][backend]") {
     const ModelConfig m = tiny_model(false);
     StepShape shape;
@@ -305,4 +344,11 @@ TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM varia
     opt.expert_gemm = "gemv";
     opt.expert_times = true;  // per-expert times need the per-expert loop
     CHECK_THROWS_AS(b->prepare(m, {0}, shape, opt), ConfigError);
+    opt.expert_times = false;
+    opt.expert_gemm = "auto";
+    opt.attention_kernel = "flash";  // head_dim 16 fits the flash kernel; an MLA with qk dim 24 does not
+    CHECK_NOTHROW(b->prepare(m, {0}, shape, opt));
+    CHECK_THROWS_AS(make_cuda_backend()->prepare(tiny_model(true), {0}, shape, opt), ConfigError);
+    opt.attention_kernel = "fastest";
+    CHECK_THROWS_AS(make_cuda_backend()->prepare(m, {0}, shape, opt), ConfigError);
 }

@@ -104,6 +104,19 @@ TEST_CASE("embedding gather, RoPE and KV append match host loops", "[gpu][kernel
     for (int64_t t = 0; t < T; ++t)
         for (int64_t j = 0; j < row; ++j) REQUIRE(c[((t / 3) * cache_len + 4 + t % 3) * row + j] == src[t * 20 + j]);
     REQUIRE(c[0] == 0.0f);
+
+    // 2-D copy with a broadcast (MLA's rope key to every head): cols 12..16 of each source row (ld 20) into 3 head
+    // slots 10 apart at offset 2 of destination rows of 32; the rest of the destination stays untouched.
+    DeviceBuffer<bf16> dst(T * 32);
+    MOEBENCH_CUDA_CHECK(cudaMemset(dst.get(), 0, dst.bytes()));
+    kernels::launch_copy_2d(ds.get() + 12, 20, dst.get() + 2, 32, T, 4, kStream, 3, 10);
+    auto d = download_bf16(dst.get(), T * 32);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < 32; ++i) {
+            const int64_t rel = i - 2, h = rel / 10, col = rel % 10;
+            const bool written = rel >= 0 && h < 3 && col < 4;
+            REQUIRE(d[t * 32 + i] == (written ? src[t * 20 + 12 + col] : 0.0f));
+        }
 }
 
 namespace {
@@ -141,7 +154,7 @@ std::vector<float> ref_attention(const kernels::AttentionArgs& a, const std::vec
 }
 }  // namespace
 
-TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, window, sinks, MLA-shaped", "[gpu][attention]") {
+TEST_CASE("split-context and flash attention match a reference: decode, prefill, GQA, window, sinks, MLA-shaped", "[gpu][attention]") {
     struct Case {
         int64_t tokens, tps, pos_base, heads, kv_heads, dk, dv, window;
         bool sinks;
@@ -160,6 +173,14 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
         {3, 1, 600, 8, 2, 64, 64, 0, false, 256, 0},   // GQA groups of 4: 4 heads per block
         {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0, 2},   // prefill in query tiles of 2 tokens (5 launches)
         {3, 1, 600, 8, 2, 64, 64, 0, true, 256, 0, 1}, // decode, one query token per launch, 4 heads per block
+        // Prefills the flash kernel takes (16+ queries per sequence, dims multiples of 16):
+        {200, 100, 0, 4, 2, 64, 64, 0, false, 512, 0},  // 2 sequences, a short second query tile (36 rows)
+        {130, 130, 0, 8, 2, 64, 64, 20, true, 512, 0},  // gpt-oss-like: window 20 (key tiles skipped), sinks
+        {150, 75, 0, 4, 1, 32, 32, 0, false, 512, 32},  // local chunks of 32 inside a query tile
+        {140, 70, 57, 4, 4, 128, 128, 0, false, 512, 0},  // chunked prefill: 57 cached keys before the queries
+        {64, 64, 0, 32, 8, 128, 128, 0, false, 512, 0},   // Mixtral's heads (32 / 8, hd 128), one full tile
+        {48, 16, 0, 2, 2, 256, 256, 0, true, 512, 0},     // hd 256 (Qwen3-Next): opt-in shared memory; 16 queries
+        {33, 33, 5, 2, 1, 48, 16, 7, false, 512, 0},      // dv < dk, window 7, 33 queries
     };
     for (const Case& cs : cases) {
         kernels::AttentionArgs a;
@@ -197,15 +218,27 @@ TEST_CASE("split-context attention matches a reference: decode, prefill, GQA, wi
             one.num_tokens = 1;
             a.workspace_bytes = cs.tile_tokens * static_cast<int64_t>(kernels::attention_workspace_bytes(one));
         }
-        DeviceBuffer<uint8_t> ws(a.workspace_bytes > 0 ? a.workspace_bytes
-                                                       : static_cast<int64_t>(kernels::attention_workspace_bytes(a)));
-        kernels::launch_attention(a, ws.get(), kStream);
-        auto got = download_bf16(out.get(), cs.tokens * cs.heads * cs.dv);
         auto ref = ref_attention(a, q, k, v, cs.sinks ? &sinks : nullptr);
-        INFO("case tokens=" << cs.tokens << " tps=" << cs.tps << " window=" << cs.window << " sinks=" << cs.sinks
-                            << " dk=" << cs.dk << " local_chunk=" << cs.local_chunk << " heads=" << cs.heads
-                            << " kv_heads=" << cs.kv_heads << " tile_tokens=" << cs.tile_tokens);
-        CHECK(rel_l2(got, ref) < 1e-2);
+        const bool flash_fits = kernels::flash_attention_fits(a);
+        // The automatic choice: flash exactly for 16+ queries per sequence that fit it.
+        CHECK((kernels::attention_kernel_of(a) == kernels::AttentionKernel::flash) == (flash_fits && cs.tps >= 16));
+        for (kernels::AttentionKernel kernel :
+             {kernels::AttentionKernel::automatic, kernels::AttentionKernel::split, kernels::AttentionKernel::flash}) {
+            if (kernel == kernels::AttentionKernel::flash && !flash_fits) continue;
+            kernels::AttentionArgs run = a;
+            run.kernel = kernel;
+            DeviceBuffer<uint8_t> ws(run.workspace_bytes >= 0
+                                         ? run.workspace_bytes
+                                         : static_cast<int64_t>(kernels::attention_workspace_bytes(run)));
+            MOEBENCH_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));  // NaN: a row left unwritten fails
+            kernels::launch_attention(run, ws.get(), kStream);
+            auto got = download_bf16(out.get(), cs.tokens * cs.heads * cs.dv);
+            INFO("case tokens=" << cs.tokens << " tps=" << cs.tps << " window=" << cs.window << " sinks=" << cs.sinks
+                                << " dk=" << cs.dk << " local_chunk=" << cs.local_chunk << " heads=" << cs.heads
+                                << " kv_heads=" << cs.kv_heads << " tile_tokens=" << cs.tile_tokens
+                                << " kernel=" << static_cast<int>(kernel));
+            CHECK(rel_l2(got, ref) < 1e-2);
+        }
     }
 }
 

@@ -2,19 +2,89 @@
 // CudaBackend's attention-side phases: embed, norms, qkv_proj (GQA, absorbed MLA), attention, o_proj, final norm, head.
 #include "backends/cuda/cuda_backend_impl.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace moebench::cuda_detail {
 
+// The attention launch's shapes and strides (one layer's cache, window and sinks are set by phase_attention).
+kernels::AttentionArgs CudaBackend::attention_args() const {
+    const auto& a = m_.attn;
+    kernels::AttentionArgs args;
+    args.num_tokens = T_;
+    args.tokens_per_seq = tps_;
+    args.cache_len = cache_len_;
+    args.pos_base = pos_base_;
+    args.num_heads = a.num_heads;
+    args.chunk = attn_chunk_;
+    args.kernel = opt_.attention_kernel == "flash"   ? kernels::AttentionKernel::flash
+                  : opt_.attention_kernel == "split" ? kernels::AttentionKernel::split
+                                                     : kernels::AttentionKernel::automatic;
+    if (a.kind == AttentionKind::mla && mla_expand_) {
+        // Expanded MLA: multi-head attention of q [T, Hq, nope | rope] over mla_kv_'s per-head [k (nope | rope) | v];
+        // the output is the per-head v, o_proj's input.
+        const int64_t qhd = qk_dim_mla(), row = qhd + a.v_head_dim;
+        args.q = qkv_.get();
+        args.q_token_stride = a.num_heads * qhd;
+        args.q_head_stride = qhd;
+        args.k = mla_kv_.get();
+        args.v = mla_kv_.size() > 0 ? mla_kv_.get() + qhd : nullptr;
+        args.kv_row_stride = a.num_heads * row;
+        args.kv_head_stride = row;
+        args.num_kv_heads = a.num_heads;
+        args.dk = qhd;
+        args.dv = a.v_head_dim;
+        args.scale = 1.0f / std::sqrt(static_cast<float>(qhd));
+        args.out = mla_v_.get();
+        return args;
+    }
+    if (a.kind == AttentionKind::mla) {
+        // Weight-absorbed MLA: q [T, Hq, kvl | rope] against the latent rows [c_kv | k_rope] (one kv head for all),
+        // values = the c_kv part of the same rows.
+        const int64_t kvl = a.kv_lora_rank, lat = kvl + a.qk_rope_head_dim;
+        args.q = q_attn_.get();
+        args.q_token_stride = a.num_heads * lat;
+        args.q_head_stride = lat;
+        args.kv_row_stride = lat;
+        args.kv_head_stride = 0;
+        args.num_kv_heads = 1;
+        args.dk = lat;
+        args.dv = kvl;
+        args.scale = 1.0f / std::sqrt(static_cast<float>(a.qk_nope_head_dim + a.qk_rope_head_dim));
+    } else {
+        const int64_t hd = a.head_dim;
+        args.q = qkv_.get();
+        args.q_token_stride = qkv_width_;
+        args.q_head_stride = hd;
+        args.kv_row_stride = a.num_kv_heads * hd;
+        args.kv_head_stride = hd;
+        args.num_kv_heads = a.num_kv_heads;
+        args.dk = hd;
+        args.dv = hd;
+        args.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    }
+    args.out = attn_out_.get();  // MLA: [T, Hq, kvl]
+    return args;
+}
+
+std::string CudaBackend::attention_variant() const {
+    switch (attn_kernel_) {
+        case kernels::AttentionKernel::flash:
+            return "flash (tensor cores, 64 queries x 64 keys per tile, running softmax in shared memory, no "
+                   "workspace; each K/V tile read once per 64 queries of a head)";
+        case kernels::AttentionKernel::split:
+            return fmt::format("split_context(chunk={}) + merge; one block per (token, up to 8 heads sharing a kv head, "
+                               "chunk): each cached row read once for them; many queries run in query tiles whose "
+                               "split workspace fits {} MiB (K/V re-read per query)",
+                               attn_chunk_, kernels::kAttnWorkspaceBudgetBytes >> 20);
+        case kernels::AttentionKernel::automatic: break;
+    }
+    return "none (no attention layer run yet)";
+}
+
 int64_t CudaBackend::attention_ws_bytes() const {
-    kernels::AttentionArgs probe;
-    probe.num_tokens = T_;
-    probe.tokens_per_seq = tps_;
-    probe.pos_base = pos_base_;
-    probe.num_heads = m_.attn.num_heads;
-    probe.dv = m_.attn.kind == AttentionKind::mla ? m_.attn.kv_lora_rank : m_.attn.head_dim;
-    probe.chunk = attn_chunk_;
-    return static_cast<int64_t>(kernels::attention_workspace_bytes(probe));
+    return static_cast<int64_t>(kernels::attention_workspace_bytes(attention_args()));
 }
 
 void CudaBackend::phase_embed() { kernels::launch_embed(token_ids_.get(), embed_.get(), hidden_.get(), T_, H_, s()); }
@@ -60,6 +130,7 @@ void CudaBackend::phase_qkv(Layer& L) {
         kernels::launch_norm(kv_a, lat, L.kv_a_norm.get(), nullptr, kv_a, lat, T_, kvl, 1, eps, false, s());
         kernels::launch_rope(kv_a, T_, 1, lat, lat, kvl, rope, tps_, rope_cs_.get(), s());
         kernels::launch_kv_append(kv_a, lat, L.k_cache.get(), lat, T_, tps_, cache_len_, pos_base_, s());
+        if (mla_expand_) return mla_expand_kv(L);
         // Absorb W_UK into q: q_attn[t, h, :kvl] = q_nope[t, h] . W_UK[h] (W_UK[h] = rows h*(nope+vd) .. +nope of
         // W_kvb, [nope, kvl]); q_attn[t, h, kvl:] = q_rope[t, h].
         gemm_batched(hb(), false, T_, kvl, nope, qkv_.get(), Hq * qhd, qhd, L.w_kv_b.get(), kvl, (nope + vd) * kvl,
@@ -85,59 +156,44 @@ void CudaBackend::phase_qkv(Layer& L) {
                               pos_base_, s());
 }
 
+// Expanded MLA: every cached row's latent c_kv through kv_b into per-head k_nope and v (two head-batched GEMMs that
+// share the latent operand, stride 0), and the rope key, shared by all heads, copied beside each head's k_nope.
+// mla_kv_ row (sequence b, position p), head h: [k_nope (nope) | k_rope (rope) | v (v_head_dim)].
+void CudaBackend::mla_expand_kv(const Layer& L) {
+    const auto& a = m_.attn;
+    const int64_t kvl = a.kv_lora_rank, lat = kvl + a.qk_rope_head_dim, Hq = a.num_heads, nope = a.qk_nope_head_dim;
+    const int64_t vd = a.v_head_dim, qhd = qk_dim_mla(), row = qhd + vd, rows = shape_.batch * cache_len_;
+    // W_kvb is [Hq * (nope + vd), kvl]: head h's W_UK = rows h*(nope+vd) .. +nope, its W_UV the next vd rows.
+    gemm_batched(hb(), true, rows, nope, kvl, L.k_cache.get(), lat, 0, L.w_kv_b.get(), kvl, (nope + vd) * kvl,
+                 mla_kv_.get(), Hq * row, row, Hq);
+    gemm_batched(hb(), true, rows, vd, kvl, L.k_cache.get(), lat, 0, L.w_kv_b.get() + nope * kvl, kvl,
+                 (nope + vd) * kvl, mla_kv_.get() + qhd, Hq * row, row, Hq);
+    kernels::launch_copy_2d(L.k_cache.get() + kvl, lat, mla_kv_.get() + nope, Hq * row, rows, a.qk_rope_head_dim, s(),
+                            Hq, row);
+}
+
 void CudaBackend::phase_attention(Layer& L) {
     const auto& a = m_.attn;
-    kernels::AttentionArgs args;
-    args.num_tokens = T_;
-    args.tokens_per_seq = tps_;
-    args.cache_len = cache_len_;
-    args.pos_base = pos_base_;
-    args.num_heads = a.num_heads;
-    args.chunk = attn_chunk_;
+    kernels::AttentionArgs args = attention_args();
     // Local layers (as cpu_attention.cpp): a sliding window, or else Llama-4's chunked attention.
     if (L.sliding) {
         args.window = a.sliding_window;
         if (a.sliding_window == 0) args.local_chunk = a.attention_chunk;
     }
     args.sinks = a.sinks ? L.sinks.get() : nullptr;
-    if (a.kind == AttentionKind::mla) {
-        const int64_t kvl = a.kv_lora_rank, lat = kvl + a.qk_rope_head_dim, Hq = a.num_heads, vd = a.v_head_dim;
-        const int64_t nope = a.qk_nope_head_dim;
-        args.q = q_attn_.get();
-        args.q_token_stride = Hq * lat;
-        args.q_head_stride = lat;
+    if (!mla_expand_) {  // the expanded form's k and v are the shared mla_kv_ (attention_args)
         args.k = L.k_cache.get();
-        args.v = L.k_cache.get();  // values are the c_kv part of the same latent rows
-        args.kv_row_stride = lat;
-        args.kv_head_stride = 0;
-        args.num_kv_heads = 1;
-        args.dk = lat;
-        args.dv = kvl;
-        args.scale = 1.0f / std::sqrt(static_cast<float>(nope + a.qk_rope_head_dim));
-        args.out = attn_out_.get();  // [T, Hq, kvl]
-        args.workspace_bytes = static_cast<int64_t>(attn_ws_f_.bytes());
-        kernels::launch_attention(args, attn_ws_f_.get(), s());
+        args.v = a.kind == AttentionKind::mla ? L.k_cache.get() : L.v_cache.get();
+    }
+    args.workspace_bytes = static_cast<int64_t>(attn_ws_f_.bytes());
+    attn_kernel_ = kernels::attention_kernel_of(args);
+    kernels::launch_attention(args, attn_ws_f_.get(), s());
+    if (a.kind == AttentionKind::mla && !mla_expand_) {
         // v[t, h] = o_lat[t, h] . W_UV[h]^T (W_UV[h] = rows h*(nope+vd)+nope .. +vd of W_kvb, [vd, kvl]).
+        const int64_t kvl = a.kv_lora_rank, Hq = a.num_heads, vd = a.v_head_dim, nope = a.qk_nope_head_dim;
         gemm_batched(hb(), true, T_, vd, kvl, attn_out_.get(), Hq * kvl, kvl, L.w_kv_b.get() + nope * kvl, kvl,
                      (nope + vd) * kvl, mla_v_.get(), Hq * vd, vd, Hq);
-        return;
     }
-    const int64_t Hq = a.num_heads, Hkv = a.num_kv_heads, hd = a.head_dim;
-    args.q = qkv_.get();
-    args.q_token_stride = qkv_width_;
-    args.q_head_stride = hd;
-    args.k = L.k_cache.get();
-    args.v = L.v_cache.get();
-    args.kv_row_stride = Hkv * hd;
-    args.kv_head_stride = hd;
-    args.num_kv_heads = Hkv;
-    args.dk = hd;
-    args.dv = hd;
-    args.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    args.out = attn_out_.get();
-    (void)Hq;
-    args.workspace_bytes = static_cast<int64_t>(attn_ws_f_.bytes());
-    kernels::launch_attention(args, attn_ws_f_.get(), s());
 }
 
 void CudaBackend::phase_o_proj(Layer& L) {

@@ -30,7 +30,11 @@ CudaBackend::~CudaBackend() {
     if (stream_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaStreamSynchronize(stream_->get()));
 }
 
-BackendTraits CudaBackend::traits() const { return cuda_backend_traits(); }
+BackendTraits CudaBackend::traits() const {
+    BackendTraits t = cuda_backend_traits();
+    if (mla_expand_) t.mla_form = MlaForm::latent_expand;  // prepared for expanded MLA (prefill): counted as such
+    return t;
+}
 
 RooflineCeilings CudaBackend::measure_ceilings(const RunOptions&) const {
     RooflineCeilings c;
@@ -61,13 +65,15 @@ json CudaBackend::describe() const {
                            {"expert_gemm_requested", opt_.expert_gemm},
                            {"expert_gemm_choice", expert_choice_},
                            {"topk", topk_variant_},
-                           {"attention", fmt::format("split_context(chunk={}) + merge; one block per (token, up to 8 "
-                                                     "heads sharing a kv head, chunk): each cached row read once for "
-                                                     "them; prefill in query tiles whose split workspace fits {} MiB, "
-                                                     "a causal key range per query (K/V re-read per query tile)",
-                                                     attn_chunk_, kernels::kAttnWorkspaceBudgetBytes >> 20)},
-                           {"mla", "weight-absorbed (q_nope W_UK, latent cache kv_lora + rope, W_UV after attention); "
-                                   "a block serves up to 8 heads, so the latent cache is read once per block of heads"},
+                           {"attention", attention_variant()},
+                           {"attention_requested", opt_.attention_kernel},
+                           {"mla", mla_expand_
+                                       ? "expanded (as DeepSeek's prefill): each step, the latent cache through kv_b "
+                                         "into per-head k_nope and v (head-batched GEMMs), the rope key copied to "
+                                         "every head, then multi-head flash attention (dk = nope + rope, dv = v_head_dim)"
+                                       : "weight-absorbed (as DeepSeek's decode: q_nope W_UK, latent cache kv_lora + "
+                                         "rope, W_UV after attention); a block serves up to 8 heads, so the latent "
+                                         "cache is read once per block of heads"},
                            {"permute", "tile histogram + one scan + stable warp scatter, O(T k) (moe_core order)"},
                            {"gather_combine", "16-byte loads when hidden % 8 == 0"}};
     d["expert_gemm_sync"] = device_sized() ? "none: the expert kernel reads the expert list, offsets and tile map on "
@@ -258,8 +264,13 @@ void CudaBackend::capture_plain_graph() {
                                     : "not measured with --expert-times (its events are in both graphs)";
         return;
     }
-    MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
-    MOEBENCH_CUDA_CHECK(cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal));
+    MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));  // an error here is the step's own, not the extra's
+    const cudaError_t begin = cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal);
+    if (begin != cudaSuccess) {  // the overhead is an extra: its failure must not stop the run
+        cudaGetLastError();
+        plain_error_ = std::string("capturing the step without phase events failed: ") + cudaGetErrorString(begin);
+        return;
+    }
     graph_state_ = GraphState::capturing;
     try {
         for (const auto& [phase, layer_slot] : captured_phases_) run_phase_eager(phase, layer_slot);

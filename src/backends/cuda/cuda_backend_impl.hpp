@@ -143,7 +143,12 @@ private:
 
     // Attention and the model's ends (cuda_attention.cpp).
     /// Split-attention workspace for the largest call (same shape in every layer; a window only shrinks it).
+    kernels::AttentionArgs attention_args() const;
+    int64_t qk_dim_mla() const { return m_.attn.qk_nope_head_dim + m_.attn.qk_rope_head_dim; }
+    void mla_expand_kv(const Layer& L);  // mla_kv_ from the layer's latent cache (expanded form)
+    std::string attention_variant() const;  // kernel_variant.attention: the kernel the last layer ran, and why
     int64_t attention_ws_bytes() const;
+    int64_t l2_flush_bytes() const;
     void phase_embed();
     void phase_norm(bool attn, Layer* L);
     void phase_qkv(Layer& L);
@@ -196,8 +201,8 @@ private:
     std::string expert_choice_;      // why: reported as kernel_variant.expert_gemm_choice
 
     std::unique_ptr<CudaStream> stream_;
+    DeviceBuffer<uint8_t> cublas_ws_;  // declared before the handle: destroyed after it
     std::unique_ptr<CublasHandle> cublas_;
-    DeviceBuffer<uint8_t> cublas_ws_;
 
     std::vector<std::unique_ptr<Layer>> layers_;
     DeviceBuffer<bf16> embed_, final_norm_w_, final_norm_b_, lm_head_w_;
@@ -207,6 +212,7 @@ private:
     DeviceBuffer<bf16> x0_, tmp_h_;
     DeviceBuffer<bf16> hidden_, normed_, qkv_, attn_out_, q_attn_, mla_v_, final_normed_, lm_logits_;
     DeviceBuffer<bf16> x_perm_, h_perm_, a_perm_, y_perm_, sh_h_, sh_a_, sh_out_, d_h_, d_a_, mla_q_a_;
+    DeviceBuffer<bf16> mla_kv_;  // expanded MLA: per cached row and head [k_nope | k_rope | v] (see mla_expand_)
     DeviceBuffer<float> topk_scratch_, shared_gate_logit_, attn_ws_f_;
     DeviceBuffer<int32_t> perm_ws_;  // launch_permute_index's workspace (layers run one after another)
     DeviceBuffer<float> rope_cs_;    // RoPE cos/sin of the step's positions (launch_rope_table, once in prepare)
@@ -216,6 +222,11 @@ private:
     const StepRouting* override_ = nullptr;
     std::string expert_variant_ = "none (no MoE layer run yet)";
     std::string topk_variant_ = "none";
+    kernels::AttentionKernel attn_kernel_ = kernels::AttentionKernel::automatic;  // automatic: no layer run yet
+    // MLA in its expanded form (per-head k and v from the latent cache through kv_b each step, then the flash kernel
+    // as multi-head attention with dk = nope + rope, dv = v_head_dim), as DeepSeek's prefill runs it; else absorbed
+    // (attention over the latent cache, split-context kernel), as its decode runs it. Set in prepare.
+    bool mla_expand_ = false;
 
     // Timing: one event per mark; graph state.
     std::vector<CudaEvent> mark_events_;

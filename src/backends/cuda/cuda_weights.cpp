@@ -22,6 +22,13 @@ void CudaBackend::fill_norm(DeviceBuffer<bf16>& b, int64_t n, int64_t layer, uin
     fill(b, n, layer, id, 0.1f, 1.0f);
 }
 
+// Cold L2: a read over twice the L2 size (at least 1 MiB) evicts the previous step's lines.
+int64_t CudaBackend::l2_flush_bytes() const {
+    int l2 = 0;
+    MOEBENCH_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
+    return std::max<int64_t>(2 * int64_t(l2), int64_t(1) << 20);
+}
+
 int64_t CudaBackend::plan_bytes() const {
     const auto& a = m_.attn;
     const auto& moe = m_.moe;
@@ -45,7 +52,8 @@ int64_t CudaBackend::plan_bytes() const {
             w += E * H_ + E * 3 * I * H_ + (moe.expert_bias ? E * (2 * I + H_) : 0);
             w += moe.num_shared_experts * moe.shared_intermediate_size * 3 * H_ + H_;
             w += 2 * T_ * H_;                                           // moe_in, moe_out
-            w += (T_ * E + 3 * T_ * k_) * 2 + 4 * E;                    // logits, ids, weights, maps (4-byte -> 2 bf16)
+            // logits, ids, weights, perm_slot, perm_expert, slot_pos, counts/offsets/active/tiles (4-byte = 2 bf16)
+            w += (T_ * E + 5 * T_ * k_) * 2 + 4 * (E + 1) * 2;
         } else {
             w += 3 * m_.dense_intermediate_size * H_;
         }
@@ -53,11 +61,20 @@ int64_t CudaBackend::plan_bytes() const {
     // Shared activations: x0, tmp, hidden, normed, qkv, attention out, MoE permuted buffers, shared and dense FFN, head.
     w += 4 * T_ * H_ + T_ * std::max<int64_t>(qkv_width_, H_) + T_ * attn_out_width_;
     w += max_act_rows * (2 * H_ + 3 * I);
-    w += T_ * 3 * std::max(moe.num_shared_experts * moe.shared_intermediate_size, m_.dense_intermediate_size);
+    // Shared-expert scratch (h, a, out) and the dense FFN's: both exist when a run has dense and MoE layers.
+    const int64_t Is = moe.num_shared_experts * moe.shared_intermediate_size;
+    if (Is > 0) w += T_ * (3 * Is + H_);
+    w += T_ * 3 * m_.dense_intermediate_size;
+    if (a.kind == AttentionKind::mla) {  // absorbed q or the expanded k/v, per-head values, q_a scratch
+        const int64_t lat = a.kv_lora_rank + a.qk_rope_head_dim;
+        w += mla_expand_ ? B * cache_len_ * Hq * (qk_dim_mla() + a.v_head_dim) : T_ * Hq * lat;
+        w += T_ * Hq * a.v_head_dim + T_ * std::max<int64_t>(a.q_lora_rank, lat);
+    }
     w += head_rows_ * (H_ + m_.vocab_size);
     int64_t bytes = 2 * w + kCublasWorkspaceBytes + attention_ws_bytes();
     bytes += T_ * kernels::topk_scratch_floats(std::max<int64_t>(E, 1), moe.num_groups) * 4;
     bytes += kernels::permute_workspace_ints(T_ * k_, std::max<int64_t>(E, 1)) * 4;
+    if (opt_.cold_l2) bytes += l2_flush_bytes();
     return bytes;
 }
 
@@ -76,6 +93,8 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         opt.expert_gemm != "grouped" && opt.expert_gemm != "loop")
         config_error("--expert-gemm", "unknown expert GEMM variant", opt.expert_gemm,
                      "use auto, gemv, tiled, grouped or loop");
+    if (opt.attention_kernel != "auto" && opt.attention_kernel != "split" && opt.attention_kernel != "flash")
+        config_error("--attention-kernel", "unknown attention kernel", opt.attention_kernel, "use auto, split or flash");
     if (opt.expert_times && opt.expert_gemm != "auto" && opt.expert_gemm != "loop")
         config_error("--expert-times", "times each expert's GEMMs, which only the per-expert loop runs apart",
                      "--expert-gemm " + opt.expert_gemm, "use --expert-gemm loop (or auto) with --expert-times");
@@ -102,16 +121,24 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         // attn_out_ also holds the latent projection [T, kv_lora + rope] during qkv_proj (it is free until attention).
         attn_out_width_ = std::max(a.num_heads * std::max(a.kv_lora_rank, a.v_head_dim),
                                    a.kv_lora_rank + a.qk_rope_head_dim);
-        if (a.kv_lora_rank + a.qk_rope_head_dim > 1024 || a.kv_lora_rank > kernels::attention_max_dk())
+        if (a.kv_lora_rank + a.qk_rope_head_dim > 1024 || a.kv_lora_rank > kernels::attention_max_dv())
             throw UnsupportedError(fmt::format("MLA kv_lora_rank {} exceeds the attention kernel's limit ({})",
-                                               a.kv_lora_rank, kernels::attention_max_dk()));
+                                               a.kv_lora_rank, kernels::attention_max_dv()));
     } else {
         qkv_width_ = (a.num_heads + 2 * a.num_kv_heads) * a.head_dim;
         attn_out_width_ = a.num_heads * a.head_dim;
-        if (a.head_dim > kernels::attention_max_dk())
+        if (a.head_dim > kernels::attention_max_dv())
             throw UnsupportedError(fmt::format("head_dim {} exceeds the attention kernel's limit ({})", a.head_dim,
-                                               kernels::attention_max_dk()));
+                                               kernels::attention_max_dv()));
     }
+    // MLA: expanded (flash) when the flash kernel takes it, absorbed (split) otherwise; see mla_expand_.
+    mla_expand_ = a.kind == AttentionKind::mla && opt.attention_kernel != "split";
+    if (mla_expand_ && opt.attention_kernel == "auto")
+        mla_expand_ = kernels::attention_kernel_of(attention_args()) == kernels::AttentionKernel::flash;
+    if (opt.attention_kernel == "flash" && !kernels::flash_attention_fits(attention_args()))
+        config_error("--attention-kernel", "needs head dims (dk, dv) that are multiples of 16 and at most 256",
+                     fmt::format("flash with dk={} dv={}", attention_args().dk, attention_args().dv),
+                     "use --attention-kernel auto or split");
     if (m_.moe.num_experts > 0 && k_ > m_.moe.num_experts)
         config_error("--soft-topn", "more experts than the model has", std::to_string(k_),
                      fmt::format("use at most {}", m_.moe.num_experts));
@@ -159,7 +186,8 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     lm_logits_.resize(head_rows_ * m_.vocab_size);
     if (a.kind == AttentionKind::mla) {
         const int64_t lat = a.kv_lora_rank + a.qk_rope_head_dim;
-        q_attn_.resize(T_ * a.num_heads * lat);
+        if (mla_expand_) mla_kv_.resize(shape_.batch * cache_len_ * a.num_heads * (qk_dim_mla() + a.v_head_dim));
+        else q_attn_.resize(T_ * a.num_heads * lat);
         mla_v_.resize(T_ * a.num_heads * a.v_head_dim);
         mla_q_a_.resize(T_ * std::max<int64_t>(a.q_lora_rank, lat));
     }
@@ -192,9 +220,7 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     }
     attn_ws_f_.resize(attention_ws_bytes() / static_cast<int64_t>(sizeof(float)) + 1);
     if (opt_.cold_l2) {
-        int l2 = 0;
-        MOEBENCH_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
-        l2_flush_.resize(std::max<int64_t>(2 * int64_t(l2), int64_t(1) << 20));
+        l2_flush_.resize(l2_flush_bytes());
         l2_flush_sink_.resize(1);
     }
     kernels::launch_embed(token_ids_.get(), embed_.get(), x0_.get(), T_, H_, s());
