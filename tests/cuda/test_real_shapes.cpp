@@ -8,7 +8,9 @@
 //    double-precision loop over the same bf16 values;
 //  - the tiled tensor-core expert GEMM over the same products (every gemv check without slot weights runs it too),
 //    with several 64-row tiles per expert;
-//  - the four expert GEMM variants (cuBLAS loop, cuBLAS grouped, gemv, tiled) on the same rows at both expert shapes.
+//  - the four expert GEMM variants (cuBLAS loop, cuBLAS grouped, gemv, tiled) on the same rows at both expert shapes;
+//  - prefill attention (flash and split-context) at Mixtral, DeepSeek-V3 expanded-MLA and gpt-oss shapes: sampled
+//    rows against a double-precision softmax attention.
 #include "backends/cuda/gemm.hpp"
 #include "common/error.hpp"
 #include "core/moe_core.cuh"
@@ -674,5 +676,112 @@ TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped, gem
         CHECK(rel_l2(download_bf16(y_loop.get(), size_t(N * c.H)), ref) < 1e-2);
         CHECK(rel_l2(download_bf16(y_grouped.get(), size_t(N * c.H)), ref) < 1e-2);
         CHECK(rel_l2(download_bf16(y_gemv.get(), size_t(N * c.H)), ref) < 1e-2);
+    }
+}
+
+// ---- attention at real prefill shapes ----------------------------------------------------------------------------
+
+namespace {
+
+struct PrefillAttnCase {
+    const char* name;
+    int64_t seqs, seq_len, heads, kv_heads, dk, dv, window;
+    bool sinks;
+};
+
+/// One (token, head) row of softmax attention in double over the bf16-rounded inputs: keys [first, pos] of its
+/// sequence (+ the sink), the layout launch_attention reads (q rows of q_token_stride, k/v rows of kv_row_stride).
+std::vector<double> attention_row(const kernels::AttentionArgs& a, const std::vector<float>& q,
+                                  const std::vector<float>& kv, int64_t v_offset, const std::vector<float>& sinks,
+                                  int64_t t, int64_t h) {
+    const int64_t b = t / a.tokens_per_seq, pos = a.pos_base + t % a.tokens_per_seq;
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+    const int64_t g = h / (a.num_heads / a.num_kv_heads);
+    std::vector<double> s;
+    double mx = a.sinks ? double(sinks[h]) : -1e300;
+    for (int64_t j = lo; j <= pos; ++j) {
+        const float* kr = &kv[(b * a.cache_len + j) * a.kv_row_stride + g * a.kv_head_stride];
+        const float* qr = &q[t * a.q_token_stride + h * a.q_head_stride];
+        double d = 0;
+        for (int64_t i = 0; i < a.dk; ++i) d += double(qr[i]) * kr[i];
+        s.push_back(d * a.scale);
+        mx = std::max(mx, s.back());
+    }
+    double l = a.sinks ? std::exp(double(sinks[h]) - mx) : 0.0;
+    for (double& x : s) l += (x = std::exp(x - mx));
+    std::vector<double> out(a.dv, 0.0);
+    for (size_t j = 0; j < s.size(); ++j) {
+        const float* vr = &kv[(b * a.cache_len + lo + int64_t(j)) * a.kv_row_stride + g * a.kv_head_stride + v_offset];
+        for (int64_t i = 0; i < a.dv; ++i) out[i] += s[j] * vr[i];
+    }
+    for (double& x : out) x /= l;
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("prefill attention at real shapes: flash and split-context equal a double reference on sampled rows",
+          "[gpu][real_shapes_attention]") {
+    // Mixtral (32 / 8 heads, hd 128), DeepSeek-V3's MLA in the expanded form the backend runs in prefill (128 heads,
+    // k = nope + rope = 192, v = 128, k and v in one row per head as mla_kv_), gpt-oss (64 / 8, hd 64, window 128,
+    // sinks). Sampled rows: the first, the last of each 64-query tile edge, random ones.
+    const PrefillAttnCase cases[] = {
+        {"mixtral-8x7b", 1, 2048, 32, 8, 128, 128, 0, false},
+        {"deepseek-v3 (expanded MLA)", 1, 1024, 128, 128, 192, 128, 0, false},
+        {"gpt-oss", 2, 700, 64, 8, 64, 64, 128, true},
+    };
+    for (const PrefillAttnCase& cs : cases) {
+        INFO(cs.name);
+        kernels::AttentionArgs a;
+        a.num_tokens = cs.seqs * cs.seq_len;
+        a.tokens_per_seq = cs.seq_len;
+        a.cache_len = cs.seq_len;
+        a.num_heads = cs.heads;
+        a.num_kv_heads = cs.kv_heads;
+        a.dk = cs.dk;
+        a.dv = cs.dv;
+        a.window = cs.window;
+        a.chunk = 512;
+        a.scale = 1.0f / std::sqrt(float(cs.dk));
+        a.q_head_stride = cs.dk;
+        a.q_token_stride = cs.heads * cs.dk;
+        // k and v in one row per kv head (the expanded MLA layout): [k (dk) | v (dv)].
+        a.kv_head_stride = cs.dk + cs.dv;
+        a.kv_row_stride = cs.kv_heads * a.kv_head_stride;
+        std::vector<float> q = pm1_vec(static_cast<size_t>(a.num_tokens * a.q_token_stride), 21, 1.0f);
+        std::vector<float> kv = pm1_vec(static_cast<size_t>(cs.seqs * a.cache_len * a.kv_row_stride), 22, 1.0f);
+        std::vector<float> sinks = pm1_vec(static_cast<size_t>(cs.heads), 23, 2.0f);
+        for (float& x : q) x = round_bf(x);
+        for (float& x : kv) x = round_bf(x);
+        auto dq = upload_bf16(q), dkv = upload_bf16(kv);
+        auto ds = upload(sinks);
+        DeviceBuffer<bf16> out(a.num_tokens * cs.heads * cs.dv);
+        a.q = dq.get();
+        a.k = dkv.get();
+        a.v = dkv.get() + cs.dk;
+        a.out = out.get();
+        a.sinks = cs.sinks ? ds.get() : nullptr;
+        REQUIRE(kernels::attention_kernel_of(a) == kernels::AttentionKernel::flash);
+        std::mt19937 g(31);
+        std::vector<std::pair<int64_t, int64_t>> rows = {{0, 0}, {a.num_tokens - 1, cs.heads - 1}};
+        for (int64_t t : {63, 64, 127, 128}) rows.push_back({t, (t * 7) % cs.heads});
+        for (int i = 0; i < 48; ++i) rows.push_back({int64_t(g() % a.num_tokens), int64_t(g() % cs.heads)});
+        std::vector<float> ref;
+        for (const auto& [t, h] : rows)
+            for (double x : attention_row(a, q, kv, cs.dk, sinks, t, h)) ref.push_back(float(x));
+        for (kernels::AttentionKernel kernel : {kernels::AttentionKernel::flash, kernels::AttentionKernel::split}) {
+            kernels::AttentionArgs run = a;
+            run.kernel = kernel;
+            DeviceBuffer<uint8_t> ws(static_cast<int64_t>(kernels::attention_workspace_bytes(run)));
+            MOEBENCH_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
+            kernels::launch_attention(run, ws.get(), kStream);
+            const auto got_all = download_bf16(out.get(), static_cast<size_t>(a.num_tokens * cs.heads * cs.dv));
+            std::vector<float> got;
+            for (const auto& [t, h] : rows)
+                got.insert(got.end(), got_all.begin() + (t * cs.heads + h) * cs.dv,
+                           got_all.begin() + (t * cs.heads + h + 1) * cs.dv);
+            INFO("kernel " << (kernel == kernels::AttentionKernel::flash ? "flash" : "split"));
+            CHECK(rel_l2(got, ref) < 1e-2);
+        }
     }
 }
