@@ -226,9 +226,13 @@ void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream) {
     MOEBENCH_CHECK(blocks < (int64_t(1) << 31) && a.num_heads <= 65535, "attention: flash grid too large ({} x {})",
                    blocks, a.num_heads);
     const int64_t smem = FlashLayout(static_cast<int>(a.dk), static_cast<int>(a.dv)).bytes;
-    if (smem > 48 * 1024)  // a host-side attribute, not a stream operation: legal while a graph is being captured
+    // Raised once per larger size: the eager step sets it, so a later graph capture of the same shapes calls nothing.
+    static int64_t smem_allowed = 48 * 1024;
+    if (smem > smem_allowed) {
         MOEBENCH_CUDA_CHECK(cudaFuncSetAttribute(attention_flash_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(smem)));
+        smem_allowed = smem;
+    }
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.num_heads));
     attention_flash_kernel<<<grid, kFlashThreads, static_cast<size_t>(smem), stream>>>(a);
     MOEBENCH_LAUNCH_CHECK();

@@ -135,6 +135,8 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     mla_expand_ = a.kind == AttentionKind::mla && opt.attention_kernel != "split";
     if (mla_expand_ && opt.attention_kernel == "auto")
         mla_expand_ = kernels::attention_kernel_of(attention_args()) == kernels::AttentionKernel::flash;
+    // Expanded: attention writes mla_v_, so attn_out_ is only the latent projection's scratch.
+    if (mla_expand_) attn_out_width_ = a.kv_lora_rank + a.qk_rope_head_dim;
     if (opt.attention_kernel == "flash" && !kernels::flash_attention_fits(attention_args()))
         config_error("--attention-kernel", "needs head dims (dk, dv) that are multiples of 16 and at most 256",
                      fmt::format("flash with dk={} dv={}", attention_args().dk, attention_args().dv),
@@ -186,8 +188,9 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     lm_logits_.resize(head_rows_ * m_.vocab_size);
     if (a.kind == AttentionKind::mla) {
         const int64_t lat = a.kv_lora_rank + a.qk_rope_head_dim;
-        if (mla_expand_) mla_kv_.resize(shape_.batch * cache_len_ * a.num_heads * (qk_dim_mla() + a.v_head_dim));
-        else q_attn_.resize(T_ * a.num_heads * lat);
+        // One of the two forms' buffers (a second prepare frees the other's).
+        mla_kv_.resize(mla_expand_ ? shape_.batch * cache_len_ * a.num_heads * (qk_dim_mla() + a.v_head_dim) : 0);
+        q_attn_.resize(mla_expand_ ? 0 : T_ * a.num_heads * lat);
         mla_v_.resize(T_ * a.num_heads * a.v_head_dim);
         mla_q_a_.resize(T_ * std::max<int64_t>(a.q_lora_rank, lat));
     }
