@@ -2,8 +2,10 @@
 // Attention kernels: RoPE (rotate-half), KV-cache append, and a split-context attention (flash-decoding style:
 // per-chunk partial softmax, then a merge) used for decode and, with a causal key range per query, for prefill. The
 // heads that share a kv head (a GQA group; all heads of MLA's latent cache) share a block, which reads each cached
-// row once for them.
+// row once for them. launch_attention also dispatches the tensor-core kernels: flash (attention_flash.cu, prefill)
+// and latent (attention_latent.cu, MLA decode: its partials go through the same workspace and merge).
 #include "kernels/attention_range.cuh"
+#include "kernels/attention_tile.cuh"
 #include "kernels/common.cuh"
 
 #include <cmath>
@@ -268,7 +270,8 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
                        a.cache_len >= a.pos_base + a.tokens_per_seq,
                    "attention: {} tokens of {} per sequence at position {} do not fit a cache of {}", a.num_tokens,
                    a.tokens_per_seq, a.pos_base, a.cache_len);
-    if (attention_kernel_of(a) == AttentionKernel::flash) return launch_attention_flash(a, stream);
+    const AttentionKernel kernel = attention_kernel_of(a);
+    if (kernel == AttentionKernel::flash) return launch_attention_flash(a, stream);
     const int64_t splits64 = num_splits_of(a);
     int64_t tile = tile_tokens_of(a);
     if (a.workspace_bytes >= 0) {  // a workspace sized for another layer's shape: never run past it
@@ -290,13 +293,17 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
         float* ws_ml = static_cast<float*>(workspace);
         float* ws_o = ws_ml + rows * splits * 2;
         const dim3 grid(static_cast<unsigned>(rows / heads), static_cast<unsigned>(splits));
-        switch (heads) {
-            case 8: attention_split_kernel<8><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-            case 4: attention_split_kernel<4><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-            case 2: attention_split_kernel<2><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-            default: attention_split_kernel<1><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+        if (kernel == AttentionKernel::latent) {
+            attn_tile::launch_latent_partials(part, rows / a.num_heads, ws_ml, ws_o, splits, stream);
+        } else {
+            switch (heads) {
+                case 8: attention_split_kernel<8><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+                case 4: attention_split_kernel<4><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+                case 2: attention_split_kernel<2><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+                default: attention_split_kernel<1><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
+            }
+            MOEBENCH_LAUNCH_CHECK();
         }
-        MOEBENCH_LAUNCH_CHECK();
         attention_merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(part, ws_ml, ws_o, splits);
         MOEBENCH_LAUNCH_CHECK();
     }

@@ -73,10 +73,12 @@ void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_
 /// the softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16).
 /// Split over the context in chunks of `chunk` keys; partials go to workspace (attention_workspace_bytes(), at most
 /// kAttnWorkspaceBudgetBytes plus one token's worth: queries run in tiles that fit).
-/// Which attention kernel runs: split-context (attention.cu: decode, MLA, any shape) or flash (attention_flash.cu:
-/// prefill on tensor cores, dk and dv <= 256 and multiples of 16). automatic: flash for 16+ queries per sequence when
-/// it fits.
-enum class AttentionKernel { automatic, split, flash };
+/// Which attention kernel runs: split-context (attention.cu: decode, any shape; CUDA cores), flash
+/// (attention_flash.cu: prefill on tensor cores, dk and dv <= 256 and multiples of 16) or latent (attention_latent.cu:
+/// split-context over MLA's latent cache on tensor cores, all heads of a token as the rows of a tile; one kv head
+/// whose values are the first dv columns of its keys). automatic: flash for 16+ queries per sequence when it fits,
+/// else latent for 16+ heads on one shared latent row when it fits, else split.
+enum class AttentionKernel { automatic, split, flash, latent };
 struct AttentionArgs {
     const bf16* q = nullptr;
     int64_t q_token_stride = 0, q_head_stride = 0;
@@ -102,6 +104,8 @@ int64_t attention_max_dv();   // largest value width (dv: head_dim, MLA kv_lora_
 size_t attention_workspace_bytes(const AttentionArgs& a);
 AttentionKernel attention_kernel_of(const AttentionArgs& a);  // the kernel launch_attention runs for these args
 bool flash_attention_fits(const AttentionArgs& a);           // shapes, strides, alignment, shared memory
+bool latent_attention_fits(const AttentionArgs& a);          // the same for the latent kernel
+constexpr int64_t kLatentMinHeads = 16;                      // automatic: fewer heads stay on the split kernel
 void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stream);
 void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream);  // launch_attention's flash branch
 

@@ -292,7 +292,8 @@ TEST_CASE("cuda graph with the own expert kernels replays a routing that changes
   }
 }
 
-TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split-context kernel)", "[gpu][backend][attention]") {
+TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split-context and latent kernels)",
+          "[gpu][backend][attention]") {
     // Two different algebras of the same attention: absorbed (q_nope W_UK against the latent cache, W_UV after) and
     // expanded (the latents through kv_b into per-head k and v, then multi-head attention). Dims multiples of 16 so
     // the flash kernel takes the expanded form.
@@ -308,7 +309,7 @@ TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split
         shape.seq_len = mode == Mode::prefill ? 40 : 1;
         shape.context = mode == Mode::prefill ? 0 : 70;
         std::map<std::string, std::vector<float>> moe_in;
-        for (const char* kernel : {"split", "auto", "flash"}) {
+        for (const char* kernel : {"split", "latent", "auto", "flash"}) {
             RunOptions opt;
             opt.seed = 7;
             opt.attention_kernel = kernel;
@@ -322,11 +323,14 @@ TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split
             CHECK((b->traits().mla_form == MlaForm::latent_expand) == expanded);
             const json d = b->describe();
             CHECK(d["kernel_variant"]["mla"].get<std::string>().rfind(expanded ? "expanded" : "weight-absorbed", 0) == 0);
-            CHECK(d["kernel_variant"]["attention"].get<std::string>().rfind(expanded ? "flash" : "split", 0) == 0);
+            // auto in decode: split (4 heads are fewer than the latent kernel's 16).
+            const char* ran = expanded ? "flash" : std::string(kernel) == "latent" ? "latent" : "split";
+            CHECK(d["kernel_variant"]["attention"].get<std::string>().rfind(ran, 0) == 0);
         }
         INFO("mode " << to_string(mode));
         // Attention feeds ~a third of the MoE input here: a wrong head, stride or rope copy moves it by far more.
         CHECK(rel_l2(moe_in["flash"], moe_in["split"]) < 2e-2);
+        CHECK(rel_l2(moe_in["latent"], moe_in["split"]) < 2e-2);  // the same absorbed form, tensor cores
         CHECK(rel_l2(moe_in["auto"], moe_in[mode == Mode::prefill ? "flash" : "split"]) < 1e-6);
     }
 }
@@ -349,6 +353,8 @@ TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM varia
     opt.attention_kernel = "flash";  // head_dim 16 fits the flash kernel; an MLA with qk dim 24 does not
     CHECK_NOTHROW(b->prepare(m, {0}, shape, opt));
     CHECK_THROWS_AS(make_cuda_backend()->prepare(tiny_model(true), {0}, shape, opt), ConfigError);
+    opt.attention_kernel = "latent";  // MLA's latent cache only: a GQA model is refused
+    CHECK_THROWS_AS(make_cuda_backend()->prepare(m, {0}, shape, opt), ConfigError);
     opt.attention_kernel = "fastest";
     CHECK_THROWS_AS(make_cuda_backend()->prepare(m, {0}, shape, opt), ConfigError);
 }

@@ -154,12 +154,13 @@ std::vector<float> ref_attention(const kernels::AttentionArgs& a, const std::vec
 }
 }  // namespace
 
-TEST_CASE("split-context and flash attention match a reference: decode, prefill, GQA, window, sinks, MLA-shaped", "[gpu][attention]") {
+TEST_CASE("split-context, flash and latent attention match a reference: decode, prefill, GQA, window, sinks, MLA", "[gpu][attention]") {
     struct Case {
         int64_t tokens, tps, pos_base, heads, kv_heads, dk, dv, window;
         bool sinks;
         int64_t chunk, local_chunk;
         int64_t tile_tokens = 0;  // > 0: a workspace of that many query tokens, so the launch runs in query tiles
+        bool shared_kv = false;   // values = the first dv columns of the key rows (MLA's latent cache)
     };
     const Case cases[] = {
         {3, 1, 600, 4, 2, 64, 64, 0, false, 256, 0},   // decode: 3 sequences, 601 keys, 3 splits
@@ -181,6 +182,11 @@ TEST_CASE("split-context and flash attention match a reference: decode, prefill,
         {64, 64, 0, 32, 8, 128, 128, 0, false, 512, 0},   // Mixtral's heads (32 / 8, hd 128), one full tile
         {48, 16, 0, 2, 2, 256, 256, 0, true, 512, 0},     // hd 256 (Qwen3-Next): opt-in shared memory; 16 queries
         {33, 33, 5, 2, 1, 48, 16, 7, false, 512, 0},      // dv < dk, window 7, 33 queries
+        // Latent rows (one kv head, values = the keys' first dv columns), which the latent kernel takes:
+        {2, 1, 300, 16, 1, 576, 512, 0, true, 128, 0, 0, true},    // DeepSeek-V2-Lite decode: 16 heads, 2 slices
+        {3, 1, 600, 128, 1, 576, 512, 0, false, 256, 0, 0, true},  // DeepSeek-V3 decode: 2 head tiles x 2 slices
+        {10, 5, 40, 20, 1, 64, 48, 7, false, 16, 0, 0, true},      // 20 heads (a partial tile), window, 5 per seq
+        {4, 1, 70, 64, 1, 64, 64, 0, false, 32, 0, 2, true},       // query tiles of 2 tokens, chunks of 32
     };
     for (const Case& cs : cases) {
         kernels::AttentionArgs a;
@@ -210,7 +216,7 @@ TEST_CASE("split-context and flash attention match a reference: decode, prefill,
         DeviceBuffer<bf16> out(cs.tokens * cs.heads * cs.dv);
         a.q = dq.get();
         a.k = dk.get();
-        a.v = dv.get();
+        a.v = cs.shared_kv ? dk.get() : dv.get();
         a.out = out.get();
         a.sinks = cs.sinks ? ds.get() : nullptr;
         if (cs.tile_tokens > 0) {
@@ -218,13 +224,18 @@ TEST_CASE("split-context and flash attention match a reference: decode, prefill,
             one.num_tokens = 1;
             a.workspace_bytes = cs.tile_tokens * static_cast<int64_t>(kernels::attention_workspace_bytes(one));
         }
-        auto ref = ref_attention(a, q, k, v, cs.sinks ? &sinks : nullptr);
-        const bool flash_fits = kernels::flash_attention_fits(a);
-        // The automatic choice: flash exactly for 16+ queries per sequence that fit it.
-        CHECK((kernels::attention_kernel_of(a) == kernels::AttentionKernel::flash) == (flash_fits && cs.tps >= 16));
-        for (kernels::AttentionKernel kernel :
-             {kernels::AttentionKernel::automatic, kernels::AttentionKernel::split, kernels::AttentionKernel::flash}) {
+        auto ref = ref_attention(a, q, k, cs.shared_kv ? k : v, cs.sinks ? &sinks : nullptr);
+        const bool flash_fits = kernels::flash_attention_fits(a), latent_fits = kernels::latent_attention_fits(a);
+        CHECK(latent_fits == cs.shared_kv);
+        // The automatic choice: flash for 16+ queries per sequence that fit it, else latent for 16+ heads.
+        const auto chosen = kernels::attention_kernel_of(a);
+        CHECK((chosen == kernels::AttentionKernel::flash) == (flash_fits && cs.tps >= 16));
+        CHECK((chosen == kernels::AttentionKernel::latent) == (!(flash_fits && cs.tps >= 16) && latent_fits &&
+                                                               cs.heads >= kernels::kLatentMinHeads));
+        for (kernels::AttentionKernel kernel : {kernels::AttentionKernel::automatic, kernels::AttentionKernel::split,
+                                                kernels::AttentionKernel::flash, kernels::AttentionKernel::latent}) {
             if (kernel == kernels::AttentionKernel::flash && !flash_fits) continue;
+            if (kernel == kernels::AttentionKernel::latent && !latent_fits) continue;
             kernels::AttentionArgs run = a;
             run.kernel = kernel;
             DeviceBuffer<uint8_t> ws(run.workspace_bytes >= 0

@@ -18,9 +18,10 @@ kernels::AttentionArgs CudaBackend::attention_args() const {
     args.pos_base = pos_base_;
     args.num_heads = a.num_heads;
     args.chunk = attn_chunk_;
-    args.kernel = opt_.attention_kernel == "flash"   ? kernels::AttentionKernel::flash
-                  : opt_.attention_kernel == "split" ? kernels::AttentionKernel::split
-                                                     : kernels::AttentionKernel::automatic;
+    args.kernel = opt_.attention_kernel == "flash"    ? kernels::AttentionKernel::flash
+                  : opt_.attention_kernel == "split"  ? kernels::AttentionKernel::split
+                  : opt_.attention_kernel == "latent" ? kernels::AttentionKernel::latent
+                                                      : kernels::AttentionKernel::automatic;
     if (a.kind == AttentionKind::mla && mla_expand_) {
         // Expanded MLA: multi-head attention of q [T, Hq, nope | rope] over mla_kv_'s per-head [k (nope | rope) | v];
         // the output is the per-head v, o_proj's input.
@@ -73,6 +74,11 @@ std::string CudaBackend::attention_variant() const {
         case kernels::AttentionKernel::flash:
             return "flash (tensor cores, 64 queries x 64 keys per tile, running softmax in shared memory, no "
                    "workspace; each K/V tile read once per 64 queries of a head)";
+        case kernels::AttentionKernel::latent:
+            return fmt::format("latent (tensor cores over MLA's latent cache: 64 heads of a token as the rows of a "
+                               "tile, key tiles of 32 read once for them, values from the same rows; split over the "
+                               "context in chunks of {} + merge)",
+                               attn_chunk_);
         case kernels::AttentionKernel::split:
             return fmt::format("split_context(chunk={}) + merge; one block per (token, up to 8 heads sharing a kv head, "
                                "chunk): each cached row read once for them; many queries run in query tiles whose "

@@ -72,8 +72,8 @@ json CudaBackend::describe() const {
                                          "into per-head k_nope and v (head-batched GEMMs), the rope key copied to "
                                          "every head, then multi-head flash attention (dk = nope + rope, dv = v_head_dim)"
                                        : "weight-absorbed (as DeepSeek's decode: q_nope W_UK, latent cache kv_lora + "
-                                         "rope, W_UV after attention); a block serves up to 8 heads, so the latent "
-                                         "cache is read once per block of heads"},
+                                         "rope, W_UV after attention); the latent rows are read once per block of "
+                                         "heads (64 with the latent kernel, up to 8 with split)"},
                            {"permute", "tile histogram + one scan + stable warp scatter, O(T k) (moe_core order)"},
                            {"gather_combine", "16-byte loads when hidden % 8 == 0"}};
     d["expert_gemm_sync"] = device_sized() ? "none: the expert kernel reads the expert list, offsets and tile map on "

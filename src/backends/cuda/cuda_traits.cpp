@@ -12,7 +12,7 @@ BackendTraits cuda_backend_traits() {
     t.precision = "bf16 weights and activations (cuda)";
     t.mla_form = MlaForm::absorbed;
     t.expert_gemm = {"auto", "gemv", "tiled", "grouped", "loop"};
-    t.attention_kernel = {"auto", "split", "flash"};
+    t.attention_kernel = {"auto", "split", "flash", "latent"};
     t.switches = {"cuda_graph", "cold_l2", "expert_times"};
     t.measures_ceilings = true;
     t.check = {1e-2, 1e-3};  // bf16 against the fp32 reference

@@ -93,8 +93,10 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         opt.expert_gemm != "grouped" && opt.expert_gemm != "loop")
         config_error("--expert-gemm", "unknown expert GEMM variant", opt.expert_gemm,
                      "use auto, gemv, tiled, grouped or loop");
-    if (opt.attention_kernel != "auto" && opt.attention_kernel != "split" && opt.attention_kernel != "flash")
-        config_error("--attention-kernel", "unknown attention kernel", opt.attention_kernel, "use auto, split or flash");
+    if (opt.attention_kernel != "auto" && opt.attention_kernel != "split" && opt.attention_kernel != "flash" &&
+        opt.attention_kernel != "latent")
+        config_error("--attention-kernel", "unknown attention kernel", opt.attention_kernel,
+                     "use auto, split, flash or latent");
     if (opt.expert_times && opt.expert_gemm != "auto" && opt.expert_gemm != "loop")
         config_error("--expert-times", "times each expert's GEMMs, which only the per-expert loop runs apart",
                      "--expert-gemm " + opt.expert_gemm, "use --expert-gemm loop (or auto) with --expert-times");
@@ -131,8 +133,8 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
             throw UnsupportedError(fmt::format("head_dim {} exceeds the attention kernel's limit ({})", a.head_dim,
                                                kernels::attention_max_dv()));
     }
-    // MLA: expanded (flash) when the flash kernel takes it, absorbed (split) otherwise; see mla_expand_.
-    mla_expand_ = a.kind == AttentionKind::mla && opt.attention_kernel != "split";
+    // MLA: expanded (flash) when the flash kernel takes it, absorbed (latent or split) otherwise; see mla_expand_.
+    mla_expand_ = a.kind == AttentionKind::mla && opt.attention_kernel != "split" && opt.attention_kernel != "latent";
     if (mla_expand_ && opt.attention_kernel == "auto")
         mla_expand_ = kernels::attention_kernel_of(attention_args()) == kernels::AttentionKernel::flash;
     // Expanded: attention writes mla_v_, so attn_out_ is only the latent projection's scratch.
@@ -140,6 +142,13 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     if (opt.attention_kernel == "flash" && !kernels::flash_attention_fits(attention_args()))
         config_error("--attention-kernel", "needs head dims (dk, dv) that are multiples of 16 and at most 256",
                      fmt::format("flash with dk={} dv={}", attention_args().dk, attention_args().dv),
+                     "use --attention-kernel auto or split");
+    if (opt.attention_kernel == "latent" &&
+        (a.kind != AttentionKind::mla || !kernels::latent_attention_fits(attention_args())))
+        config_error("--attention-kernel", "runs MLA's latent cache (one kv head whose values are its keys' first dv "
+                                           "columns; dk <= 576, dk and dv multiples of 16)",
+                     fmt::format("latent with {} kv heads, dk={} dv={}", attention_args().num_kv_heads,
+                                 attention_args().dk, attention_args().dv),
                      "use --attention-kernel auto or split");
     if (m_.moe.num_experts > 0 && k_ > m_.moe.num_experts)
         config_error("--soft-topn", "more experts than the model has", std::to_string(k_),
