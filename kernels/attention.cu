@@ -296,12 +296,11 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
         if (kernel == AttentionKernel::latent) {
             attn_tile::launch_latent_partials(part, rows / a.num_heads, ws_ml, ws_o, splits, stream);
         } else {
-            switch (heads) {
-                case 8: attention_split_kernel<8><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-                case 4: attention_split_kernel<4><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-                case 2: attention_split_kernel<2><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-                default: attention_split_kernel<1><<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits); break;
-            }
+            auto* split_kernel = heads == 8   ? attention_split_kernel<8>
+                                 : heads == 4 ? attention_split_kernel<4>
+                                 : heads == 2 ? attention_split_kernel<2>
+                                              : attention_split_kernel<1>;
+            split_kernel<<<grid, kAttnThreads, smem, stream>>>(part, ws_ml, ws_o, splits);
             MOEBENCH_LAUNCH_CHECK();
         }
         attention_merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(part, ws_ml, ws_o, splits);

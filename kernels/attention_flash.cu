@@ -18,40 +18,16 @@ using namespace attn_tile;
 constexpr int kFlashMaxDim = 256;     // dk and dv (the output tile of a warp lives in shared memory)
 constexpr int kFlashMinQueries = 16;  // automatic: fewer queries per sequence than this stay on the split kernel
 
-// Shared-memory layout, one definition for the host (size) and the device (carving). Every section size is a
-// multiple of 128 bytes, so every WMMA pointer (row offsets of 16 rows, column offsets of 16) is 32-byte aligned.
-struct FlashLayout {
-    int ld_qk, ld_v, ld_s, ld_p, ld_o;
-    int64_t q_off, k_off, v_off, s_off, p_off, o_off, stats_off, bytes;
-    __host__ __device__ FlashLayout(int dk, int dv)
-        : ld_qk(dk + kPadBf16), ld_v(dv + kPadBf16), ld_s(kRows + kPadF32), ld_p(kRows + kPadBf16),
-          ld_o(dv + kPadF32) {
-        q_off = 0;
-        k_off = q_off + int64_t(kRows) * ld_qk * 2;
-        v_off = k_off + int64_t(kRows) * ld_qk * 2;
-        s_off = v_off + int64_t(kRows) * ld_v * 2;
-        p_off = s_off + int64_t(kRows) * ld_s * 4;
-        o_off = p_off + int64_t(kRows) * ld_p * 2;
-        stats_off = o_off + int64_t(kRows) * ld_o * 4;
-        bytes = stats_off + 3 * kRows * 4;  // running max, running sum, this tile's rescale factor
-    }
-};
+// Queries and keys both in tiles of 64, a separate value tile.
+__host__ __device__ inline TileLayout flash_layout(int dk, int dv) { return TileLayout(dk, dv, kRows, true); }
 
 // Grid: x = sequence * query tiles per sequence + tile, y = head. Block: 4 warps; warp w owns query rows 16w..16w+15.
 // Keys come in tiles of 64 (kRows).
 __global__ void __launch_bounds__(kThreads) attention_flash_kernel(AttentionArgs a) {
     extern __shared__ __align__(128) unsigned char flash_smem[];
     const int dk = static_cast<int>(a.dk), dv = static_cast<int>(a.dv);
-    const FlashLayout L(dk, dv);
-    bf16* q_s = reinterpret_cast<bf16*>(flash_smem + L.q_off);
-    bf16* k_s = reinterpret_cast<bf16*>(flash_smem + L.k_off);
-    bf16* v_s = reinterpret_cast<bf16*>(flash_smem + L.v_off);
-    float* s_s = reinterpret_cast<float*>(flash_smem + L.s_off);
-    bf16* p_s = reinterpret_cast<bf16*>(flash_smem + L.p_off);
-    float* o_s = reinterpret_cast<float*>(flash_smem + L.o_off);
-    float* m_s = reinterpret_cast<float*>(flash_smem + L.stats_off);
-    float* l_s = m_s + kRows;
-    float* alpha_s = l_s + kRows;
+    const TileLayout L = flash_layout(dk, dv);
+    const TileSmem S(flash_smem, L);
 
     const int64_t tps = a.tokens_per_seq;
     const int64_t tiles_per_seq = (tps + kRows - 1) / kRows;
@@ -63,11 +39,11 @@ __global__ void __launch_bounds__(kThreads) attention_flash_kernel(AttentionArgs
     const int64_t pos_last = pos0 + nq - 1;     // the last key any row of the tile sees
     const int lane = threadIdx.x % kWarp, r0 = (threadIdx.x / kWarp) * 16;
 
-    stage_rows(q_s, L.ld_qk, a.q + t0 * a.q_token_stride + h * a.q_head_stride, a.q_token_stride, nq, dk, kRows);
-    for (int i = threadIdx.x; i < kRows * dv; i += kThreads) o_s[(i / dv) * L.ld_o + i % dv] = 0.0f;
+    stage_rows(S.q, L.ld_qk, a.q + t0 * a.q_token_stride + h * a.q_head_stride, a.q_token_stride, nq, dk, kRows);
+    for (int i = threadIdx.x; i < kRows * dv; i += kThreads) S.o[(i / dv) * L.ld_o + i % dv] = 0.0f;
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
-        m_s[r] = -INFINITY;
-        l_s[r] = 0.0f;
+        S.m[r] = -INFINITY;
+        S.l[r] = 0.0f;
     }
 
     const bf16* k_base = a.k + b * a.cache_len * a.kv_row_stride + g * a.kv_head_stride;
@@ -75,17 +51,17 @@ __global__ void __launch_bounds__(kThreads) attention_flash_kernel(AttentionArgs
     for (int64_t kb = first_key(a, pos0); kb <= pos_last; kb += kRows) {
         const int nk = static_cast<int>(min(int64_t(kRows), pos_last + 1 - kb));
         __syncthreads();  // the previous tile's K/V (and, first time, nothing) is no longer read
-        stage_rows(k_s, L.ld_qk, k_base + kb * a.kv_row_stride, a.kv_row_stride, nk, dk, kRows);
-        stage_rows(v_s, L.ld_v, v_base + kb * a.kv_row_stride, a.kv_row_stride, nk, dv, kRows);
+        stage_rows(S.k, L.ld_qk, k_base + kb * a.kv_row_stride, a.kv_row_stride, nk, dk, kRows);
+        stage_rows(S.v, L.ld_v, v_base + kb * a.kv_row_stride, a.kv_row_stride, nk, dv, kRows);
         __syncthreads();
-        warp_scores<kRows>(q_s, L.ld_qk, k_s, L.ld_qk, dk, s_s, L.ld_s, r0);
+        warp_scores<kRows>(S.q, L.ld_qk, S.k, L.ld_qk, dk, S.s, L.ld_s, r0);
         __syncwarp();
         // Row r sees key kb + c when it is in the tile, in the row's window / chunk, and not after the row (causal).
-        warp_online_softmax<kRows>(s_s, L.ld_s, p_s, L.ld_p, m_s, l_s, alpha_s, r0, a.scale, [&](int r, int c) {
+        warp_online_softmax<kRows>(S.s, L.ld_s, S.p, L.ld_p, S.m, S.l, S.alpha, r0, a.scale, [&](int r, int c) {
             const int64_t pos = pos0 + r, key = kb + c;
             return r < nq && c < nk && key >= first_key(a, pos) && key <= pos;
         });
-        warp_rescale_pv<kRows>(p_s, L.ld_p, v_s, L.ld_v, o_s, L.ld_o, alpha_s, r0, dv);
+        warp_rescale_pv<kRows>(S.p, L.ld_p, S.v, L.ld_v, S.o, L.ld_o, S.alpha, r0, dv);
     }
     __syncwarp();
 
@@ -93,14 +69,14 @@ __global__ void __launch_bounds__(kThreads) attention_flash_kernel(AttentionArgs
     for (int rr = 0; rr < 16; ++rr) {
         const int r = r0 + rr;
         if (r >= nq) break;
-        const float m = m_s[r], l = l_s[r];
+        const float m = S.m[r], l = S.l[r];
         const float sink = a.sinks ? a.sinks[h] : -INFINITY;
         const float M = fmaxf(m, sink);
         const float keep = m == -INFINITY ? 0.0f : __expf(m - M);
         const float denom = l * keep + (a.sinks ? __expf(sink - M) : 0.0f);
         const float inv = denom > 0.0f ? keep / denom : 0.0f;
         bf16* out = a.out + ((t0 + r) * a.num_heads + h) * a.dv;
-        for (int c = lane; c < dv; c += kWarp) out[c] = to_bf(o_s[r * L.ld_o + c] * inv);
+        for (int c = lane; c < dv; c += kWarp) out[c] = to_bf(S.o[r * L.ld_o + c] * inv);
     }
 }
 
@@ -143,7 +119,7 @@ bool flash_attention_fits(const AttentionArgs& a) {
     const bool dims = a.dk > 0 && a.dk <= kFlashMaxDim && a.dk % 16 == 0 && a.dv > 0 && a.dv <= kFlashMaxDim &&
                       a.dv % 16 == 0;
     if (!dims || !attn_tile::rows_aligned(a)) return false;
-    return FlashLayout(static_cast<int>(a.dk), static_cast<int>(a.dv)).bytes <= attn_tile::max_optin_smem_bytes();
+    return flash_layout(static_cast<int>(a.dk), static_cast<int>(a.dv)).bytes <= attn_tile::max_optin_smem_bytes();
 }
 
 AttentionKernel attention_kernel_of(const AttentionArgs& a) {
@@ -154,7 +130,8 @@ AttentionKernel attention_kernel_of(const AttentionArgs& a) {
         case AttentionKernel::automatic: break;
     }
     if (a.tokens_per_seq >= kFlashMinQueries && flash_attention_fits(a)) return AttentionKernel::flash;
-    return latent_attention_fits(a) && a.num_heads >= kLatentMinHeads ? AttentionKernel::latent : AttentionKernel::split;
+    if (latent_attention_fits(a) && a.num_heads >= kLatentMinHeads) return AttentionKernel::latent;
+    return AttentionKernel::split;
 }
 
 void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream) {
@@ -166,7 +143,7 @@ void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream) {
     const int64_t blocks = seqs * ((a.tokens_per_seq + kRows - 1) / kRows);
     MOEBENCH_CHECK(blocks < (int64_t(1) << 31) && a.num_heads <= 65535, "attention: flash grid too large ({} x {})",
                    blocks, a.num_heads);
-    const int64_t smem = FlashLayout(static_cast<int>(a.dk), static_cast<int>(a.dv)).bytes;
+    const int64_t smem = flash_layout(static_cast<int>(a.dk), static_cast<int>(a.dv)).bytes;
     static int64_t smem_allowed = 0;
     attn_tile::allow_smem(reinterpret_cast<const void*>(attention_flash_kernel), smem, &smem_allowed);
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.num_heads));

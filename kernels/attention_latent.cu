@@ -20,22 +20,8 @@ constexpr int kMaxLatentDk = 576;  // the key row (kv_lora + rope) the shared me
 
 int slice_of(int64_t dv) { return static_cast<int>(dv <= kMaxSlice ? dv : kMaxSlice); }
 
-// Shared-memory layout (host size, device carving); sections are multiples of 128 bytes (WMMA pointers 32-byte
-// aligned).
-struct LatentLayout {
-    int ld_qk, ld_s, ld_p, ld_o;
-    int64_t q_off, k_off, s_off, p_off, o_off, stats_off, bytes;
-    __host__ __device__ LatentLayout(int dk, int slice)
-        : ld_qk(dk + kPadBf16), ld_s(kKeys + kPadF32), ld_p(kKeys + kPadBf16), ld_o(slice + kPadF32) {
-        q_off = 0;
-        k_off = q_off + int64_t(kRows) * ld_qk * 2;
-        s_off = k_off + int64_t(kKeys) * ld_qk * 2;
-        p_off = s_off + int64_t(kRows) * ld_s * 4;
-        o_off = p_off + int64_t(kRows) * ld_p * 2;
-        stats_off = o_off + int64_t(kRows) * ld_o * 4;
-        bytes = stats_off + 3 * kRows * 4;
-    }
-};
+// 64 heads, key tiles of 32 whose rows are also the values, an output slice of `slice` columns.
+__host__ __device__ inline TileLayout latent_layout(int dk, int slice) { return TileLayout(dk, slice, kKeys, false); }
 
 // Grid: x = (token - token_begin) * head tiles + head tile, y = split of the context, z = output slice.
 // Block: 4 warps; warp w owns head rows h0 + 16w .. + 15.
@@ -43,15 +29,8 @@ __global__ void __launch_bounds__(kThreads)
     attention_latent_kernel(AttentionArgs a, float* ws_ml, float* ws_o, int num_splits, int slice) {
     extern __shared__ __align__(128) unsigned char latent_smem[];
     const int dk = static_cast<int>(a.dk);
-    const LatentLayout L(dk, slice);
-    bf16* q_s = reinterpret_cast<bf16*>(latent_smem + L.q_off);
-    bf16* k_s = reinterpret_cast<bf16*>(latent_smem + L.k_off);
-    float* s_s = reinterpret_cast<float*>(latent_smem + L.s_off);
-    bf16* p_s = reinterpret_cast<bf16*>(latent_smem + L.p_off);
-    float* o_s = reinterpret_cast<float*>(latent_smem + L.o_off);
-    float* m_s = reinterpret_cast<float*>(latent_smem + L.stats_off);
-    float* l_s = m_s + kRows;
-    float* alpha_s = l_s + kRows;
+    const TileLayout L = latent_layout(dk, slice);
+    const TileSmem S(latent_smem, L);
 
     const int64_t head_tiles = (a.num_heads + kRows - 1) / kRows;
     const int64_t tl = blockIdx.x / head_tiles, h0 = (blockIdx.x % head_tiles) * kRows;
@@ -73,27 +52,27 @@ __global__ void __launch_bounds__(kThreads)
         return;
     }
 
-    stage_rows(q_s, L.ld_qk, a.q + t * a.q_token_stride + h0 * a.q_head_stride, a.q_head_stride, nh, dk, kRows);
-    for (int i = threadIdx.x; i < kRows * slice; i += kThreads) o_s[(i / slice) * L.ld_o + i % slice] = 0.0f;
+    stage_rows(S.q, L.ld_qk, a.q + t * a.q_token_stride + h0 * a.q_head_stride, a.q_head_stride, nh, dk, kRows);
+    for (int i = threadIdx.x; i < kRows * slice; i += kThreads) S.o[(i / slice) * L.ld_o + i % slice] = 0.0f;
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
-        m_s[r] = -INFINITY;
-        l_s[r] = 0.0f;
+        S.m[r] = -INFINITY;
+        S.l[r] = 0.0f;
     }
 
     const bf16* k_base = a.k + b * a.cache_len * a.kv_row_stride;
     for (int64_t kb = k0; kb < k1; kb += kKeys) {
         const int nk = static_cast<int>(min(int64_t(kKeys), k1 - kb));
         __syncthreads();  // the previous key tile is no longer read
-        stage_rows(k_s, L.ld_qk, k_base + kb * a.kv_row_stride, a.kv_row_stride, nk, dk, kKeys);
+        stage_rows(S.k, L.ld_qk, k_base + kb * a.kv_row_stride, a.kv_row_stride, nk, dk, kKeys);
         __syncthreads();
-        warp_scores<kKeys>(q_s, L.ld_qk, k_s, L.ld_qk, dk, s_s, L.ld_s, r0);
+        warp_scores<kKeys>(S.q, L.ld_qk, S.k, L.ld_qk, dk, S.s, L.ld_s, r0);
         __syncwarp();
         // Every key of the chunk is visible to the token (the chunk lies in [first_key, pos]); rows past the heads
         // and keys past the chunk are not.
-        warp_online_softmax<kKeys>(s_s, L.ld_s, p_s, L.ld_p, m_s, l_s, alpha_s, r0, a.scale,
+        warp_online_softmax<kKeys>(S.s, L.ld_s, S.p, L.ld_p, S.m, S.l, S.alpha, r0, a.scale,
                                    [&](int r, int c) { return r < nh && c < nk; });
         // Values: columns c0 .. c0 + slice of the same staged key rows.
-        warp_rescale_pv<kKeys>(p_s, L.ld_p, k_s + c0, L.ld_qk, o_s, L.ld_o, alpha_s, r0, slice);
+        warp_rescale_pv<kKeys>(S.p, L.ld_p, S.k + c0, L.ld_qk, S.o, L.ld_o, S.alpha, r0, slice);
     }
     __syncwarp();
 
@@ -102,10 +81,10 @@ __global__ void __launch_bounds__(kThreads)
         const int r = r0 + rr;
         if (r >= nh) break;
         const int64_t row = (th0 + r) * num_splits + split;
-        for (int c = lane; c < slice; c += kWarp) ws_o[row * a.dv + c0 + c] = o_s[r * L.ld_o + c];
+        for (int c = lane; c < slice; c += kWarp) ws_o[row * a.dv + c0 + c] = S.o[r * L.ld_o + c];
         if (blockIdx.z == 0 && lane == 0) {
-            ws_ml[row * 2] = m_s[r];
-            ws_ml[row * 2 + 1] = l_s[r];
+            ws_ml[row * 2] = S.m[r];
+            ws_ml[row * 2 + 1] = S.l[r];
         }
     }
 }
@@ -118,7 +97,7 @@ bool latent_attention_fits(const AttentionArgs& a) {
     const bool dims = a.dk > 0 && a.dk <= kMaxLatentDk && a.dk % 16 == 0 && a.dv > 0 && a.dv <= a.dk &&
                       a.dv % 16 == 0 && a.dv % slice_of(a.dv) == 0;
     if (!shared_rows || !dims || !attn_tile::rows_aligned(a)) return false;
-    return LatentLayout(static_cast<int>(a.dk), slice_of(a.dv)).bytes <= attn_tile::max_optin_smem_bytes();
+    return latent_layout(static_cast<int>(a.dk), slice_of(a.dv)).bytes <= attn_tile::max_optin_smem_bytes();
 }
 
 namespace attn_tile {
@@ -133,7 +112,7 @@ void launch_latent_partials(const AttentionArgs& part, int64_t tokens, float* ws
     const int64_t head_tiles = (part.num_heads + kRows - 1) / kRows;
     MOEBENCH_CHECK(tokens * head_tiles < (int64_t(1) << 31), "attention: latent grid too large ({})",
                    tokens * head_tiles);
-    const int64_t smem = LatentLayout(static_cast<int>(part.dk), slice).bytes;
+    const int64_t smem = latent_layout(static_cast<int>(part.dk), slice).bytes;
     static int64_t smem_allowed = 0;
     allow_smem(reinterpret_cast<const void*>(attention_latent_kernel), smem, &smem_allowed);
     const dim3 grid(static_cast<unsigned>(tokens * head_tiles), static_cast<unsigned>(num_splits),

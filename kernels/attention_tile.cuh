@@ -20,6 +20,46 @@ constexpr int kThreads = kWarps * kWarp;
 constexpr int kPadBf16 = 8;  // 16 bytes: rows stay 16-byte aligned and ldm % 8 == 0
 constexpr int kPadF32 = 4;   // ldm % 4 == 0
 
+/// Shared-memory layout of a tile, one definition for the host (size) and the device (carving): q [64][dk], the key
+/// tile [keys][dk], a value tile [keys][out_cols] when the values are not the key rows themselves (own_v), scores
+/// [64][keys] fp32, probabilities [64][keys] bf16, output [64][out_cols] fp32, and per row the running max, sum and
+/// rescale factor. Every section is a multiple of 128 bytes, so every WMMA pointer (row offsets of 16 rows, column
+/// offsets of 16) is 32-byte aligned.
+struct TileLayout {
+    int ld_qk, ld_v, ld_s, ld_p, ld_o;
+    int64_t q_off, k_off, v_off, s_off, p_off, o_off, stats_off, bytes;
+    __host__ __device__ TileLayout(int dk, int out_cols, int keys, bool own_v)
+        : ld_qk(dk + kPadBf16), ld_v(out_cols + kPadBf16), ld_s(keys + kPadF32), ld_p(keys + kPadBf16),
+          ld_o(out_cols + kPadF32) {
+        q_off = 0;
+        k_off = q_off + int64_t(kRows) * ld_qk * 2;
+        v_off = k_off + int64_t(keys) * ld_qk * 2;
+        s_off = v_off + (own_v ? int64_t(keys) * ld_v * 2 : 0);
+        p_off = s_off + int64_t(kRows) * ld_s * 4;
+        o_off = p_off + int64_t(kRows) * ld_p * 2;
+        stats_off = o_off + int64_t(kRows) * ld_o * 4;
+        bytes = stats_off + 3 * kRows * 4;
+    }
+};
+
+/// The sections carved from a kernel's dynamic shared memory.
+struct TileSmem {
+    bf16* q;
+    bf16* k;
+    bf16* v;  // own_v only
+    float* s;
+    bf16* p;
+    float* o;
+    float* m;
+    float* l;
+    float* alpha;
+    __device__ TileSmem(unsigned char* base, const TileLayout& L)
+        : q(reinterpret_cast<bf16*>(base + L.q_off)), k(reinterpret_cast<bf16*>(base + L.k_off)),
+          v(reinterpret_cast<bf16*>(base + L.v_off)), s(reinterpret_cast<float*>(base + L.s_off)),
+          p(reinterpret_cast<bf16*>(base + L.p_off)), o(reinterpret_cast<float*>(base + L.o_off)),
+          m(reinterpret_cast<float*>(base + L.stats_off)), l(m + kRows), alpha(l + kRows) {}
+};
+
 /// Copies `rows` rows of `cols` bf16 (cols % 8 == 0, 16-byte aligned rows) into shared rows of ld; rows up to
 /// `max_rows` past `rows` are zero (their scores are masked; zero keeps NaN out of the products). All threads.
 __device__ inline void stage_rows(bf16* dst, int ld, const bf16* src, int64_t src_stride, int rows, int cols,
