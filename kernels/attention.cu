@@ -232,6 +232,23 @@ size_t attention_workspace_bytes(const AttentionArgs& a) {
     return static_cast<size_t>(rows) * (2 + a.dv) * sizeof(float);
 }
 
+// Decode: the largest chunk (256 down to 32 keys, multiples of the latent kernel's key tile) whose launch has at
+// least two blocks per SM; small batches then split the context finer instead of leaving most SMs idle (DeepSeek-V3
+// at batch 1 and 1024 keys: 16 blocks of 256 keys, or 128 of 32). Prefill (flash) has no splits.
+int64_t attention_decode_chunk(const AttentionArgs& a, int num_sms) {
+    const AttentionKernel kernel = attention_kernel_of(a);
+    if (kernel == AttentionKernel::flash) return a.chunk;
+    int64_t chunk = 256;
+    for (; chunk > 32; chunk /= 2) {
+        AttentionArgs c = a;
+        c.chunk = chunk;
+        const int64_t per_split = kernel == AttentionKernel::latent ? attn_tile::latent_blocks_per_token(c)
+                                                                   : c.num_heads / heads_per_block(c);
+        if (tile_tokens_of(c) * per_split * num_splits_of(c) >= 2 * int64_t(num_sms)) break;
+    }
+    return chunk;
+}
+
 void launch_rope_table(float* cos_sin, int64_t first_pos, int64_t num_pos, int64_t rot_dim, double theta,
                        cudaStream_t stream) {
     const int64_t n = num_pos * (rot_dim / 2);

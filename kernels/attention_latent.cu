@@ -102,6 +102,10 @@ bool latent_attention_fits(const AttentionArgs& a) {
 
 namespace attn_tile {
 
+int64_t latent_blocks_per_token(const AttentionArgs& a) {
+    return (a.num_heads + kRows - 1) / kRows * (a.dv / slice_of(a.dv));
+}
+
 void launch_latent_partials(const AttentionArgs& part, int64_t tokens, float* ws_ml, float* ws_o, int num_splits,
                             cudaStream_t stream) {
     MOEBENCH_CHECK(latent_attention_fits(part),

@@ -153,6 +153,8 @@ __device__ inline void warp_rescale_pv(const bf16* p_s, int ld_p, const bf16* v_
 int max_optin_smem_bytes();
 /// q, k, v rows can be staged with 16-byte loads: strides multiples of 8 elements, pointers (when set) aligned.
 bool rows_aligned(const AttentionArgs& a);
+/// The latent kernel's blocks per query token and context split (head tiles x output slices).
+int64_t latent_blocks_per_token(const AttentionArgs& a);
 /// The latent kernel's partials for `tokens` query tokens from part.token_begin, in the split-context workspace
 /// layout (attention_latent.cu); launch_attention merges them.
 void launch_latent_partials(const AttentionArgs& part, int64_t tokens, float* ws_ml, float* ws_o, int num_splits,

@@ -102,6 +102,8 @@ constexpr int64_t kAttnWorkspaceBudgetBytes = int64_t(1) << 30;
 int64_t attention_max_dv();   // largest value width (dv: head_dim, MLA kv_lora_rank) the kernel supports
 /// 0 when the flash kernel runs (it keeps its state in shared memory).
 size_t attention_workspace_bytes(const AttentionArgs& a);
+/// Keys per split for decode: the largest of 256, 128, 64, 32 whose launch fills num_sms SMs twice (else 32).
+int64_t attention_decode_chunk(const AttentionArgs& a, int num_sms);
 AttentionKernel attention_kernel_of(const AttentionArgs& a);  // the kernel launch_attention runs for these args
 bool flash_attention_fits(const AttentionArgs& a);           // shapes, strides, alignment, shared memory
 bool latent_attention_fits(const AttentionArgs& a);          // the same for the latent kernel

@@ -601,3 +601,39 @@ TEST_CASE("expert counts stay exact beyond 2^24 assignments", "[gpu][permute]") 
     CHECK(gp[1] == 1);
     CHECK(gp[T - 5] == T - 3);
 }
+
+TEST_CASE("decode attention splits the context finer when the batch cannot fill the GPU", "[gpu][attention]") {
+    // 132 SMs (an H200): the launch must have >= 264 blocks, or the chunk is the smallest, 32 keys.
+    kernels::AttentionArgs mla;  // DeepSeek-V3 absorbed: 128 heads on one latent row, dk 576, dv 512 (latent kernel)
+    mla.tokens_per_seq = 1;
+    mla.pos_base = 1023;
+    mla.cache_len = 1024;
+    mla.num_heads = 128;
+    mla.num_kv_heads = 1;
+    mla.dk = 576;
+    mla.dv = 512;
+    mla.q_head_stride = 576;
+    mla.q_token_stride = 128 * 576;
+    mla.kv_row_stride = 576;
+    mla.chunk = 256;
+    mla.num_tokens = 1;
+    REQUIRE(kernels::attention_kernel_of(mla) == kernels::AttentionKernel::latent);
+    CHECK(kernels::attention_decode_chunk(mla, 132) == 32);  // 2 head tiles x 2 slices x 32 splits = 128 blocks
+    mla.num_tokens = 8;
+    CHECK(kernels::attention_decode_chunk(mla, 132) == 64);  // 8 x 4 x 16 = 512 blocks (128 keys: 256)
+    mla.num_tokens = 64;
+    CHECK(kernels::attention_decode_chunk(mla, 132) == 256);
+    kernels::AttentionArgs gqa = mla;  // Mixtral: 32 heads, 8 kv heads of 128 (split kernel, 4 heads per block)
+    gqa.num_heads = 32;
+    gqa.num_kv_heads = 8;
+    gqa.dk = gqa.dv = 128;
+    gqa.q_head_stride = 128;
+    gqa.q_token_stride = 32 * 128;
+    gqa.kv_head_stride = 128;
+    gqa.kv_row_stride = 8 * 128;
+    gqa.num_tokens = 1;
+    REQUIRE(kernels::attention_kernel_of(gqa) == kernels::AttentionKernel::split);
+    CHECK(kernels::attention_decode_chunk(gqa, 132) == 32);  // 8 block groups x 32 splits = 256 < 264: the floor
+    gqa.num_tokens = 64;
+    CHECK(kernels::attention_decode_chunk(gqa, 132) == 256);
+}

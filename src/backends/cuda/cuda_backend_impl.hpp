@@ -192,7 +192,7 @@ private:
     RunOptions opt_;
     int64_t T_ = 0, H_ = 0, tps_ = 1, pos_base_ = 0, cache_len_ = 0, k_ = 0, head_rows_ = 0;
     int64_t qkv_width_ = 0, attn_out_width_ = 0;
-    int64_t attn_chunk_ = kAttnChunk;  // keys per split: 256 for decode, 512 for prefill (halves the workspace)
+    int64_t attn_chunk_ = kAttnChunk;  // keys per split: decode 256 down to 32 (attention_decode_chunk), prefill 512
     int device_ = 0;
     int num_sms_ = 0;
     int64_t planned_bytes_ = 0;

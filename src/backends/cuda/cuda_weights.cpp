@@ -137,6 +137,8 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     mla_expand_ = a.kind == AttentionKind::mla && opt.attention_kernel != "split" && opt.attention_kernel != "latent";
     if (mla_expand_ && opt.attention_kernel == "auto")
         mla_expand_ = kernels::attention_kernel_of(attention_args()) == kernels::AttentionKernel::flash;
+    // Decode: split the context finer when the batch is too small to fill the GPU (the workspace follows).
+    if (shape.mode == Mode::decode) attn_chunk_ = kernels::attention_decode_chunk(attention_args(), num_sms_);
     // Expanded: attention writes mla_v_, so attn_out_ is only the latent projection's scratch.
     if (mla_expand_) attn_out_width_ = a.kv_lora_rank + a.qk_rope_head_dim;
     if (opt.attention_kernel == "flash" && !kernels::flash_attention_fits(attention_args()))
