@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 bool latent_attention_fits(const AttentionArgs& a) {
-    // One kv head whose values are its keys' first dv columns (the pointers are equal, or both unset in a probe).
-    const bool shared_rows = a.num_kv_heads == 1 && a.k == a.v;
+    // One kv head whose values are its keys' first dv columns (said by the caller; the pointers agree when set).
+    const bool shared_rows = a.num_kv_heads == 1 && a.values_in_keys && a.k == a.v;
     const bool dims = a.dk > 0 && a.dk <= kMaxLatentDk && a.dk % 16 == 0 && a.dv > 0 && a.dv <= a.dk &&
                       a.dv % 16 == 0 && a.dv % slice_of(a.dv) == 0;
     if (!shared_rows || !dims || !attn_tile::rows_aligned(a)) return false;

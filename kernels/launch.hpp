@@ -96,6 +96,7 @@ struct AttentionArgs {
     int64_t token_begin = 0;  // set by launch_attention for each query tile (callers leave it 0)
     int64_t workspace_bytes = -1;  // the workspace's size; -1 = attention_workspace_bytes(*this). Bounds the tile
     AttentionKernel kernel = AttentionKernel::automatic;
+    bool values_in_keys = false;  // v = the first dv columns of the key rows (absorbed MLA's latent cache)
 };
 /// The split workspace is bounded by this many bytes: longer prefills run in query tiles.
 constexpr int64_t kAttnWorkspaceBudgetBytes = int64_t(1) << 30;

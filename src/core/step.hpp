@@ -31,7 +31,7 @@ struct RunOptions {
     int64_t num_threads = 0;             // cpu: 0 = all cores
     int64_t ep_size = 1;                 // expert-parallel ranks
     std::string expert_gemm = "auto";    // cuda: auto | gemv | tiled | grouped | loop; cpu: auto | panel | blas
-    std::string attention_kernel = "auto";  // cuda: auto | split | flash
+    std::string attention_kernel = "auto";  // cuda: auto | split | flash | latent
     bool cuda_graph = false;
     bool cold_l2 = false;
     bool expert_times = false;           // cuda: per-expert GEMM times (events inside the step; loop variant)

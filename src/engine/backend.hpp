@@ -48,7 +48,8 @@ struct BackendTraits {
     double elem_bytes = 4;                           // bytes per weight and activation element, for counted work
     std::string precision;                           // for the roofline block, e.g. "fp32 weights and activations (cpu)"
     MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work); after
-                                                     // prepare(), the form of the prepared step (cuda: by mode)
+                                                     // prepare(), the form of the prepared step (cuda: by
+                                                     // mode and --attention-kernel)
     std::vector<std::string> expert_gemm = {"auto"}; // accepted --expert-gemm values
     std::vector<std::string> attention_kernel = {"auto"};  // accepted --attention-kernel values
     std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"

@@ -217,6 +217,7 @@ TEST_CASE("split-context, flash and latent attention match a reference: decode, 
         a.q = dq.get();
         a.k = dk.get();
         a.v = cs.shared_kv ? dk.get() : dv.get();
+        a.values_in_keys = cs.shared_kv;
         a.out = out.get();
         a.sinks = cs.sinks ? ds.get() : nullptr;
         if (cs.tile_tokens > 0) {
@@ -615,6 +616,7 @@ TEST_CASE("decode attention splits the context finer when the batch cannot fill 
     mla.q_head_stride = 576;
     mla.q_token_stride = 128 * 576;
     mla.kv_row_stride = 576;
+    mla.values_in_keys = true;
     mla.chunk = 256;
     mla.num_tokens = 1;
     REQUIRE(kernels::attention_kernel_of(mla) == kernels::AttentionKernel::latent);
@@ -626,6 +628,7 @@ TEST_CASE("decode attention splits the context finer when the batch cannot fill 
     kernels::AttentionArgs gqa = mla;  // Mixtral: 32 heads, 8 kv heads of 128 (split kernel, 4 heads per block)
     gqa.num_heads = 32;
     gqa.num_kv_heads = 8;
+    gqa.values_in_keys = false;
     gqa.dk = gqa.dv = 128;
     gqa.q_head_stride = 128;
     gqa.q_token_stride = 32 * 128;

@@ -50,6 +50,7 @@ kernels::AttentionArgs CudaBackend::attention_args() const {
         args.kv_row_stride = lat;
         args.kv_head_stride = 0;
         args.num_kv_heads = 1;
+        args.values_in_keys = true;
         args.dk = lat;
         args.dv = kvl;
         args.scale = 1.0f / std::sqrt(static_cast<float>(a.qk_nope_head_dim + a.qk_rope_head_dim));

@@ -32,7 +32,7 @@ CudaBackend::~CudaBackend() {
 
 BackendTraits CudaBackend::traits() const {
     BackendTraits t = cuda_backend_traits();
-    if (mla_expand_) t.mla_form = MlaForm::latent_expand;  // prepared for expanded MLA (prefill): counted as such
+    if (mla_expand_) t.mla_form = MlaForm::latent_expand;  // prepared for expanded MLA (flash): counted as such
     return t;
 }
 

@@ -142,11 +142,11 @@ private:
     void measure_event_overhead();
 
     // Attention and the model's ends (cuda_attention.cpp).
-    /// Split-attention workspace for the largest call (same shape in every layer; a window only shrinks it).
     kernels::AttentionArgs attention_args() const;
     int64_t qk_dim_mla() const { return m_.attn.qk_nope_head_dim + m_.attn.qk_rope_head_dim; }
     void mla_expand_kv(const Layer& L);  // mla_kv_ from the layer's latent cache (expanded form)
     std::string attention_variant() const;  // kernel_variant.attention: the kernel the last layer ran, and why
+    /// Split-attention workspace for the largest call (same shape in every layer; a window only shrinks it).
     int64_t attention_ws_bytes() const;
     int64_t l2_flush_bytes() const;
     void phase_embed();
@@ -224,8 +224,9 @@ private:
     std::string topk_variant_ = "none";
     kernels::AttentionKernel attn_kernel_ = kernels::AttentionKernel::automatic;  // automatic: no layer run yet
     // MLA in its expanded form (per-head k and v from the latent cache through kv_b each step, then the flash kernel
-    // as multi-head attention with dk = nope + rope, dv = v_head_dim), as DeepSeek's prefill runs it; else absorbed
-    // (attention over the latent cache, split-context kernel), as its decode runs it. Set in prepare.
+    // as multi-head attention with dk = nope + rope, dv = v_head_dim), as DeepSeek's prefill runs it: when the flash
+    // kernel runs (auto: 16+ tokens per sequence; or --attention-kernel flash). Else absorbed (attention over the
+    // latent cache, latent or split-context kernel), as its decode runs it. Set in prepare.
     bool mla_expand_ = false;
 
     // Timing: one event per mark; graph state.

@@ -84,6 +84,7 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     shape_ = shape;
     opt_ = opt;
     graph_state_ = opt_.cuda_graph ? GraphState::eager : GraphState::off;
+    attn_kernel_ = kernels::AttentionKernel::automatic;  // no layer of this preparation has run
     const auto& a = m_.attn;
     if (opt.ep_size > 1)
         throw UnsupportedError(fmt::format(
@@ -123,9 +124,6 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
         // attn_out_ also holds the latent projection [T, kv_lora + rope] during qkv_proj (it is free until attention).
         attn_out_width_ = std::max(a.num_heads * std::max(a.kv_lora_rank, a.v_head_dim),
                                    a.kv_lora_rank + a.qk_rope_head_dim);
-        if (a.kv_lora_rank + a.qk_rope_head_dim > 1024 || a.kv_lora_rank > kernels::attention_max_dv())
-            throw UnsupportedError(fmt::format("MLA kv_lora_rank {} exceeds the attention kernel's limit ({})",
-                                               a.kv_lora_rank, kernels::attention_max_dv()));
     } else {
         qkv_width_ = (a.num_heads + 2 * a.num_kv_heads) * a.head_dim;
         attn_out_width_ = a.num_heads * a.head_dim;
@@ -137,6 +135,10 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     mla_expand_ = a.kind == AttentionKind::mla && opt.attention_kernel != "split" && opt.attention_kernel != "latent";
     if (mla_expand_ && opt.attention_kernel == "auto")
         mla_expand_ = kernels::attention_kernel_of(attention_args()) == kernels::AttentionKernel::flash;
+    if (a.kind == AttentionKind::mla && !mla_expand_ &&
+        (a.kv_lora_rank + a.qk_rope_head_dim > 1024 || a.kv_lora_rank > kernels::attention_max_dv()))
+        throw UnsupportedError(fmt::format("MLA kv_lora_rank {} exceeds the absorbed attention kernels' limit ({})",
+                                           a.kv_lora_rank, kernels::attention_max_dv()));
     // Decode: split the context finer when the batch is too small to fill the GPU (the workspace follows).
     if (shape.mode == Mode::decode) attn_chunk_ = kernels::attention_decode_chunk(attention_args(), num_sms_);
     // Expanded: attention writes mla_v_, so attn_out_ is only the latent projection's scratch.
