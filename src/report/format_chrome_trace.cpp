@@ -114,7 +114,8 @@ std::string render_chrome_trace(const json& report) {
                 {"displayTimeUnit", "ms"},
                 {"otherData", {{"generator", "moebench report --format trace"},
                                {"command", str_at(report, {"command"})},
-                               {"note", "one representative step per point: per-layer phase means (measured) laid end to end"}}}};
+                               {"note", "one representative step per point: per-layer phase means (" +
+                                            times_source(runs) + ") laid end to end"}}}};
     return doc.dump(1) + "\n";
 }
 

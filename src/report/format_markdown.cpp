@@ -42,8 +42,8 @@ void md_header(const json& report, const json& runs, std::string& o) {
 
 // One row per point: the step's statistics, throughput, load and energy; `golden` is marked.
 void md_points(const json& runs, long golden, std::string& o) {
-    o += "\n## Points\n\nLatency is the measured end-to-end step of the layers run; throughput is tokens per second "
-         "of that step.\n\n";
+    o += fmt::format("\n## Points\n\nLatency is the {} end-to-end step of the layers run; throughput is tokens per "
+                     "second of that step.\n\n", times_source(runs));
     o += "| # | point | status | step mean ms | p50 ms | p95 ms | p99 ms | cv | tokens/s | max/mean load | J/token |\n";
     o += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < runs.size(); ++i) {

@@ -89,7 +89,8 @@ void add_phase_summaries(const json& r, const std::string& pl, Families& add) {
         const json& p = r[keys::kLatency][keys::kPhases][ph];
         std::string l = pl + fmt::format(",phase=\"{}\"", ph);
         const char* fname = "moebench_phase_latency_seconds";
-        const char* help = "Per-step latency of each phase summed over the layers run (measured), quantiles over the measured steps.";
+        const char* help = "Per-step latency of each phase summed over the layers run (label source: measured, or "
+                           "modeled by the sim backend), quantiles over the steps.";
         for (auto [q, key] : {std::pair{"0.5", keys::kP50Us}, {"0.95", keys::kP95Us}, {"0.99", keys::kP99Us}})
             add(fname, "summary", help, fname, l + fmt::format(",quantile=\"{}\"", q), num_at(p, {key}) * 1e-6);
         add(fname, "summary", help, std::string(fname) + "_sum", l, num_at(p, {keys::kMeanUs}) * 1e-6 * n);
@@ -107,7 +108,8 @@ void add_step_histogram(const json& r, const std::string& pl, Families& add) {
         // Buckets: powers of two from just below the fastest sample to above the slowest.
         double lo = std::pow(2.0, std::floor(std::log2(std::max(s.front(), 1e-9)))), hi = s.back();
         const char* fname = "moebench_step_latency_seconds";
-        const char* help = "End-to-end step latency of the layers run (measured), histogram of the measured steps.";
+        const char* help = "End-to-end step latency of the layers run (label source: measured, or modeled by the sim "
+                           "backend), histogram of the steps.";
         double sum = 0;
         for (double v : s) sum += v;
         for (double le = lo; ; le *= 2) {
@@ -152,12 +154,16 @@ std::string render_prometheus(const json& report) {
     const json& runs = report.at(keys::kRuns);
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
-        std::string pl = point_labels(i, r);
+        const std::string pl = point_labels(i, r);
+        // The timing families say where their times came from (a sim report's are modeled).
+        const std::string tl =
+            pl + fmt::format(",source=\"{}\"", label_escape(str_at(r, {keys::kLatency, "source"}, "measured")));
         add("moebench_point_ok", "gauge", "1 when the point ran, 0 when it was skipped or failed.", "moebench_point_ok",
             pl + fmt::format(",status=\"{}\"", label_escape(r.value(keys::kStatus, "ok"))), run_ok(r) ? 1 : 0);
         if (!run_ok(r)) continue;
-        add("moebench_throughput_tokens_per_second", "gauge", "Tokens per second of the measured step (measured).",
-            "moebench_throughput_tokens_per_second", pl, num_at(r, {keys::kThroughput, keys::kTokensPerS}));
+        add("moebench_throughput_tokens_per_second", "gauge",
+            "Tokens per second of the step (label source: measured, or modeled by the sim backend).",
+            "moebench_throughput_tokens_per_second", tl, num_at(r, {keys::kThroughput, keys::kTokensPerS}));
         if (const EnergyPerToken e = energy_per_token(r); e.available)
             add("moebench_energy_joules_per_token", "gauge",
                 "Energy per token over the measured steps (counter: NVML on cuda, RAPL packages on cpu).",
@@ -167,8 +173,8 @@ std::string render_prometheus(const json& report) {
             add("moebench_host_contended", "gauge",
                 "1 when steal or other processes' CPU time was above the thresholds while measuring (counter).",
                 "moebench_host_contended", pl, c == "yes" ? 1 : 0);
-        add_phase_summaries(r, pl, add);
-        add_step_histogram(r, pl, add);
+        add_phase_summaries(r, tl, add);
+        add_step_histogram(r, tl, add);
         add_expert_load(r, pl, add);
     }
     return add.text();

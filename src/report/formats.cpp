@@ -152,6 +152,17 @@ std::string tri_state(const json& run, std::initializer_list<const char*> path) 
 
 bool run_ok(const json& run) { return run.value(keys::kStatus, "ok") == "ok"; }
 
+std::string times_source(const json& runs) {
+    bool measured = false, modeled = false;
+    if (runs.is_array())
+        for (const json& r : runs) {
+            if (!r.is_object() || !run_ok(r)) continue;
+            (str_at(r, {keys::kLatency, "source"}, "measured") == "modeled" ? modeled : measured) = true;
+        }
+    if (modeled && measured) return "measured or modeled (per point)";
+    return modeled ? "modeled" : "measured";
+}
+
 std::vector<std::string> run_phases(const json& run) {
     std::vector<std::string> out;
     const json* phases = find_path(run, {keys::kLatency, keys::kPhases});

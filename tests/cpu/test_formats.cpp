@@ -312,3 +312,26 @@ TEST_CASE("views say which percentiles are weak, the energy per token and whethe
     CHECK(prom.find("moebench_energy_joules_per_token{") != std::string::npos);
     CHECK(prom.find("moebench_host_contended{") != std::string::npos);
 }
+
+TEST_CASE("views of modeled times say modeled, never measured", "[formats]") {
+    json report = constructed_report(true);
+    for (json& r : report["runs"])
+        if (r.contains("latency")) r["latency"]["source"] = "modeled", r["throughput"]["source"] = "modeled";
+    const std::string md = render_report(report, "md");
+    CHECK(md.find("Latency is the modeled end-to-end step") != std::string::npos);
+    CHECK(md.find("measured end-to-end") == std::string::npos);
+    const std::string html = render_report(report, "html");
+    CHECK(html.find("Mean µs of each phase per step (modeled)") != std::string::npos);
+    CHECK(html.find("(both modeled)") != std::string::npos);
+    CHECK(html.find("achieved FLOP/s (modeled)") != std::string::npos);
+    CHECK(html.find("(measured)") == std::string::npos);
+    const std::string prom = render_report(report, "prom");
+    CHECK(prom.find("source=\"modeled\"") != std::string::npos);
+    CHECK(prom.find("source=\"measured\"") == std::string::npos);
+    CHECK(json::parse(render_report(report, "trace"))["otherData"]["note"].get<std::string>().find("(modeled)") !=
+          std::string::npos);
+    // One measured point beside a modeled one: the views say both.
+    report["runs"][0]["latency"]["source"] = "measured";
+    CHECK(render_report(report, "md").find("measured or modeled (per point)") != std::string::npos);
+    CHECK(render_report(report, "prom").find("source=\"measured\"") != std::string::npos);
+}
