@@ -103,6 +103,17 @@ def expected_rows(ids, num_ranks, num_experts, dedup, experts_on_rank=None):
     return rows
 
 
+def roofline_matches_traffic(rec, what):
+    """The roofline's counted all-to-all bytes are the bytes the ranks sent to other ranks (the traffic block)."""
+    roof = rec.get("roofline", {}).get("phases", {})
+    for phase, matrix in [("dispatch_a2a", "dispatch_payload_bytes"), ("combine_a2a", "combine_payload_bytes")]:
+        m = np.array(rec["traffic"][matrix], dtype=float)
+        remote = m.sum() - np.trace(m)
+        got = roof.get(phase, {}).get("bytes")
+        check(got is not None and abs(got - remote) <= 1e-6 * max(1.0, remote),
+              f"{what}: roofline {phase} bytes {got} = the remote bytes of traffic.{matrix} ({remote:g})")
+
+
 def equality_cases(tmp):
     for model in ["tiny-mixtral-8x7b.json", "tiny-deepseek-v3.json", "tiny-llama4-scout.json", "tiny-gpt-oss-20b.json"]:
         ref, _ = run_point(tmp, "single-" + model, model)
@@ -134,6 +145,7 @@ def equality_cases(tmp):
         rows = expected_rows(got["topk_ids"], 2, 8, True)
         check(np.allclose(np.array(rec["traffic"]["dispatch_payload_bytes"]), rows * row),
               f"dispatch {dtype}: payload bytes = rows x {row} bytes")
+        roofline_matches_traffic(rec, f"dispatch {dtype}")
 
 
 def traffic_cases(tmp):
@@ -155,6 +167,7 @@ def traffic_cases(tmp):
               f"traffic np {n} {mode}: combine matrix = the dispatch rows transposed x {4 * H} bytes")
         remote = (rows.sum() - np.trace(rows)) * (4 * H + meta) * 2 - (rows.sum() - np.trace(rows)) * meta
         check(abs(tr["remote_bytes"] - remote) < 1e-6 * max(1, remote), f"traffic np {n} {mode}: remote bytes")
+        roofline_matches_traffic(rec, f"traffic np {n} {mode}")
         if n == 4:
             views(tmp, os.path.join(tmp, f"traffic-{n}-{mode}", "report.json"), n)
     # A placement file moves experts: the matrix follows it.
@@ -171,6 +184,7 @@ def traffic_cases(tmp):
     rows = expected_rows(got["topk_ids"], 2, 8, True, placement["experts_on_rank"])
     check(np.allclose(np.array(rec["traffic"]["dispatch_payload_bytes"]), rows * 4 * got["moe_in"].shape[1]),
           "placement file: the byte matrix follows the placement")
+    roofline_matches_traffic(rec, "placement file")
     check(rel_err(got["moe_out"], single["moe_out"]) <= 1e-5, "placement file: outputs still equal the single process")
 
 

@@ -52,4 +52,11 @@ enum class PhaseGroup { embed, attention, router, dispatch, experts, combine, de
 std::string_view phase_group_name(PhaseGroup g);
 PhaseGroup phase_group(Phase p);
 
+/// The phases of the routed experts (expert_up, activation, expert_down): under expert parallelism they run on the
+/// ranks that hold the experts, on the rows routed there; every other phase runs on each rank that holds tokens,
+/// with its own copy of the weights (shared experts included).
+constexpr bool is_routed_expert_phase(Phase p) {
+    return p == Phase::expert_up || p == Phase::activation || p == Phase::expert_down;
+}
+
 }  // namespace moebench

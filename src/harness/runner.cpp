@@ -274,9 +274,15 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     record["routing"] = routing_record(cfg, p, backend_info, std::move(routing_layers));
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {
-        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, cfg.options.ep_size,
-                                            WorkBasis{p.traits.elem_bytes, p.traits.mla_form, p.traits.precision},
-                                            source, p.plan, m.steps, m.moe, latency.phase_stats, p.ceilings);
+        WorkBasis basis{p.traits.elem_bytes, p.traits.mla_form, p.traits.precision};
+        if (cfg.options.ep_size > 1) {  // the all-to-alls as the run moves them
+            basis.placement = &p.placement;
+            basis.a2a_dedup = cfg.options.a2a == "dedup";
+            basis.dispatch_row_bytes =
+                dispatch_row_bytes(cfg.options.dispatch_dtype, p.model.hidden_size, p.traits.elem_bytes);
+        }
+        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, cfg.options.ep_size, basis, source, p.plan,
+                                                 m.steps, m.moe, latency.phase_stats, p.ceilings);
     } catch (const Error& e) {
         record[keys::kRoofline] = {{"source", "counted"}, {"unavailable", e.what()}};
     }

@@ -57,12 +57,27 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
     const int64_t T = shape.num_tokens(), E = model.moe.num_experts, k = acc.k;
     PhaseWorkOptions wopt;
     wopt.mla_form = basis.mla_form;
+    wopt.placement = basis.placement;
+    wopt.a2a_dedup = basis.a2a_dedup;
+    wopt.dispatch_row_bytes = basis.dispatch_row_bytes;
+    // The all-to-alls count the rows this step's routing sends (the sim's and the engine's traffic), not an estimate.
+    const bool a2a = e.phase == Phase::dispatch_a2a || e.phase == Phase::combine_a2a;
+    LayerRouting step_routing;
+    step_routing.num_tokens = T;
+    step_routing.k = k;
     PhaseWork w;
     std::vector<int64_t> tpe(static_cast<size_t>(E));
     for (int64_t i = 0; i < num_steps; ++i) {
         std::fill(tpe.begin(), tpe.end(), 0);
         for (int64_t a = i * T * k; a < (i + 1) * T * k && a < static_cast<int64_t>(acc.ids.size()); ++a)
             if (acc.ids[a] >= 0 && acc.ids[a] < E) ++tpe[static_cast<size_t>(acc.ids[a])];
+        const bool have_ids = static_cast<int64_t>(acc.ids.size()) >= (i + 1) * T * k;
+        if (a2a && have_ids && ep_size > 1) {
+            step_routing.ids.assign(acc.ids.begin() + i * T * k, acc.ids.begin() + (i + 1) * T * k);
+            wopt.routing = &step_routing;
+        } else {
+            wopt.routing = nullptr;
+        }
         PhaseWork wi = phase_work(model, e.phase, e.layer, shape, tpe, basis.elem_bytes, basis.elem_bytes, ep_size, wopt);
         w.flops += wi.flops / num_steps;
         w.weight_bytes += wi.weight_bytes / num_steps;
@@ -77,6 +92,9 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t
     PhaseWorkOptions wopt;
     wopt.mla_form = basis.mla_form;
     const int64_t num_steps = static_cast<int64_t>(steps.size());
+    int64_t ranks_with_tokens = 0;
+    for (int64_t r = 0; r < std::max<int64_t>(1, ep_size); ++r)
+        ranks_with_tokens += sequences_on_rank(shape, r, std::max<int64_t>(1, ep_size)) > 0 ? 1 : 0;
     CountedWork c;
     for (size_t p = 0; p < plan.size(); ++p) {
         const PhaseEntry& e = plan[p];
@@ -86,10 +104,13 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t
         const MoeLayerSamples* acc = nullptr;
         for (const MoeLayerSamples& a : moe)
             if (a.slot == e.slot) acc = &a;
-        const PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
+        PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
                                 ? mean_moe_work(model, e, shape, ep_size, basis, *acc, num_steps)
                                 : phase_work(model, e.phase, e.layer, shape, {}, basis.elem_bytes, basis.elem_bytes,
                                              ep_size, wopt);
+        // Every rank that holds tokens reads its own copy of the replicated weights; the routed experts' weights
+        // are split over the ranks (counted once).
+        if (!is_routed_expert_phase(e.phase)) w.weight_bytes *= static_cast<double>(ranks_with_tokens);
         add_work(c.per_phase[e.phase], w);
         if (!acc || !in_block) continue;
         add_work(c.block, w);
@@ -162,8 +183,9 @@ json roofline_block(const ModelConfig& model, const StepShape& shape, int64_t ep
                     const std::vector<StepTimes>& steps, const std::vector<MoeLayerSamples>& moe,
                     const std::map<Phase, TimingStats>& phase_stats, const RooflineCeilings& ceil) {
     const CountedWork c = count_work(model, shape, ep_size, basis, plan, steps, moe);
-    // The work counts every rank (the whole step); with expert parallelism (sim only) the ranks run side by side,
-    // so the floors and fractions use the ranks' summed ceilings.
+    // The work counts every rank (the whole step: each rank's copy of the replicated weights, the all-to-alls' rows
+    // as the run's placement and mode move them); with expert parallelism (modeled by sim, or processes) the ranks
+    // run side by side, so the floors and fractions use the ranks' summed ceilings.
     const double ranks = static_cast<double>(std::max<int64_t>(1, ep_size));
     const double peak = ceil.peak_flops_per_s * ranks, bw = ceil.mem_bw_bytes_per_s * ranks;
     json phases = json::object();

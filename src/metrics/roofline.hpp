@@ -28,11 +28,15 @@ struct RooflineCeilings {
 /// otherwise. A bad profile -> ConfigError naming --hardware.
 RooflineCeilings profile_ceilings(const std::string& profile, double elem_bytes);
 
-/// How the backend that ran counts: element bytes, MLA form, and the precision line of the report.
+/// How the backend that ran counts: element bytes, MLA form, and the precision line of the report; with expert
+/// parallelism, how the all-to-alls move rows (as PhaseWorkOptions: placement, dedup, dispatch row bytes).
 struct WorkBasis {
     double elem_bytes = 4;
     MlaForm mla_form = MlaForm::expanded_cache;
     std::string precision;
+    const ExpertPlacement* placement = nullptr;  // null: contiguous blocks
+    bool a2a_dedup = false;
+    double dispatch_row_bytes = 0;               // 0: hidden x elem_bytes
 };
 
 /// Per-phase counted work summed over the layers run (MoE phases at each measured step's tokens per expert,

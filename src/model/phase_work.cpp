@@ -4,6 +4,7 @@
 #include "model/phase_work.hpp"
 
 #include "common/error.hpp"
+#include "core/dispatch_dtype.hpp"
 #include "model/accounting.hpp"
 
 #include <algorithm>
@@ -284,9 +285,13 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     case Phase::dispatch_a2a:
     case Phase::combine_a2a: {
         if (ep_size == 1) return {};
-        double bytes = opt.routing ? a2a_traffic(m, shape, *opt.routing, a, ep_size).total()
-                                   : expected_cross_rows(m, shape, tpe, ep_size) * H * a;
-        return {0.0, 0.0, bytes};
+        const double row_bytes =
+            phase == Phase::dispatch_a2a && opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
+        if (!opt.routing) return {0.0, 0.0, expected_cross_rows(m, shape, tpe, ep_size) * row_bytes};
+        if (opt.placement)
+            return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, *opt.placement, opt.a2a_dedup).total()};
+        return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, contiguous_placement(m.moe.num_experts, ep_size),
+                                      opt.a2a_dedup).total()};
     }
     case Phase::expert_up:
     case Phase::activation:
@@ -364,6 +369,13 @@ double A2aTraffic::received(int64_t rank) const {
     return s;
 }
 double A2aTraffic::total() const { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
+
+double dispatch_row_bytes(const std::string& dispatch_dtype, int64_t hidden, double act_elem_bytes) {
+    if (dispatch_dtype == "fp32") return d(core::dispatch_row_bytes(core::DispatchDtype::fp32, hidden));
+    if (dispatch_dtype == "bf16") return d(core::dispatch_row_bytes(core::DispatchDtype::bf16, hidden));
+    if (dispatch_dtype == "fp8") return d(core::dispatch_row_bytes(core::DispatchDtype::fp8, hidden));
+    return d(hidden) * act_elem_bytes;  // auto
+}
 
 A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
                        double act_elem_bytes, int64_t ep_size) {

@@ -9,6 +9,7 @@
 #include "core/step.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace moebench {
@@ -36,10 +37,21 @@ const char* to_string(MlaForm f);
 struct PhaseWorkOptions {
     MlaForm mla_form = MlaForm::latent_expand;
     /// Actual routing of this layer (ids -1 are dropped). When set, dispatch_a2a / combine_a2a count the exact
-    /// cross-rank rows; otherwise they assume each expert's tokens come from the ranks in proportion to the
-    /// tokens each rank holds.
+    /// cross-rank rows (a2a_traffic with the placement and mode below); otherwise they assume each expert's tokens
+    /// come from the ranks in proportion to the tokens each rank holds, one row per assignment (no dedup).
     const LayerRouting* routing = nullptr;
+    /// Where the experts live (null: contiguous blocks over ep_size ranks) and the dispatch mode (`dedup`: a token
+    /// goes once to each rank holding any of its experts, and comes back once from it).
+    const ExpertPlacement* placement = nullptr;
+    bool a2a_dedup = false;
+    /// Bytes of one dispatch row on the wire (dispatch_row_bytes below); 0: hidden x act_elem_bytes. The combine
+    /// always returns rows in the activation dtype.
+    double dispatch_row_bytes = 0;
 };
+
+/// Bytes of one dispatched token row of `hidden` channels in `dispatch_dtype` ("auto" = the activation dtype of
+/// `act_elem_bytes`, "fp32", "bf16", "fp8" with its scales; payload only, no expert ids).
+double dispatch_row_bytes(const std::string& dispatch_dtype, int64_t hidden, double act_elem_bytes);
 
 /// Work of `phase` of model layer `layer` (-1 for embed, final_norm, lm_head) at `shape`, summed over all ranks.
 /// Decode attends to shape.context cached tokens; prefill is causal from an empty cache (context ignored).
@@ -59,11 +71,11 @@ double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes
 
 // ---------------------------------------------------------------------------------------------------------------
 // Expert-parallel placement and all-to-all traffic.
-// Experts are placed contiguously: expert e lives on rank e / (E / ep). Tokens live where their sequence's
-// attention runs (data-parallel attention): sequence b on rank b * ep / batch (contiguous blocks, as even as the
-// batch allows). Every kept (token, expert) assignment whose expert is on another rank sends one hidden row
-// (H * act_elem_bytes) in dispatch_a2a and receives one back in combine_a2a (rows are per assignment, sent after
-// permute, as DESIGN.md orders the phases; no per-rank deduplication).
+// Experts are placed contiguously (expert e on rank e / (E / ep)) unless a placement says otherwise. Tokens live
+// where their sequence's attention runs (data-parallel attention): sequence b on rank b * ep / batch (contiguous
+// blocks, as even as the batch allows). A kept (token, expert) assignment whose expert is on another rank sends a
+// row in dispatch_a2a and receives one back in combine_a2a: one per assignment, or with dedup one per (token,
+// remote rank).
 // ---------------------------------------------------------------------------------------------------------------
 
 /// Rank holding expert `expert` (experts split contiguously over ep_size ranks; ep_size must divide E).

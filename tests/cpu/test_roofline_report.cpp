@@ -3,7 +3,10 @@
 // from the model's shapes and the report's own expert loads; and `moebench run --format`.
 #include "cli_helpers.hpp"
 #include "config/hardware.hpp"
+#include "engine/engine.hpp"
+#include "metrics/roofline.hpp"
 #include "report/formats.hpp"
+#include "test_models.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +76,59 @@ TEST_CASE("roofline: expert phases counted from the shapes and the measured load
     double block_flops = 0;
     for (const json& p : block["phases"]) block_flops += roof["phases"][p.get<std::string>()]["flops"].get<double>();
     CHECK(block["flops"].get<double>() == Approx(block_flops));
+}
+
+TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves them, replicated weights per rank",
+          "[roofline][ep]") {
+    using namespace moebench;
+    const ModelConfig m = test::tiny_gqa_h8();  // E 4, k 2, H 8; layer 0 is MoE
+    const StepShape shape = test::decode(4, 0);
+    // ep 2: experts 0-1 on rank 0, 2-3 on rank 1; tokens 0-1 on rank 0, 2-3 on rank 1.
+    // t0 {0, 3}: one remote row (dedup 1, per-expert 1); t1 {2, 3}: both on rank 1 (1, 2); t2 {0, 1}: both on rank 0
+    // (1, 2); t3 {3, 2}: local (0, 0). Rows across ranks: dedup 3, per-expert 5.
+    MoeLayerSamples acc;
+    acc.slot = 0;
+    acc.layer = 0;
+    acc.k = 2;
+    acc.ids = {0, 3, 2, 3, 0, 1, 3, 2};
+    const std::vector<PhaseEntry> plan = step_plan(m, {0}, 2, false);
+    const std::vector<StepTimes> steps = {StepTimes{std::vector<double>(plan.size(), 1.0), 0, 0}};
+    RooflineCeilings ceil;
+    ceil.peak_flops_per_s = 1e9;
+    ceil.mem_bw_bytes_per_s = 1e9;
+    const auto bytes_of = [&](const json& roof, const char* phase, const char* key) {
+        return roof["phases"][phase][key].get<double>();
+    };
+    for (const bool dedup : {true, false}) {
+        WorkBasis basis{4, MlaForm::expanded_cache, "fp32"};
+        basis.a2a_dedup = dedup;
+        basis.dispatch_row_bytes = 100;  // e.g. an fp8 row with its scales; the combine returns H x 4 = 32 B rows
+        const json roof = roofline_block(m, shape, 2, basis, "modeled", plan, steps, {acc}, {}, ceil);
+        const double rows = dedup ? 3 : 5;
+        CHECK(bytes_of(roof, "dispatch_a2a", "bytes") == Approx(rows * 100));
+        CHECK(bytes_of(roof, "combine_a2a", "bytes") == Approx(rows * 32));
+        CHECK(roof["ranks"] == 2);
+        // Both ranks hold tokens, so both read their own copy of the attention, router and shared-expert weights;
+        // the routed experts' weights are split over the ranks and read once.
+        for (const Phase ph : {Phase::qkv_proj, Phase::router_gemm, Phase::shared_expert}) {
+            INFO(phase_name(ph));
+            CHECK(bytes_of(roof, std::string(phase_name(ph)).c_str(), "weight_bytes") ==
+                  Approx(2 * phase_work(m, ph, 0, shape, {}, 4, 4, 1).weight_bytes));
+        }
+        CHECK(bytes_of(roof, "expert_up", "weight_bytes") ==
+              Approx(phase_work(m, Phase::expert_up, 0, shape, {2, 1, 3, 2}, 4, 4, 1).weight_bytes));
+    }
+    // A placement file's experts: rank 0 holds {0, 3}, rank 1 holds {1, 2}.
+    const json doc = {{"schema", "moebench.placement/1"}, {"num_experts", 4}, {"num_ranks", 2},
+                      {"experts_on_rank", {{0, 3}, {1, 2}}}};
+    const ExpertPlacement moved = placement_from_json(doc, 4, 2, "p.json");
+    WorkBasis basis{4, MlaForm::expanded_cache, "fp32"};
+    basis.placement = &moved;
+    basis.a2a_dedup = false;
+    const json roof = roofline_block(m, shape, 2, basis, "modeled", plan, steps, {acc}, {}, ceil);
+    // Per assignment: t0 (rank 0) {0, 3} both local; t1 (rank 0) {2, 3}: expert 2 remote; t2 (rank 1) {0, 1}:
+    // expert 0 remote; t3 (rank 1) {3, 2}: expert 3 remote. 3 rows of H x 4 bytes (no dispatch dtype given).
+    CHECK(bytes_of(roof, "dispatch_a2a", "bytes") == Approx(3 * 32));
 }
 
 TEST_CASE("roofline: --hardware gives datasheet ceilings and floors", "[roofline]") {

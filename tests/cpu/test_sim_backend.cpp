@@ -189,6 +189,17 @@ TEST_CASE("sim: EP=8 all-to-all on a balanced routing", "[sim]") {
     // Attention side: each rank holds 8 of the 64 sequences. attn_norm per rank: 16*2 B + 2*8*16*2 B = 544 B
     // -> 1.088 us + 1 us.
     CHECK(time_of(plan, t, Phase::attn_norm, 0) == Approx(2.088));
+
+    // fp8 dispatch: rows of H + 4 = 20 B (one fp32 scale per 128 channels): 56 rows x 20 B = 1120 B per rank ->
+    // 2.24 us + 10 us. The combine still returns rows in the activation dtype (bf16, 32 B): 13.584 us as before.
+    RunOptions fp8 = opt;
+    fp8.dispatch_dtype = "fp8";
+    auto be8 = make_sim_backend(toy_hw(), toy_params());
+    be8->prepare(m, {0}, decode(T, 0), fp8);
+    be8->set_routing_override(&r);
+    const StepTimes t8 = run_step(*be8, plan);
+    CHECK(time_of(plan, t8, Phase::dispatch_a2a, 0) == Approx(12.24));
+    CHECK(time_of(plan, t8, Phase::combine_a2a, 0) == Approx(13.584));
 }
 
 TEST_CASE("sim: all-to-all across nodes uses the network and its latency", "[sim]") {

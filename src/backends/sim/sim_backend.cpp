@@ -2,7 +2,6 @@
 // The sim backend: no weights, no data; each phase's time is modeled from its counted work (phase_work) and the
 // hardware profile. Under expert parallelism every phase is modeled per rank and the slowest rank sets the time.
 #include "backends/sim/sim_backend.hpp"
-#include "core/dispatch_dtype.hpp"
 
 #include "common/error.hpp"
 #include "common/read_file.hpp"
@@ -36,7 +35,6 @@ double latency(const JsonReader& r, const std::string& key, double dflt) {
     return v;
 }
 
-bool is_expert_phase(Phase p) { return p == Phase::expert_up || p == Phase::activation || p == Phase::expert_down; }
 
 class SimBackend final : public Backend {
 public:
@@ -84,6 +82,7 @@ public:
                                                                      : "experts placed by " + placement_.source) +
                                       "; sequences spread over ranks (data-parallel attention); --a2a " + opt_.a2a +
                                       ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
+                                      " bytes, combine rows of " + fmt::format("{:g}", combine_row_bytes_) +
                                       " bytes (payload only)"},
                     {"routing", routing_source_},
                     {"timing_source", "modeled"}};
@@ -120,12 +119,8 @@ public:
         placement_ = topo.placement ? *topo.placement
                      : ep > 1       ? contiguous_placement(model.moe.num_experts, ep)
                                     : ExpertPlacement{};
-        const double H = static_cast<double>(model.hidden_size);
-        dispatch_row_bytes_ = opt.dispatch_dtype == "fp32"   ? 4 * H
-                              : opt.dispatch_dtype == "bf16" ? 2 * H
-                              : opt.dispatch_dtype == "fp8"
-                                  ? static_cast<double>(core::dispatch_row_bytes(core::DispatchDtype::fp8, model.hidden_size))
-                                  : H * p_.act_elem_bytes();
+        dispatch_row_bytes_ = dispatch_row_bytes(opt.dispatch_dtype, model.hidden_size, p_.act_elem_bytes());
+        combine_row_bytes_ = static_cast<double>(model.hidden_size) * p_.act_elem_bytes();  // the activation dtype
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
         // likely, drawn from the run's seed (the "uniform" workload).
         if (model_.is_moe_model()) {
@@ -173,7 +168,8 @@ private:
         MoeLayerResult result;                          // routing after capacity, counts, drops
         std::vector<std::vector<int64_t>> home_counts;  // [rank][E]: kept assignments of the rank's tokens
         std::vector<std::vector<int64_t>> expert_counts;  // [rank][E]: assignments the rank's experts compute
-        A2aTraffic traffic;
+        A2aTraffic dispatch_traffic;  // rows in the dispatch dtype
+        A2aTraffic combine_traffic;   // the same rows back, in the activation dtype
         std::array<double, kNumPhases> us;
     };
 
@@ -185,7 +181,8 @@ private:
         const auto num_experts = static_cast<size_t>(std::max<int64_t>(E, 0));
         sl.home_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
         sl.expert_counts = sl.home_counts;
-        sl.traffic = A2aTraffic{ep, std::vector<double>(static_cast<size_t>(ep * ep), 0.0)};
+        sl.dispatch_traffic = A2aTraffic{ep, std::vector<double>(static_cast<size_t>(ep * ep), 0.0)};
+        sl.combine_traffic = sl.dispatch_traffic;
         if (given.k == 0) return;  // dense layer
         const int64_t T = shape_.num_tokens();
         MOEBENCH_CHECK(given.num_tokens == T && given.ids.size() == static_cast<size_t>(T * given.k),
@@ -208,7 +205,10 @@ private:
                 ++sl.expert_counts[static_cast<size_t>(q)][static_cast<size_t>(e)];
             }
         }
-        if (ep > 1) sl.traffic = a2a_traffic(shape_, r, dispatch_row_bytes_, placement_, opt_.a2a == "dedup");
+        if (ep > 1) {
+            sl.dispatch_traffic = a2a_traffic(shape_, r, dispatch_row_bytes_, placement_, opt_.a2a == "dedup");
+            sl.combine_traffic = a2a_traffic(shape_, r, combine_row_bytes_, placement_, opt_.a2a == "dedup");
+        }
         sl.result.routing = std::move(r);
     }
 
@@ -253,9 +253,11 @@ private:
         Slot& sl = slots_[static_cast<size_t>(slot)];
         if (sl.us[idx] >= 0) return sl.us[idx];
         double us = 0;
-        if (phase == Phase::dispatch_a2a || phase == Phase::combine_a2a)
-            us = sim_a2a_us(sl.traffic, hw_, p_, phase == Phase::combine_a2a);
-        else if (is_expert_phase(phase))
+        if (phase == Phase::dispatch_a2a)
+            us = sim_a2a_us(sl.dispatch_traffic, hw_, p_);
+        else if (phase == Phase::combine_a2a)
+            us = sim_a2a_us(sl.combine_traffic, hw_, p_, /*transpose=*/true);
+        else if (is_routed_expert_phase(phase))
             us = expert_side_us(phase, sl);
         else
             us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.home_counts);
@@ -274,6 +276,7 @@ private:
     std::vector<Slot> slots_;
     ExpertPlacement placement_;
     double dispatch_row_bytes_ = 0;
+    double combine_row_bytes_ = 0;
     std::array<double, kNumPhases> head_us_{};
     double clock_us_ = 0;
     std::vector<double> marks_;
