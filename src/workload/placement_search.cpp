@@ -25,9 +25,10 @@ PlacementScore score_placement(const RoutingTrace& trace, const ExpertPlacement&
             std::fill(load.begin(), load.end(), 0.0);
             for (int64_t i = 0; i < batch; ++i) {  // token i of the step: sequence i (decode), on rank i N / batch
                 const int64_t home = i * N / batch;
+                const int64_t src = trace_token_at(trace, st * batch + i, batch);  // the run's token order
                 std::fill(needs.begin(), needs.end(), 0);
                 for (int64_t j = 0; j < k; ++j) {
-                    const int32_t e = ids[(st * batch + i) * k + j];
+                    const int32_t e = ids[src * k + j];
                     if (e < 0) continue;
                     const int64_t d = placement.dest_rank(e, home, i);
                     load[static_cast<size_t>(d)] += 1;

@@ -13,7 +13,8 @@
 namespace moebench {
 
 /// What a placement does to a trace, replayed with the run's own rules: steps of `batch` tokens (decode: one per
-/// sequence), token homes as the runner splits sequences over ranks, replicas chosen by ExpertPlacement::dest_rank.
+/// sequence, the trace's sequences interleaved as the run replays them: trace_token_at), token homes as the runner
+/// splits sequences over ranks, replicas chosen by ExpertPlacement::dest_rank.
 struct PlacementScore {
     double dedup_remote_rows_per_step = 0;       // dispatch rows that leave their rank, --a2a dedup
     double per_expert_remote_rows_per_step = 0;  // the same, --a2a per-expert

@@ -45,6 +45,17 @@ int64_t RoutingTrace::num_missing() const {
     return std::count(topk_ids.begin(), topk_ids.end(), -1);
 }
 
+int64_t trace_token_at(const RoutingTrace& trace, int64_t pos, int64_t batch) {
+    const auto S = static_cast<int64_t>(trace.seq_starts.size());
+    if (batch <= 0 || S < 2) return pos % trace.num_tokens;  // one recorded sequence: the stream in order
+    const int64_t step = pos / batch, row = pos % batch;
+    const int64_t q = row % S, copy = row / S, copies = (batch + S - 1) / S;
+    const int64_t first = trace.seq_starts[static_cast<size_t>(q)];
+    const int64_t end = q + 1 < S ? trace.seq_starts[static_cast<size_t>(q + 1)] : trace.num_tokens;
+    const int64_t len = std::max<int64_t>(1, end - first);
+    return first + (step + copy * len / copies) % len;  // the copies of one sequence spread along it
+}
+
 void validate_trace(const RoutingTrace& t, const std::string& where) {
     auto bad = [&](const std::string& what, const std::string& value, const std::string& fix) {
         config_error(where, "invalid routing trace: " + what, value, fix);

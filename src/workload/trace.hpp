@@ -40,6 +40,12 @@ struct RoutingTrace {
     int64_t num_missing() const;
 };
 
+/// The trace token a run replays at stream position `pos`. With a decode batch (`batch` > 0) over a trace of several
+/// sequences, the sequences are interleaved: row pos % batch of step pos / batch reads sequence (row mod S), the
+/// copies of one sequence spread along it, one token further each step; otherwise the stream in order, wrapping.
+/// The trace workload and `moebench place` both replay by it.
+int64_t trace_token_at(const RoutingTrace& trace, int64_t pos, int64_t batch);
+
 /// Checks sizes and ranges (num_experts and num_layers within the bounds above, ids in [-1, num_experts), no expert
 /// twice in a token, finite weights, sequences sorted and starting at 0); ConfigError naming `where` (a file).
 void validate_trace(const RoutingTrace& t, const std::string& where);

@@ -301,16 +301,7 @@ public:
 
 protected:
     // The trace token at stream position `pos`: in order, or (decode with a batch) interleaved over the sequences.
-    int64_t source_token(int64_t pos) const {
-        const auto S = static_cast<int64_t>(trace_.seq_starts.size());
-        if (batch_ <= 0 || S < 2) return pos % trace_.num_tokens;  // one recorded sequence: the stream in order
-        const int64_t step = pos / batch_, row = pos % batch_;
-        const int64_t q = row % S, copy = row / S, copies = (batch_ + S - 1) / S;
-        const int64_t first = trace_.seq_starts[static_cast<size_t>(q)];
-        const int64_t end = q + 1 < S ? trace_.seq_starts[static_cast<size_t>(q + 1)] : trace_.num_tokens;
-        const int64_t len = std::max<int64_t>(1, end - first);
-        return first + (step + copy * len / copies) % len;  // the copies of one sequence spread along it
-    }
+    int64_t source_token(int64_t pos) const { return trace_token_at(trace_, pos, batch_); }
 
     void fill_layer(int64_t, int64_t ordinal, int64_t num_tokens, LayerRouting& r) override {
         const int32_t* ids = trace_.layer_ids(ordinal);

@@ -222,3 +222,29 @@ TEST_CASE("a build without MPI started by a launcher says so and exits 2", "[ep]
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("without MPI") && Catch::Contains("libopenmpi-dev"));
 }
+
+TEST_CASE("place's prediction is what a run replaying the trace moves", "[ep][placement][cli]") {
+    // place replays the trace in the run's token order (sequences interleaved in decode); the sim run of the same
+    // trace, ranks, placement and batch counts its dispatch rows with the run's a2a_traffic: the two must agree.
+    const std::string dir = moebench::test::temp_dir("place-vs-run");
+    const std::string trace = std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-humaneval.jsonl";
+    REQUIRE(run_cli("place --trace " + trace + " --ep 4 --replicas 4 --batch 32 -o " + dir + "/p.json").exit_code == 0);
+    REQUIRE(run_cli("trace convert " + trace + " -o " + dir + "/t.safetensors").exit_code == 0);
+    const json predicted = load_json_file(dir + "/p.json")["predicted"];
+    const int64_t steps = predicted["steps"].get<int64_t>();
+    REQUIRE(steps >= 2);
+    for (const bool placed : {true, false}) {
+        INFO((placed ? "placed" : "contiguous"));
+        const CliResult r = run_cli("run --backend sim --model mixtral-8x7b --routing trace:" + dir +
+                                    "/t.safetensors --ep 4 --batch 32 --context 128 --layers 32 --warmup 0 --min-time 0 "
+                                    "--iters " + std::to_string(steps) +
+                                    (placed ? " --placement " + dir + "/p.json" : std::string()) + " --out " + dir +
+                                    "/run.json");
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+        const json rec = load_json_file(dir + "/run.json")["runs"][0];
+        // Mixtral's hidden rows in bf16 (the sim's dtype): 4096 x 2 bytes.
+        const double rows = rec["roofline"]["phases"]["dispatch_a2a"]["bytes"].get<double>() / 8192.0;
+        CHECK(rows == Approx(predicted[placed ? "placed" : "contiguous"]["dedup_remote_rows_per_step"].get<double>()));
+    }
+}
