@@ -254,7 +254,7 @@ inline void read_trace_safetensors(const std::string& bytes, const std::string& 
         const int32_t* ids = t.layer_ids(l);
         (void)expert_load(ids, t.num_tokens, t.top_k, t.num_experts);
         (void)switch_stats(ids, t.num_tokens, t.top_k, t.seq_starts);
-        (void)top_coactivation_pairs(coactivation_counts(ids, t.num_tokens, t.top_k, t.num_experts), t.num_experts, 3);
+        (void)top_coactivation_pairs(ids, t.num_tokens, t.top_k, 3);
         (void)load_windows(ids, t.num_tokens, t.top_k, t.num_experts, 5);
     }
     static const ModelConfig model = load_model("olmoe-1b-7b");

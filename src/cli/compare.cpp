@@ -41,11 +41,14 @@ void add_compare_command(CLI::App& app) {
     cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold");
     cmd->callback([f] {
         CompareOptions o;
-        o.threshold = parse_fraction(f->threshold, "--threshold");
-        o.noise_floor = parse_fraction(f->noise_floor, "--noise-floor");
-        if (!(f->k_sigma >= 0)) config_error("--k-sigma", "must not be negative", std::to_string(f->k_sigma), "use e.g. 3");
+        o.threshold = parse_fraction(f->threshold, "--threshold", /*max_fraction=*/10.0);
+        o.noise_floor = parse_fraction(f->noise_floor, "--noise-floor", /*max_fraction=*/1.0);
+        // Finite and bounded: an infinite band would call any slowdown noise and pass the gate.
+        if (!(f->k_sigma >= 0 && f->k_sigma <= 100))
+            config_error("--k-sigma", "must be between 0 and 100", fmt::format("{:g}", f->k_sigma), "use e.g. 3");
         o.k_sigma = f->k_sigma;
-        if (!(f->spread_z >= 0)) config_error("--spread-z", "must not be negative", std::to_string(f->spread_z), "use e.g. 1.645");
+        if (!(f->spread_z >= 0 && f->spread_z <= 100))
+            config_error("--spread-z", "must be between 0 and 100", fmt::format("{:g}", f->spread_z), "use e.g. 1.645");
         o.spread_z = f->spread_z;
         o.gate_phases = f->gate_phases;
         if (!f->match.empty()) {

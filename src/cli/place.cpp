@@ -31,12 +31,9 @@ struct PlaceArgs {
 // A moebench trace (safetensors), or a JSONL / text recording imported on the fly (with the model's expert count
 // when known: an expert no token chose would otherwise be missing from the inferred count).
 RoutingTrace load_any_trace(const std::string& path, int64_t num_experts) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) config_error("--trace", "cannot be read", path, "give a trace file (docs/trace-format.md)");
-    std::string head(64, '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    head.resize(static_cast<size_t>(in.gcount()));
-    const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+    require_readable_file(path, "--trace");  // a folder, FIFO or device is refused by name, before any read
+    const std::string head = peek_file_bytes(path, 64);
+    const int64_t bytes = file_size_bytes(path);
     if (head.size() >= 9 && looks_like_safetensors(head, bytes)) return read_trace(path);
     ImportSummary summary;
     return import_trace(path, num_experts, &summary);

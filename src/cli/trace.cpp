@@ -134,8 +134,7 @@ TraceInfo trace_info(const RoutingTrace& t, const InfoArgs& a) {
         const int32_t* ids = t.layer_ids(l);
         li.load = expert_load(ids, t.num_tokens, t.top_k, t.num_experts);
         li.sw = switch_stats(ids, t.num_tokens, t.top_k, t.seq_starts);
-        li.pairs = top_coactivation_pairs(coactivation_counts(ids, t.num_tokens, t.top_k, t.num_experts),
-                                          t.num_experts, a.top_pairs);
+        li.pairs = top_coactivation_pairs(ids, t.num_tokens, t.top_k, a.top_pairs);
         if (a.window > 0) li.windows = load_windows(ids, t.num_tokens, t.top_k, t.num_experts, a.window);
         ti.mom.push_back(li.load.max_over_mean);
         ti.sw_rates.push_back(li.sw.switch_rate);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace moebench {
 
@@ -142,6 +143,9 @@ const json& JsonReader::at(const std::string& key) const {
 }
 
 static int64_t as_int(const json& v, const std::string& field) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        config_error(field, "is out of range (whole numbers up to 9223372036854775807)", json_brief(v),
+                     "use a smaller value");  // get<int64_t> would wrap it to a negative number
     if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
     if (v.is_number_float()) {
         double d = v.get<double>();

@@ -97,7 +97,7 @@ Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double s
     return v;
 }
 
-double parse_fraction(const std::string& text, const std::string& field) {
+double parse_fraction(const std::string& text, const std::string& field, double max_fraction) {
     std::string t = text;
     bool percent = !t.empty() && t.back() == '%';
     if (percent) t.pop_back();
@@ -106,6 +106,9 @@ double parse_fraction(const std::string& text, const std::string& field) {
     if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v) || v < 0)
         config_error(field, "must be a non-negative fraction or percentage", text, "write e.g. 5% or 0.05");
     if (percent || v >= 1) v /= 100.0;
+    if (v > max_fraction)  // a band or threshold this wide would pass any slowdown: a gate switched off by a typo
+        config_error(field, fmt::format("must be at most {:g}%", 100.0 * max_fraction), text,
+                     "write e.g. 5% or 0.05");
     return v;
 }
 

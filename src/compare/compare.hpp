@@ -34,8 +34,9 @@ struct Verdict {
 /// |delta| <= noise -> same.
 Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double sd_b, double n_b, const CompareOptions& o);
 
-/// "5%" -> 0.05, "0.05" -> 0.05, "5" -> 0.05 (a bare number >= 1 is read as percent). Bad -> ConfigError naming `field`.
-double parse_fraction(const std::string& text, const std::string& field);
+/// "5%" -> 0.05, "0.05" -> 0.05, "5" -> 0.05 (a bare number >= 1 is read as percent). Bad, or above `max_fraction`
+/// -> ConfigError naming `field`.
+double parse_fraction(const std::string& text, const std::string& field, double max_fraction = 1.0);
 
 /// The comparison as JSON: {"a", "b", "rule", "threshold", "match_keys", "contrast", "warnings", "points": [...],
 /// "unmatched_a", "unmatched_b", "counts", "regressions", "exit_code"}. ConfigError (exit 2) when a report is not

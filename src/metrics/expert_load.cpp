@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
+
+#include <fmt/format.h>
 
 namespace moebench {
 
@@ -126,16 +129,29 @@ std::vector<int64_t> coactivation_counts(const int32_t* ids, int64_t num_tokens,
     return m;
 }
 
-std::vector<ExpertPair> top_coactivation_pairs(const std::vector<int64_t>& coact, int64_t num_experts, int64_t n) {
+std::vector<ExpertPair> top_coactivation_pairs(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t n) {
+    std::unordered_map<uint64_t, int64_t> counts;  // key: a << 32 | b, a < b
+    std::vector<int32_t> set;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+        set.clear();
+        for (int64_t j = 0; j < k; ++j)
+            if (ids[t * k + j] >= 0) set.push_back(ids[t * k + j]);
+        std::sort(set.begin(), set.end());
+        set.erase(std::unique(set.begin(), set.end()), set.end());
+        for (size_t i = 0; i < set.size(); ++i)
+            for (size_t j = i + 1; j < set.size(); ++j)
+                ++counts[static_cast<uint64_t>(set[i]) << 32 | static_cast<uint32_t>(set[j])];
+    }
     std::vector<ExpertPair> pairs;
-    for (int64_t a = 0; a < num_experts; ++a)
-        for (int64_t b = a + 1; b < num_experts; ++b) {
-            int64_t c = coact[static_cast<size_t>(a * num_experts + b)];
-            if (c > 0) pairs.push_back({static_cast<int32_t>(a), static_cast<int32_t>(b), c});
-        }
-    std::stable_sort(pairs.begin(), pairs.end(),
-                     [](const ExpertPair& x, const ExpertPair& y) { return x.count > y.count; });
-    if (static_cast<int64_t>(pairs.size()) > n) pairs.resize(static_cast<size_t>(n));
+    pairs.reserve(counts.size());
+    for (const auto& [key, c] : counts)
+        pairs.push_back({static_cast<int32_t>(key >> 32), static_cast<int32_t>(key & 0xffffffffu), c});
+    const auto before = [](const ExpertPair& x, const ExpertPair& y) {
+        return x.count != y.count ? x.count > y.count : x.a != y.a ? x.a < y.a : x.b < y.b;
+    };
+    const size_t keep = static_cast<size_t>(std::clamp<int64_t>(n, 0, static_cast<int64_t>(pairs.size())));
+    std::partial_sort(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(keep), pairs.end(), before);
+    pairs.resize(keep);
     return pairs;
 }
 
@@ -177,10 +193,21 @@ json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t nu
     l["k"] = s.k;
     const int64_t steps_per_window = std::max<int64_t>(1, (num_steps + 31) / 32);
     l["windows"] = to_json(load_windows(s.ids.data(), n_tok, s.k, E, steps_per_window * num_tokens));
-    const std::vector<int64_t> coact = coactivation_counts(s.ids.data(), n_tok, s.k, E);
-    json cm = json::array();
-    for (int64_t i = 0; i < E; ++i) cm.push_back(std::vector<int64_t>(coact.begin() + i * E, coact.begin() + (i + 1) * E));
-    l["coactivation"] = cm;
+    if (E <= kCoactivationMatrixMaxExperts) {
+        const std::vector<int64_t> coact = coactivation_counts(s.ids.data(), n_tok, s.k, E);
+        json cm = json::array();
+        for (int64_t i = 0; i < E; ++i)
+            cm.push_back(std::vector<int64_t>(coact.begin() + i * E, coact.begin() + (i + 1) * E));
+        l["coactivation"] = cm;
+    } else {
+        json pairs = json::array();
+        for (const ExpertPair& p : top_coactivation_pairs(s.ids.data(), n_tok, s.k, 256))
+            pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
+        l["coactivation_top_pairs"] = pairs;
+        l["coactivation_omitted"] = fmt::format("{} experts: the E x E matrix is written up to {} experts; "
+                                                "coactivation_top_pairs holds the 256 most frequent pairs",
+                                                E, kCoactivationMatrixMaxExperts);
+    }
     l["expert_gemm_us"] = json::array();
     if (s.gemm_steps > 0) {
         std::vector<double> mean_us(s.expert_gemm_us.size());

@@ -59,8 +59,13 @@ struct ExpertPair {
     int32_t a = 0, b = 0;  // a < b
     int64_t count = 0;
 };
-/// The n most frequent pairs, most frequent first; ties by (a, b) ascending. Pairs with count 0 are left out.
-std::vector<ExpertPair> top_coactivation_pairs(const std::vector<int64_t>& coact, int64_t num_experts, int64_t n);
+/// The n pairs chosen together by the most tokens, most frequent first; ties by (a, b) ascending. Counted from the
+/// ids alone (O(T k^2), no E x E table), so any expert count is cheap.
+std::vector<ExpertPair> top_coactivation_pairs(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t n);
+
+/// Largest expert count whose E x E co-activation matrix a report holds; above it the layer carries the top pairs
+/// instead (a 20000-expert matrix would take gigabytes).
+inline constexpr int64_t kCoactivationMatrixMaxExperts = 512;
 
 /// {"source":"counted", tokens_per_expert, max_over_mean, cv, gini, top3_share, idle_experts, dropped, ...}
 json to_json(const ExpertLoad& load);

@@ -7,9 +7,11 @@
 #include "common/atomic_file.hpp"
 #include "config/model_config.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -62,7 +64,13 @@ std::string utc_now(bool compact) {
     return buf;
 }
 
-std::string default_report_path() { return "results/run-" + utc_now(true) + ".json"; }
+std::string default_report_path() {
+    // Two runs in the same second must not overwrite each other: the first free name of run-<time>[-N].json.
+    const std::string stem = "results/run-" + utc_now(true);
+    std::string path = stem + ".json";
+    for (int n = 2; std::filesystem::exists(path) && n < 1000; ++n) path = fmt::format("{}-{}.json", stem, n);
+    return path;
+}
 
 json make_report(const json& context, const json& config, const std::vector<json>& runs) {
     json r = json::object();

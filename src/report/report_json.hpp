@@ -19,7 +19,8 @@ std::string current_command_line(const std::string& fallback = "moebench");
 /// Now, as "2026-12-01T05:00:00Z" (`compact` false) or "20261201T050000Z" (`compact` true, for file names).
 std::string utc_now(bool compact);
 
-/// "results/run-<UTC timestamp>.json", relative to the current folder.
+/// "results/run-<UTC timestamp>.json" relative to the current folder, or run-<timestamp>-2.json, -3, ... when a
+/// report of that name exists already (two runs in one second).
 std::string default_report_path();
 
 /// Assembles the whole document: {"schema", "tool", "command", "created_utc", "environment", "config", "runs"}.

@@ -84,10 +84,19 @@ TEST_CASE("co-activation counts and top pairs", "[expert_load]") {
     int64_t total = 0;
     for (int64_t v : m) total += v;
     CHECK(total == 6);
-    auto top = top_coactivation_pairs(m, 4, 5);
+    auto top = top_coactivation_pairs(ids, 5, 2, 5);
     REQUIRE(top.size() == 2);
     CHECK((top[0].a == 0 && top[0].b == 1 && top[0].count == 2));
     CHECK((top[1].a == 2 && top[1].b == 3 && top[1].count == 1));
+    CHECK(top_coactivation_pairs(ids, 5, 2, 1).size() == 1);
+    // Ties by (a, b); the pairs equal the dense matrix's at any expert count.
+    const int32_t many[] = {7, 3, 3, 9000, 9000, 7, 5, 1};  // {3,7} {3,9000} {7,9000} {1,5}
+    auto tied = top_coactivation_pairs(many, 4, 2, 10);
+    REQUIRE(tied.size() == 4);
+    CHECK((tied[0].a == 1 && tied[0].b == 5));
+    CHECK((tied[1].a == 3 && tied[1].b == 7));
+    CHECK((tied[2].a == 3 && tied[2].b == 9000));
+    CHECK((tied[3].a == 7 && tied[3].b == 9000));
 }
 
 TEST_CASE("switch rate between consecutive tokens of a sequence", "[expert_load]") {

@@ -288,6 +288,9 @@ TEST_CASE("hardening: devices, FIFOs and link loops are named as such, and never
     expect_refused("trace convert " + fifo + " -o " + dir + "/o.safetensors", {fifo, "FIFO"});
     expect_refused("run --model " + kTiny + " --routing trace:" + fifo + " --out -", {fifo, "FIFO"});
     expect_refused("report " + loop_a, {loop_a, "symbolic links"});
+    // Before: place opened the FIFO and waited for a writer forever; a folder was "internal error", exit 1.
+    expect_refused("place --trace " + fifo + " --ep 2 -o " + dir + "/p.json", {"--trace", fifo, "FIFO"});
+    expect_refused("place --trace " + dir + " --ep 2 -o " + dir + "/p.json", {"--trace", dir, "folder"});
     CHECK(seconds_since(t0) < 30);
     fs::remove_all(dir);
 }

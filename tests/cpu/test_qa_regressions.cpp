@@ -311,7 +311,19 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
     CHECK_FALSE(fs::exists("/tmp/never.safetensors"));
     expect_refused("run --model no-such-model --out -", {"unknown model name", "no-such-model"});
     // CLI11's parse errors carry the fix too (before: "Could not convert: --batch = eight" and nothing more).
-    expect_refused("run --batch eight", {"--batch", "eight", "whole number", "--help"});
+    expect_refused("run --batch eight", {"--batch", "eight", "whole number", "e.g. 8"});
+    // Before: CLI11 saturated these to 2^63 - 1 and the run went on with a value nobody typed; a JSON config
+    // wrapped 2^63 to a negative number.
+    expect_refused("run --model " + kTiny + " --backend sim --seed 18446744073709551615 --out -",
+                   {"--seed", "18446744073709551615", "out of range"});
+    expect_refused("run --model " + kTiny + " --backend sim --batch 99999999999999999999 --out -",
+                   {"--batch", "99999999999999999999", "out of range"});
+    expect_refused("run --config " + write_temp("big-batch.json", R"({"batch": 9223372036854775808})"),
+                   {"batch", "9223372036854775808", "out of range"});
+    // Before: an infinite noise band called any slowdown noise, and the gate passed.
+    for (const std::string bad : {"--k-sigma inf", "--spread-z inf", "--noise-floor 1e300", "--threshold 1e300"})
+        expect_refused("compare never-read-a.json never-read-b.json " + bad,  // options are checked first
+                       {bad.substr(0, bad.find(' ')), bad.substr(bad.find(' ') + 1)});
 }
 
 TEST_CASE("qa: traces with repeated expert ids, bad weights or the wrong format are refused with the reason",
@@ -384,6 +396,26 @@ TEST_CASE("qa: with expert parallelism on sim the floors use all ranks' ceilings
     CHECK(roof["moe_block"]["ratio_to_floor"].get<double>() >= 1.0);
     CHECK_FALSE(roof["moe_block"].contains("floor_warning"));
     CHECK(roof["phases"]["expert_up"]["fraction_of_mem_bw"].get<double>() <= 1.0);
+}
+
+TEST_CASE("qa: a model of 20000 experts runs without an E x E table; its report keeps the top pairs", "[qa][cli]") {
+    // Before: the report's 20000 x 20000 co-activation matrix took gigabytes, and the run aborted (bad_alloc while a
+    // JSON array was being destroyed). Above 512 experts a layer carries its most frequent pairs instead.
+    const std::string dir = moebench::test::temp_dir("many-experts");
+    const std::string model = write_temp("e20000.json", R"({"moebench": "model/1", "name": "many", "family": "mixtral",
+        "vocab_size": 100, "hidden_size": 64, "num_layers": 1,
+        "attention": {"kind": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 16},
+        "moe": {"num_experts": 20000, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})");
+    const auto r = run_cli("run --backend sim --model " + model + " --layers 1 --batch 64 --iters 2 --warmup 0 --min-time 0 --out " + dir + "/r.json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json layer = load_json_file(dir + "/r.json")["runs"][0]["expert_load"]["per_layer"][0];
+    CHECK_FALSE(layer.contains("coactivation"));
+    CHECK_THAT(layer["coactivation_omitted"].get<std::string>(), Catch::Contains("512"));
+    REQUIRE(layer["coactivation_top_pairs"].is_array());
+    int64_t pairs = 0;  // 2 steps x 64 tokens, one pair each (top-2, distinct experts)
+    for (const json& p : layer["coactivation_top_pairs"]) pairs += p["count"].get<int64_t>();
+    CHECK(pairs == 128);
 }
 
 TEST_CASE("qa: prefill reports no KV context, and refuses --context", "[qa][cli]") {
