@@ -72,6 +72,10 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
     json config_json = load_json_file(config_path, kMaxConfigBytes);
     if (config_json.is_object() && config_json.value("schema", json()) == json(kReportSchema))
         config_json = run_config_of_report(config_json, config_path);
+    else if (config_json.is_object() && config_json.contains("schema"))  // a run config has no schema key
+        config_error(config_path, "is not a run config or a " + std::string(kReportSchema) + " report",
+                     "schema " + json_brief(config_json["schema"]),
+                     "give a run config (docs/run-schema.md) or a report this moebench wrote");
     if (!config_json.is_object())  // named here: run_config_from_json would say "<root>"
         config_error(config_path, "must be a JSON object (a run config)", json_brief(config_json),
                      "see docs/run-schema.md");

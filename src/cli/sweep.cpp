@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -175,8 +176,9 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
 void sweep_settings(const SweepFlags& f, const json& sweep_opts, SweepSpec& spec) {
     spec.resume = f.resume;
     spec.time_budget_s = f.o_budget->count() ? f.time_budget_s : sweep_opts.value("time_budget_s", 0.0);
-    if (spec.time_budget_s < 0)
-        config_error("--time-budget", "must not be negative", fmt::format("{}", spec.time_budget_s), "use seconds > 0");
+    if (!(spec.time_budget_s >= 0) || !std::isfinite(spec.time_budget_s))  // NaN would silently mean "no budget"
+        config_error("--time-budget", "must be a finite number of seconds, not negative",
+                     fmt::format("{}", spec.time_budget_s), "use seconds > 0 (or leave it out for no budget)");
     if (f.o_slo->count()) spec.slo_p95_ms = f.slo_p95_ms;
     else if (sweep_opts.contains("slo_p95_ms"))
         spec.slo_p95_ms = sweep_opts["slo_p95_ms"].get<double>();

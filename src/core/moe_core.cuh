@@ -288,6 +288,10 @@ MOEBENCH_HD inline int64_t expert_capacity(double capacity_factor, int64_t num_t
     if (capacity_factor <= 0.0) return -1;
     // Round the product before ceil so that e.g. 1.0 * 16 / 8 stays exactly 2 under any FP contraction.
     const double c = capacity_factor * static_cast<double>(num_tokens) * k / num_experts;
+    // An expert never receives more than every assignment of the step: capping there keeps a huge factor from
+    // overflowing the cast (undefined behaviour) and changes nothing else.
+    const double all = static_cast<double>(num_tokens) * k;
+    if (!(c < all)) return static_cast<int64_t>(all);
     const double r = floor(c * 1e9 + 0.5) / 1e9;
     return static_cast<int64_t>(ceil(r));
 }

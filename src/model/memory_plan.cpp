@@ -202,6 +202,24 @@ MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw
 void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan) {
     if (plan.weights_fit) return;
     const ParallelLayout& par = in.par;
+    // The weights fit with one sequence: the batch's activations are what overflow, so --batch is the field to change
+    // (the largest batch that fits, by bisection on the same plan).
+    PlanInput one = in;
+    one.batch = 1;
+    if (in.batch > 1 && plan_memory(m, hw, one).weights_fit) {
+        int64_t lo = 1, hi = in.batch;  // lo fits, hi does not
+        while (hi - lo > 1) {
+            PlanInput mid = in;
+            mid.batch = lo + (hi - lo) / 2;
+            (plan_memory(m, hw, mid).weights_fit ? lo : hi) = mid.batch;
+        }
+        config_error("--batch",
+                     fmt::format("needs {:.1f} GiB of activations/workspace per GPU beside {:.1f} GiB of {} weights, "
+                                 "more than the {:.1f} GiB of {}",
+                                 plan.activation_bytes / kGiB, plan.weights_bytes / kGiB, to_string(in.dtype),
+                                 plan.capacity_bytes / kGiB, hw.name),
+                     std::to_string(in.batch), fmt::format("use --batch {} or less (or add GPUs: --ep/--tp)", lo));
+    }
     std::string what = fmt::format(
         "{} weights need {:.1f} GiB per GPU plus {:.1f} GiB activations/workspace, more than the {:.1f} GiB of {}",
         to_string(in.dtype), plan.weights_bytes / kGiB, plan.activation_bytes / kGiB, plan.capacity_bytes / kGiB, hw.name);

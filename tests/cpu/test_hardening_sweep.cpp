@@ -211,7 +211,8 @@ TEST_CASE("sweep creates no output folder before its config is valid", "[hardeni
     const std::string base = "sweep --model " + kTiny + " --backend cpu --quiet --out " + out + " --journal " +
                              journal_dir + "/j.jsonl ";
     for (const std::string bad : {"--batch 1,0", "--batch 1,2 --knee 2", "--batch 1,2 --time-budget -1",
-                                  "--batch 1,2 --format nope", "--batch 1,2 --threads 100000"}) {
+                                  "--batch 1,2 --time-budget nan", "--batch 1,2 --format nope",
+                                  "--batch 1,2 --threads 100000"}) {
         auto r = run_cli(base + bad);
         INFO(bad << "\n" << r.err);
         CHECK(r.exit_code == 2);

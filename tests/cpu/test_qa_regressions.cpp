@@ -320,6 +320,11 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
                    {"--batch", "99999999999999999999", "out of range"});
     expect_refused("run --config " + write_temp("big-batch.json", R"({"batch": 9223372036854775808})"),
                    {"batch", "9223372036854775808", "out of range"});
+    // Before: "command: unknown run config field" for a report of another schema version.
+    expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
+                   {"moebench.report/2", "run config"});
+    // Before: "--ep/--tp: ... use a smaller --dtype or a larger GPU" when only the batch's activations overflowed.
+    expect_refused("plan --model olmoe-1b-7b --batch 100000000", {"--batch", "100000000", "use --batch"});
     // Before: an infinite noise band called any slowdown noise, and the gate passed.
     for (const std::string bad : {"--k-sigma inf", "--spread-z inf", "--noise-floor 1e300", "--threshold 1e300"})
         expect_refused("compare never-read-a.json never-read-b.json " + bad,  // options are checked first
