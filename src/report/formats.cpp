@@ -152,16 +152,6 @@ std::string tri_state(const json& run, std::initializer_list<const char*> path) 
 
 bool run_ok(const json& run) { return run.value(keys::kStatus, "ok") == "ok"; }
 
-std::string times_source(const json& runs) {
-    bool measured = false, modeled = false;
-    if (runs.is_array())
-        for (const json& r : runs) {
-            if (!r.is_object() || !run_ok(r)) continue;
-            (str_at(r, {keys::kLatency, "source"}, "measured") == "modeled" ? modeled : measured) = true;
-        }
-    if (modeled && measured) return "measured or modeled (per point)";
-    return modeled ? "modeled" : "measured";
-}
 
 std::vector<std::string> run_phases(const json& run) {
     std::vector<std::string> out;
@@ -247,5 +237,16 @@ std::string html_escape(const std::string& s) {
 }
 
 }  // namespace formats_detail
+
+std::string times_source(const json& runs) {
+    bool measured = false, modeled = false;
+    if (runs.is_array())
+        for (const json& r : runs) {
+            if (!r.is_object() || !formats_detail::run_ok(r)) continue;
+            (formats_detail::str_at(r, {keys::kLatency, "source"}, "measured") == "modeled" ? modeled : measured) = true;
+        }
+    if (modeled && measured) return "measured or modeled (per point)";
+    return modeled ? "modeled" : "measured";
+}
 
 }  // namespace moebench

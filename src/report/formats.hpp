@@ -37,6 +37,10 @@ std::vector<std::string> parse_format_list(const std::string& text, const std::s
 /// The CSV header, in order (docs/csv-columns.md). Stable: columns are only ever appended.
 const std::vector<std::string>& csv_columns();
 
+/// Where the step and phase times of the finished runs come from (their latency.source): "measured", "modeled"
+/// (sim), or "measured or modeled (per point)" when the runs differ. A view says this word, never "measured" alone.
+std::string times_source(const json& runs);
+
 namespace formats_detail {
 
 /// Value at a path of object keys, or nullptr.
@@ -49,9 +53,6 @@ std::string str_at(const json& j, std::initializer_list<const char*> path, const
 std::string scalar_text(const json& v);
 /// True when a record finished ok (status absent counts as ok).
 bool run_ok(const json& run);
-/// Where the step and phase times of the finished runs come from (their latency.source): "measured", "modeled"
-/// (sim), or "measured or modeled (per point)" when the runs differ. A view says this word, never "measured" alone.
-std::string times_source(const json& runs);
 /// Phases present in the run's latency.phases, in the vocabulary's order.
 std::vector<std::string> run_phases(const json& run);
 /// Short label for a point: the sweep axes when present, else "batch=8" (plus context when nonzero).

@@ -2,6 +2,7 @@
 // Golden point and knee selection over the records of a sweep.
 #include "sweep/golden.hpp"
 #include "core/report_keys.hpp"
+#include "report/formats.hpp"
 
 #include <fmt/format.h>
 
@@ -124,6 +125,20 @@ Series group_series(const json& runs) {
     return g;
 }
 
+// " (context=64)": the axes that tell the series of `run` from the sweep's other series; "" with one series.
+std::string series_suffix(const Series& g, const json& run) {
+    if (g.order.size() < 2) return "";
+    json fixed = axes_of(run);
+    fixed.erase("batch");
+    std::string s;
+    for (auto it = fixed.begin(); it != fixed.end(); ++it) {
+        bool varies = false;
+        for (const auto& [key, other] : g.fixed_of) varies = varies || other.value(it.key(), json()) != it.value();
+        if (varies) s += (s.empty() ? "" : ", ") + it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+    }
+    return s.empty() ? "" : " (" + s + ")";
+}
+
 // Each series with its knee; `golden_no_slo` gets the knee of the series that holds the sweep's peak.
 json series_with_knees(const Series& g, const json& runs, double knee_fraction, const CurvePoint& global_peak,
                        json& golden_no_slo) {
@@ -148,8 +163,12 @@ json series_with_knees(const Series& g, const json& runs, double knee_fraction, 
 }
 
 // The golden point under the SLO, or why there is none.
-void golden_under_slo(const std::vector<CurvePoint>& all, const json& runs, double slo_p95_ms,
-                      const CurvePoint& global_peak, json& out) {
+void golden_under_slo(const Series& series, const json& runs, double slo_p95_ms, const CurvePoint& global_peak,
+                      json& out) {
+    const std::vector<CurvePoint>& all = series.all;
+    const auto name = [&](const CurvePoint& p) {
+        return "batch " + fmt_batch(p.batch) + series_suffix(series, runs[p.run_index]);
+    };
     const double slo_us = slo_p95_ms * 1000.0;
     auto g = golden_index(all, slo_us);
     if (!g) {
@@ -157,18 +176,18 @@ void golden_under_slo(const std::vector<CurvePoint>& all, const json& runs, doub
         for (const auto& p : all)
             if (p.p95_us < fastest->p95_us) fastest = &p;
         out["golden"] = nullptr;
-        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at batch {}",
-                                           slo_p95_ms, fastest->p95_us / 1000.0, fmt_batch(fastest->batch));
+        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at {}",
+                                           slo_p95_ms, fastest->p95_us / 1000.0, name(*fastest));
         return;
     }
     const CurvePoint& gp = all[*g];
     json gj = describe(gp, runs, global_peak);
-    std::string reason = fmt::format("batch {}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
+    std::string reason = fmt::format("{}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
                                      "of {} ms",
-                                     fmt_batch(gp.batch), gp.tokens_per_s, gp.p95_us / 1000.0, slo_p95_ms);
+                                     name(gp), gp.tokens_per_s, gp.p95_us / 1000.0, slo_p95_ms);
     if (gp.run_index != global_peak.run_index)
-        reason += fmt::format("; {} of peak throughput (batch {}, {:.0f} tok/s, p95 {:.3f} ms{}) at {} of its p95",
-                              pct(gp.tokens_per_s / global_peak.tokens_per_s), fmt_batch(global_peak.batch),
+        reason += fmt::format("; {} of peak throughput ({}, {:.0f} tok/s, p95 {:.3f} ms{}) at {} of its p95",
+                              pct(gp.tokens_per_s / global_peak.tokens_per_s), name(global_peak),
                               global_peak.tokens_per_s, global_peak.p95_us / 1000.0,
                               global_peak.p95_us > slo_us ? ", over the SLO" : "", pct(gp.p95_us / global_peak.p95_us));
     else
@@ -188,7 +207,7 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
                                     : std::string("golden = knee of the series holding the peak throughput "
                                                   "(no --slo-p95-ms given)");
     out["slo_p95_ms"] = slo_p95_ms ? json(*slo_p95_ms) : json(nullptr);
-    out["source"] = "measured";
+    out["source"] = times_source(runs);  // the curves' times: modeled for a sim sweep
     const Series g = group_series(runs);
     if (g.all.empty()) {
         out["series"] = json::array();
@@ -202,12 +221,13 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
     json golden_no_slo = nullptr;
     out["series"] = series_with_knees(g, runs, knee_fraction, *global_peak, golden_no_slo);
     if (slo_p95_ms) {
-        golden_under_slo(g.all, runs, *slo_p95_ms, *global_peak, out);
+        golden_under_slo(g, runs, *slo_p95_ms, *global_peak, out);
         return out;
     }
     out["golden"] = golden_no_slo;
     if (!golden_no_slo.is_null())
-        out["golden"]["reason"] = "no --slo-p95-ms given, so the golden point is the knee: " +
+        out["golden"]["reason"] = "no --slo-p95-ms given, so the golden point is the knee of the series holding the "
+                                  "peak throughput" + series_suffix(g, runs[global_peak->run_index]) + ": " +
                                   golden_no_slo["reason"].get<std::string>();
     return out;
 }

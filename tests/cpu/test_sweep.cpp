@@ -117,6 +117,26 @@ TEST_CASE("knee and golden point on a constructed series", "[sweep]") {
     json c = analyze_sweep(runs, 0.5, 0.9);
     CHECK(c["golden"].is_null());
     CHECK(c["golden_reason"].get<std::string>().find("no point meets") != std::string::npos);
+    CHECK(a["source"] == "measured");
+    CHECK(a["golden"]["reason"].get<std::string>().find("(context") == std::string::npos);  // one series: no name
+
+    // A second series (context 64, half the throughput) of modeled points: the golden point names its series, and
+    // the analysis says its times are modeled.
+    json two = json::array();
+    for (json r : runs) {
+        if (r.contains("latency")) r["latency"]["source"] = "modeled";
+        two.push_back(r);
+        if (r["status"] != "ok") continue;
+        r["axes"]["context"] = 64;
+        r["throughput"]["tokens_per_s"] = r["throughput"]["tokens_per_s"].get<double>() / 2;
+        two.push_back(r);
+    }
+    json d = analyze_sweep(two, std::nullopt, 0.9);
+    REQUIRE(d["series"].size() == 2);
+    CHECK(d["source"] == "modeled");
+    CHECK(d["golden"]["reason"].get<std::string>().find("holding the peak throughput (context=0)") != std::string::npos);
+    json e = analyze_sweep(two, 2.0, 0.9);
+    CHECK(e["golden"]["reason"].get<std::string>().find("batch 64 (context=0): 6000 tok/s") != std::string::npos);
 }
 
 TEST_CASE("journal: torn last line is dropped, other fingerprints are refused", "[sweep]") {
