@@ -119,7 +119,8 @@ void summary_throughput(const json& run, std::string& s) {
         s += fmt::format("whole model: step {:.1f} us, {:.1f} tokens/s ({})\n", num(whole, keys::kStepUs),
                          num(whole, keys::kTokensPerS),
                          extrapolated ? "extrapolated from the " + str(lat, "source", "?") + " layers run"
-                                      : str(lat, "source", "?"));
+                                      // not the step clock above: say how it differs (e.g. slowest rank per phase)
+                                      : str(lat, "source", "?") + ": " + str(whole, "method", "?"));
     } else if (whole.contains("unavailable")) {
         s += fmt::format("whole model: not extrapolated ({})\n", str(whole, "unavailable"));
     }
