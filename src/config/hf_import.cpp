@@ -312,6 +312,12 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         e.routed_scaling_factor = r.opt_double("routed_scaling_factor", v3 ? 2.5 : 1.0);
         std::string method = r.opt_string("topk_method", v3 ? "noaux_tc" : "greedy");
         std::string scoring = r.opt_string("scoring_func", v3 ? "sigmoid" : "softmax");
+        // The values DeepSeek's modeling code knows; another would silently route by softmax top-k.
+        if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy")
+            config_error(r.field("topk_method"), "is not a DeepSeek top-k method", method,
+                         "use noaux_tc, greedy or group_limited_greedy");
+        if (scoring != "sigmoid" && scoring != "softmax")
+            config_error(r.field("scoring_func"), "is not a DeepSeek scoring function", scoring, "use sigmoid or softmax");
         if (method == "noaux_tc" || scoring == "sigmoid") {
             e.routing = RoutingKind::sigmoid_group_topk;
             e.router_correction_bias = method == "noaux_tc";

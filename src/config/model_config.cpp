@@ -497,6 +497,13 @@ void check_attention(const ModelConfig& m, const FieldChecks& c) {
     if (at.kind == AttentionKind::gqa && (at.rotary_dim > at.head_dim || at.rotary_dim % 2 != 0))
         config_error(c.f("attention.rotary_dim"), "must be an even number of dims within head_dim (" +
                      str(at.head_dim) + ")", str(at.rotary_dim), "use 0 (the whole head) or an even value <= head_dim");
+    // RoPE rotates pairs of dims (rotate-half): the rotated width must be even.
+    if (at.kind == AttentionKind::gqa && at.rotary_dim == 0 && at.head_dim % 2 != 0)
+        config_error(c.f("attention.head_dim"), "must be even when RoPE rotates the whole head (pairs of dims)",
+                     str(at.head_dim), "use an even head_dim, or set rotary_dim to an even part of it");
+    if (at.kind == AttentionKind::mla && at.qk_rope_head_dim % 2 != 0)
+        config_error(c.f("attention.qk_rope_head_dim"), "must be even (RoPE rotates pairs of dims)",
+                     str(at.qk_rope_head_dim), "use an even value (DeepSeek: 64)");
     if (at.indexer_heads > 0 && (at.kind != AttentionKind::mla || at.q_lora_rank <= 0 || at.indexer_head_dim <= 0))
         config_error(c.f("attention.indexer_heads"), "needs MLA attention with a q_lora_rank and an indexer_head_dim",
                      str(at.indexer_heads), "set indexer_head_dim (DeepSeek-V3.2: 128), or 0 for dense attention");

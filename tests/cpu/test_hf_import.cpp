@@ -543,6 +543,20 @@ TEST_CASE("malformed Hugging Face configs: exit 2 naming the field", "[hf_import
         j["topk_group"] = 1;  // 1 group of 2 experts cannot supply top-4
         j["num_experts_per_tok"] = 4;
         expect_plan_refused(j.dump(), {"num_experts_per_tok", "topk_group"});
+        // Before: an unknown method or scoring function silently routed by softmax top-k.
+        j = small_moe("deepseek_v3");
+        j["scoring_func"] = "foo";
+        expect_plan_refused(j.dump(), {"scoring_func", "foo", "sigmoid or softmax"});
+        j = small_moe("deepseek_v3");
+        j["topk_method"] = "foo";
+        expect_plan_refused(j.dump(), {"topk_method", "foo", "noaux_tc"});
+        // RoPE rotates pairs of dims: an odd rope width was accepted and rotated one dim short.
+        j = small_moe("deepseek_v3");
+        j["qk_rope_head_dim"] = 7;
+        expect_plan_refused(j.dump(), {"qk_rope_head_dim", "7", "even"});
+        j = small_moe("mixtral");
+        j["head_dim"] = 3;
+        expect_plan_refused(j.dump(), {"head_dim", "3", "even"});
     }
     SECTION("wrong structure: text_config, architectures, model_type, layer lists") {
         json j = {{"model_type", "llama4"}, {"architectures", {"Llama4ForConditionalGeneration"}}, {"text_config", 5}};
