@@ -97,7 +97,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     const fs::path p = resolve_output(path);
     const std::string target = p.string();
     if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-    if (fs::is_directory(p, ec))
+    if (fs::is_directory(p, ec) || !p.has_filename())  // "dir/" names a folder even before it exists
         config_error(path, "is a folder", "", "give a file path for the output, e.g. " + (p / "out.json").string());
     remove_stale_temporaries(p);
     std::string tmp = target + ".tmp." + std::to_string(::getpid());
@@ -128,7 +128,7 @@ void check_output_path(const std::string& path) {
     }
     const fs::path p = resolve_output(path);
     std::error_code ec;
-    if (fs::is_directory(p, ec))
+    if (fs::is_directory(p, ec) || !p.has_filename())  // "dir/" names a folder even before it exists
         config_error(path, "is a folder", "", "give a file path for the output, e.g. " + (p / "out.json").string());
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     // The missing folders are created to prove they can be, then removed again: the output is written (and its

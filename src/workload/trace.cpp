@@ -102,9 +102,9 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
         }
     }
     for (size_t i = 0; i < t.topk_weights.size(); ++i)
-        if (!std::isfinite(t.topk_weights[i]))
-            bad(fmt::format("topk_weights[{}] is not a finite number", i), fmt::format("{}", t.topk_weights[i]),
-                "record finite combine weights, or leave topk_weights out");
+        if (!std::isfinite(t.topk_weights[i]) || t.topk_weights[i] < 0)  // gates are probabilities or scores >= 0
+            bad(fmt::format("topk_weights[{}] is not a finite number >= 0", i), fmt::format("{}", t.topk_weights[i]),
+                "record the router's combine weights (non-negative), or leave topk_weights out");
     if (t.num_tokens > 0 && (t.seq_starts.empty() || t.seq_starts[0] != 0))
         bad("seq_starts must begin with 0", t.seq_starts.empty() ? "empty" : std::to_string(t.seq_starts[0]),
             "list the first token of every sequence, starting with 0");

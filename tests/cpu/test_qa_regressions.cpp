@@ -320,6 +320,10 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
                    {"--batch", "99999999999999999999", "out of range"});
     expect_refused("run --config " + write_temp("big-batch.json", R"({"batch": 9223372036854775808})"),
                    {"batch", "9223372036854775808", "out of range"});
+    // Before: "--out dir/" ran the whole step, then failed at the write and left dir/ behind.
+    const std::string slash_dir = temp_dir("out-slash") + "/new";
+    expect_refused("run --model " + kTiny + " --backend sim --out " + slash_dir + "/", {"is a folder"});
+    CHECK_FALSE(std::filesystem::exists(slash_dir));
     // Before: "command: unknown run config field" for a report of another schema version.
     expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
                    {"moebench.report/2", "run config"});
@@ -365,6 +369,8 @@ TEST_CASE("qa: traces with repeated expert ids, bad weights or the wrong format 
     bad.topk_ids = {0, 1, 2, -1};
     bad.topk_weights = {0.5f, 0.5f, std::nanf(""), 0.0f};
     CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }), Catch::Contains("topk_weights[2]"));
+    bad.topk_weights = {-1.0f, 2.0f, 1.0f, 0.0f};  // before: a negative combine weight was accepted
+    CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }), Catch::Contains("topk_weights[0]"));
     // A JSONL file given where a safetensors trace is expected names the conversion (before: "header length
     // 7310293772630499963 exceeds the file size").
     expect_refused("trace info " + mixed, {"text file", "trace convert"});
