@@ -324,6 +324,9 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
     const std::string slash_dir = temp_dir("out-slash") + "/new";
     expect_refused("run --model " + kTiny + " --backend sim --out " + slash_dir + "/", {"is a folder"});
     CHECK_FALSE(std::filesystem::exists(slash_dir));
+    // Before: the sim allocated routing for 2^26 tokens x 58 layers until bad_alloc (or the OOM killer).
+    expect_refused("run --backend sim --model deepseek-v3 --layers 0 --batch 67108864 --iters 1 --warmup 0 --out -",
+                   {"batch (--batch)", "67108864", "host memory", "fewer --layers"});
     // Before: "command: unknown run config field" for a report of another schema version.
     expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
                    {"moebench.report/2", "run config"});

@@ -4,6 +4,8 @@
 #include "backends/sim/sim_backend.hpp"
 
 #include "common/error.hpp"
+#include "common/host_memory.hpp"
+#include "config/run_fields.hpp"
 #include "common/read_file.hpp"
 #include "core/moe_core.cuh"
 #include "metrics/rank_times.hpp"
@@ -123,6 +125,7 @@ public:
         combine_row_bytes_ = static_cast<double>(model.hidden_size) * p_.act_elem_bytes();  // the activation dtype
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
         // likely, drawn from the run's seed (the "uniform" workload).
+        check_host_memory();
         if (model_.is_moe_model()) {
             auto wl = make_workload("uniform", model_, opt_.seed);
             default_routing_ = *wl->next_step(shape_.num_tokens(), layers_);
@@ -130,6 +133,24 @@ public:
             default_routing_.per_layer.assign(layers_.size(), LayerRouting{});
         }
         set_routing_override(nullptr);
+    }
+
+    // The sim keeps each MoE layer's routing (ids and weights: 8 bytes per assignment) three times: the default
+    // routing, the layer's slot, and the metrics' copy of a measured step. Refused before any of it is allocated
+    // when that passes 85% of MemAvailable (a batch of millions of tokens was caught only by bad_alloc, after
+    // gigabytes and a minute).
+    void check_host_memory() const {
+        int64_t moe_layers = 0;
+        for (int64_t l : layers_) moe_layers += model_.is_moe_layer(l) ? 1 : 0;
+        const double bytes = 3.0 * 8.0 * static_cast<double>(moe_layers) * static_cast<double>(shape_.num_tokens()) *
+                             static_cast<double>(std::max<int64_t>(model_.moe.top_k, 0));
+        const double avail = static_cast<double>(mem_available_bytes());
+        if (avail > 0 && bytes > 0.85 * avail)
+            config_error(run_field_label("", "batch"), fmt::format("needs about {:.1f} GiB of host memory for the routing of {} MoE layer(s) "
+                                              "x {} tokens, more than the {:.1f} GiB available (85% of MemAvailable)",
+                                              bytes / 1073741824.0, moe_layers, shape_.num_tokens(),
+                                              avail / 1073741824.0),
+                         std::to_string(shape_.batch), "run fewer --layers or a smaller --batch/--seq-len");
     }
 
     void set_routing_override(const StepRouting* routing) override {
