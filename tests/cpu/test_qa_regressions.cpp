@@ -327,6 +327,13 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
     // Before: the sim allocated routing for 2^26 tokens x 58 layers until bad_alloc (or the OOM killer).
     expect_refused("run --backend sim --model deepseek-v3 --layers 0 --batch 67108864 --iters 1 --warmup 0 --out -",
                    {"batch (--batch)", "67108864", "host memory", "fewer --layers"});
+    // Before: a newline or a right-to-left override in a model's name went into every report and broke the tables.
+    for (const std::string name : {"bad\\nname", "evil\u202Eslug"})
+        expect_refused("plan --model " + write_temp("odd-name.json", R"({"moebench": "model/1", "name": ")" + name +
+                                                    R"(", "vocab_size": 100, "hidden_size": 64, "num_layers": 2,
+            "attention": {"kind": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 16},
+            "moe": {"num_experts": 8, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})"),
+                       {"name", "printable"});
     // Before: "command: unknown run config field" for a report of another schema version.
     expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
                    {"moebench.report/2", "run config"});
