@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace moebench {
 
@@ -38,7 +39,20 @@ json parse_json_text(const std::string& text, const std::string& what) {
     if (json_nesting_depth(text) > kMaxJsonDepth)
         config_error(what, fmt::format("nesting too deep: more than {} levels of [ and {{", kMaxJsonDepth), "",
                      "moebench's inputs nest a few levels deep; check that this is the right file");
+    // A key given twice in one object: nlohmann keeps the last silently ({"batch": 8, "batch": 0} ran batch 0).
+    // Checked on inputs of config size; larger documents are reports moebench wrote.
+    std::vector<std::set<std::string>> keys_seen;
+    const json::parser_callback_t no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::object_start) keys_seen.emplace_back();
+        else if (event == json::parse_event_t::object_end && !keys_seen.empty()) keys_seen.pop_back();
+        else if (event == json::parse_event_t::key && !keys_seen.empty() &&
+                 !keys_seen.back().insert(parsed.get<std::string>()).second)
+            config_error(what, "gives a key twice in one object (the last would silently win)",
+                         parsed.get<std::string>(), "keep one of them");
+        return true;
+    };
     try {
+        if (static_cast<int64_t>(text.size()) <= kMaxConfigBytes) return json::parse(text, no_duplicates);
         return json::parse(text);
     } catch (const json::exception& e) {  // parse_error, and out_of_range 406 for a number like 1e400
         config_error(what, "is not valid JSON", e.what(), "fix the JSON syntax");

@@ -334,6 +334,9 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
             "attention": {"kind": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 16},
             "moe": {"num_experts": 8, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})"),
                        {"name", "printable"});
+    // Before: a key given twice silently took the last value.
+    expect_refused("run --backend sim --config " + write_temp("dup-key.json", R"({"batch": 8, "mode": "decode", "batch": 0})"),
+                   {"twice", "batch"});
     // Before: "command: unknown run config field" for a report of another schema version.
     expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
                    {"moebench.report/2", "run config"});
