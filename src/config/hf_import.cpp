@@ -317,7 +317,8 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
             config_error(r.field("topk_method"), "is not a DeepSeek top-k method", method,
                          "use noaux_tc, greedy or group_limited_greedy");
         if (scoring != "sigmoid" && scoring != "softmax")
-            config_error(r.field("scoring_func"), "is not a DeepSeek scoring function", scoring, "use sigmoid or softmax");
+            config_error(r.field("scoring_func"), "is not a DeepSeek scoring function", scoring,
+                         "use sigmoid or softmax");
         if (method == "noaux_tc" || scoring == "sigmoid") {
             e.routing = RoutingKind::sigmoid_group_topk;
             e.router_correction_bias = method == "noaux_tc";

@@ -243,7 +243,8 @@ std::string times_source(const json& runs) {
     if (runs.is_array())
         for (const json& r : runs) {
             if (!r.is_object() || !formats_detail::run_ok(r)) continue;
-            (formats_detail::str_at(r, {keys::kLatency, "source"}, "measured") == "modeled" ? modeled : measured) = true;
+            const std::string source = formats_detail::str_at(r, {keys::kLatency, "source"}, "measured");
+            (source == "modeled" ? modeled : measured) = true;
         }
     if (modeled && measured) return "measured or modeled (per point)";
     return modeled ? "modeled" : "measured";

@@ -134,7 +134,8 @@ std::string series_suffix(const Series& g, const json& run) {
     for (auto it = fixed.begin(); it != fixed.end(); ++it) {
         bool varies = false;
         for (const auto& [key, other] : g.fixed_of) varies = varies || other.value(it.key(), json()) != it.value();
-        if (varies) s += (s.empty() ? "" : ", ") + it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+        if (varies)
+            s += (s.empty() ? "" : ", ") + it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
     }
     return s.empty() ? "" : " (" + s + ")";
 }

@@ -250,10 +250,11 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
         ExpertPlacement p = with_replicas(home, c < 2 ? swapped : blocks, E, N, replicas, c % 2 == 0);
         const PlacementScore score = score_placement(trace, p, batch);
         const double bound = out.contiguous.max_over_mean_rank_load * 1.02;
-        const bool ok = score.max_over_mean_rank_load <= bound, chosen_ok = out.chosen.max_over_mean_rank_load <= bound;
-        const bool better = !have || (ok && !chosen_ok) ||
-                            (ok == chosen_ok && (ok ? score.dedup_remote_rows_per_step < out.chosen.dedup_remote_rows_per_step
-                                                    : score.max_over_mean_rank_load < out.chosen.max_over_mean_rank_load));
+        const PlacementScore& best = out.chosen;
+        const bool ok = score.max_over_mean_rank_load <= bound, best_ok = best.max_over_mean_rank_load <= bound;
+        const bool better = !have || (ok && !best_ok) ||
+                            (ok == best_ok && (ok ? score.dedup_remote_rows_per_step < best.dedup_remote_rows_per_step
+                                                  : score.max_over_mean_rank_load < best.max_over_mean_rank_load));
         if (better) {
             out.placement = std::move(p);
             out.chosen = score;

@@ -335,7 +335,8 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
             "moe": {"num_experts": 8, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})"),
                        {"name", "printable"});
     // Before: a key given twice silently took the last value.
-    expect_refused("run --backend sim --config " + write_temp("dup-key.json", R"({"batch": 8, "mode": "decode", "batch": 0})"),
+    expect_refused("run --backend sim --config " +
+                       write_temp("dup-key.json", R"({"batch": 8, "mode": "decode", "batch": 0})"),
                    {"twice", "batch"});
     // Before: "command: unknown run config field" for a report of another schema version.
     expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
@@ -430,7 +431,8 @@ TEST_CASE("qa: a model of 20000 experts runs without an E x E table; its report 
         "vocab_size": 100, "hidden_size": 64, "num_layers": 1,
         "attention": {"kind": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 16},
         "moe": {"num_experts": 20000, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})");
-    const auto r = run_cli("run --backend sim --model " + model + " --layers 1 --batch 64 --iters 2 --warmup 0 --min-time 0 --out " + dir + "/r.json");
+    const auto r = run_cli("run --backend sim --model " + model +
+                           " --layers 1 --batch 64 --iters 2 --warmup 0 --min-time 0 --out " + dir + "/r.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     const json layer = load_json_file(dir + "/r.json")["runs"][0]["expert_load"]["per_layer"][0];

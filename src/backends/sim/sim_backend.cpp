@@ -146,10 +146,10 @@ public:
                              static_cast<double>(std::max<int64_t>(model_.moe.top_k, 0));
         const double avail = static_cast<double>(mem_available_bytes());
         if (avail > 0 && bytes > 0.85 * avail)
-            config_error(run_field_label("", "batch"), fmt::format("needs about {:.1f} GiB of host memory for the routing of {} MoE layer(s) "
-                                              "x {} tokens, more than the {:.1f} GiB available (85% of MemAvailable)",
-                                              bytes / 1073741824.0, moe_layers, shape_.num_tokens(),
-                                              avail / 1073741824.0),
+            config_error(run_field_label("", "batch"),
+                         fmt::format("needs about {:.1f} GiB of host memory for the routing of {} MoE layer(s) x {} "
+                                     "tokens, more than the {:.1f} GiB available (85% of MemAvailable)",
+                                     bytes / 1073741824.0, moe_layers, shape_.num_tokens(), avail / 1073741824.0),
                          std::to_string(shape_.batch), "run fewer --layers or a smaller --batch/--seq-len");
     }
 
