@@ -110,38 +110,39 @@ LoadWindows load_windows(const int32_t* ids, int64_t num_tokens, int64_t k, int6
     return w;
 }
 
-std::vector<int64_t> coactivation_counts(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts) {
-    std::vector<int64_t> m(static_cast<size_t>(num_experts * num_experts), 0);
+namespace {
+
+// Calls pair(a, b), a < b, for every unordered pair of a token's distinct valid experts: once per token.
+template <typename Pair>
+void for_each_coactivated_pair(const int32_t* ids, int64_t num_tokens, int64_t k, Pair&& pair) {
     std::vector<int32_t> set;
     for (int64_t t = 0; t < num_tokens; ++t) {
-        // The token's distinct valid experts; each unordered pair counts once per token.
         set.clear();
         for (int64_t j = 0; j < k; ++j)
             if (ids[t * k + j] >= 0) set.push_back(ids[t * k + j]);
         std::sort(set.begin(), set.end());
         set.erase(std::unique(set.begin(), set.end()), set.end());
         for (size_t i = 0; i < set.size(); ++i)
-            for (size_t j = i + 1; j < set.size(); ++j) {
-                ++m[static_cast<size_t>(set[i] * num_experts + set[j])];
-                ++m[static_cast<size_t>(set[j] * num_experts + set[i])];
-            }
+            for (size_t j = i + 1; j < set.size(); ++j) pair(set[i], set[j]);
     }
+}
+
+}  // namespace
+
+std::vector<int64_t> coactivation_counts(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts) {
+    std::vector<int64_t> m(static_cast<size_t>(num_experts * num_experts), 0);
+    for_each_coactivated_pair(ids, num_tokens, k, [&](int32_t a, int32_t b) {
+        ++m[static_cast<size_t>(a * num_experts + b)];
+        ++m[static_cast<size_t>(b * num_experts + a)];
+    });
     return m;
 }
 
 std::vector<ExpertPair> top_coactivation_pairs(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t n) {
     std::unordered_map<uint64_t, int64_t> counts;  // key: a << 32 | b, a < b
-    std::vector<int32_t> set;
-    for (int64_t t = 0; t < num_tokens; ++t) {
-        set.clear();
-        for (int64_t j = 0; j < k; ++j)
-            if (ids[t * k + j] >= 0) set.push_back(ids[t * k + j]);
-        std::sort(set.begin(), set.end());
-        set.erase(std::unique(set.begin(), set.end()), set.end());
-        for (size_t i = 0; i < set.size(); ++i)
-            for (size_t j = i + 1; j < set.size(); ++j)
-                ++counts[static_cast<uint64_t>(set[i]) << 32 | static_cast<uint32_t>(set[j])];
-    }
+    for_each_coactivated_pair(ids, num_tokens, k, [&](int32_t a, int32_t b) {
+        ++counts[static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b)];
+    });
     std::vector<ExpertPair> pairs;
     pairs.reserve(counts.size());
     for (const auto& [key, c] : counts)
