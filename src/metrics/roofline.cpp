@@ -109,8 +109,9 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t
                                 : phase_work(model, e.phase, e.layer, shape, {}, basis.elem_bytes, basis.elem_bytes,
                                              ep_size, wopt);
         // Every rank that holds tokens reads its own copy of the replicated weights; the routed experts' weights
-        // are split over the ranks (counted once).
-        if (!is_routed_expert_phase(e.phase)) w.weight_bytes *= static_cast<double>(ranks_with_tokens);
+        // are split over the ranks (counted once), and embed gathers only its tokens' rows (counted once in all).
+        if (!is_routed_expert_phase(e.phase) && e.phase != Phase::embed)
+            w.weight_bytes *= static_cast<double>(ranks_with_tokens);
         add_work(c.per_phase[e.phase], w);
         if (!acc || !in_block) continue;
         add_work(c.block, w);

@@ -91,7 +91,7 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
     acc.layer = 0;
     acc.k = 2;
     acc.ids = {0, 3, 2, 3, 0, 1, 3, 2};
-    const std::vector<PhaseEntry> plan = step_plan(m, {0}, 2, false);
+    const std::vector<PhaseEntry> plan = step_plan(m, {0}, 2, true);  // with embed and the head
     const std::vector<StepTimes> steps = {StepTimes{std::vector<double>(plan.size(), 1.0), 0, 0}};
     RooflineCeilings ceil;
     ceil.peak_flops_per_s = 1e9;
@@ -117,6 +117,11 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
         }
         CHECK(bytes_of(roof, "expert_up", "weight_bytes") ==
               Approx(phase_work(m, Phase::expert_up, 0, shape, {2, 1, 3, 2}, 4, 4, 1).weight_bytes));
+        // The head is read whole on each rank; embed gathers each token's row once, wherever the token lives.
+        CHECK(bytes_of(roof, "lm_head", "weight_bytes") ==
+              Approx(2 * phase_work(m, Phase::lm_head, -1, shape, {}, 4, 4, 1).weight_bytes));
+        CHECK(bytes_of(roof, "embed", "weight_bytes") ==
+              Approx(phase_work(m, Phase::embed, -1, shape, {}, 4, 4, 1).weight_bytes));
     }
     // A placement file's experts: rank 0 holds {0, 3}, rank 1 holds {1, 2}.
     const json doc = {{"schema", "moebench.placement/1"}, {"num_experts", 4}, {"num_ranks", 2},
