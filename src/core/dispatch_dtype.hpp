@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace moebench::core {
@@ -23,6 +24,14 @@ inline int64_t dispatch_row_bytes(DispatchDtype d, int64_t hidden) {
     case DispatchDtype::fp8: return hidden + 4 * ((hidden + kFp8ScaleChannels - 1) / kFp8ScaleChannels);
     }
     return 4 * hidden;
+}
+
+/// The format a --dispatch-dtype value names; nullopt for "auto" (the backend's activation dtype) or anything else.
+inline std::optional<DispatchDtype> dispatch_dtype_named(const std::string& name) {
+    if (name == "fp32") return DispatchDtype::fp32;
+    if (name == "bf16") return DispatchDtype::bf16;
+    if (name == "fp8") return DispatchDtype::fp8;
+    return std::nullopt;
 }
 
 inline const char* to_string(DispatchDtype d) {

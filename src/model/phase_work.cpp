@@ -371,9 +371,7 @@ double A2aTraffic::received(int64_t rank) const {
 double A2aTraffic::total() const { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
 
 double dispatch_row_bytes(const std::string& dispatch_dtype, int64_t hidden, double act_elem_bytes) {
-    if (dispatch_dtype == "fp32") return d(core::dispatch_row_bytes(core::DispatchDtype::fp32, hidden));
-    if (dispatch_dtype == "bf16") return d(core::dispatch_row_bytes(core::DispatchDtype::bf16, hidden));
-    if (dispatch_dtype == "fp8") return d(core::dispatch_row_bytes(core::DispatchDtype::fp8, hidden));
+    if (const auto wire = core::dispatch_dtype_named(dispatch_dtype)) return d(core::dispatch_row_bytes(*wire, hidden));
     return d(hidden) * act_elem_bytes;  // auto
 }
 

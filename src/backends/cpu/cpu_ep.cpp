@@ -48,9 +48,8 @@ void CpuBackend::ep_setup(const Topology& topo, const RunOptions& opt) {
     ep_.placement = *topo.placement;
     ep_.experts = ep_.placement.experts_on_rank[static_cast<size_t>(topo.rank)];
     ep_.dedup = opt.a2a == "dedup";
-    ep_.dtype = opt.dispatch_dtype == "bf16"  ? core::DispatchDtype::bf16
-                : opt.dispatch_dtype == "fp8" ? core::DispatchDtype::fp8
-                                              : core::DispatchDtype::fp32;  // auto: the cpu's activation dtype
+    ep_.dtype = core::dispatch_dtype_named(opt.dispatch_dtype)
+                    .value_or(core::DispatchDtype::fp32);  // auto: the cpu's activation dtype
     const size_t held = ep_.experts.size();
     ep_.counts.assign(held, 0);
     ep_.offsets.assign(held + 1, 0);

@@ -5,8 +5,8 @@
 
 #include "common/error.hpp"
 #include "common/host_memory.hpp"
-#include "config/run_fields.hpp"
 #include "common/read_file.hpp"
+#include "config/run_fields.hpp"
 #include "core/moe_core.cuh"
 #include "metrics/rank_times.hpp"
 #include "model/accounting.hpp"
@@ -36,7 +36,6 @@ double latency(const JsonReader& r, const std::string& key, double dflt) {
                      "give the fixed cost of the operation in microseconds (launch latencies are 1-50)");
     return v;
 }
-
 
 class SimBackend final : public Backend {
 public:
@@ -226,9 +225,11 @@ private:
                 ++sl.expert_counts[static_cast<size_t>(q)][static_cast<size_t>(e)];
             }
         }
-        if (ep > 1) {
-            sl.dispatch_traffic = a2a_traffic(shape_, r, dispatch_row_bytes_, placement_, opt_.a2a == "dedup");
-            sl.combine_traffic = a2a_traffic(shape_, r, combine_row_bytes_, placement_, opt_.a2a == "dedup");
+        if (ep > 1) {  // the same rows each way: dispatch in the dispatch dtype, combine in the activation dtype
+            sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, placement_, opt_.a2a == "dedup");
+            sl.combine_traffic = sl.dispatch_traffic;
+            for (double& b : sl.dispatch_traffic.bytes) b *= dispatch_row_bytes_;
+            for (double& b : sl.combine_traffic.bytes) b *= combine_row_bytes_;
         }
         sl.result.routing = std::move(r);
     }
