@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs the built moebench binary from a test and captures exit code, stdout and stderr.
 #pragma once
+#include "test_paths.hpp"
 #include <sys/wait.h>
 
 #include <cstdio>

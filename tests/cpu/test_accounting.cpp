@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Accounting against independent truth: hand-computed toy models (every component, FLOPs, KV bytes) and the
 // vendor-published parameter counts of the five configs in tests/data/hf-configs.
+#include "test_paths.hpp"
 #include "config/model_config.hpp"
 #include "model/accounting.hpp"
 

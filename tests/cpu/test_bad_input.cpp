@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Bad input end to end: each class runs the real binary and must give exit 2 and one line
 // "moebench: error: <field>: ..." naming the field, never a crash, a stack trace or an internal error.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 // 'moebench bench moe' end to end on a tiny model: the JSON's floor and ratios follow from its own measured
 // ceilings and counted work, and the ratio against the read passes next to each iteration is never above the
 // ratio against the run's best pass (a pass next to an iteration is one of the passes the best is taken over).
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 // --check without a GPU: the fp32 reference (harness/check.hpp) on MoE blocks the cpu backend computed (several
 // families, capacity, soft top-N, a workload override) must pass; a 5% error in moe_out or a swapped expert id
 // must fail; a hand-built near-tie is excused and counted, not reported as a mismatch.
+#include "test_paths.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "config/model_config.hpp"

@@ -3,6 +3,7 @@
 // variant of tests/data/conformance/cases.json, through run_point with --check, on every backend this build has that
 // computes tensors (the registry's: cpu everywhere, cuda where built and a GPU is present). A new backend is covered
 // by its row in the registry. tests/dump_check.py runs the same list against the numpy checker.
+#include "test_paths.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"

@@ -2,6 +2,7 @@
 // Expert parallelism's host pieces: the dispatch formats bit for bit (hand-computed e4m3 and bf16 codes), expert
 // placement (contiguous blocks, replicas, files), and `moebench place` on a trace built to favour co-location and on
 // the real Mixtral traces. The multi-process runs themselves are tests/mpi_check.py (CTest moebench.mpi).
+#include "test_paths.hpp"
 #include "comm/process_group.hpp"
 #include "core/dispatch_dtype.hpp"
 #include "model/phase_work.hpp"

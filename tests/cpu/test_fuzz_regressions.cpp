@@ -3,6 +3,7 @@
 // fuzz target used (fuzz/readers.hpp) and must end in an exit-2 error (ConfigError / UnsupportedError). Each replay
 // runs in a child process with a memory and time limit, so a crash, a hang or an allocation bomb fails this test
 // instead of taking the test binary (or the machine) down. Plus checks that the readers reach the library at all.
+#include "test_paths.hpp"
 #include <catch2/catch.hpp>
 
 #include "cli_helpers.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hardening of every reader of outside input (issue 14, failures 1, 2, 6 and 8): each case crashed, blew up memory,
 // hung, ran silently with a default or named the wrong problem before its fix.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 

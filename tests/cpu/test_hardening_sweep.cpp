@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Issue 14, end to end: one sweep per journal (a second one refuses), a stopped sweep exits non-zero with a journal
 // that --resume finishes, no output folder before the config is valid, and thread counts the system cannot give.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The MoE families of 2025-2026 (issue: GLM-4.5, Qwen3-Next, MiniMax, Hunyuan, Granite, Ling, dots.llm1, ERNIE-4.5,
 // DeepSeek-V3.2): their import semantics and the vendors' published parameter counts, each with its convention.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "config/model_config.hpp"
 #include "backends/cpu/cpu_backend.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Memory plan, decode floor and `moebench plan` output: hand-computed toy cases (arithmetic written out), the
 // unique-experts formula against exact enumeration and Monte Carlo, the EP refusal, and the stable JSON keys.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "common/error.hpp"
 #include "model/accounting.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Mutation fuzzing of the input parsers (HF config.json, own model JSON, safetensors traces, run configs):
 // every mutated input must either load or raise ConfigError, never another exception or a crash.
+#include "test_paths.hpp"
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Regressions found by a first-user pass over the README, docs/ and malformed inputs: each case failed (crash,
 // exit 1, a misleading message, a late failure or a mislabelled figure) before its fix.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 

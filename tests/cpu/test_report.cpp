@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The moebench.report/1 document from the real binary on tiny models: keys and sources, arithmetic between fields,
 // reproducibility for a seed, extrapolation labels, and --dump-tensors checked against a plain reference loop.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "common/tensor_file.hpp"
 

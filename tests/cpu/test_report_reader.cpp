@@ -3,6 +3,7 @@
 // naming the file and the JSON path in both commands; points of different models or backends never match; environment
 // differences are warnings; nothing comparable is exit 2; reports written by today's binary (run and sweep, sim and
 // cpu) still read, render and compare; CSV cells that a spreadsheet would run as formulas are neutralised.
+#include "test_paths.hpp"
 #include "common/error.hpp"
 #include "compare/compare.hpp"
 #include "report/formats.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The run record's roofline block (counted work per phase, ceilings, floors, MoE-block ratio) recomputed by hand
 // from the model's shapes and the report's own expert loads; and `moebench run --format`.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "config/hardware.hpp"
 #include "engine/engine.hpp"

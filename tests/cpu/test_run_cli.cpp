@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // 'moebench run' on bad input: exit 2 with a message naming the flag, the value and the fix; never a crash.
+#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "config/model_config.hpp"
 #include "config/run_config.hpp"

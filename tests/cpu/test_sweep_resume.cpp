@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // End to end: `moebench sweep` on a tiny model is SIGKILLed mid-sweep once its journal holds a point, then resumed;
 // no finished point may be lost or run twice, and the final report must hold every point once.
+#include "test_paths.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <signal.h>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Routing traces: round trip, import of the real Mixtral traces and of the text form, a file written by plain
 // Python, and the `moebench trace` commands (exit 2 on bad input).
+#include "test_paths.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/tensor_file.hpp"
@@ -178,7 +179,7 @@ TEST_CASE("a trace written by plain Python (scripts/record_routing.py) reads bac
         return;
     }
     std::string dir = test::temp_dir("pytrace");
-    std::string cmd = "cd " MOEBENCH_SOURCE_DIR "/scripts && python3 -c \"import record_routing as r; "
+    std::string cmd = std::string("cd ") + MOEBENCH_SOURCE_DIR + "/scripts && python3 -c \"import record_routing as r; "
                       "r.write_trace('" + dir + "/py.safetensors', [[[0, 3], [2, 1]], [[1, 2], [-1, 0]]], "
                       "[[[0.75, 0.25], [0.5, 0.5]], [[0.6, 0.4], [0.0, 1.0]]], [0], 4, 'tiny', 'python', [5, 6])\"";
     REQUIRE(std::system(cmd.c_str()) == 0);
@@ -190,7 +191,7 @@ TEST_CASE("a trace written by plain Python (scripts/record_routing.py) reads bac
     CHECK(t.token_ids == std::vector<int32_t>{5, 6});
     CHECK(t.model == "tiny");
     // Without torch the recorder skips cleanly with exit 0; --help always works.
-    CHECK(std::system("python3 " MOEBENCH_SOURCE_DIR "/scripts/record_routing.py --help >/dev/null") == 0);
+    CHECK(std::system((std::string("python3 ") + MOEBENCH_SOURCE_DIR + "/scripts/record_routing.py --help >/dev/null").c_str()) == 0);
     std::filesystem::remove_all(dir);
 }
 
