@@ -121,7 +121,7 @@ void add_bench_a2a_command(CLI::App* bench) {
         return r.key == "model" || r.key == "mode" || r.key == "batch" || r.key == "seq_len" || r.key == "context" ||
                r.key == "layers" || r.key == "routing" || r.key == "seed" || r.key == "a2a" ||
                r.key == "dispatch_dtype" || r.key == "placement" || r.key == "threads" || r.key == "iters" ||
-               r.key == "warmup" || r.key == "ep";
+               r.key == "warmup" || r.key == "ep" || r.key == "rank_timeout";
     });
     cmd->add_option("--baseline-iters", f->baseline_iters, "Repetitions of the bare calls");
     cmd->add_option("--out", f->out, "Write the result (JSON) to this file");

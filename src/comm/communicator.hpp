@@ -2,6 +2,8 @@
 // The processes of one expert-parallel job and the collectives moebench uses between them. MPI (and, for GPU
 // buffers, NCCL) are the engines; this interface only names what the engine, backends and harness need.
 #pragma once
+#include "comm/rank_deadline.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,7 +42,11 @@ public:
         return v != 0;
     }
     virtual void barrier() = 0;
-    /// Ends every process of the job with `exit_code` (MPI_Abort), after `why` is written to stderr.
+    /// How long each collective above may wait for the other ranks before this rank ends the job, naming the rank it
+    /// waited on and what it was doing (comm_context()). Every collective and wait of a job keeps it.
+    virtual RankDeadline& rank_deadline() = 0;
+    /// Ends every process of the job with `exit_code` (MPI_Abort), after `why` is written to stderr (and after a
+    /// moment for the other ranks that are ending too to write theirs).
     [[noreturn]] virtual void abort(int exit_code, std::string_view why) = 0;
 };
 

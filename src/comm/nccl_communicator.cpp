@@ -25,7 +25,7 @@ void check_cuda(cudaError_t rc, const char* what) {
 
 class NcclCommunicator final : public Communicator {
 public:
-    NcclCommunicator(Communicator& host, double timeout_s) : host_(host), timeout_s_(timeout_s) {
+    explicit NcclCommunicator(Communicator& host) : host_(host) {
         ncclUniqueId id;
         if (host.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
         host.broadcast_bytes(&id, sizeof(id), 0);
@@ -76,6 +76,7 @@ public:
     std::vector<std::string> gather(const std::string& mine, int64_t root) override { return host_.gather(mine, root); }
     void broadcast_bytes(void* data, int64_t bytes, int64_t root) override { host_.broadcast_bytes(data, bytes, root); }
     void barrier() override { host_.barrier(); }
+    RankDeadline& rank_deadline() override { return host_.rank_deadline(); }
     [[noreturn]] void abort(int exit_code, std::string_view why) override {
         ncclCommAbort(comm_);
         comm_ = nullptr;
@@ -86,6 +87,7 @@ private:
     // Until the stream is done; an NCCL error or a peer that never answers ends the job instead of hanging it.
     void wait(const char* what) {
         const auto start = std::chrono::steady_clock::now();
+        const double timeout_s = rank_deadline().seconds();
         while (true) {
             const cudaError_t q = cudaStreamQuery(stream_);
             if (q == cudaSuccess) return;
@@ -96,23 +98,23 @@ private:
             if (async != ncclSuccess && async != ncclInProgress)
                 abort(1, fmt::format("rank {}: NCCL {} failed: {}; ending the job\n", rank(), what,
                                      ncclGetErrorString(async)));
-            if (s > timeout_s_)
-                abort(1, fmt::format("rank {}: NCCL {} did not finish in {:.0f} s (a peer failed?); ending the job\n",
-                                     rank(), what, timeout_s_));
+            if (s > timeout_s)
+                abort(1, fmt::format("rank {}: NCCL {} in {} did not finish in {:g} s (a peer failed or stopped?); "
+                                     "ending the job (--rank-timeout)\n",
+                                     rank(), what, describe(comm_context()), timeout_s));
             std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
     }
 
     Communicator& host_;
-    double timeout_s_;
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host_comm, double timeout_s) {
-    return std::make_unique<NcclCommunicator>(host_comm, timeout_s);
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host_comm) {
+    return std::make_unique<NcclCommunicator>(host_comm);
 }
 
 }  // namespace moebench

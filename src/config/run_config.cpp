@@ -8,6 +8,7 @@
 #include "config/run_fields.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <variant>
 
@@ -30,6 +31,18 @@ uint64_t parse_seed(int64_t seed, const std::string& field) {
     return static_cast<uint64_t>(seed);
 }
 
+double parse_rank_timeout(const std::string& text, const std::string& field) {
+    if (text == "auto") return 0;
+    const std::string fix = "use auto (max(30 s, 5 x the slowest step so far)) or seconds, e.g. 60";
+    const char* begin = text.c_str();
+    char* end = nullptr;
+    const double s = std::strtod(begin, &end);
+    if (text.empty() || end != begin + text.size()) config_error(field, "is not a number of seconds", text, fix);
+    if (!std::isfinite(s) || s <= 0) config_error(field, "must be a finite number of seconds > 0", text, fix);
+    if (s > 86400) config_error(field, "is beyond a day (86400 s): a collective that long is a hung job", text, fix);
+    return s;
+}
+
 RunConfig run_config_from_json(const json& j, const std::string& path) {
     JsonReader r(j, path);
     for (const auto& [k, v] : j.items()) {
@@ -44,6 +57,10 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
     for (const RunField& f : run_fields()) {
         if (!j.contains(f.key)) continue;  // the RunConfig default stays
         const std::string& k = f.key;
+        if (k == "rank_timeout" && j[k].is_number()) {  // seconds as a number too, not only "auto" or "60"
+            c.rank_timeout = j[k].dump();
+            continue;
+        }
         std::visit(Overloaded{[&](std::string* v) { *v = r.opt_string(k, *v); },
                               [&](int64_t* v) { *v = r.opt_int(k, *v); },
                               [&](double* v) { *v = r.opt_double(k, *v); },
@@ -105,6 +122,7 @@ void validate(const RunConfig& c) {
     if (!(c.options.capacity_factor >= 0 && std::isfinite(c.options.capacity_factor)))
         config_error(label("", "capacity_factor"), "must be a finite number >= 0",
                      fmt::format("{}", c.options.capacity_factor), "use 0 for dropless, or a factor such as 1.25");
+    parse_rank_timeout(c.rank_timeout, label("", "rank_timeout"));
     if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
 }
 

@@ -35,6 +35,7 @@ struct RunConfig {
     std::string dump_tensors;             // folder for moe_layer.safetensors ("" = off)
     bool check = false;                   // compare the first MoE block against the fp32 host reference (cuda, cpu)
     bool measure_ceilings = false;        // measure this machine's bandwidth and GEMM rate for the roofline block
+    std::string rank_timeout = "auto";    // under mpirun: seconds a collective may wait for the other ranks, or auto
 };
 
 /// Parses a run config object; `path` prefixes field names in errors.
@@ -44,6 +45,9 @@ json run_config_to_json(const RunConfig& r);
 Mode parse_mode(const std::string& s, const std::string& field);
 /// A seed given as a signed number (JSON, flag); negative -> ConfigError naming `field`.
 uint64_t parse_seed(int64_t seed, const std::string& field);
+/// --rank-timeout: "auto" -> 0 (the rank deadline's automatic rule); seconds, a finite number in (0, 86400] ->
+/// itself; anything else (0, negative, NaN, infinite, text) -> ConfigError naming `field`.
+double parse_rank_timeout(const std::string& text, const std::string& field);
 /// Checks values (batch >= 1, iters >= 1, ...); ConfigError naming the field. What depends on the backend (its
 /// name, --expert-gemm, --cuda-graph, --check, ...) is checked by harness/validate.hpp against its traits.
 void validate(const RunConfig& r);

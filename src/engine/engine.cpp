@@ -2,6 +2,7 @@
 // Phase lists per layer and the step loop.
 #include "engine/engine.hpp"
 
+#include "comm/rank_deadline.hpp"
 #include "common/error.hpp"
 
 #include <algorithm>
@@ -56,6 +57,7 @@ StepTimes run_step(Backend& backend, const std::vector<PhaseEntry>& plan) {
     backend.begin_step();
     backend.mark();
     for (const PhaseEntry& e : plan) {
+        const ScopedCommContext in_phase(phase_name(e.phase), e.layer);  // names the phase if a collective times out
         backend.run_phase(e.phase, e.slot);
         backend.mark();
     }

@@ -25,6 +25,7 @@
 #include "metrics/stop_rule.hpp"
 #include "workload/workload.hpp"
 
+#include <chrono>
 #include <iostream>
 #include <optional>
 
@@ -51,10 +52,23 @@ struct Prepared {
     ExpertPlacement placement;
 };
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 Prepared prepare_point(const RunConfig& cfg) {
+    const auto start = std::chrono::steady_clock::now();
     Prepared p;
     p.model = load_model(cfg.model);
     p.layers = layers_to_run(p.model, cfg);
+    p.comm = process_group();
+    if (p.comm && p.comm->world_size() > 1) {
+        // Expert parallelism over processes: this rank's deadline for every collective.
+        p.comm->rank_deadline().set_fixed_s(parse_rank_timeout(cfg.rank_timeout, run_field_label("", "rank_timeout")));
+        p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, p.comm->world_size());
+    } else {
+        p.comm = nullptr;
+    }
     // The workload before the backend, so that a bad --routing fails before any allocation.
     p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, "routing (--routing)");
     p.workload->check_layers(p.layers);
@@ -79,20 +93,23 @@ Prepared prepare_point(const RunConfig& cfg) {
                                       p.traits.elem_bytes);
     }
     Topology topo;
-    p.comm = process_group();
-    if (p.comm && p.comm->world_size() > 1) {
-        p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, p.comm->world_size());
+    if (p.comm) {
         topo = Topology{p.comm->rank(), p.comm->world_size(), p.comm, &p.placement};
-    } else {
-        p.comm = nullptr;
-        if (cfg.options.ep_size > 1 && p.model.is_moe_model()) {  // the ranks a backend models in one process
-            p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, cfg.options.ep_size);
-            topo.placement = &p.placement;
-        }
+    } else if (cfg.options.ep_size > 1 && p.model.is_moe_model()) {  // the ranks a backend models in one process
+        p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, cfg.options.ep_size);
+        topo.placement = &p.placement;
     }
     p.backend->prepare(p.model, p.layers, cfg.shape, cfg.options, topo);
     p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
     p.plan = step_plan(p.model, p.layers, cfg.options.ep_size, cfg.include_lm_head);
+    if (p.comm) {
+        // Every rank ready before the first step: a rank slower to prepare (weights, ceilings) is waited for here,
+        // under a deadline that allows for this rank's own preparation time (auto), not inside the first all-to-all.
+        p.comm->rank_deadline().allow_stage_s(seconds_since(start));
+        const ScopedCommContext ready("the end of preparation (weights, workload), before the first step");
+        p.comm->barrier();
+        p.comm->rank_deadline().allow_stage_s(0);
+    }
     return p;
 }
 
@@ -145,7 +162,9 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     auto one_step = [&]() {
         m.last_routing = p.workload->next_step(cfg.shape.num_tokens(), p.layers);  // the whole step's
         backend.set_routing_override(m.last_routing ? &*m.last_routing : nullptr);
-        return run_step(backend, p.plan);
+        StepTimes t = run_step(backend, p.plan);
+        if (p.comm) p.comm->rank_deadline().note_step_s(t.wall_us * 1e-6);  // auto deadlines follow the slowest step
+        return t;
     };
     for (int64_t w = 0; w < cfg.warmup; ++w) one_step();
     p.workload->seek(0);
@@ -157,11 +176,14 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     while (true) {
         m.steps.push_back(one_step());
         wall_us.push_back(m.steps.back().wall_us);
-        if (m.steps.size() == 1 && !cfg.dump_tensors.empty() && !m.moe.empty())
+        if (m.steps.size() == 1 && !cfg.dump_tensors.empty() && !m.moe.empty()) {
+            const ScopedCommContext dumping("--dump-tensors (every rank's rows to rank 0)");
             dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer, p.comm);
+        }
         for (MoeLayerSamples& a : m.moe) gather_moe(backend, p.model.moe.num_experts, T, a);
         const bool done = stop.done(wall_us);
         // Every rank runs the same steps (the all-to-alls pair them): rank 0's stop rule decides for all.
+        const ScopedCommContext deciding("the stop rule's broadcast after a step");
         if (p.comm ? p.comm->broadcast(done, 0) : done) break;
     }
     const HostSample host_after = sample_host();
@@ -322,6 +344,7 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
     mine.experts = p.placement.experts_on_rank[static_cast<size_t>(comm.rank())];
     mine.steps = m.steps;
     mine.moe = m.moe;
+    const ScopedCommContext gathering("gathering every rank's measurements at rank 0");
     MergedRanks merged = gather_ranks(comm, mine);
     if (comm.rank() != 0) return record_point(cfg, p, m);
     m.steps = merged.steps;
