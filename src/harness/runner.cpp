@@ -15,6 +15,7 @@
 #include "harness/check.hpp"
 #include "harness/moe_dump.hpp"
 #include "harness/rank_merge.hpp"
+#include "harness/rank_settings.hpp"
 #include "harness/validate.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/host_conditions.hpp"
@@ -63,9 +64,12 @@ Prepared prepare_point(const RunConfig& cfg) {
     p.layers = layers_to_run(p.model, cfg);
     p.comm = process_group();
     if (p.comm && p.comm->world_size() > 1) {
-        // Expert parallelism over processes: this rank's deadline for every collective.
+        // Expert parallelism over processes: this rank's deadline for every collective, then, before any work, the
+        // ranks agree on what they run (a difference is exit 2 on every rank, naming the rank and the field).
         p.comm->rank_deadline().set_fixed_s(parse_rank_timeout(cfg.rank_timeout, run_field_label("", "rank_timeout")));
         p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, p.comm->world_size());
+        const ScopedCommContext agreeing("the start-of-run check that every rank has the same settings");
+        agree_on_settings(*p.comm, rank_settings(cfg, p.model, p.placement));
     } else {
         p.comm = nullptr;
     }
