@@ -9,6 +9,12 @@
   rules written out independently (tokens split by sequence, experts in contiguous blocks or from a placement file).
 - A rank with bad input, and a rank killed mid-run, end the whole job non-zero within 30 s; --ep without mpirun is
   exit 2 and names mpirun.
+- Ranks that disagree on a setting (--layers, --batch, --context, --routing, --seed, --model, --dispatch-dtype,
+  --a2a) end with exit 2 on every rank, each naming the first differing rank and field, before any step; the fields
+  that may differ per rank (--out, --threads, --rank-timeout) do not stop a run, nor do two paths to the same model.
+- A rank stopped with SIGSTOP mid-run: every other rank ends within --rank-timeout and a little (exit 1), naming the
+  stopped rank and the phase it waited in; the stopped rank is ended too. --rank-timeout 0, -1, nan, inf, text:
+  exit 2 naming the flag.
 Usage: tests/mpi_check.py MOEBENCH REPO_ROOT MPIRUN. Exit 77 (skip) without numpy.
 """
 import json
@@ -253,7 +259,7 @@ def failure_cases(tmp):
     check(r.returncode != 0 and "--ep" in r.stderr and "2 processes" in r.stderr, "--ep 4 under -np 2: refused")
     # Bad input on rank 1 only (MPMD): every rank ends, the message names the rank.
     base = ["run", "--backend", "cpu", "--model", model, "--ep", "2", "--batch", "4", "--min-time", "20",
-            "--iters", "1000000", "--max-iters", "1000000", "--out", os.path.join(tmp, "z.json")]
+            "--iters", "1000000", "--out", os.path.join(tmp, "z.json")]
     t0 = time.time()
     r = subprocess.run([MPIRUN, "-np", "1", MOEBENCH, *base, ":", "-np", "1", MOEBENCH, *base[:-2], "--batch", "x"],
                        capture_output=True, text=True, env=ENV, timeout=90)
@@ -272,6 +278,143 @@ def failure_cases(tmp):
     dt = wait_after_kill(proc, victim)
     check(proc.returncode != 0 and dt < 30, f"a rank killed mid-run: the job ends non-zero in {dt:.1f} s")
     check(not os.path.exists(marker), "a rank killed mid-run: no report written")
+
+
+def mpmd(args0, args1, timeout=60):
+    """Rank 0 runs moebench with args0, rank 1 with args1 (one MPMD job); the result and its seconds."""
+    t0 = time.time()
+    r = subprocess.run([MPIRUN, "-np", "1", MOEBENCH, *args0, ":", "-np", "1", MOEBENCH, *args1],
+                       capture_output=True, text=True, env=ENV, timeout=timeout)
+    return r, time.time() - t0
+
+
+def agreement_cases(tmp):
+    """Ranks compare their resolved settings before any work: a difference is exit 2 on every rank, naming it."""
+    model = os.path.join(MODELS, "tiny-mixtral-8x7b.json")
+    with open(model) as f:
+        doc = json.load(f)
+    same = os.path.join(tmp, "same-model.json")  # another path, the same content
+    with open(same, "w") as f:
+        json.dump(doc, f)
+    wider = os.path.join(tmp, "wider-model.json")  # the same name, other shapes
+    with open(wider, "w") as f:
+        json.dump(dict(doc, hidden_size=2 * doc["hidden_size"]), f)
+
+    def args(tag, model_path=model, **flags):
+        """A small run of rank 0 or 1; flags (--name value) replace or add to the defaults."""
+        given = {"--batch": "8", "--context": "16", "--seed": "7", "--threads": "1", "--rank-timeout": "20"}
+        given.update({"--" + k.replace("_", "-"): v for k, v in flags.items()})
+        out = ["run", "--backend", "cpu", "--model", model_path, "--ep", "2", "--warmup", "0", "--iters", "2",
+               "--min-time", "0", "--out", os.path.join(tmp, f"agree-{tag}.json")]
+        for k, v in given.items():
+            out += [k, v]
+        return out
+
+    # (what, rank 0's flags, rank 1's, the difference every rank must name: rank 1's value vs rank 0's)
+    cases = [
+        ("layers", {"layers": "1"}, {"layers": "2"}, "in layers (--layers): 2 vs 1"),
+        ("batch", {}, {"batch": "16"}, "in batch (--batch): 16 vs 8"),
+        ("context", {}, {"context": "32"}, "in context (--context): 32 vs 16"),
+        ("routing", {}, {"routing": "zipf:1.2"}, "in routing (--routing): zipf:1.2 vs router"),
+        ("seed", {}, {"seed": "3"}, "in seed (--seed): 3 vs 7"),
+        ("dispatch-dtype", {}, {"dispatch_dtype": "fp8"}, "in dispatch_dtype (--dispatch-dtype): fp8 vs auto"),
+        ("a2a", {}, {"a2a": "per-expert"}, "in a2a (--a2a): per-expert vs dedup"),
+    ]
+    for what, flags0, flags1, diff in cases:
+        r, dt = mpmd(args(what + "-0", **flags0), args(what + "-1", **flags1))
+        named = r.stderr.count("rank 1 differs from rank 0 " + diff)
+        check(r.returncode == 2 and named == 2 and "rank 0 of 2" in r.stderr and "rank 1 of 2" in r.stderr
+              and dt < 20, f"rank 1 with another --{what}: exit {r.returncode} in {dt:.1f} s, every rank names "
+              f"'{diff}' ({named} of 2)" + ("" if named == 2 else ": " + r.stderr[-600:]))
+        check(not os.path.exists(os.path.join(tmp, f"agree-{what}-0.json")), f"rank 1 with another --{what}: no report")
+    # The model is compared by its shapes, not by its path.
+    r, dt = mpmd(args("model-0"), args("model-1", model_path=os.path.join(MODELS, "tiny-deepseek-v3.json")))
+    diff = "in model (--model): name tiny-deepseek-v3 vs tiny-mixtral-8x7b"
+    check(r.returncode == 2 and r.stderr.count(diff) == 2, f"rank 1 with another --model: exit {r.returncode}, "
+          f"every rank names '{diff}'" + ("" if r.returncode == 2 else ": " + r.stderr[-600:]))
+    r, dt = mpmd(args("wider-0"), args("wider-1", model_path=wider))
+    diff = f"in model (--model): hidden_size {2 * doc['hidden_size']} vs {doc['hidden_size']}"
+    check(r.returncode == 2 and r.stderr.count(diff) == 2,
+          f"rank 1 with a model file of the same name and other shapes: exit {r.returncode}, '{diff}'"
+          + ("" if r.returncode == 2 else ": " + r.stderr[-600:]))
+    # What may differ per rank: the model's path (same content), --out, --threads, --rank-timeout.
+    r, dt = mpmd(args("free-0"), args("free-1", model_path=same, threads="2", rank_timeout="auto"))
+    check(r.returncode == 0 and os.path.exists(os.path.join(tmp, "agree-free-0.json")),
+          "ranks that differ only in the model's path, --out, --threads and --rank-timeout run (exit "
+          f"{r.returncode})" + ("" if r.returncode == 0 else ": " + r.stderr[-600:]))
+
+
+def rank_of(pid):
+    """The MPI rank of process `pid` (from the launcher's environment)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        for var in f.read().split(b"\0"):
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                return int(var.split(b"=", 1)[1])
+    return -1
+
+
+def timeout_cases(tmp):
+    """A rank stopped mid-run: the others end within --rank-timeout (and the moment they take to name it)."""
+    model = os.path.join(MODELS, "tiny-mixtral-8x7b.json")
+    limit = 3
+    for n in (2, 4):
+        marker = os.path.join(tmp, f"stopped-{n}.json")
+        args = ["run", "--backend", "cpu", "--model", model, "--ep", str(n), "--batch", "8", "--threads", "1",
+                "--min-time", "60", "--iters", "1000000", "--rank-timeout", str(limit), "--out", marker]
+        proc = subprocess.Popen([MPIRUN, "-np", str(n), MOEBENCH, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=ENV, text=True)
+        victim = find_a_rank(proc, marker)
+        check(victim is not None, f"stop test np {n}: the ranks started")
+        if victim is None:
+            continue
+        time.sleep(1.5)  # mid-run: inside the measured steps
+        stopped = rank_of(victim)
+        t0 = time.time()
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            _, err = proc.communicate(timeout=limit + 30)
+        except subprocess.TimeoutExpired:
+            os.kill(victim, signal.SIGKILL)
+            proc.kill()
+            _, err = proc.communicate()
+        dt = time.time() - t0
+        check(proc.returncode == 1 and dt < limit + 8,
+              f"np {n}: rank {stopped} stopped (SIGSTOP), the job ends with exit {proc.returncode} in {dt:.1f} s "
+              f"(--rank-timeout {limit})")
+        lines = [line for line in err.splitlines() if f"waiting for rank {stopped} in " in line]
+        named = {int(line.split()[1]) for line in lines if line.startswith("rank ")}
+        phases = ("dispatch_a2a", "combine_a2a", "the stop rule")
+        check(named == set(range(n)) - {stopped} and all(any(p in line for p in phases) for line in lines),
+              f"np {n}: every other rank ({sorted(named)}) names rank {stopped} and the phase it waited in"
+              + ("" if named == set(range(n)) - {stopped} else ": " + err[-1500:]))
+        check(any(f"timed out after {limit} s waiting for rank {stopped}" in line for line in lines),
+              f"np {n}: a rank says it timed out after {limit} s")
+        alive = True
+        for _ in range(50):  # SIGKILL from the launcher may still be on its way
+            try:
+                with open(f"/proc/{victim}/stat") as f:
+                    alive = f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+            except OSError:
+                alive = False
+            if not alive:
+                break
+            time.sleep(0.1)
+        if alive:
+            os.kill(victim, signal.SIGKILL)
+        check(not alive, f"np {n}: the stopped rank was ended too")
+        check(not os.path.exists(marker), f"np {n}: no report written")
+    # --rank-timeout's values
+    for bad in ["0", "-1", "nan", "inf", "3s"]:
+        r = moebench(["run", "--backend", "cpu", "--model", model, "--rank-timeout", bad, "--out",
+                      os.path.join(tmp, "rt.json")])
+        check(r.returncode == 2 and "rank_timeout (--rank-timeout)" in r.stderr and bad in r.stderr,
+              f"--rank-timeout {bad}: exit {r.returncode} naming the flag and the value")
+    cfg = os.path.join(tmp, "rt-config.json")
+    for value, rc in [(0, 2), (2.5, 0), ("auto", 0)]:
+        with open(cfg, "w") as f:
+            json.dump({"model": model, "backend": "cpu", "layers": 1, "warmup": 0, "iters": 1, "rank_timeout": value}, f)
+        r = moebench(["run", "--config", cfg, "--out", os.path.join(tmp, "rt.json")])
+        check(r.returncode == rc, f"run config rank_timeout {json.dumps(value)}: exit {r.returncode} (want {rc})")
 
 
 def sweep_cases(tmp):
@@ -319,6 +462,8 @@ def main():
         equality_cases(tmp)
         traffic_cases(tmp)
         failure_cases(tmp)
+        agreement_cases(tmp)
+        timeout_cases(tmp)
         sweep_cases(tmp)
     if failures:
         print(f"mpi_check: {len(failures)} failed")
