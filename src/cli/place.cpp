@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -66,7 +67,17 @@ void run_place(const PlaceArgs& a) {
                          a.model, "give the model the trace was recorded on");
         row_bytes = 2.0 * static_cast<double>(m.hidden_size);
     }
-    const PlacementSearch r = search_placement(trace, a.ep, a.replicas, a.batch);
+    // A long search says how far it got on stderr every few seconds; a short one says nothing.
+    const auto started = std::chrono::steady_clock::now();
+    auto last_line = started;
+    const PlacementProgress progress = [&](double done, const std::string& stage) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_line < std::chrono::seconds(3)) return;
+        last_line = now;
+        std::cerr << fmt::format("place: {:3.0f}% done, {:.0f} s ({})\n", 100.0 * done,
+                                 std::chrono::duration<double>(now - started).count(), stage);
+    };
+    const PlacementSearch r = search_placement(trace, a.ep, a.replicas, a.batch, progress);
     json doc = placement_to_json(r.placement);
     doc["predicted"] = {{"source", "counted"},
                         {"basis", fmt::format("the trace replayed in decode steps of --batch {} tokens, one per "
@@ -88,7 +99,8 @@ void run_place(const PlaceArgs& a) {
                       r.chosen.dedup_remote_rows_per_step)
               << line("remote dispatch rows, --a2a per-expert", r.contiguous.per_expert_remote_rows_per_step,
                       r.chosen.per_expert_remote_rows_per_step)
-              << line("max/mean rank load", r.contiguous.max_over_mean_rank_load, r.chosen.max_over_mean_rank_load);
+              << line("max/mean rank load", r.contiguous.max_over_mean_rank_load, r.chosen.max_over_mean_rank_load)
+              << fmt::format("  chosen of {} candidates: {}\n", r.candidates_scored, r.chosen_from);
     if (row_bytes > 0)
         std::cout << line("remote dispatch bytes (bf16), dedup", r.contiguous.dedup_remote_rows_per_step * row_bytes,
                           r.chosen.dedup_remote_rows_per_step * row_bytes);
@@ -103,8 +115,9 @@ void run_place(const PlaceArgs& a) {
 void add_place_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("place", "Place experts on expert-parallel ranks from a routing trace");
     cmd->footer("Co-selected experts share a rank (fewer dispatch rows with --a2a dedup); --replicas R adds R copies of\n"
-                "the hottest experts on the least-loaded ranks. Use the file with mpirun -np N moebench run --ep N\n"
-                "--placement FILE. The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
+                "the hottest experts on the least-loaded ranks; the trace replayed as the run replays it chooses among the\n"
+                "candidates (docs/expert-parallel.md). Use the file with mpirun -np N moebench run --ep N --placement FILE.\n"
+                "The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
     auto a = std::make_shared<PlaceArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace")->required();
     cmd->add_option("--ep", a->ep, "Expert-parallel ranks")->required();

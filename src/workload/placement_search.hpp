@@ -8,6 +8,7 @@
 #include "workload/trace.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace moebench {
@@ -26,10 +27,22 @@ PlacementScore score_placement(const RoutingTrace& trace, const ExpertPlacement&
 struct PlacementSearch {
     ExpertPlacement placement;
     PlacementScore contiguous, chosen;
+    std::string chosen_from;        // which start and replica rule gave the chosen placement
+    int64_t candidates_scored = 0;  // placements replayed exactly (the final choice)
+    int64_t swaps_evaluated = 0;    // swaps the local search looked at (a work count for tests, not a time)
 };
+
+/// Called now and then by a long search: the share of its estimated work done (0..1) and what it is doing.
+using PlacementProgress = std::function<void(double done, const std::string& stage)>;
+
+/// The bound on the replicas' estimated work (elementary load updates, about 3e8 a second on one core): beyond it
+/// search_placement refuses with a ConfigError naming --replicas and the count that fits, instead of running for many
+/// minutes. The rest of the search is bounded by construction (E <= 4096, a sample of the replay).
+inline constexpr double kMaxPlacementWork = 1e10;
 
 /// num_ranks must divide num_experts, and `replicas` (extra expert copies in all) must be a multiple of num_ranks
 /// (every rank holds the same number of expert slots); ConfigError naming the flag otherwise.
-PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, int64_t replicas, int64_t batch);
+PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, int64_t replicas, int64_t batch,
+                                 const PlacementProgress& progress = {});
 
 }  // namespace moebench
