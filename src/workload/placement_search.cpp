@@ -224,7 +224,8 @@ public:
                 return gx < gy || (gx == gy && x < y);
             };
             const auto load_less = [&](int32_t x, int32_t y) {
-                const double lx = x == a ? 1e300 : L_[static_cast<size_t>(x)], ly = y == a ? 1e300 : L_[static_cast<size_t>(y)];
+                const double lx = x == a ? 1e300 : L_[static_cast<size_t>(x)];
+                const double ly = y == a ? 1e300 : L_[static_cast<size_t>(y)];
                 return lx < ly || (lx == ly && x < y);
             };
             std::nth_element(by_gain.begin(), by_gain.begin() + T - 1, by_gain.end(), gain_less);
@@ -462,9 +463,9 @@ std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<doubl
     std::vector<int64_t> groups;
     for (int64_t x = 0; x < E; ++x)
         if (alive[static_cast<size_t>(x)]) groups.push_back(x);
-    std::stable_sort(groups.begin(), groups.end(), [&](int64_t x, int64_t y) {
-        return size[static_cast<size_t>(x)] > size[static_cast<size_t>(y)] ||
-               (size[static_cast<size_t>(x)] == size[static_cast<size_t>(y)] && load[static_cast<size_t>(x)] > load[static_cast<size_t>(y)]);
+    std::stable_sort(groups.begin(), groups.end(), [&](int64_t x, int64_t y) {  // largest, then heaviest, first
+        const auto i = static_cast<size_t>(x), j = static_cast<size_t>(y);
+        return size[i] > size[j] || (size[i] == size[j] && load[i] > load[j]);
     });
     std::vector<int32_t> rank_of(static_cast<size_t>(E), -1);
     std::vector<int64_t> room(static_cast<size_t>(N), per);
@@ -472,7 +473,8 @@ std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<doubl
     const auto lightest_with_room = [&](int64_t need) {
         int64_t best_r = -1;
         for (int64_t r = 0; r < N; ++r)
-            if (room[static_cast<size_t>(r)] >= need && (best_r < 0 || L[static_cast<size_t>(r)] < L[static_cast<size_t>(best_r)]))
+            if (room[static_cast<size_t>(r)] >= need &&
+                (best_r < 0 || L[static_cast<size_t>(r)] < L[static_cast<size_t>(best_r)]))
                 best_r = r;
         return best_r;
     };
@@ -741,8 +743,9 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
             std::string name = s.name;
             if (replicas > 0)
                 name += rule == 0 ? ", replicas by load per copy" : ", replicas where the heaviest rank gets lightest";
-            ExpertPlacement p = with_replicas(rp, s.rank_of, replicas, rule == 0,
-                                              [&](int64_t) { report(replica_work / static_cast<double>(replicas * 2 * primaries), name); });
+            const double per_tick = replica_work / static_cast<double>(std::max<int64_t>(1, replicas * 2 * primaries));
+            ExpertPlacement p =
+                with_replicas(rp, s.rank_of, replicas, rule == 0, [&](int64_t) { report(per_tick, name); });
             const PlacementScore score = score_placement(trace, p, batch);
             ++out.candidates_scored;
             report(candidate_replay, "replaying the candidates");
