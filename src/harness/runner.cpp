@@ -286,8 +286,12 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     const bool extrapolated = num_run != p.model.num_layers;
     record["layers"] = {{"run", p.layers}, {"model_total", p.model.num_layers}, {"kinds", kinds},
                         {"extrapolated", extrapolated}};
-    record[keys::kIterations] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", m.stop_reason},
-                            {"measured_time_s", measured_s}, {"noise", m.noise}, {"noise_rule", kNoiseRule}};
+    if (source == "measured")
+        record[keys::kIterations] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", m.stop_reason},
+                                     {"measured_time_s", measured_s}, {"noise", m.noise}, {"noise_rule", kNoiseRule}};
+    else  // modeled steps (sim): nothing was measured, and a model has no measurement noise
+        record[keys::kIterations] = {{"warmup", cfg.warmup}, {"measured", 0}, {"modeled", num_steps},
+                                     {"stop_reason", m.stop_reason}};
     record[keys::kLatency] = latency.block;
     record[keys::kConditions] = m.conditions;
     record[keys::kThroughput] = {{"source", source},

@@ -65,7 +65,9 @@ json whole_model_block(const ModelConfig& model, int64_t num_run, const std::vec
                        const std::map<std::string, std::vector<double>>& totals_by_kind, const std::string& source,
                        bool includes_head, int64_t num_tokens) {
     const bool extrapolated = num_run != model.num_layers;
-    json whole = {{"source", source}, {"extrapolated", extrapolated}};
+    // A figure for layers that did not run is neither measured nor modeled: it is extrapolated from those that did.
+    json whole = {{"source", extrapolated ? "extrapolated" : source}, {"extrapolated", extrapolated}};
+    if (extrapolated) whole["extrapolated_from"] = source;
     double step_us = 0;
     for (const PhaseEntry& e : plan)
         if (e.slot < 0) step_us += stats.at(e.phase).mean_us;

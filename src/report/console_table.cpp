@@ -62,8 +62,12 @@ void summary_header(const json& run, std::string& s) {
                      str(run, "model", "?"), str(run, "mode", "?"), num(run, "batch"), num(run, "seq_len"),
                      num(run, "context"), num_run, num(layers, "model_total"), str(run, "backend", "?"));
     const json& it = run.value(keys::kIterations, json::object());
-    s += fmt::format("iterations: {} warm-up + {} measured (stop: {}); routing: {}\n", num(it, "warmup"),
-                     num(it, "measured"), str(it, "stop_reason", "?"), str(run.value("routing", json::object()), "workload", "?"));
+    // A modeled run (sim) measured nothing: its steps are counted as what they are.
+    const std::string steps = it.contains("modeled") ? fmt::format("{} modeled step{}, none measured", num(it, "modeled"),
+                                                                   num(it, "modeled") == 1 ? "" : "s")
+                                                     : fmt::format("{} measured", num(it, "measured"));
+    s += fmt::format("iterations: {} warm-up + {} (stop: {}); routing: {}\n", num(it, "warmup"), steps,
+                     str(it, "stop_reason", "?"), str(run.value("routing", json::object()), "workload", "?"));
 }
 
 // Per phase in execution order, the step, the conditions, and per layer.
@@ -89,7 +93,7 @@ void summary_latency(const json& run, std::string& s) {
                      num(step, keys::kP50Us), p95_cell(step), num(step, "cv"), str(lat, "step_clock", "end to end"));
     if (low_confidence(step, keys::kP95Us))
         s += fmt::format("(~: p95 from {} samples is next to the maximum; run >= {} iterations for a p95 to trust)\n",
-                         num(it, "measured"), kMinSamplesP95);
+                         num(it, it.contains("modeled") ? "modeled" : "measured"), kMinSamplesP95);
     if (const json& c = run.value(keys::kConditions, json::object()).value("host", json::object());
         is_true(c, "contended") || is_true(c, "throttled"))
         s += fmt::format("warning: the host was not quiet while measuring: {}\n", str(c, "note"));

@@ -112,7 +112,9 @@ std::string render_csv(const json& report) {
             num_text(run, {keys::kLatency, keys::kStep, keys::kMeanUs}), num_text(run, {keys::kLatency, keys::kStep, keys::kP50Us}),
             num_text(run, {keys::kLatency, keys::kStep, keys::kP95Us}),  num_text(run, {keys::kLatency, keys::kStep, keys::kP99Us}),
             num_text(run, {keys::kLatency, keys::kStep, "cv"}),      num_text(run, {keys::kThroughput, keys::kTokensPerS}),
-            num_text(run, {keys::kIterations, "measured"}),     load_n ? g17(load_sum / load_n) : "",
+            // the steps behind the statistics: measured, or modeled (sim; timing_source says which)
+            num_text(run, {keys::kIterations, find_path(run, {keys::kIterations, "modeled"}) ? "modeled" : "measured"}),
+            load_n ? g17(load_sum / load_n) : "",
             str_at(run, {keys::kLatency, "source"}),
             fmt::format("{}", fmt::join(step_stats ? low_confidence_keys(*step_stats) : std::vector<std::string>{}, ";")),
             energy.available ? g17(energy.joules_per_token) : "",

@@ -84,7 +84,8 @@ struct Families {
 
 void add_phase_summaries(const json& r, const std::string& pl, Families& add) {
     // Per-phase latency: a summary from the recorded quantiles (the report keeps quantiles, not samples).
-    double n = num_at(r, {keys::kIterations, "measured"}, 0);
+    // The steps behind the quantiles: measured, or modeled (sim).
+    double n = num_at(r, {keys::kIterations, find_path(r, {keys::kIterations, "modeled"}) ? "modeled" : "measured"}, 0);
     for (const auto& ph : run_phases(r)) {
         const json& p = r[keys::kLatency][keys::kPhases][ph];
         std::string l = pl + fmt::format(",phase=\"{}\"", ph);

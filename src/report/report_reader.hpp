@@ -31,11 +31,12 @@ struct ReadRun {
     // Only for ok runs:
     ReadStats step;
     std::map<std::string, ReadStats> phases;  // the vocabulary's phases that ran
-    int64_t measured_iterations = 0;
+    int64_t measured_iterations = 0;  // iterations.measured: 0 on a modeled run
+    int64_t num_samples = 0;          // the steps behind the statistics: iterations.measured, or .modeled (sim)
     double tokens_per_s = 0;
     std::string dtype;    // backend_info.dtype (else roofline.precision); "" unknown
     std::string threads;  // backend_info.threads, as text; "" unknown
-    std::string timing_source;  // latency.source: measured | modeled
+    std::string timing_source;  // latency.source (else what the backend's traits say): measured | modeled
     bool ok() const { return status == "ok"; }
 };
 
@@ -49,7 +50,11 @@ struct ReadReport {
 };
 
 /// Checks `doc` as a moebench.report/1 document read from `name`. Missing or mistyped field -> ConfigError naming
-/// `name` and the JSON path. Keys it does not know are ignored (reports may gain keys).
+/// `name` and the JSON path. Keys it does not know are ignored (reports may gain keys). Figures that cannot be are
+/// refused the same way: statistics that no samples give (a stdev wider than the range allows, a mean outside
+/// [min, max], a count that is not the iterations), step samples that disagree with them, expert counts that are not
+/// the model's, a source label that contradicts the backend (docs/sweep.md, "Reading"). An extrapolated whole model
+/// that an earlier version labelled with the latency's source is relabelled `extrapolated` in the returned doc.
 ReadReport read_report(json doc, const std::string& name);
 
 /// Checks one record of runs[] (e.g. a sweep journal's record before it is reused): messages name `name` and `path`

@@ -20,6 +20,7 @@
 
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
+#include "report_edit.hpp"
 
 using namespace moebench;
 using moebench::test::run_cli;
@@ -45,6 +46,14 @@ json sim_report(const std::string& model = kTiny, int batch = 4) {
 
 json cpu_report() {
     static const json r = run_report("--backend cpu --model " + kTiny + " --batch 2");
+    return r;
+}
+
+// The cpu report with a quiet step (cv 1%): a copy of it compares as "same", not "inconclusive", however busy the
+// machine that ran the test was.
+json quiet_cpu_report() {
+    json r = cpu_report();
+    test::set_step_samples(r["runs"][0], {100.0, 101.0, 102.0});
     return r;
 }
 
@@ -169,7 +178,7 @@ TEST_CASE("compare: the backend is a match key; --match lets a deliberate contra
 TEST_CASE("compare: environment differences are warnings, and the points are still compared",
           "[hardening][report_reader][compare]") {
     const std::string dir = test::temp_dir("reader-env");
-    json base = cpu_report();
+    json base = quiet_cpu_report();
     // The same run as B except for its environment: the numbers are A's, so every verdict is "same".
     json other = base;
     other["tool"]["git_rev"] = "feedfacecafe";
@@ -315,14 +324,15 @@ TEST_CASE("report reader: today's reports read whole, with the fields compare us
     CHECK(run.hardware == "h200-sxm");
     CHECK(run.timing_source == "modeled");
     CHECK(run.step.mean_us == sim["runs"][0]["latency"]["step"]["mean_us"].get<double>());
-    CHECK(run.measured_iterations == sim["runs"][0]["iterations"]["measured"].get<int64_t>());
+    CHECK(run.measured_iterations == 0);  // the sim measures nothing: its steps are modeled
+    CHECK(run.num_samples == sim["runs"][0]["iterations"]["modeled"].get<int64_t>());
     CHECK(run.phases.count("expert_up") == 1);
     CHECK(r.environment.at("tool.git_rev") == sim["tool"]["git_rev"].get<std::string>());
     CHECK(run_key_value(r, run, "capacity_factor") == 0);  // 0.0 in the file: numbers compare by value
     CHECK(run_key_value(r, run, "seed") == 0);            // not an axis: from the record
     CHECK(run_key_value(r, run, "nosuch").is_null());
 
-    const json cpu = cpu_report();
+    const json cpu = quiet_cpu_report();
     ReadReport c = read_report(cpu, "cpu.json");
     CHECK(c.runs[0].hardware.empty());  // the cpu machine is the environment, not a key
     CHECK(c.runs[0].dtype == "fp32");
@@ -330,4 +340,115 @@ TEST_CASE("report reader: today's reports read whole, with the fields compare us
     json same = compare_reports(cpu, cpu, CompareOptions{});
     CHECK(same["counts"]["same"] == 1);
     CHECK(same["warnings"].empty());
+}
+
+TEST_CASE("report reader: statistics that cannot be are exit 2 in compare and report, naming path, value and fix",
+          "[hardening][report_reader]") {
+    const std::string dir = test::temp_dir("reader-implausible");
+    json good = cpu_report();
+    test::set_step_samples(good["runs"][0], {1446.424, 104.679, 100.969});  // a cold 3-step run: cv 1.41
+    const std::string a = write_json(dir, "A.json", good);
+    json slow = good;  // B: 2x slower, as it should be caught
+    test::scale_times(slow["runs"][0], 2.0);
+    const json& st = good["runs"][0]["latency"]["step"];
+    const double range = st["max_us"].get<double>() - st["min_us"].get<double>();
+
+    struct Case {
+        std::string what;
+        json doc;
+        std::vector<std::string> parts;
+    };
+    std::vector<Case> cases;
+    auto edit = [&](const std::string& what, const json& base, auto&& f, std::vector<std::string> parts) {
+        json d = base;
+        f(d["runs"][0]);
+        cases.push_back({what, d, std::move(parts)});
+    };
+    // Before: a stdev of 1e300 (or 100x its own range) made the band swallow the 2x slowdown: "same", exit 0.
+    edit("stdev 1e300", slow, [](json& r) { r["latency"]["step"]["stdev_us"] = 1e300; },
+         {"B.json: runs[0].latency.step.stdev_us", "1e+300", "3 samples", "unedited"});
+    edit("stdev 100x range", slow, [&](json& r) { r["latency"]["step"]["stdev_us"] = 200 * range; },
+         {"runs[0].latency.step.stdev_us", "cannot be the standard deviation"});
+    // Before: compared as it was.
+    edit("mean above max", good, [](json& r) { r["latency"]["step"]["mean_us"] = 5000.0; },
+         {"runs[0].latency.step.mean_us", "5000", "outside [min_us, max_us]"});
+    edit("p95 above max", good, [](json& r) { r["latency"]["phases"]["expert_up"]["p95_us"] = 1e9; },
+         {"runs[0].latency.phases.expert_up.p95_us", "outside [min_us, max_us]"});
+    edit("phase stdev", good, [](json& r) { r["latency"]["phases"]["attention"]["stdev_us"] = 1e12; },
+         {"runs[0].latency.phases.attention.stdev_us", "cannot be the standard deviation"});
+    edit("cv", good, [](json& r) { r["latency"]["step"]["cv"] = 0.01; }, {"runs[0].latency.step.cv", "stdev_us / mean_us"});
+    edit("count", good, [](json& r) { r["latency"]["step"]["count"] = 7; },
+         {"runs[0].latency.step.count", "iterations.measured (3)"});
+    // step_samples_us: negative, outside the statistics, not one per iteration, absurd (before: the last was rendered
+    // as a Prometheus histogram of hundreds of power-of-two buckets).
+    edit("negative sample", good, [](json& r) { r["latency"]["step_samples_us"][1] = -5.0; },
+         {"runs[0].latency.step_samples_us[1]", "must not be negative"});
+    edit("sample outside", good, [](json& r) { r["latency"]["step_samples_us"][2] = 99999.0; },
+         {"runs[0].latency.step_samples_us[2]", "outside [min_us, max_us]"});
+    edit("samples count", good, [](json& r) { r["latency"]["step_samples_us"].erase(2); },
+         {"runs[0].latency.step_samples_us", "2 samples", "iterations.measured (3)"});
+    edit("absurd samples", good, [](json& r) { test::set_step_samples(r, {1e-3, 1e150, 5.0}); },
+         {"runs[0].latency.step.max_us", "not a plausible time"});
+    edit("samples vs mean", good, [](json& r) { r["latency"]["step_samples_us"] = {100.969, 104.679, 104.679}; },
+         {"runs[0].latency.step_samples_us", "latency.step"});
+    // Expert load against the model (4 experts).
+    edit("short tokens_per_expert", good,
+         [](json& r) { r["expert_load"]["per_layer"][0]["tokens_per_expert"].erase(3); },
+         {"runs[0].expert_load.per_layer[0].tokens_per_expert", "3 entries", "4 experts"});
+    edit("num_assignments", good, [](json& r) { r["expert_load"]["per_layer"][0]["num_assignments"] = 1000; },
+         {"runs[0].expert_load.per_layer[0].num_assignments", "1000", "sum of tokens_per_expert"});
+    // Source labels against the backend.
+    edit("cpu claims modeled", good,
+         [](json& r) { r["latency"]["source"] = "modeled"; r["throughput"]["source"] = "modeled"; },
+         {"runs[0].latency.source", "modeled", "backend cpu measures"});
+    edit("sim claims measured", sim_report(), [](json& r) { r["latency"]["source"] = "measured"; },
+         {"runs[0].latency.source", "measured", "backend sim models"});
+    edit("sim counts measured iterations", sim_report(), [](json& r) { r["iterations"]["measured"] = 3; },
+         {"runs[0].iterations.measured", "a modeled run measures no step"});
+    edit("whole model not extrapolated", good,
+         [](json& r) { r["latency"]["whole_model"]["source"] = "extrapolated"; },
+         {"runs[0].latency.whole_model.source", "extrapolated", "false"});
+
+    for (const auto& c : cases) {
+        INFO(c.what);
+        const std::string b = write_json(dir, "B.json", c.doc);
+        auto cmp = run_cli("compare " + a + " " + b);
+        expect_exit2(cmp, {"moebench: error:"});
+        for (const auto& p : c.parts) CHECK_THAT(cmp.err, Catch::Contains(p));
+        expect_exit2(run_cli("report " + b + " --format prom"), {"B.json: " + c.parts.front().substr(c.parts.front().find("runs["))});
+    }
+    // Non-finite values (only a document built in memory can hold them): the library entry point refuses them too.
+    json nan = good;
+    nan["runs"][0]["latency"]["step"]["stdev_us"] = std::nan("");
+    CHECK_THAT(test::config_error_of([&] { (void)compare_reports(good, nan, CompareOptions{}, "A.json", "B.json"); }),
+               Catch::Contains("B.json: runs[0].latency.step.stdev_us: must be a finite number"));
+    // The unedited reports read, and a report compared with itself is never refused.
+    CHECK(run_cli("compare " + a + " " + a).exit_code != 2);
+    CHECK(run_cli("report " + write_json(dir, "sim.json", sim_report()) + " --format prom").exit_code == 0);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("report reader: an extrapolated whole model is labelled extrapolated, also in reports written before",
+          "[hardening][report_reader]") {
+    const std::string dir = test::temp_dir("reader-extrapolated");
+    json one_layer = run_report("--backend cpu --model " + kTiny + " --batch 2 --layers 1");
+    const json& whole = one_layer["runs"][0]["latency"]["whole_model"];
+    CHECK(whole["extrapolated"] == true);
+    // Before: "source": "measured".
+    CHECK(whole["source"] == "extrapolated");
+    CHECK(whole["extrapolated_from"] == "measured");
+    // A report of an earlier version said "measured": read back, the views see "extrapolated".
+    json old = one_layer;
+    old["runs"][0]["latency"]["whole_model"]["source"] = "measured";
+    old["runs"][0]["latency"]["whole_model"].erase("extrapolated_from");
+    auto r = run_cli("report " + write_json(dir, "old.json", old) + " --format json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json back = json::parse(r.out)["runs"][0]["latency"]["whole_model"];
+    CHECK(back["source"] == "extrapolated");
+    CHECK(back["extrapolated_from"] == "measured");
+    // All layers run: the whole model is the latency's own source.
+    CHECK(cpu_report()["runs"][0]["latency"]["whole_model"]["source"] == "measured");
+    CHECK(sim_report()["runs"][0]["latency"]["whole_model"]["source"] == "modeled");
+    std::filesystem::remove_all(dir);
 }

@@ -58,6 +58,20 @@ TEST_CASE("run: --backend sim is either not built (exit 2 saying so) or labelled
         CHECK(rep["runs"][0]["backend"] == "sim");
         CHECK(rep["runs"][0]["latency"]["source"] == "modeled");   // never presented as measured
         CHECK(rep["runs"][0]["throughput"]["source"] == "modeled");
+        // Its steps are modeled, not measured, and a model has no measurement noise. Before: "measured": 1 and a
+        // noise taken from the host time of computing the model; the summary said "1 measured".
+        const auto& it = rep["runs"][0]["iterations"];
+        CHECK(it["measured"] == 0);
+        CHECK(it["modeled"] == 1);
+        CHECK_FALSE(it.contains("noise"));
+        CHECK_FALSE(it.contains("measured_time_s"));
+        CHECK_THAT(r.err, Catch::Contains("1 modeled step"));
+        CHECK_THAT(r.err, !Catch::Contains("+ 1 measured"));
+        // One layer of two: the whole model is extrapolated from the modeled layer, and says so.
+        const auto& whole = rep["runs"][0]["latency"]["whole_model"];
+        CHECK(whole["extrapolated"] == true);
+        CHECK(whole["source"] == "extrapolated");
+        CHECK(whole["extrapolated_from"] == "modeled");
     }
 }
 
