@@ -17,7 +17,15 @@ namespace {
 struct CompareFlags {
     std::string a, b, threshold = "5%", format = "text", out, match, noise_floor = "1%";
     double k_sigma = 3.0, spread_z = 1.645;
-    bool gate_phases = false;
+    bool gate_phases = false, allow_missing = false, allow_modeled = false;
+};
+
+// The gate failed without a slowdown (an inconclusive point, a point failed or missing in B): exit 1 and the same
+// outcome as a regression for whoever catches one, in its own words.
+class GateFailed : public Regression {
+public:
+    using Regression::Regression;
+    const char* label() const override { return "gate failed"; }
 };
 
 }  // namespace
@@ -25,9 +33,11 @@ struct CompareFlags {
 void add_compare_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("compare", "Compare two reports point by point; exit 1 on a slowdown beyond --threshold");
     cmd->footer("A difference inside the measured noise of both runs is 'same': |mean_B - mean_A| <= max(k * sqrt(sA^2/nA +\n"
-                "sB^2/nB), z * sqrt((sA^2 + sB^2)/2), noise-floor * mean_A). Exit 1 when a matched point is slower beyond\n"
-                "--threshold. Points of different models never match; environment differences (machine, threads, dtype,\n"
-                "git revision, build) are warnings. Nothing comparable, or a malformed report: exit 2 (docs/sweep.md).");
+                "sB^2/nB), z * sqrt((sA^2 + sB^2)/2), noise-floor * mean_A); inside a band wider than --threshold it is\n"
+                "'inconclusive'. Exit 1 when a matched point is slower beyond --threshold or inconclusive, or a point of A\n"
+                "failed or is missing in B. Points of different models never match; modeled and measured points only with\n"
+                "--allow-modeled; environment differences (machine, threads, dtype, git revision, build) are warnings.\n"
+                "Nothing comparable, or a malformed or implausible report: exit 2 (docs/sweep.md).");
     auto f = std::make_shared<CompareFlags>();
     cmd->add_option("A", f->a, "Baseline report (JSON, or a sweep journal .jsonl)")->required();
     cmd->add_option("B", f->b, "Candidate report (JSON, or a sweep journal .jsonl)")->required();
@@ -38,7 +48,11 @@ void add_compare_command(CLI::App& app) {
     cmd->add_option("--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
     cmd->add_option("--spread-z", f->spread_z, "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
     cmd->add_option("--noise-floor", f->noise_floor, "Smallest noise band, fraction of A's mean (default 1%)");
-    cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold");
+    cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold (or inconclusive)");
+    cmd->add_flag("--allow-missing", f->allow_missing,
+                  "Points of A absent from B (or skipped there) do not fail the gate; failed ones still do");
+    cmd->add_flag("--allow-modeled", f->allow_modeled,
+                  "Compare modeled (sim) points with measured ones; each such verdict says so");
     cmd->callback([f] {
         CompareOptions o;
         o.threshold = parse_fraction(f->threshold, "--threshold", /*max_fraction=*/10.0);
@@ -51,6 +65,8 @@ void add_compare_command(CLI::App& app) {
             config_error("--spread-z", "must be between 0 and 100", fmt::format("{:g}", f->spread_z), "use e.g. 1.645");
         o.spread_z = f->spread_z;
         o.gate_phases = f->gate_phases;
+        o.allow_missing = f->allow_missing;
+        o.allow_modeled = f->allow_modeled;
         if (!f->match.empty()) {
             size_t start = 0;
             while (true) {
@@ -77,9 +93,12 @@ void add_compare_command(CLI::App& app) {
             write_file_atomic(f->out, text);
         }
         // Exit 1 (moebench::Error) so a CI job can gate on it; the table above says which points.
-        if (cmp.value("exit_code", 0) != 0)
-            throw Regression(std::to_string(cmp.value("regressions", 0)) + " point(s) slower beyond the threshold of " +
-                        f->threshold);
+        if (cmp.value("exit_code", 0) != 0) {
+            std::string why;
+            for (const auto& g : cmp["gate_failures"]) why += (why.empty() ? "" : "; ") + g.get<std::string>();
+            if (cmp.value("regressions", 0) > 0) throw Regression(why);
+            throw GateFailed(why);
+        }
     });
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // compare: verdicts on constructed reports with known noise (pure noise -> same, exit 0; 20% slower -> slower,
-// exit 1), matching by axes with a contrast axis, unmatched points, and the CLI's exit codes.
+// exit 1; a noise band wider than the threshold -> inconclusive, exit 1), matching by axes with a contrast axis,
+// unmatched points, points failed or missing in B, and the CLI's exit codes.
 #include "common/error.hpp"
 #include "compare/compare.hpp"
 
@@ -69,7 +70,8 @@ json noisy_report(uint64_t seed, double scale, const std::string& backend, const
 }  // namespace
 
 TEST_CASE("classify: the noise band decides same / slower / faster", "[compare]") {
-    CompareOptions o;  // k = 3, z = 1.645, floor 1%, threshold 5%
+    CompareOptions o;  // k = 3, z = 1.645, floor 1%
+    o.threshold = 0.10;  // wider than the 82 us band below (at 5% those points would be inconclusive: next case)
     // se = sqrt(50^2/30 * 2) = 12.9 us -> 38.7 us; pooled sd 50 -> 82.25 us: the band is 82.25 us.
     CHECK(classify(1000, 50, 30, 1030, 50, 30, o).verdict == "same");
     Verdict v = classify(1000, 50, 30, 1200, 50, 30, o);
@@ -81,11 +83,12 @@ TEST_CASE("classify: the noise band decides same / slower / faster", "[compare]"
     // With the spread term off, the same 8% is significant (8 > 3 standard errors).
     CompareOptions strict;
     strict.spread_z = 0;
+    strict.threshold = 0.10;
     Verdict st = classify(1000, 50, 30, 1080, 50, 30, strict);
     CHECK(st.verdict == "slower");
     CHECK(st.noise_us == Approx(3 * std::sqrt(2 * 2500.0 / 30)));
     CHECK(classify(1000, 50, 30, 800, 50, 30, o).verdict == "faster");
-    // Tiny spread: a 3% slowdown is real ("slower") but inside the 5% threshold, so not a regression.
+    // Tiny spread: a 3% slowdown is real ("slower") but inside the threshold, so not a regression.
     Verdict w = classify(1000, 1, 100, 1030, 1, 100, o);
     CHECK(w.verdict == "slower");
     CHECK_FALSE(w.regression);
@@ -211,5 +214,137 @@ TEST_CASE("moebench compare: exit codes for CI", "[compare][cli]") {
     CHECK(json::parse(js.out)["counts"]["slower"] == 3);
     CHECK(test::run_cli("compare " + pa + " " + ps + " --threshold lots").exit_code == 2);
     CHECK(test::run_cli("compare " + pa + " " + dir + "/missing.json").exit_code == 2);
+    // A noise floor wider than the threshold would make every point inconclusive: refused as a setting.
+    auto floor = test::run_cli("compare " + pa + " " + pn + " --noise-floor 10% --threshold 5%");
+    CHECK(floor.exit_code == 2);
+    CHECK_THAT(floor.err, Catch::Contains("--noise-floor"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("classify: a noise band wider than the threshold is inconclusive, with the iterations to rerun", "[compare]") {
+    CompareOptions o;  // threshold 5%: 50 us of A's 1000
+    // 3 samples each, sd 300 (A) and 600 (B): k x se = 3 x sqrt(300^2/3 + 600^2/3) = 1161.9 us; B is 2x A, yet inside
+    // the band. Before: "same", and the gate passed.
+    Verdict v = classify(1000, 300, 3, 2000, 600, 3, o);
+    CHECK(v.verdict == "inconclusive");
+    CHECK_FALSE(v.regression);
+    CHECK(v.noise_us == Approx(3 * std::sqrt(150000.0)));
+    // k^2 (sd_A^2 + sd_B^2) / (threshold x mean_A)^2 = 9 x 450000 / 2500 = 1620 iterations narrow k x se to 50 us ...
+    CHECK(v.rerun_iterations == 1620);
+    // ... but the spread term, 1.645 x sqrt((300^2 + 600^2) / 2) = 780 us, does not shrink with iterations.
+    CHECK(v.spread_too_wide);
+    // Only the standard error too wide: sd 25 on 3 samples -> 3 x sqrt(2 x 625 / 3) = 61.2 us > 50; the spread term,
+    // 41 us, fits. 9 x 1250 / 2500 = 4.5 -> 5 iterations, and with 5 each it is "same".
+    Verdict w = classify(1000, 25, 3, 1010, 25, 3, o);
+    CHECK(w.verdict == "inconclusive");
+    CHECK(w.rerun_iterations == 5);
+    CHECK_FALSE(w.spread_too_wide);
+    CHECK(classify(1000, 25, 5, 1010, 25, 5, o).verdict == "same");
+    // Beyond the band the verdict stands: 3x slower is a regression, 3x faster is faster.
+    CHECK(classify(1000, 300, 3, 3000, 600, 3, o).regression);
+    CHECK(classify(3000, 600, 3, 1000, 300, 3, o).verdict == "faster");
+}
+
+TEST_CASE("moebench compare: a noisy baseline is inconclusive and fails the gate, saying how many iterations",
+          "[compare][cli]") {
+    const std::string dir = test::temp_dir("compare-noisy");
+    const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
+    auto r = test::run_cli("run --json - --warmup 0 --iters 3 --backend cpu --model " + tiny + " --batch 2");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    json a = json::parse(r.out);
+    // Three steps with a cold first step, as a 3-iteration run without warm-up gives (cv 1.41); B is 2x slower.
+    test::set_step_samples(a["runs"][0], {1446.424, 104.679, 100.969});
+    json b = a;
+    test::scale_times(b["runs"][0], 2.0);
+    const std::string pa = dir + "/a.json", pb = dir + "/b.json";
+    std::ofstream(pa) << a.dump();
+    std::ofstream(pb) << b.dump();
+    auto c = test::run_cli("compare " + pa + " " + pb);
+    INFO(c.out << c.err);
+    // Before: "1 same", exit 0: the 2x slowdown passed.
+    CHECK(c.exit_code == 1);
+    CHECK_THAT(c.out, Catch::Contains("inconclusive"));
+    CHECK_THAT(c.out, Catch::Contains("1 matched: 0 faster, 0 slower, 0 same, 1 inconclusive"));
+    CHECK_THAT(c.err, Catch::Contains("inconclusive"));
+    CHECK_THAT(c.err, Catch::Contains("rerun with more iterations"));
+    // The iterations that narrow 3 standard errors to 5% of A's mean (docs/sweep.md): 9 (sd_A^2 + sd_B^2) / (0.05 mean_A)^2.
+    const double mean = a["runs"][0]["latency"]["step"]["mean_us"], sd = a["runs"][0]["latency"]["step"]["stdev_us"];
+    const auto n = static_cast<int64_t>(std::ceil(9 * (sd * sd + 4 * sd * sd) / std::pow(0.05 * mean, 2)));
+    CHECK(n > 1000);
+    CHECK_THAT(c.err, Catch::Contains(fmt::format("about {} iterations", n)));
+    auto js = test::run_cli("compare " + pa + " " + pb + " --format json");
+    CHECK(js.exit_code == 1);
+    json cmp = json::parse(js.out);
+    CHECK(cmp["points"][0]["verdict"] == "inconclusive");
+    CHECK(cmp["points"][0]["step"]["rerun_iterations"] == n);
+    CHECK(cmp["counts"]["inconclusive"] == 1);
+    CHECK(cmp["exit_code"] == 1);
+    // Quiet runs of the same thing pass; 2x slower quiet runs are a regression.
+    test::set_step_samples(a["runs"][0], {100.0, 101.0, 102.0});
+    b = a;
+    std::ofstream(pa) << a.dump();
+    std::ofstream(pb) << b.dump();
+    auto same = test::run_cli("compare " + pa + " " + pb);
+    CHECK(same.exit_code == 0);
+    CHECK_THAT(same.out, Catch::Contains("1 matched: 0 faster, 0 slower, 1 same"));
+    test::scale_times(b["runs"][0], 2.0);
+    std::ofstream(pb) << b.dump();
+    auto slow = test::run_cli("compare " + pa + " " + pb);
+    CHECK(slow.exit_code == 1);
+    CHECK_THAT(slow.out, Catch::Contains("REGRESSION"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("moebench compare: points failed or missing in B fail the gate", "[compare][cli]") {
+    const std::string dir = test::temp_dir("compare-missing");
+    const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
+    const std::string pa = dir + "/a.json";
+    auto s = test::run_cli("sweep --backend sim --model " + tiny + " --quiet --warmup 0 --iters 2 --batch 1,2,3,4,5,6,7,8 --out " + pa);
+    INFO(s.err);
+    REQUIRE(s.exit_code == 0);
+    const json a = load_json_file(pa);
+    REQUIRE(a["runs"].size() == 8);
+    auto write = [&](const json& doc) {
+        const std::string p = dir + "/b.json";
+        std::ofstream(p) << doc.dump();
+        return p;
+    };
+    // B: points 1-3 failed (as a sweep records them), points 4-7 absent. Only point 0 compares, and it is "same".
+    json b = a;
+    for (int i = 1; i <= 3; ++i)
+        b["runs"][i] = {{"status", "failed"}, {"error", "cuda error: an illegal memory access"}, {"axes", a["runs"][i]["axes"]}};
+    b["runs"].erase(b["runs"].begin() + 4, b["runs"].end());
+    b.erase("sweep");
+    const std::string pb = write(b);
+    auto c = test::run_cli("compare " + pa + " " + pb);
+    INFO(c.out << c.err);
+    // Before: exit 0 (1 same, 3 not comparable, 4 unmatched).
+    CHECK(c.exit_code == 1);
+    CHECK_THAT(c.err, Catch::Contains("3 point(s) failed in B"));
+    CHECK_THAT(c.err, Catch::Contains("4 point(s) of A missing from B"));
+    CHECK_THAT(c.out, Catch::Contains("failed in B"));
+    auto js = test::run_cli("compare " + pa + " " + pb + " --format json");
+    json cmp = json::parse(js.out);
+    CHECK(cmp["counts"]["failed_in_b"] == 3);
+    CHECK(cmp["counts"]["missing_in_b"] == 4);
+    CHECK(cmp["counts"]["same"] == 1);
+    CHECK(cmp["exit_code"] == 1);
+    // --allow-missing lets absent points pass, never failed ones.
+    CHECK(test::run_cli("compare " + pa + " " + pb + " --allow-missing").exit_code == 1);
+    json fewer = a;
+    fewer["runs"].erase(fewer["runs"].begin() + 4, fewer["runs"].end());
+    fewer.erase("sweep");
+    const std::string pf = write(fewer);
+    CHECK(test::run_cli("compare " + pa + " " + pf).exit_code == 1);
+    CHECK(test::run_cli("compare " + pa + " " + pf + " --allow-missing").exit_code == 0);
+    // A point A ran and B skipped (it no longer fits, say) is missing from B.
+    json skipped = a;
+    skipped["runs"][5] = {{"status", "skipped"}, {"skip_reason", "does not fit"}, {"axes", a["runs"][5]["axes"]}};
+    auto k = test::run_cli("compare " + pa + " " + write(skipped));
+    CHECK(k.exit_code == 1);
+    CHECK_THAT(k.err, Catch::Contains("1 point(s) of A missing from B"));
+    // B having more points than A is fine.
+    CHECK(test::run_cli("compare " + pf + " " + pa).exit_code == 0);
     std::filesystem::remove_all(dir);
 }

@@ -151,7 +151,7 @@ TEST_CASE("compare: points of different models never match; exit 2 names the mod
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("compare: the backend is a match key; --match lets a deliberate contrast through with a warning",
+TEST_CASE("compare: the backend is a match key; modeled against measured only with --allow-modeled, and then said",
           "[hardening][report_reader][compare]") {
     const std::string dir = test::temp_dir("reader-backends");
     const std::string a = write_json(dir, "cpu.json", cpu_report());
@@ -161,17 +161,30 @@ TEST_CASE("compare: the backend is a match key; --match lets a deliberate contra
     // The sim profile is a key too (hardware), and the cpu run has none.
     CHECK_THAT(r.err, Catch::Contains("hardware - (A) vs h200-sxm (B)"));
 
-    auto c = run_cli("compare " + a + " " + b + " --match batch --format json");
+    // --match lets the backend differ, but a model is not a run: before, "faster", exit 0, with warnings only.
+    expect_exit2(run_cli("compare " + a + " " + b + " --match batch"),
+                 {"measured (A) vs modeled (B)", "batch=2", "--allow-modeled"});
+    expect_exit2(run_cli("compare " + b + " " + a + " --match batch"), {"modeled (A) vs measured (B)"});
+
+    auto c = run_cli("compare " + a + " " + b + " --match batch --allow-modeled --format json");
     INFO(c.err);
     REQUIRE(c.exit_code <= 1);
     json cmp = json::parse(c.out);
     CHECK(cmp["counts"]["matched"] == 1);
+    CHECK(cmp["counts"]["modeled_vs_measured"] == 1);
+    CHECK(cmp["allow_modeled"] == true);
+    CHECK(cmp["points"][0]["sources"] == json{{"a", "measured"}, {"b", "modeled"}});
+    CHECK_THAT(cmp["points"][0]["note"].get<std::string>(), Catch::Contains("modeled"));
     CHECK(cmp["contrast"]["backend"] == json::array({"cpu", "sim"}));
     CHECK(cmp["match_keys"] == json::array({"model", "batch"}));
     bool warned = false;
     for (const auto& w : cmp["warnings"]) warned = warned || w["field"] == "backend";
     CHECK(warned);
     CHECK_THAT(c.err, Catch::Contains("moebench: warning: backend differs: cpu (A) vs sim (B)"));
+    // The text says it next to the verdict and in the summary.
+    auto t = run_cli("compare " + a + " " + b + " --match batch --allow-modeled");
+    CHECK_THAT(t.out, Catch::Contains("(A measured vs B modeled)"));
+    CHECK_THAT(t.out, Catch::Contains("1 compared a model with a measurement (--allow-modeled)"));
     std::filesystem::remove_all(dir);
 }
 
@@ -228,10 +241,15 @@ TEST_CASE("compare: a sweep against a sweep with partly overlapping axes", "[har
     auto rb = run_cli(common + "--batch 2,4,8 --context 64,128 --set seed=0,5 --out " + b);
     INFO(rb.err);
     REQUIRE(rb.exit_code == 0);
-    auto r = run_cli("compare " + a + " " + b + " --format json");
+    // A's batch 1 is not in B: missing points fail the gate unless --allow-missing says the grids differ on purpose.
+    auto missing = run_cli("compare " + a + " " + b);
+    CHECK(missing.exit_code == 1);
+    CHECK_THAT(missing.err, Catch::Contains("1 point(s) of A missing from B"));
+    auto r = run_cli("compare " + a + " " + b + " --format json --allow-missing");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     json cmp = json::parse(r.out);
+    CHECK(cmp["counts"]["missing_in_b"] == 1);
     CHECK(cmp["counts"]["matched"] == 2);  // batch 2 and 4 at context 64, seed 0
     CHECK(cmp["counts"]["same"] == 2);     // sim is deterministic
     CHECK(cmp["unmatched_a"].size() == 1);
@@ -243,7 +261,7 @@ TEST_CASE("compare: a sweep against a sweep with partly overlapping axes", "[har
         CHECK(p["key"]["model"] == "tiny-gqa");
     }
     // Text form: the labels carry the axes that vary.
-    auto t = run_cli("compare " + a + " " + b);
+    auto t = run_cli("compare " + a + " " + b + " --allow-missing");
     CHECK(t.exit_code == 0);
     CHECK_THAT(t.out, Catch::Contains("2 matched: 0 faster, 0 slower, 2 same"));
     // Sweeps that share no point: exit 2, naming the keys that differ.
