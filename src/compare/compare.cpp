@@ -349,6 +349,9 @@ std::string render_comparison(const json& cmp, const std::string& format) {
                      md ? "**summary**: " : "summary: ", c.value("matched", 0), c.value("faster", 0), c.value("slower", 0),
                      c.value("same", 0), c.value("inconclusive", 0), c.value("not_comparable", 0), extra,
                      cmp.value("regressions", 0), 100 * cmp.value("threshold", 0.0), cmp.value("exit_code", 0));
+    // Why the gate failed: on stderr from the terminal, in the document for Markdown (as the warnings are).
+    if (md)
+        for (const auto& g : cmp.value("gate_failures", json::array())) o += "- gate failed: " + g.get<std::string>() + "\n";
     return o;
 }
 

@@ -330,6 +330,10 @@ TEST_CASE("moebench compare: points failed or missing in B fail the gate", "[com
     CHECK(cmp["counts"]["missing_in_b"] == 4);
     CHECK(cmp["counts"]["same"] == 1);
     CHECK(cmp["exit_code"] == 1);
+    CHECK(cmp["gate_failures"].size() == 2);
+    // A Markdown comparison is a document: it says why the gate failed.
+    auto md = test::run_cli("compare " + pa + " " + pb + " --format md");
+    CHECK_THAT(md.out, Catch::Contains("- gate failed: 3 point(s) failed in B"));
     // --allow-missing lets absent points pass, never failed ones.
     CHECK(test::run_cli("compare " + pa + " " + pb + " --allow-missing").exit_code == 1);
     json fewer = a;
