@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "comm/communicator.hpp"
 #include "comm/process_group.hpp"
+#include "common/checked_stdout.hpp"
 #include "common/error.hpp"
 #include "common/sanitizers.hpp"
 
@@ -22,8 +23,13 @@ namespace {
 // Sanitizer builds keep the normal exit: LeakSanitizer reports from an exit handler.
 // In a job started by mpirun/srun, a rank that fails ends every rank (MPI_Abort): the others would wait for it in
 // the next all-to-all forever.
+// A write to stdout that failed (a full disk, a closed pipe) makes a command that otherwise succeeded exit 1 with
+// the reason: its output is incomplete, and a script must not take it for done.
 [[noreturn]] void finish(int rc) {
-    std::cout.flush();
+    if (const std::string why = moebench::close_stdout(); !why.empty()) {
+        std::cerr << moebench::rank_prefix() << "moebench: error: writing to stdout failed: " << why << "\n";
+        if (rc == 0) rc = 1;
+    }
     std::cerr.flush();
     std::fflush(nullptr);
     if (moebench::Communicator* comm = moebench::process_group()) {
@@ -40,6 +46,7 @@ int run_main(int argc, char** argv);
 }  // namespace
 
 int main(int argc, char** argv) {
+    moebench::install_checked_stdout();
     try {
         moebench::join_process_group(&argc, &argv);
     } catch (const moebench::Error& e) {

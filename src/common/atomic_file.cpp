@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "common/atomic_file.hpp"
 
+#include "common/checked_stdout.hpp"
 #include "common/error.hpp"
 
 #include <fcntl.h>
@@ -80,9 +81,8 @@ static void remove_stale_temporaries(const std::filesystem::path& target) {
 void write_file_atomic(const std::string& path, const std::string& content) {
     if (path == "-") {
         std::cout << content;
-        std::cout.flush();
-        if (!std::cout)
-            config_error("stdout", "write failed", "", "check where standard output goes (a full disk, a closed pipe)");
+        if (const std::string why = take_stdout_failure(); !why.empty())
+            throw Error("writing to stdout failed: " + why);  // exit 1, as main() reports a failed stdout
         return;
     }
     namespace fs = std::filesystem;
@@ -154,11 +154,15 @@ void append_line_durable(const std::string& path, const std::string& line) {
     fs::path p(path);
     std::error_code ec;
     if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) config_error(path, "cannot open for appending", std::strerror(errno), "check the folder is writable");
     write_all(fd, line + "\n", path);
-    ::fsync(fd);
-    ::close(fd);
+    // The line counts as written only once it is on the disk: a failed fsync or close (a full disk, an I/O error,
+    // NFS) would otherwise pass as a finished point that a crash then loses.
+    const bool synced = ::fsync(fd) == 0;
+    const std::string sync_why = synced ? "" : std::strerror(errno);
+    if (::close(fd) != 0 || !synced)
+        config_error(path, "write failed", synced ? std::strerror(errno) : sync_why, "check disk space and permissions");
 }
 
 }  // namespace moebench
