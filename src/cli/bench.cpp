@@ -5,6 +5,7 @@
 #include "core/report_keys.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "common/atomic_file.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
@@ -105,6 +106,9 @@ BenchPoint bench_point(const BenchFlags& f) {
     p.model = load_model(f.model);
     p.layer = bench_layer(p.model, f.layer);
     check_bench_flags(f);
+    std::vector<FileArg> inputs = {{"--model", p.model.source}};
+    if (f.routing.rfind("trace:", 0) == 0) inputs.push_back({"--routing", f.routing.substr(6)});
+    refuse_output_over_input({{"--out", f.out}, {"--dump-routing", f.dump_routing}}, inputs);
     p.num_tokens = f.tokens_given ? f.tokens : f.batch_given ? f.batch : (f.mode == "prefill" ? 4096 : 8);
     if (f.mode == "decode") {
         p.shape.mode = Mode::decode;

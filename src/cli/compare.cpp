@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "compare/compare.hpp"
 
 #include <cstdlib>
@@ -80,6 +81,7 @@ void add_compare_command(CLI::App& app) {
         }
         if (f->format != "text" && f->format != "json" && f->format != "md")
             config_error("--format", "unknown format", f->format, "use text, json or md");
+        refuse_output_over_input({{"-o", f->out}}, {{"A", f->a}, {"B", f->b}});
         // One strict reader for both sides (and for `report`): a missing or mistyped field is exit 2, never a 0 us.
         const ReadReport report_a = load_report(f->a), report_b = load_report(f->b);
         // Nothing compared (no match, or nothing ran in both) is exit 2 from compare_reports: a gate must not pass it.

@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "common/read_file.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
@@ -57,6 +58,7 @@ void run_place(const PlaceArgs& a) {
     double row_bytes = 0;  // bf16 token rows of the model's hidden size (--model), else rows only
     ModelConfig m;
     if (!a.model.empty()) m = load_model(a.model);
+    refuse_output_over_input({{"-o", a.out}}, {{"--trace", a.trace}, {"--model", m.source}});
     const RoutingTrace trace = load_any_trace(a.trace, a.model.empty() ? 0 : m.moe.num_experts);
     if (!a.model.empty()) {
         if (m.moe.top_k != trace.top_k)

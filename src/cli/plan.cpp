@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "common/paths.hpp"
 #include "config/hardware.hpp"
 #include "config/model_config.hpp"
@@ -365,6 +366,8 @@ void run_plan(const PlanArgs& a) {
     // Resolve here so a missing file or unknown short name names the flag the user typed.
     p.model = load_model(resolve_config("models", a.model, "--model"));
     p.hw = load_hardware(a.hardware);
+    refuse_output_over_input({{"--out", a.out}}, {{"--model", p.model.source},
+                                                 {"--hardware", resolve_config("hardware", a.hardware, "--hardware")}});
     validate_layout(p.model, p.in.par);
 
     AccountingOptions opt;

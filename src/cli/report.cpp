@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "report/formats.hpp"
 #include "report/report_reader.hpp"
 
@@ -23,6 +24,7 @@ void add_report_command(CLI::App& app) {
     cmd->add_option("-o,--out", *out, "Output file (default stdout)");
     cmd->callback([=] {
         std::string fmt_name = parse_format_list(*format, "--format", false).front();
+        refuse_output_over_input({{"-o", *out}}, {{"REPORT", *input}});
         // The strict reader `compare` uses: a missing or mistyped field is exit 2 naming it, never a blank cell.
         const ReadReport report = load_report(*input);
         std::string text = reading_input(*input, [&] { return render_report(report.doc, fmt_name); });

@@ -8,10 +8,12 @@
 #include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "common/paths.hpp"
 #include "config/model_config.hpp"
 #include "backends/registry.hpp"
 #include "config/run_fields.hpp"
+#include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
 #include "harness/validate.hpp"
 #include "report/console_table.hpp"
@@ -92,6 +94,15 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
     // A bad --out fails now, not after the run; its folders are made only when the report is written, so a run
     // refused on a later check (the model, the routing, the hardware) leaves no folder behind.
     check_output_path(cfg.out);
+    // An output that is one of the inputs (`--config R.json --out R.json`, `--model m.json --out m.json`) would
+    // destroy it: refused before anything runs, naming both flags.
+    std::vector<FileArg> outputs = run_output_args(cfg);
+    if (f.json_given)
+        for (FileArg& o : outputs)
+            if (o.flag == "--out") o.flag = "--json";
+    std::vector<FileArg> inputs = {{"--config", config_path}};
+    for (const FileArg& in : run_input_args(cfg)) inputs.push_back(in);
+    refuse_output_over_input(outputs, inputs);
     if (!cfg.dump_tensors.empty() && std::filesystem::exists(cfg.dump_tensors) &&
         !std::filesystem::is_directory(cfg.dump_tensors))
         config_error("dump_tensors (--dump-tensors)", "is a file; it names the folder for moe_layer.safetensors",

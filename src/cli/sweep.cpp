@@ -7,10 +7,12 @@
 #include "common/blas_kernels.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "common/paths.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
 #include "config/run_fields.hpp"
+#include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
@@ -212,6 +214,29 @@ void write_sweep_outputs(const SweepFlags& f, const json& context, const json& b
     }
 }
 
+// Every file the sweep writes (report, journal, views) against every file it reads (the config, each point's model,
+// profile, trace and placement): one that is the same file would destroy that input. And the report and the journal
+// must be two files: the report written over the journal would lose the finished points.
+void refuse_sweep_outputs_over_inputs(const SweepFlags& f, const SweepPlan& plan, const std::string& out,
+                                      const std::string& journal, const std::vector<std::string>& formats) {
+    std::vector<FileArg> outputs = {{"--out", out}, {"--journal", journal}};
+    for (const auto& fmt_name : formats)
+        if (fmt_name != "json") outputs.push_back({"--format " + fmt_name, strip_json_ext(out) + "." + format_extension(fmt_name)});
+    std::vector<FileArg> inputs = {
+        {"--config", f.config.empty() ? resolve_config("runs", "default", "--config") : resolve_sweep_config(f.config)}};
+    for (const RunConfig& cfg : plan.configs)
+        for (const FileArg& in : run_input_args(cfg))
+            if (std::none_of(inputs.begin(), inputs.end(), [&](const FileArg& a) { return a.path == in.path; }))
+                inputs.push_back(in);
+    refuse_output_over_input(outputs, inputs);
+    namespace fs = std::filesystem;
+    std::error_code out_ec, journal_ec;
+    const fs::path out_path = fs::weakly_canonical(out, out_ec), journal_path = fs::weakly_canonical(journal, journal_ec);
+    if (same_file(out, journal) || (!out_ec && !journal_ec && out_path == journal_path))
+        config_error("--journal", "is the same file as the report (--out)", journal,
+                     "give the journal its own file (the default is the report path with .jsonl)");
+}
+
 void run_sweep_command(SweepFlags& f) {
     ensure_blas_kernels("moebench sweep");  // before any timing: the CPU backend's large GEMMs use OpenBLAS
     json sweep_opts;
@@ -232,6 +257,7 @@ void run_sweep_command(SweepFlags& f) {
     spec.journal_path = journal;
     sweep_settings(f, sweep_opts, spec);
     const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
+    refuse_sweep_outputs_over_inputs(f, plan, out, journal, formats);
 
     // Files: one process, or rank 0 of a multi-process job (every rank runs every point).
     const bool root = writes_outputs();

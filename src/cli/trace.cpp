@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/file_identity.hpp"
 #include "common/host_memory.hpp"
 #include "common/json_util.hpp"
 #include "config/model_config.hpp"
@@ -52,6 +53,7 @@ struct ConvertArgs {
 void run_gen(const GenArgs& a) {
     if (a.tokens < 1) config_error("--tokens", "must be >= 1", std::to_string(a.tokens), "e.g. --tokens 4096");
     ModelConfig model = load_model(a.model);
+    refuse_output_over_input({{"-o", a.out}}, {{"--model", model.source}});
     if (a.layers < 0 || a.layers > model.num_layers)
         config_error("--layers", fmt::format("must be in 0..{} (0 = all layers of {})", model.num_layers, model.name),
                      std::to_string(a.layers), "run fewer layers or leave it out");
@@ -252,6 +254,7 @@ void run_convert(const ConvertArgs& a) {
     if (a.num_experts > kMaxTraceExperts)
         config_error("--num-experts", fmt::format("is beyond {}, more experts per layer than any model has", kMaxTraceExperts),
                      std::to_string(a.num_experts), "give the model's routed experts per layer (or 0 to infer)");
+    refuse_output_over_input({{"-o", a.out}}, {{"IN", a.in}});
     ImportSummary summary;
     RoutingTrace t = import_trace(a.in, a.num_experts, &summary);
     if (!a.model.empty()) t.model = a.model;
