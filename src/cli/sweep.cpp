@@ -16,6 +16,7 @@
 #include "harness/runner.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
+#include "report/journal_reader.hpp"
 #include "report/report_reader.hpp"
 #include "sweep/axes.hpp"
 #include "comm/process_group.hpp"
@@ -268,7 +269,10 @@ void run_sweep_command(SweepFlags& f) {
         lock.emplace(journal);   // one sweep per journal, until its report is written
         // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
         // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
-        if (f.resume && std::filesystem::exists(journal)) read_report(report_from_journal(journal), journal);
+        // (An empty journal, of a sweep that finished no point, has nothing to reuse: the sweep starts afresh.)
+        if (f.resume)
+            if (const JournalText j = read_journal(journal); !j.lines.empty())
+                read_report(report_of_journal(j, journal), journal);
     }
     const json context = report_context(0, current_command_line("moebench sweep"));  // the load at the start
     SweepOutcome o = run_sweep(spec, plan, [](const RunConfig& cfg) { return run_point(cfg); });

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/read_file.hpp"
 #include "core/phase.hpp"
+#include "report/journal_reader.hpp"
 #include "report/report_json.hpp"
 
 #include <fmt/format.h>
@@ -643,34 +644,13 @@ ReadReport read_report(json doc, const std::string& name) {
 }
 
 json report_from_journal(const std::string& path) {
-    // Read whole through the one file reader: its checks (a folder, a device, a size bound) hold for journals too.
-    std::istringstream in(read_file_bytes(path));
-    json runs = json::array();
-    std::map<std::string, size_t> at;
-    std::string line;
-    size_t n = 0;
-    while (std::getline(in, line)) {
-        ++n;
-        if (line.empty()) continue;
-        const std::string where = path + ":" + std::to_string(n);
-        std::optional<json> parsed = parse_json_line(line, where, "remove that line");
-        if (!parsed) {
-            if (in.peek() == EOF) break;  // a torn last line: that point did not finish
-            config_error(where, "is not a valid journal line", "", "remove that line");
-        }
-        const json& j = *parsed;
-        if (!j.is_object() || !j.contains("record") || !j["record"].is_object() ||
-            (j.contains("key") && !j["key"].is_string()))
-            config_error(where, "is not a moebench sweep journal line", json_brief(j), "");
-        std::string key = j.value("key", std::to_string(n));
-        if (at.count(key)) {
-            runs[at[key]] = j["record"];
-        } else {
-            at[key] = runs.size();
-            runs.push_back(j["record"]);
-        }
-    }
-    return json{{"schema", kReportSchema}, {"command", "(from sweep journal " + path + ")"}, {keys::kRuns, runs}};
+    // The journal reader every journal reader shares (report/journal_reader.hpp): bad lines, two sweeps in one file
+    // and a point recorded twice are refused there.
+    const JournalText journal = read_journal(path);
+    if (journal.lines.empty())
+        config_error(path, "holds no finished point (an empty sweep journal): there is nothing to render or compare", "",
+                     "let the sweep finish a point first (moebench sweep ... --resume), or pass a report");
+    return report_of_journal(journal, path);
 }
 
 ReadReport load_report(const std::string& path) {

@@ -61,11 +61,11 @@ ReadReport read_report(json doc, const std::string& name);
 /// ("runs[3]"); `model` stands in when the record names none.
 ReadRun read_run(const json& record, const std::string& name, const std::string& path, const std::string& model = "");
 
-/// Reads a report file, or a sweep journal (a name ending in .jsonl: runs[] = its records, the later line for the
-/// same point wins, a torn last line is dropped), then read_report.
+/// Reads a report file, or a sweep journal (a name ending in .jsonl: runs[] = its records, a torn last line is
+/// dropped; report/journal_reader.hpp says what is refused), then read_report.
 ReadReport load_report(const std::string& path);
 
-/// The report a sweep journal holds (not yet checked).
+/// The report a sweep journal holds (not yet checked). A journal without a finished point -> ConfigError.
 json report_from_journal(const std::string& path);
 
 /// The value of a match key for one run, with numbers normalised (0.0 == 0): "model", "hardware", else the axis

@@ -1,84 +1,125 @@
 // SPDX-License-Identifier: Apache-2.0
-// The sweep journal (JSON Lines): durable appends, tolerant reads, fingerprint check.
+// The sweep journal (JSON Lines): durable appends, the fingerprint and input digests, repair of a torn tail in place.
 #include "sweep/journal.hpp"
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
+#include "harness/run_inputs.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
 
 namespace moebench {
 
-std::string sweep_fingerprint(const json& base_run) {
-    std::string s = base_run.dump();
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
+namespace {
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
+
+uint64_t fnv1a(uint64_t h, const char* data, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        h ^= static_cast<unsigned char>(data[i]);
+        h *= kFnvPrime;
     }
+    return h;
+}
+
+// FNV-1a 64 of a file's bytes, read in blocks (a trace may be gigabytes); "" when it cannot be read.
+std::string file_digest(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "";
+    std::vector<char> buf(1 << 20);
+    uint64_t h = kFnvOffset;
+    while (in) {
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        h = fnv1a(h, buf.data(), static_cast<size_t>(in.gcount()));
+    }
+    if (in.bad()) return "";
     return fmt::format("{:016x}", h);
 }
 
+// What each digested run config field is, for messages.
+std::string input_noun(const std::string& field) {
+    if (field == "model") return "model file";
+    if (field == "hardware") return "hardware profile";
+    if (field == "routing") return "routing trace";
+    if (field == "placement") return "placement file";
+    return field;
+}
+
+// Cuts a torn tail off the journal in place: truncate to the lines kept, and end the last one with its '\n'.
+void repair_in_place(const std::string& path, const JournalText& j) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(j.kept_bytes)) == 0;
+    if (ok && j.missing_newline) ok = ::pwrite(fd, "\n", 1, static_cast<off_t>(j.kept_bytes)) == 1;
+    if (ok) ok = ::fsync(fd) == 0;
+    const std::string why = ok ? "" : std::strerror(errno);
+    if (fd >= 0 && ::close(fd) != 0 && ok) ok = false;
+    if (!ok)
+        config_error(path, "cannot cut the torn last line off the journal", why.empty() ? std::strerror(errno) : why,
+                     "check the journal is writable");
+}
+
+}  // namespace
+
+std::string sweep_fingerprint(const json& fixed) {
+    const std::string s = fixed.dump();
+    return fmt::format("{:016x}", fnv1a(kFnvOffset, s.data(), s.size()));
+}
+
+json InputDigests::of(const RunConfig& cfg) {
+    json in = json::object();
+    for (const RunInput& file : run_input_files(cfg)) {
+        std::string digest;
+        if (!file.path.empty()) {
+            auto it = by_path_.find(file.path);
+            digest = it != by_path_.end() ? it->second : (by_path_[file.path] = file_digest(file.path));
+        }
+        in[file.field] = digest.empty() ? "unresolved: " + file.name : digest;
+    }
+    return in;
+}
+
 std::vector<JournalEntry> load_journal(const std::string& path, const std::string& fingerprint, bool* repaired) {
+    return load_journal(path, JournalExpectation{fingerprint, {}}, repaired);
+}
+
+std::vector<JournalEntry> load_journal(const std::string& path, const JournalExpectation& want, bool* repaired) {
     if (repaired) *repaired = false;
     std::vector<JournalEntry> entries;
-    if (!std::filesystem::exists(path)) return entries;
-    const std::string text = read_file_bytes(path);
-
-    std::map<std::string, size_t> index_of_key;
-    std::string kept;  // the valid lines, for a repair
-    bool torn = false;
-    size_t start = 0, line_no = 0;
-    while (start < text.size()) {
-        size_t nl = text.find('\n', start);
-        bool complete = nl != std::string::npos;
-        std::string line = text.substr(start, complete ? nl - start : std::string::npos);
-        start = complete ? nl + 1 : text.size();
-        ++line_no;
-        if (line.empty()) continue;
-        const std::string where = fmt::format("{}:{}", path, line_no);
-        std::optional<json> parsed = parse_json_line(line, where, "remove that line or start a new journal");
-        if (!parsed) {
-            if (!complete) {  // the tail of a write cut short by a kill: the point was not finished
-                torn = true;
-                break;
-            }
-            config_error(where, "is not a valid journal line", json_brief(json(line)), "remove that line or start a new journal");
-        }
-        json& j = *parsed;
-        if (!complete) torn = true;  // valid JSON but no newline: keep it, rewrite with its newline
-        // Types checked here so that a hand-edited or corrupt line is a ConfigError, not a json type_error later.
-        if (!j.is_object() || !j.contains("journal") || j["journal"] != kJournalSchema || !j.contains("point") ||
-            !j["point"].is_object() || !j.contains("record") || !j["record"].is_object() ||
-            (j.contains("key") && !j["key"].is_string()) ||
-            (j.contains("fingerprint") && !j["fingerprint"].is_string()))
-            config_error(where, "is not a moebench sweep journal line",
-                         json_brief(j), "pass the .jsonl journal written by moebench sweep");
-        if (j.value("fingerprint", "") != fingerprint)
-            config_error(path, "was written by a sweep with a different base configuration",
-                         "fingerprint " + j.value("fingerprint", "?") + ", this sweep " + fingerprint,
-                         "use a new --journal (or --out), or rerun with the same config and fixed flags");
-        JournalEntry e;
-        e.point = j.at("point");
-        e.key = j.value("key", "");
-        e.record = j.at("record");
-        auto it = index_of_key.find(e.key);
-        if (it != index_of_key.end()) {
-            entries[it->second] = std::move(e);
-        } else {
-            index_of_key[e.key] = entries.size();
-            entries.push_back(std::move(e));
-        }
-        kept += line + "\n";
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return entries;
+    const JournalText j = read_journal(path);
+    for (const JournalLine& l : j.lines) {
+        const std::string where = fmt::format("{}:{}", path, l.line_no);
+        // The inputs first: when a file changed, say which (the fingerprint then differs too, saying less).
+        auto now = want.inputs_by_key.find(l.key);
+        if (now != want.inputs_by_key.end() && !l.inputs.empty())
+            for (const auto& [field, digest] : now->second.items())
+                if (l.inputs.value(field, json()) != digest)
+                    config_error(where,
+                                 fmt::format("point {} was measured with another {}: its content changed since "
+                                             "(digest {}, now {})",
+                                             printable(l.key), input_noun(field), json_brief(l.inputs.value(field, json())),
+                                             json_brief(digest)),
+                                 "",
+                                 "restore the file, or start a new sweep: another --journal / --out, without --resume "
+                                 "(one report must not mix results of two versions of a file)");
+        if (l.fingerprint != want.fingerprint)
+            config_error(path, "was written by a sweep with other fixed fields or other input files",
+                         "fingerprint " + l.fingerprint + ", this sweep " + want.fingerprint,
+                         "use a new --journal (or --out), or rerun with the same config, fixed flags and files");
+        entries.push_back(JournalEntry{l.key, l.point, l.record, l.inputs});
     }
-    if (torn) {
-        write_file_atomic(path, kept);
+    if (j.torn) {
+        repair_in_place(path, j);
         if (repaired) *repaired = true;
     }
     return entries;
@@ -86,7 +127,8 @@ std::vector<JournalEntry> load_journal(const std::string& path, const std::strin
 
 void append_journal(const std::string& path, const std::string& fingerprint, const JournalEntry& entry) {
     json j = {{"journal", kJournalSchema}, {"fingerprint", fingerprint}, {"key", entry.key},
-              {"point", entry.point},      {"finished_utc", utc_now_iso()}, {"record", entry.record}};
+              {"point", entry.point},      {"inputs", entry.inputs},    {"finished_utc", utc_now_iso()},
+              {"record", entry.record}};
     append_line_durable(path, j.dump());
 }
 

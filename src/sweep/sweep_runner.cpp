@@ -91,10 +91,19 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
     plan.points = expand_axes(spec.axes);
     plan.configs.reserve(plan.points.size());
     for (const auto& p : plan.points) plan.configs.push_back(apply_point(spec.base_run, p));
-    // The fingerprint covers the fixed fields only: the base value of a swept field does not matter.
+    // What each point reads, by content: a resumed point whose model file (trace, profile, placement) was edited
+    // since it ran is refused, so one report never holds two versions of a file.
+    InputDigests digests;
+    plan.inputs.reserve(plan.configs.size());
+    for (const RunConfig& cfg : plan.configs) plan.inputs.push_back(digests.of(cfg));
+    // The fingerprint covers the fixed fields only: the base value of a swept field does not matter. A fixed field
+    // that names a file counts by the file's content, not its path.
     json fixed = spec.base_run;
     for (const auto& a : spec.axes) fixed.erase(a.name);
     fixed.erase("out");
+    const json base_inputs = digests.of(run_config_from_json(spec.base_run, ""));
+    for (const auto& [field, digest] : base_inputs.items())
+        if (fixed.contains(field)) fixed[field] = json{{"content_fnv1a64", digest}};
     plan.fingerprint = sweep_fingerprint(fixed);
     return plan;
 }
@@ -204,7 +213,11 @@ std::vector<JournalEntry> journal_at_root(const SweepSpec& spec, const SweepPlan
         if (journal_has_data && !spec.resume)
             config_error("--journal", "the sweep journal already holds points", spec.journal_path,
                          "pass --resume to continue that sweep, or choose another --journal / --out");
-        if (spec.resume) done = load_journal(spec.journal_path, plan.fingerprint, repaired);
+        if (spec.resume) {
+            JournalExpectation want{plan.fingerprint, {}};
+            for (size_t i = 0; i < plan.points.size(); ++i) want.inputs_by_key[point_key(plan.points[i])] = plan.inputs[i];
+            done = load_journal(spec.journal_path, want, repaired);
+        }
     }
     if (!comm) return done;
     json keys = json::array();
@@ -273,7 +286,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
             rec["sweep_label"] = label;
             st.last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             rec["sweep_point_s"] = st.last_point_s;
-            if (root) append_journal(spec.journal_path, plan.fingerprint, JournalEntry{key, point, rec});
+            if (root) append_journal(spec.journal_path, plan.fingerprint, JournalEntry{key, point, rec, plan.inputs[i]});
             progress.finish(i, label, outcome_text(rec), st.last_point_s);
         }
         std::string status = rec.value(keys::kStatus, "ok");

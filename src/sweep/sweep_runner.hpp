@@ -43,7 +43,8 @@ struct SweepOutcome {
 struct SweepPlan {
     std::vector<json> points;        // expansion order
     std::vector<RunConfig> configs;  // one per point
-    std::string fingerprint;         // of the fixed fields (sweep_fingerprint)
+    std::vector<json> inputs;        // one per point: the files it reads, by content (InputDigests)
+    std::string fingerprint;         // of the fixed fields, files by content (sweep_fingerprint)
 };
 
 /// The "sweep" block of a sweep config ({} when absent), checked: an object whose keys are slo_p95_ms, knee_fraction
