@@ -35,8 +35,9 @@ struct RunFlags {
 };
 
 // `moebench run --config REPORT.json`: a run report is a valid run config. Its resolved run config is re-run
-// as it was (flags still override); the report is not overwritten (its `out` is dropped), and a model that
-// no longer resolves, or resolves to other shapes than the report's, is named.
+// as it was (flags still override), a model that no longer resolves, or resolves to other shapes than the
+// report's, is named. Only what was measured is taken: where the report's run wrote (`out`, `dump_tensors`) is
+// dropped, so a report from someone else cannot steer this run's writes (create folders, replace files).
 json run_config_of_report(const json& doc, const std::string& path) {
     const json* runs = doc.contains(keys::kRuns) && doc[keys::kRuns].is_array() ? &doc[keys::kRuns] : nullptr;
     if (!runs || runs->size() != 1)
@@ -48,7 +49,8 @@ json run_config_of_report(const json& doc, const std::string& path) {
         config_error(path + ": config.run", "is missing: this report does not say what it ran", "",
                      "pass a report written by moebench run");
     json cfg = doc["config"]["run"];
-    cfg["out"] = "";  // never overwrite the report being reproduced
+    // Outputs are the caller's to name (--out, --dump-tensors), never the report's.
+    for (const char* output : {"out", "dump_tensors"}) cfg[output] = "";
     const std::string model = cfg.value("model", std::string());
     ModelConfig resolved;
     try {
@@ -63,7 +65,8 @@ json run_config_of_report(const json& doc, const std::string& path) {
                   << " recorded (config.model); the re-run uses today's\n";
     const std::string rev = doc.contains("tool") && doc["tool"].is_object() ? doc["tool"].value("git_rev", "") : "";
     std::cerr << "moebench: re-running the run config of " << path
-              << (rev.empty() ? "" : " (written by moebench " + rev + ")") << "\n";
+              << (rev.empty() ? "" : " (written by moebench " + rev + ")")
+              << "; its output paths (out, dump_tensors) are not taken: give --out / --dump-tensors\n";
     return cfg;
 }
 
