@@ -2,6 +2,7 @@
 #include "harness/rank_settings.hpp"
 
 #include "comm/communicator.hpp"
+#include "common/content_hash.hpp"
 #include "common/error.hpp"
 #include "config/run_fields.hpp"
 #include "workload/routing_spec.hpp"
@@ -22,23 +23,10 @@ namespace {
 const std::set<std::string> kPerRankFields = {"out", "threads", "rank_timeout", "iters", "max_iters", "min_time_s",
                                               "max_noise"};
 
-// FNV-1a, 64 bits: a difference detector between ranks, not a defence against anyone.
-uint64_t fnv1a(const char* data, size_t n, uint64_t h = 14695981039346656037ull) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-    return h;
-}
-
 // The content of a trace file ("unreadable" when it cannot be opened: the workload then names the error).
 std::string file_digest(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return "unreadable";
-    std::array<char, 1 << 16> buf{};
-    uint64_t h = 14695981039346656037ull;
-    while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        h = fnv1a(buf.data(), static_cast<size_t>(in.gcount()), h);
-    }
-    return fmt::format("{:016x}", h);
+    const std::string digest = file_fnv1a64_hex(path);
+    return digest.empty() ? "unreadable" : digest;
 }
 
 // "batch (--batch)" for a run field's key.
@@ -113,7 +101,7 @@ std::string settings_difference(const json& rank0, const json& theirs, int64_t r
 
 void agree_on_settings(Communicator& comm, const json& settings) {
     const std::string mine = settings.dump();
-    const auto hash = static_cast<int64_t>(fnv1a(mine.data(), mine.size()));
+    const auto hash = static_cast<int64_t>(fnv1a64(mine.data(), mine.size()));
     const std::vector<int64_t> hashes =
         comm.exchange_counts(std::vector<int64_t>(static_cast<size_t>(comm.world_size()), hash));
     int64_t first = -1, num_differing = 0;

@@ -3,6 +3,7 @@
 #include "sweep/journal.hpp"
 
 #include "common/atomic_file.hpp"
+#include "common/content_hash.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
@@ -20,30 +21,6 @@
 namespace moebench {
 
 namespace {
-
-constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
-
-uint64_t fnv1a(uint64_t h, const char* data, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-        h ^= static_cast<unsigned char>(data[i]);
-        h *= kFnvPrime;
-    }
-    return h;
-}
-
-// FNV-1a 64 of a file's bytes, read in blocks (a trace may be gigabytes); "" when it cannot be read.
-std::string file_digest(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return "";
-    std::vector<char> buf(1 << 20);
-    uint64_t h = kFnvOffset;
-    while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        h = fnv1a(h, buf.data(), static_cast<size_t>(in.gcount()));
-    }
-    if (in.bad()) return "";
-    return fmt::format("{:016x}", h);
-}
 
 // What each digested run config field is, for messages.
 std::string input_noun(const std::string& field) {
@@ -70,8 +47,7 @@ void repair_in_place(const std::string& path, const JournalText& j) {
 }  // namespace
 
 std::string sweep_fingerprint(const json& fixed) {
-    const std::string s = fixed.dump();
-    return fmt::format("{:016x}", fnv1a(kFnvOffset, s.data(), s.size()));
+    return fnv1a64_hex(fixed.dump());
 }
 
 json InputDigests::of(const RunConfig& cfg) {
@@ -80,7 +56,7 @@ json InputDigests::of(const RunConfig& cfg) {
         std::string digest;
         if (!file.path.empty()) {
             auto it = by_path_.find(file.path);
-            digest = it != by_path_.end() ? it->second : (by_path_[file.path] = file_digest(file.path));
+            digest = it != by_path_.end() ? it->second : (by_path_[file.path] = file_fnv1a64_hex(file.path));
         }
         in[file.field] = digest.empty() ? "unresolved: " + file.name : digest;
     }
