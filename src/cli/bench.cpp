@@ -247,7 +247,8 @@ json bench_record(const BenchFlags& f, const BenchPoint& p, const std::vector<Ph
         if (e.phase != Phase::router_gemm && e.phase != Phase::expert_up && e.phase != Phase::expert_down &&
             e.phase != Phase::shared_expert)
             continue;
-        const PhaseWork w = phase_work(model, e.phase, p.layer, p.shape, res.tokens_per_expert, 4.0, 4.0, 1);
+        const PhaseWork w =
+            phase_work(model, e.phase, p.layer, p.shape, res.tokens_per_expert, uniform_precision(DType::fp32), 1);
         weight_bytes += w.weight_bytes;
         flops += w.flops;
     }

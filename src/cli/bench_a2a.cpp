@@ -38,7 +38,7 @@ void run_bench_a2a(const A2aFlags& f, const RunFieldFlags& fields) {
         config_error("--baseline-iters", "must be >= 1", std::to_string(f.baseline_iters), "e.g. --baseline-iters 50");
     RunConfig cfg = run_config_from_json(json::object(), "");
     cfg.backend = "cpu";
-    cfg.options.ep_size = comm->world_size();
+    cfg.layout.ep = comm->world_size();
     cfg.layers = 1;
     fields.apply(cfg);
     validate_run(cfg);
@@ -66,7 +66,7 @@ void run_bench_a2a(const A2aFlags& f, const RunFieldFlags& fields) {
         {"model", record["model"]},
         {"mode", record["mode"]},
         {"num_tokens", record["num_tokens"]},
-        {"a2a", cfg.options.a2a},
+        {"a2a", cfg.layout.a2a},
         {"moe_layers", moe_layers},
         {"bytes_per_rank_per_step", bytes},
         {"moebench", {{"source", "measured"},
@@ -90,7 +90,7 @@ void run_bench_a2a(const A2aFlags& f, const RunFieldFlags& fields) {
         {"traffic", traffic}};
     std::cout << fmt::format("{} ranks ({}), {} tokens per step, --a2a {}, {:.0f} bytes per rank per step\n",
                              comm->world_size(), comm->library(), record["num_tokens"].get<int64_t>(),
-                             cfg.options.a2a, bytes)
+                             cfg.layout.a2a, bytes)
               << fmt::format("  {:<28} {:>12} {:>12} {:>12}\n", "per step", "dispatch_us", "combine_us", "algbw GB/s")
               << fmt::format("  {:<28} {:>12.1f} {:>12.1f} {:>12.3f}\n", "moebench dispatch+combine",
                              bw["dispatch"]["exchange_us"].get<double>(), bw["combine"]["exchange_us"].get<double>(),

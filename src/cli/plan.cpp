@@ -12,10 +12,13 @@
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
 #include "model/memory_plan.hpp"
+#include "cli/flag_util.hpp"
+#include "config/layout_request.hpp"
+#include "config/precision_request.hpp"
 
 #include <fmt/format.h>
 
-#include <charconv>
+#include <algorithm>
 #include <functional>
 #include <cmath>
 #include <iostream>
@@ -27,25 +30,18 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// The flags that are not run config fields (those come from config/run_fields.hpp, as in `run`).
 struct PlanArgs {
-    std::string model = "mixtral-8x7b";
-    std::string hardware = "h200-sxm";
-    std::string ep = "1", tp = "1", batch = "1", context = "4096";
-    std::string dtype = "bf16", kv_dtype = "bf16";
     bool include_mtp = false;
-    bool layout_given = false;  // --ep or --tp on the command line
-    bool fit_asked = false;     // --batch or --context on the command line: "does this fit?" was asked
     std::string format = "text";
     std::string out;
 };
 
-// Integer flags are read as strings so that every bad value gets the same one-line error with the flag named.
-int64_t parse_int_flag(const std::string& flag, const std::string& s, int64_t min_value, const std::string& fix) {
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size()) config_error(flag, "must be a whole number", s, fix);
-    if (v < min_value) config_error(flag, "must be at least " + std::to_string(min_value), s, fix);
-    return v;
+// The run config fields plan reads: the model, the hardware, the load, the layout and the number formats.
+bool plan_field(const RunField& f) {
+    static const char* const kKeys[] = {"model", "hardware", "batch", "context", "ep", "tp", "attention_dp",
+                                        "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype"};
+    return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return f.key == k; });
 }
 
 std::string human_count(double v) {
@@ -192,7 +188,7 @@ json decode_floor_json(const Plan& p) {
 
 json plan_to_json(const Plan& p) {
     const auto& m = p.model;
-    const auto& par = p.in.par;
+    const Layout& par = p.in.layout;
     json j;
     j["schema"] = "moebench.plan/1";
     j["tool"] = {{"name", "moebench"}, {"version", MOEBENCH_VERSION}, {"git_rev", MOEBENCH_GIT_REV}};
@@ -201,8 +197,10 @@ json plan_to_json(const Plan& p) {
                   {"num_experts", m.moe.num_experts}, {"top_k", m.moe.top_k},
                   {"attention", to_string(m.attn.kind)}, {"num_mtp_layers", m.num_mtp_layers}};
     j["hardware"] = {{"name", p.hw.name}, {"display_name", p.hw.display_name}, {"source", p.hw.source}};
-    j["inputs"] = {{"dtype", to_string(p.in.dtype)}, {"kv_dtype", to_string(p.in.kv_dtype)}, {"ep", par.ep},
-                   {"tp", par.tp}, {"num_gpus", par.num_gpus()}, {"dp", par.dp()}, {"expert_tp", par.expert_tp()},
+    j["inputs"] = {{"dtype", to_string(p.in.precision.dense_weights)},
+                   {"expert_dtype", to_string(p.in.precision.expert_weights)},
+                   {"kv_dtype", to_string(p.in.precision.kv_cache)}, {"ep", par.moe_ep}, {"tp", par.attn_tp},
+                   {"num_gpus", par.num_gpus()}, {"dp", par.attn_dp}, {"expert_tp", par.moe_tp},
                    {"batch", p.in.batch}, {"context", p.in.context}, {"include_mtp", p.in.include_mtp},
                    {"layout_auto", !p.layout_note.empty()}, {"layout_note", p.layout_note}};
     const ParamCounts& pc = p.params;
@@ -233,7 +231,7 @@ json plan_to_json(const Plan& p) {
 
 std::string plan_to_text(const Plan& p) {
     const auto& m = p.model;
-    const auto& par = p.in.par;
+    const Layout& par = p.in.layout;
     const ParamCounts& pc = p.params;
     std::string s;
     auto line = [&](const std::string& l) { s += l + "\n"; };
@@ -241,9 +239,13 @@ std::string plan_to_text(const Plan& p) {
     if (!p.layout_note.empty()) line("  NOTE: " + p.layout_note);
     if (m.unconfirmed) line(fmt::format("  NOTE: unconfirmed model shape. {}", m.notes));
     // Not "EP x TP": the expert and attention groups overlay the same GPUs (GPUs = max(ep, tp)).
-    line(fmt::format("  weights {}, KV {}, EP {} and TP {} on {} GPU{}, batch {}, context {}{}", to_string(p.in.dtype),
-                     to_string(p.in.kv_dtype), par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "",
-                     p.in.batch, p.in.context, p.in.include_mtp ? ", MTP included" : ""));
+    line(fmt::format("  weights {}{}, KV {}, EP {} and TP {} on {} GPU{}, batch {}, context {}{}",
+                     to_string(p.in.precision.dense_weights),
+                     p.in.precision.expert_weights != p.in.precision.dense_weights
+                         ? fmt::format(" (experts {})", to_string(p.in.precision.expert_weights))
+                         : std::string(),
+                     to_string(p.in.precision.kv_cache), par.moe_ep, par.attn_tp, par.num_gpus(),
+                     par.num_gpus() > 1 ? "s" : "", p.in.batch, p.in.context, p.in.include_mtp ? ", MTP included" : ""));
     line("");
     line(fmt::format("{:<26} {:>12} {:>14}   {:>12}", "Parameters (counted)", "total", "active/token", "FLOPs/token"));
     for (int c = 0; c < kNumComponents; ++c) {
@@ -271,7 +273,7 @@ std::string plan_to_text(const Plan& p) {
     auto row = [&](const std::string& label, double bytes, const std::string& note) {
         line(fmt::format("  {:<30} {:>12}{}", label, human_bytes(bytes), note.empty() ? "" : "   " + note));
     };
-    row(fmt::format("weights ({})", to_string(p.in.dtype)), mem.weights_bytes, "");
+    row(fmt::format("weights ({})", to_string(p.in.precision.dense_weights)), mem.weights_bytes, "");
     row(fmt::format("KV cache ({} seq x {} tok)", mem.sequences_per_gpu, p.in.context), mem.kv_cache_bytes,
         fmt::format("{}/token on this GPU, {}/token whole model", human_bytes(mem.kv_bytes_per_token_per_gpu),
                     human_bytes(mem.kv_bytes_per_token)));
@@ -298,7 +300,7 @@ std::string plan_to_text(const Plan& p) {
                      human_flops(f.flops_per_gpu)));
     line(fmt::format("  memory time {} at {:.0f} GB/s; compute time {} at {:.0f} TFLOP/s ({})",
                      human_time_us(f.memory_time_us), f.mem_bw_bytes_per_s / 1e9, human_time_us(f.compute_time_us),
-                     f.peak_flops / 1e12, to_string(p.in.dtype)));
+                     f.peak_flops / 1e12, to_string(p.in.precision.dense_weights)));
     line(fmt::format("  floor {} per step, {}-bound: at most {:.0f} tokens/s per sequence, {:.0f} tokens/s total",
                      human_time_us(f.time_us), f.bound, 1e6 / f.time_us, double(f.batch) * 1e6 / f.time_us));
     line("  (a lower bound: no communication, activation traffic or kernel overheads; see docs/plan-schema.md)");
@@ -334,57 +336,73 @@ void require_asked_fit(const Plan& p) {
     if (max_batch > 0) fix += fmt::format("at context {} at most --batch {} fits; ", p.in.context, max_batch);
     if (max_context > 0) fix += fmt::format("at batch {} at most --context {} fits; ", p.in.batch, max_context);
     fix += "or add GPUs (--ep/--tp)";
-    if (p.in.kv_dtype != DType::fp8) fix += ", or use --kv-dtype fp8";
+    if (p.in.precision.kv_cache != DType::fp8) fix += ", or use --kv-dtype fp8";
     config_error("--batch/--context",
                  fmt::format("does not fit: the KV cache needs {} per GPU, {} is left after the weights and activations "
                              "on {} ({} GPU{})",
                              human_bytes(p.mem.kv_cache_bytes), human_bytes(std::max(0.0, p.mem.free_bytes + p.mem.kv_cache_bytes)),
-                             p.hw.name, p.in.par.num_gpus(), p.in.par.num_gpus() > 1 ? "s" : ""),
+                             p.hw.name, p.in.layout.num_gpus(), p.in.layout.num_gpus() > 1 ? "s" : ""),
                  fmt::format("--batch {} --context {}", p.in.batch, p.in.context), fix);
 }
 
-void run_plan(const PlanArgs& a) {
+void run_plan(const PlanArgs& a, const RunFieldFlags& fields) {
     Plan p;
     if (a.format != "text" && a.format != "json")
         config_error("--format", "unknown output format", a.format, "use text or json");
-    p.in.dtype = parse_dtype(a.dtype, "--dtype");
-    p.in.kv_dtype = parse_dtype(a.kv_dtype, "--kv-dtype");
-    if (p.in.kv_dtype == DType::int4)
-        config_error("--kv-dtype", "int4 KV cache is not modeled", a.kv_dtype, "use bf16, fp8 or fp32");
-    p.in.par.ep = parse_int_flag("--ep", a.ep, 1, "use --ep 1 for no expert parallelism");
-    p.in.par.tp = parse_int_flag("--tp", a.tp, 1, "use --tp 1 for no tensor parallelism");
-    p.in.batch = parse_int_flag("--batch", a.batch, 1, "use the number of concurrent sequences, e.g. --batch 1");
-    p.in.context = parse_int_flag("--context", a.context, 1, "use the KV length in tokens, e.g. --context 4096");
+    // Plan's own defaults, then the flags given (parsed and checked as `run` parses them).
+    RunConfig cfg;
+    cfg.model = "mixtral-8x7b";
+    cfg.hardware = "h200-sxm";
+    cfg.shape.batch = 1;
+    cfg.shape.context = 4096;
+    fields.apply(cfg);
+    check_precision_request(cfg.precision);
+    p.in.precision = resolve_precision(cfg.precision, uniform_precision(DType::bf16));
+    p.in.layout = resolve_layout(cfg.layout);
+    p.in.batch = cfg.shape.batch;
+    p.in.context = cfg.shape.context;
+    if (p.in.batch < 1)
+        config_error("--batch", "must be at least 1", std::to_string(p.in.batch),
+                     "use the number of concurrent sequences, e.g. --batch 1");
+    if (p.in.context < 1)
+        config_error("--context", "must be at least 1", std::to_string(p.in.context),
+                     "use the KV length in tokens, e.g. --context 4096");
     p.in.include_mtp = a.include_mtp;
+    const bool layout_given = fields.given("ep") || fields.given("tp") || fields.given("attention_dp") ||
+                              fields.given("moe_tp") || fields.given("moe_ep");
+    const bool fit_asked = fields.given("batch") || fields.given("context");
     // Bounds that keep every count in range (ceil(batch / dp) and int64 byte counts overflowed near 2^63):
     // 2^30 sequences and 2^40 tokens of context are far beyond any deployment.
     if (p.in.batch > (int64_t{1} << 30))
-        config_error("--batch", "is beyond 2^30 concurrent sequences", a.batch, "use a realistic batch, e.g. --batch 256");
+        config_error("--batch", "is beyond 2^30 concurrent sequences", std::to_string(p.in.batch),
+                     "use a realistic batch, e.g. --batch 256");
     if (p.in.context > (int64_t{1} << 40))
-        config_error("--context", "is beyond 2^40 tokens", a.context, "use a realistic context, e.g. --context 131072");
+        config_error("--context", "is beyond 2^40 tokens", std::to_string(p.in.context),
+                     "use a realistic context, e.g. --context 131072");
 
     // Resolve here so a missing file or unknown short name names the flag the user typed.
-    p.model = load_model(resolve_config("models", a.model, "--model"));
-    p.hw = load_hardware(a.hardware);
+    p.model = load_model(resolve_config("models", cfg.model, "--model"));
+    p.hw = load_hardware(cfg.hardware);
     refuse_output_over_input({{"--out", a.out}}, {{"--model", p.model.source},
-                                                 {"--hardware", resolve_config("hardware", a.hardware, "--hardware")}});
-    validate_layout(p.model, p.in.par);
+                                                 {"--hardware", resolve_config("hardware", cfg.hardware, "--hardware")}});
+    check_layout_for_model(p.model, p.in.layout);
 
     AccountingOptions opt;
     opt.include_mtp = p.in.include_mtp;
     p.params = count_params(p.model, opt);
-    if (p.params.total <= 0) config_error("--model", "has no parameters", a.model, "check the model config");
+    if (p.params.total <= 0) config_error("--model", "has no parameters", cfg.model, "check the model config");
     p.flops = flops_per_token(p.model, p.in.context, opt);
     p.mem = plan_memory(p.model, p.hw, p.in);
-    if (!p.mem.weights_fit && !a.layout_given) {
+    if (!p.mem.weights_fit && !layout_given) {
         // No layout asked for: use the smallest one that fits (so the accounting is always shown), and say so.
         MinLayout ml = min_layout_for_weights(p.model, p.hw, p.in);
         if (ml.found) {
             p.layout_note = fmt::format(
                 "layout chosen automatically: {} {} weights do not fit on one {}; the fewest GPUs that fit is {} "
                 "(--ep {} --tp {})",
-                p.model.name, to_string(p.in.dtype), p.hw.name, ml.par.num_gpus(), ml.par.ep, ml.par.tp);
-            p.in.par = ml.par;
+                p.model.name, to_string(p.in.precision.dense_weights), p.hw.name, ml.layout.num_gpus(),
+                ml.layout.moe_ep, ml.layout.attn_tp);
+            p.in.layout = ml.layout;
             p.mem = plan_memory(p.model, p.hw, p.in);
         }
     }
@@ -393,7 +411,7 @@ void run_plan(const PlanArgs& a) {
     if (!(p.mem.kv_cache_bytes < 4e18))
         config_error("--batch/--context", "make a KV cache beyond 2^61 bytes per GPU, too large to count",
                      fmt::format("--batch {} --context {}", p.in.batch, p.in.context), "use a smaller batch or context");
-    if (a.fit_asked) require_asked_fit(p);
+    if (fit_asked) require_asked_fit(p);
     p.floor = decode_floor(p.model, p.hw, p.in);
     p.explanation = explain(p);
 
@@ -412,31 +430,26 @@ void add_plan_command(CLI::App& app) {
     auto args = std::make_shared<PlanArgs>();
     auto* cmd = app.add_subcommand(
         "plan", "Parameters, FLOPs, memory per GPU and the decode-step floor of a model on a hardware profile (no GPU needed)");
-    cmd->add_option("--model", args->model,
-                    "Model: short name in configs/models, a moebench model JSON or a Hugging Face config.json "
-                    "(default mixtral-8x7b)");
-    cmd->add_option("--hardware", args->hardware,
-                    "Hardware profile: short name in configs/hardware or a JSON path (default h200-sxm)");
-    auto* ep_opt = cmd->add_option("--ep", args->ep, "Expert-parallel ranks; must divide the routed experts. GPUs = max(ep, tp). Default 1, or the fewest GPUs that fit "
-                    "when neither --ep nor --tp is given and one GPU is too small");
-    auto* tp_opt = cmd->add_option("--tp", args->tp, "Tensor-parallel ranks for attention/dense/shared/embedding (default 1)");
-    cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16|fp8|int4|fp32 (default bf16; int4 = W4A16, 128-group bf16 scales)");
-    cmd->add_option("--kv-dtype", args->kv_dtype, "KV-cache dtype: bf16|fp8|fp32 (default bf16)");
-    auto* batch_opt = cmd->add_option("--batch", args->batch,
-                                      "Concurrent sequences (default 1). Given with or without --context, it asks "
-                                      "whether they fit: exit 2 when they do not")->type_name("INT");
-    auto* context_opt =
-        cmd->add_option("--context", args->context, "Tokens per sequence in the KV cache (default 4096)")->type_name("INT");
+    auto fields = std::make_shared<RunFieldFlags>(cmd, plan_field);
+    fields->option("model")->description(
+        "Model: short name in configs/models, a moebench model JSON or a Hugging Face config.json (default "
+        "mixtral-8x7b)");
+    fields->option("hardware")->description(
+        "Hardware profile: short name in configs/hardware or a JSON path (default h200-sxm)");
+    fields->option("batch")->description(
+        "Concurrent sequences (default 1). Given with or without --context, it asks whether they fit: exit 2 when "
+        "they do not");
+    fields->option("context")->description("Tokens per sequence in the KV cache (default 4096)");
+    fields->option("ep")->description(
+        "Expert-parallel GPUs; must divide the routed experts. GPUs = max(ep, tp). Default 1, or the fewest GPUs that "
+        "fit when no layout flag is given and one GPU is too small");
+    fields->option("dtype")->description(
+        "Weights: bf16 | fp8 | int4 | fp32 (default bf16; int4 = W4A16, 128-group bf16 scales; auto = bf16)");
+    fields->option("kv_dtype")->description("KV cache: bf16 | fp8 | fp32 (default bf16)");
     cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
     cmd->add_option("--format", args->format, "Output: text|json (default text; json schema moebench.plan/1)");
     cmd->add_option("--out", args->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
-    ep_opt->type_name("INT");
-    tp_opt->type_name("INT");
-    cmd->callback([args, ep_opt, tp_opt, batch_opt, context_opt] {
-        args->layout_given = ep_opt->count() > 0 || tp_opt->count() > 0;
-        args->fit_asked = batch_opt->count() > 0 || context_opt->count() > 0;
-        run_plan(*args);
-    });
+    cmd->callback([args, fields] { run_plan(*args, *fields); });
 }
 
 }  // namespace moebench::cli

@@ -88,7 +88,6 @@ void validate(const RunConfig& c) {
     at_least("max_iters", c.max_iters, 1, "use a cap of at least 1 iteration");
     at_least("soft_topn", c.options.soft_topn, 0, "use 0 for the family's top-k, or N >= 1");
     at_least("threads", c.options.num_threads, 0, "use 0 for all cores, or N >= 1");
-    at_least("ep", c.options.ep_size, 1, "use an expert-parallel size of at least 1");
     // Upper bounds far beyond any real step, so that sizes and products stay in range (INT64_MAX context crashed
     // the cpu backend, a huge batch threw from std::vector) and a typo is refused before anything is allocated.
     auto at_most = [](const std::string& key, int64_t v, int64_t hi, const std::string& what, const std::string& fix) {
@@ -104,14 +103,8 @@ void validate(const RunConfig& c) {
                                  {"max_iters", c.max_iters}})
         at_most(key, v, 1'000'000, "10^6 iterations", "use fewer iterations (or min_time_s / max_noise)");
     at_most("threads", c.options.num_threads, kMaxThreads, "4096 threads", "use 0 for all cores");
-    at_most("ep", c.options.ep_size, kMaxEpSize, "65536 ranks", "use the number of expert-parallel GPUs");
-    if (c.options.a2a != "dedup" && c.options.a2a != "per-expert")
-        config_error(label("", "a2a"), "is not a dispatch mode", c.options.a2a,
-                     "use dedup (a token once per destination rank) or per-expert (a row per assignment)");
-    if (c.options.dispatch_dtype != "auto" && c.options.dispatch_dtype != "fp32" && c.options.dispatch_dtype != "bf16" &&
-        c.options.dispatch_dtype != "fp8")
-        config_error(label("", "dispatch_dtype"), "is not a dispatch dtype", c.options.dispatch_dtype,
-                     "use auto (the activation dtype), fp32, bf16 or fp8");
+    resolve_layout(c.layout);             // the layout's sizes and their rules (config/layout_request.hpp)
+    check_precision_request(c.precision);  // each format's name and class (config/precision_request.hpp)
     // Finite too: an infinite value would be written to the report as null, which no run can reproduce.
     if (!(c.min_time_s >= 0 && std::isfinite(c.min_time_s)))
         config_error(label("", "min_time_s"), "must be a finite number >= 0", fmt::format("{}", c.min_time_s),

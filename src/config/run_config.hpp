@@ -3,6 +3,8 @@
 // command-line flags override its fields.
 #pragma once
 #include "common/json_util.hpp"
+#include "config/layout_request.hpp"
+#include "config/precision_request.hpp"
 #include "core/step.hpp"
 
 #include <cstdint>
@@ -14,7 +16,6 @@ namespace moebench {
 // refused before anything is allocated; also what a report read back may hold (src/report/report_reader.cpp).
 inline constexpr int64_t kMaxStepTokens = int64_t{1} << 26;  // batch, seq_len, batch x seq_len (prefill)
 inline constexpr int64_t kMaxContext = int64_t{1} << 32;     // tokens in the KV cache
-inline constexpr int64_t kMaxEpSize = 65536;                 // expert-parallel ranks
 inline constexpr int64_t kMaxThreads = 4096;
 
 struct RunConfig {
@@ -24,7 +25,10 @@ struct RunConfig {
     StepShape shape;                      // mode, batch, seq_len, context
     int64_t layers = 0;                   // run the first N layers (0 = all)
     std::string routing = "router";       // workload spec, see docs/workloads.md
-    RunOptions options;                   // seed, capacity factor, soft top-N, threads, ep ...
+    RunOptions options;                   // seed, capacity factor, soft top-N, threads, ... (layout and precision:
+                                          // resolved from the two requests below)
+    LayoutRequest layout;                 // ep, tp, attention_dp, moe_tp, moe_ep, a2a, placement
+    PrecisionRequest precision;           // dtype, expert_dtype, kv_dtype, dispatch_dtype
     int64_t warmup = 2;
     int64_t iters = 10;
     double min_time_s = 0;                // keep iterating until this much measured time (bounded by max_iters)

@@ -3,6 +3,8 @@
 // fp8 e4m3 (OCP "FN": no infinities, largest finite 448) with one fp32 scale per 128 channels of a token row, as
 // the fp8 dispatch of EP libraries sends it. Host code emulates the device formats bit for bit.
 #pragma once
+#include "core/precision.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,12 +28,14 @@ inline int64_t dispatch_row_bytes(DispatchDtype d, int64_t hidden) {
     return 4 * hidden;
 }
 
-/// The format a --dispatch-dtype value names; nullopt for "auto" (the backend's activation dtype) or anything else.
-inline std::optional<DispatchDtype> dispatch_dtype_named(const std::string& name) {
-    if (name == "fp32") return DispatchDtype::fp32;
-    if (name == "bf16") return DispatchDtype::bf16;
-    if (name == "fp8") return DispatchDtype::fp8;
-    return std::nullopt;
+/// The wire format of rows dispatched in `d`; nullopt for a format that is not sent on the wire (int4).
+inline std::optional<DispatchDtype> dispatch_wire(DType d) {
+    switch (d) {
+    case DType::fp32: return DispatchDtype::fp32;
+    case DType::bf16: return DispatchDtype::bf16;
+    case DType::fp8: return DispatchDtype::fp8;
+    default: return std::nullopt;
+    }
 }
 
 inline const char* to_string(DispatchDtype d) {

@@ -2,7 +2,9 @@
 // Shapes and options of one forward step, its plan entries and times, and the routing handed between workload,
 // backend and metrics.
 #pragma once
+#include "core/layout.hpp"
 #include "core/phase.hpp"
+#include "core/precision.hpp"
 
 #include <cstdint>
 #include <string>
@@ -29,17 +31,15 @@ struct RunOptions {
     double capacity_factor = 0.0;        // 0 = dropless; else capacity = ceil(cf * T * k / E) per expert
     int64_t soft_topn = 0;               // 0 = the family's top-k; N = weighted mix of the N most probable experts
     int64_t num_threads = 0;             // cpu: 0 = all cores
-    int64_t ep_size = 1;                 // expert-parallel ranks
+    /// The parallel layout and the number formats of the run, resolved (config/layout_request.hpp,
+    /// config/precision_request.hpp; the harness fills them before prepare()).
+    Layout layout;
+    Precision precision;
     std::string expert_gemm = "auto";    // cuda: auto | gemv | tiled | grouped | loop; cpu: auto | panel | blas
     std::string attention_kernel = "auto";  // cuda: auto | split | flash | latent
     bool cuda_graph = false;
     bool cold_l2 = false;
     bool expert_times = false;           // cuda: per-expert GEMM times (events inside the step; loop variant)
-    /// Expert parallelism over processes: "dedup" sends a token once to each rank that owns any of its experts
-    /// (high-throughput EP kernels); "per-expert" sends one row per (token, expert) assignment (low-latency kernels).
-    std::string a2a = "dedup";
-    std::string dispatch_dtype = "auto"; // auto (the activation dtype) | fp32 | bf16 | fp8 (e4m3, a scale per 128)
-    std::string placement;               // expert placement file (moebench place); "" = contiguous blocks
 };
 
 /// Routing of one layer: row-major [num_tokens, k] expert ids and combine weights.

@@ -45,8 +45,12 @@ struct BackendTraits {
     bool measures = true;                            // false: its phase times are modeled (sim)
     bool computes_tensors = true;                    // runs router and experts on real tensors (--check, --dump-tensors,
                                                      // router logits); false: it routes without a router (sim)
-    double elem_bytes = 4;                           // bytes per weight and activation element, for counted work
-    std::string precision;                           // for the roofline block, e.g. "fp32 weights and activations (cpu)"
+    /// The number formats it computes: "auto" means native_precision; each class accepts the formats listed
+    /// (the harness refuses others by name, config/precision_request.hpp resolves the request).
+    Precision native_precision = uniform_precision(DType::fp32);
+    std::vector<DType> weight_dtypes = {DType::fp32};    // dense and expert weights
+    std::vector<DType> kv_dtypes = {DType::fp32};
+    std::vector<DType> dispatch_dtypes = {DType::fp32};  // rows on the expert-parallel wire
     MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work); after
                                                      // prepare(), the form of the prepared step (cuda: by
                                                      // mode and --attention-kernel)
@@ -54,6 +58,7 @@ struct BackendTraits {
     std::vector<std::string> attention_kernel = {"auto"};  // accepted --attention-kernel values
     std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
     bool expert_parallel = false;                    // accepts --ep > 1 within one process (models the ranks)
+    bool tensor_parallel = false;                    // accepts --tp / --moe-tp > 1 (splits layers over GPUs)
     bool multi_process_ep = false;                   // runs --ep N as N processes (mpirun), one rank each
     bool measures_ceilings = false;                  // --measure-ceilings measures something
     std::string default_hardware;                    // profile its ceilings come from without --hardware ("" = none)

@@ -72,7 +72,7 @@ void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelC
     };
     if (comm) {
         file.metadata["expert_parallel"] = fmt::format("{} processes, --a2a {}, dispatch {}", comm->world_size(),
-                                                       cfg.options.a2a, cfg.options.dispatch_dtype);
+                                                       cfg.layout.a2a, cfg.precision.dispatch_dtype);
         file.metadata["weights"] = "not written: each rank holds only its experts";
     }
     write_safetensors((std::filesystem::path(dir) / "moe_layer.safetensors").string(), file);

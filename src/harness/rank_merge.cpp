@@ -223,8 +223,8 @@ json ranks_block(const MergedRanks& m, const std::vector<PhaseEntry>& plan, cons
             {"num_ranks", N},
             {"communicator", comm.name()},
             {"library", comm.library()},
-            {"a2a", opt.a2a},
-            {"dispatch_dtype", opt.dispatch_dtype},
+            {"a2a", to_string(opt.layout.a2a)},
+            {"dispatch_dtype", to_string(opt.precision.dispatch)},
             {"placement", placement_source},
             {"basis",
              "each rank runs its own sequences (data-parallel attention) and the experts the placement gives it; "

@@ -38,8 +38,8 @@ std::vector<RunInput> run_input_files(const RunConfig& cfg) {
     } catch (const ConfigError&) {
         // a bad spec is refused when the run validates it; it names no file
     }
-    if (!cfg.options.placement.empty())
-        in.push_back({"placement", "--placement", cfg.options.placement, resolved("", cfg.options.placement)});
+    if (!cfg.layout.placement.empty())
+        in.push_back({"placement", "--placement", cfg.layout.placement, resolved("", cfg.layout.placement)});
     return in;
 }
 

@@ -9,6 +9,7 @@
 #include "comm/process_group.hpp"
 #include "common/error.hpp"
 #include "config/hardware.hpp"
+#include "config/layout_request.hpp"
 #include "config/run_fields.hpp"
 #include "engine/backend.hpp"
 #include "engine/engine.hpp"
@@ -46,6 +47,7 @@ struct Prepared {
     std::unique_ptr<Workload> workload;
     std::unique_ptr<Backend> backend;
     BackendTraits traits;
+    RunOptions options;        // cfg.options with the layout and the number formats resolved for this backend
     std::string backend_note;  // how "auto" or a default profile was resolved ("" when nothing to say)
     RooflineCeilings ceilings;
     std::vector<PhaseEntry> plan;
@@ -62,12 +64,13 @@ Prepared prepare_point(const RunConfig& cfg) {
     Prepared p;
     p.model = load_model(cfg.model);
     p.layers = layers_to_run(p.model, cfg);
+    check_layout_for_model(p.model, resolve_layout(cfg.layout));
     p.comm = process_group();
     if (p.comm && p.comm->world_size() > 1) {
         // Expert parallelism over processes: this rank's deadline for every collective, then, before any work, the
         // ranks agree on what they run (a difference is exit 2 on every rank, naming the rank and the field).
         p.comm->rank_deadline().set_fixed_s(parse_rank_timeout(cfg.rank_timeout, run_field_label("", "rank_timeout")));
-        p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, p.comm->world_size());
+        p.placement = load_placement(cfg.layout.placement, p.model.moe.num_experts, p.comm->world_size());
         const ScopedCommContext agreeing("the start-of-run check that every rank has the same settings");
         agree_on_settings(*p.comm, rank_settings(cfg, p.model, p.placement));
     } else {
@@ -87,25 +90,26 @@ Prepared prepare_point(const RunConfig& cfg) {
     p.traits = p.backend->traits();
     check_backend_accepts(p.traits, cfg);  // "auto" is checked here, once it has picked
     check_backend_runs_model(p.traits, p.model, p.layers);
+    p.options = resolved_options(cfg, p.traits);  // the layout and the number formats this backend runs
 
     // Ceilings for the roofline block: measured here before the weights take the memory, else a hardware profile
     // (the one given, or the one the backend models).
     if (cfg.measure_ceilings) {
-        p.ceilings = p.backend->measure_ceilings(cfg.options);
+        p.ceilings = p.backend->measure_ceilings(p.options);
     } else if (!cfg.hardware.empty() || !p.traits.default_hardware.empty()) {
         p.ceilings = profile_ceilings(cfg.hardware.empty() ? p.traits.default_hardware : cfg.hardware,
-                                      p.traits.elem_bytes);
+                                      p.options.precision);
     }
     Topology topo;
     if (p.comm) {
         topo = Topology{p.comm->rank(), p.comm->world_size(), p.comm, &p.placement};
-    } else if (cfg.options.ep_size > 1 && p.model.is_moe_model()) {  // the ranks a backend models in one process
-        p.placement = load_placement(cfg.options.placement, p.model.moe.num_experts, cfg.options.ep_size);
+    } else if (p.options.layout.moe_ep > 1 && p.model.is_moe_model()) {  // the ranks a backend models in one process
+        p.placement = load_placement(cfg.layout.placement, p.model.moe.num_experts, p.options.layout.moe_ep);
         topo.placement = &p.placement;
     }
-    p.backend->prepare(p.model, p.layers, cfg.shape, cfg.options, topo);
+    p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
     p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
-    p.plan = step_plan(p.model, p.layers, cfg.options.ep_size, cfg.include_lm_head);
+    p.plan = step_plan(p.model, p.layers, p.options.layout.moe_ep, cfg.include_lm_head);
     if (p.comm) {
         // Every rank ready before the first step: a rank slower to prepare (weights, ceilings) is waited for here,
         // under a deadline that allows for this rank's own preparation time (auto), not inside the first all-to-all.
@@ -195,7 +199,7 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     const int64_t tokens = T * static_cast<int64_t>(m.steps.size());
     m.conditions = {{"host", host_conditions(host_before, host_after, tokens)}};
     if (!device_before.is_null()) m.conditions["device"] = backend.device_conditions(device_before, device_after, tokens);
-    if (cfg.measure_ceilings) backend.remeasure_ceilings(p.ceilings, cfg.options);
+    if (cfg.measure_ceilings) backend.remeasure_ceilings(p.ceilings, p.options);
     m.stop_reason = stop.reason();
     m.noise = stop.noise();
     return m;
@@ -208,7 +212,7 @@ json check_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     if (m.last_routing && slot < static_cast<int64_t>(m.last_routing->per_layer.size()) &&
         m.last_routing->per_layer[static_cast<size_t>(slot)].k > 0)
         imposed = &m.last_routing->per_layer[static_cast<size_t>(slot)];
-    CheckResult cr = check_moe_block(p.model, cfg.options, p.backend->moe_check_tensors(slot), imposed, p.traits.check);
+    CheckResult cr = check_moe_block(p.model, p.options, p.backend->moe_check_tensors(slot), imposed, p.traits.check);
     cr.layer = m.moe.front().layer;
     json block = to_json(cr);
     block[keys::kStep] = "last measured step";
@@ -261,7 +265,18 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
     record["num_tokens"] = cfg.shape.num_tokens();
     record["backend"] = p.traits.name;
     if (!p.backend_note.empty()) record["backend_note"] = p.backend_note;
-    const std::string fit = p.backend->fit_warning(p.model, p.layers, cfg.options);
+    const Layout& l = p.options.layout;
+    record["layout"] = {{"num_gpus", l.num_gpus()}, {"attn_tp", l.attn_tp}, {"attn_dp", l.attn_dp},
+                        {"moe_tp", l.moe_tp},       {"moe_ep", l.moe_ep},   {"a2a", to_string(l.a2a)},
+                        {"describe", l.describe()}};
+    const Precision& pr = p.options.precision;
+    record["precision"] = {{"dense_weights", to_string(pr.dense_weights)},
+                           {"expert_weights", to_string(pr.expert_weights)},
+                           {"kv_cache", to_string(pr.kv_cache)},
+                           {"activations", to_string(pr.activations)},
+                           {"dispatch", to_string(pr.dispatch)},
+                           {"combine", to_string(pr.combine)}};
+    const std::string fit = p.backend->fit_warning(p.model, p.layers, p.options);
     if (!fit.empty()) {
         record["sim_fit_warning"] = fit;
         std::cerr << "warning: " << p.traits.name << ": " << fit << "\n";
@@ -304,14 +319,14 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     record["routing"] = routing_record(cfg, p, backend_info, std::move(routing_layers));
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {
-        WorkBasis basis{p.traits.elem_bytes, p.traits.mla_form, p.traits.precision};
-        if (cfg.options.ep_size > 1) {  // the all-to-alls as the run moves them
+        WorkBasis basis{p.options.precision, p.traits.mla_form, p.traits.name};
+        const int64_t ep = p.options.layout.moe_ep;
+        if (ep > 1) {  // the all-to-alls as the run moves them
             basis.placement = &p.placement;
-            basis.a2a_dedup = cfg.options.a2a == "dedup";
-            basis.dispatch_row_bytes =
-                dispatch_row_bytes(cfg.options.dispatch_dtype, p.model.hidden_size, p.traits.elem_bytes);
+            basis.a2a_dedup = p.options.layout.a2a == A2aMode::dedup;
+            basis.dispatch_row_bytes = dispatch_row_bytes(p.options.precision.dispatch, p.model.hidden_size);
         }
-        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, cfg.options.ep_size, basis, source, p.plan,
+        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, ep, basis, source, p.plan,
                                                  m.steps, m.moe, latency.phase_stats, p.ceilings);
     } catch (const Error& e) {
         record[keys::kRoofline] = {{"source", "counted"}, {"unavailable", e.what()}};
@@ -360,7 +375,7 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
     json record = record_point(cfg, p, m);
     std::vector<std::string> hosts;
     for (const RankMeasurement& r : merged.ranks) hosts.push_back(r.host);
-    record["ranks"] = ranks_block(merged, p.plan, comm, cfg.options, p.placement.source);
+    record["ranks"] = ranks_block(merged, p.plan, comm, p.options, p.placement.source);
     const json info = p.backend->describe();  // "auto" dispatch dtype as the backend resolved it
     if (info.contains("expert_parallel")) record["ranks"]["dispatch_dtype"] = info["expert_parallel"]["dispatch_dtype"];
     record["traffic"] = traffic_block(merged, hosts);
@@ -370,7 +385,8 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
 
 }  // namespace
 
-json run_point(const RunConfig& cfg) {
+json run_point(const RunConfig& given) {
+    RunConfig cfg = given;
     validate_run(cfg);
     Prepared p = prepare_point(cfg);
     Measured m = measure_point(cfg, p);

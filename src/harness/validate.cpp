@@ -57,7 +57,16 @@ void check_choice(const BackendTraits& t, const ChoiceOption& c, const std::stri
 
 // --ep N: modeled in one process (sim), or N processes started by a launcher (cpu; one rank each).
 void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
-    const int64_t ep = cfg.options.ep_size;
+    const Layout layout = resolve_layout(cfg.layout);
+    const int64_t ep = layout.moe_ep;
+    if ((layout.attn_tp > 1 || layout.moe_tp > 1) && !t.tensor_parallel) {
+        const bool attn = layout.attn_tp > 1;
+        config_error(run_field_label("", attn ? "tp" : "moe_tp"),
+                     "splits layers over GPUs (tensor parallelism); the " + t.name + " backend runs none",
+                     std::to_string(attn ? layout.attn_tp : layout.moe_tp) + " with backend " + t.name,
+                     "drop it (moebench plan models tensor-parallel memory: moebench plan --tp N); " + t.name +
+                         " runs expert parallelism with data-parallel attention (--ep N)");
+    }
     const Communicator* comm = process_group();
     const int64_t world = comm ? comm->world_size() : 1;
     const std::string field = run_field_label("", "ep");
@@ -99,15 +108,46 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
                      "use --ep 1 on " + t.name + ", --backend " + modeled + " to model expert parallelism, or " +
                          "mpirun -np " + std::to_string(ep) + " with --backend " + multi);
     }
-    if (!cfg.options.placement.empty() && ep == 1)
+    if (!cfg.layout.placement.empty() && ep == 1)
         config_error(run_field_label("", "placement"), "places experts on expert-parallel ranks; this run has one",
-                     cfg.options.placement, "add --ep N (under mpirun -np N, or with --backend " + modeled + "), or drop --placement");
+                     cfg.layout.placement, "add --ep N (under mpirun -np N, or with --backend " + modeled + "), or drop --placement");
+}
+
+// The number formats asked for against what the backend computes (its traits list the formats of each class).
+void check_precision(const BackendTraits& t, const PrecisionRequest& req) {
+    const Precision p = resolve_precision(req, t.native_precision);
+    const struct {
+        const char* key;
+        DType dtype;
+        const std::vector<DType>& accepted;
+        std::vector<DType> BackendTraits::*list;
+    } classes[] = {{"dtype", p.dense_weights, t.weight_dtypes, &BackendTraits::weight_dtypes},
+                   {"expert_dtype", p.expert_weights, t.weight_dtypes, &BackendTraits::weight_dtypes},
+                   {"kv_dtype", p.kv_cache, t.kv_dtypes, &BackendTraits::kv_dtypes},
+                   {"dispatch_dtype", p.dispatch, t.dispatch_dtypes, &BackendTraits::dispatch_dtypes}};
+    for (const auto& c : classes) {
+        if (std::find(c.accepted.begin(), c.accepted.end(), c.dtype) != c.accepted.end()) continue;
+        std::vector<std::string> names;
+        for (DType d : c.accepted) names.emplace_back(to_string(d));
+        const DType dtype = c.dtype;
+        const auto list = c.list;
+        const std::string owners = backends_where([&](const BackendTraits& b) {
+            return std::find((b.*list).begin(), (b.*list).end(), dtype) != (b.*list).end();
+        });
+        config_error(run_field_label("", c.key),
+                     "is a format the " + t.name + " backend does not compute (it computes " + or_list(names) + ")",
+                     std::string(to_string(dtype)) + " with backend " + t.name,
+                     "use auto or " + or_list(names) + (owners.empty() ? "" : ", or --backend " + owners));
+    }
 }
 
 }  // namespace
 
-void validate_run(const RunConfig& cfg) {
+void validate_run(RunConfig& cfg) {
     validate(cfg);
+    // The layout as every report records it: each size given (a re-run of the report resolves to the same layout).
+    const Layout layout = resolve_layout(cfg.layout);
+    cfg.layout = layout_request_of(layout);
     const std::vector<std::string> choices = backend_choices();
     if (std::find(choices.begin(), choices.end(), cfg.backend) == choices.end())
         config_error(run_field_label("", "backend"), "unknown backend", cfg.backend, "use " + or_list(choices));
@@ -154,6 +194,7 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
                          "drop " + flag_of(key) + ", or use --backend " + owners);
         }
     check_expert_parallel(t, cfg);
+    check_precision(t, cfg.precision);
     const std::string computing = backends_where([](const BackendTraits& b) { return b.computes_tensors; });
     if (cfg.check && !t.computes_tensors)
         config_error(run_field_label("", "check"),
@@ -167,6 +208,13 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
                      "measures this machine; the " + t.name + " backend measures nothing", "backend " + t.name,
                      "drop --measure-ceilings (--hardware gives datasheet ceilings), or use --backend " +
                          backends_where([](const BackendTraits& b) { return b.measures_ceilings; }));
+}
+
+RunOptions resolved_options(const RunConfig& cfg, const BackendTraits& t) {
+    RunOptions o = cfg.options;
+    o.layout = resolve_layout(cfg.layout);
+    o.precision = resolve_precision(cfg.precision, t.native_precision);
+    return o;
 }
 
 std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cfg) {
@@ -189,9 +237,6 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
     if (cfg.options.soft_topn > 0 && cfg.options.soft_topn > num_experts)
         config_error(run_field_label("", "soft_topn"), fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
                      std::to_string(cfg.options.soft_topn), fmt::format("use 1..{} (0 = the family's top-k)", num_experts));
-    if (cfg.options.ep_size > 1 && num_experts > 0 && num_experts % cfg.options.ep_size != 0)
-        config_error(run_field_label("", "ep"), fmt::format("does not divide the {} experts of model {}", num_experts, model.name),
-                     std::to_string(cfg.options.ep_size), "use an expert-parallel size that divides the expert count");
     return layers;
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "config/hardware.hpp"
+#include "model/decode_floor.hpp"
 #include "metrics/ceilings.hpp"
 
 #include <algorithm>
@@ -16,8 +17,7 @@ json rate_or_null(double v) { return v > 0 ? json(v) : json(nullptr); }
 
 }  // namespace
 
-RooflineCeilings profile_ceilings(const std::string& profile, double elem_bytes) {
-    const bool fp32 = elem_bytes >= 4;
+RooflineCeilings profile_ceilings(const std::string& profile, const Precision& precision) {
     HardwareProfile hw;
     try {
         hw = load_hardware(profile);
@@ -27,11 +27,11 @@ RooflineCeilings profile_ceilings(const std::string& profile, double elem_bytes)
         throw ConfigError("hardware (--hardware): " + what);
     }
     RooflineCeilings c;
-    c.peak_flops_per_s = fp32 ? hw.fp32_flops : hw.bf16_flops;
+    c.peak_flops_per_s = peak_flops_for(hw, precision.dense_weights);
     c.mem_bw_bytes_per_s = hw.memory_bw_bytes_per_s;
     c.source = "hardware profile " + hw.name;
     c.note = fmt::format("{} datasheet: {} peak and memory bandwidth", hw.display_name.empty() ? hw.name : hw.display_name,
-                         fp32 ? "fp32" : "bf16");
+                         to_string(precision.dense_weights));
     return c;
 }
 
@@ -78,7 +78,7 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
         } else {
             wopt.routing = nullptr;
         }
-        PhaseWork wi = phase_work(model, e.phase, e.layer, shape, tpe, basis.elem_bytes, basis.elem_bytes, ep_size, wopt);
+        PhaseWork wi = phase_work(model, e.phase, e.layer, shape, tpe, basis.precision, ep_size, wopt);
         w.flops += wi.flops / num_steps;
         w.weight_bytes += wi.weight_bytes / num_steps;
         w.activation_bytes += wi.activation_bytes / num_steps;
@@ -106,8 +106,7 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t
             if (a.slot == e.slot) acc = &a;
         PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
                                 ? mean_moe_work(model, e, shape, ep_size, basis, *acc, num_steps)
-                                : phase_work(model, e.phase, e.layer, shape, {}, basis.elem_bytes, basis.elem_bytes,
-                                             ep_size, wopt);
+                                : phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt);
         // Every rank that holds tokens reads its own copy of the replicated weights; the routed experts' weights
         // are split over the ranks (counted once), and embed gathers only its tokens' rows (counted once in all).
         if (!is_routed_expert_phase(e.phase) && e.phase != Phase::embed)
@@ -196,9 +195,9 @@ json roofline_block(const ModelConfig& model, const StepShape& shape, int64_t ep
     }
     json r = {{"source", "counted"},
               {"times_source", times_source},
-              {"precision", basis.precision},
-              {"weight_elem_bytes", basis.elem_bytes},
-              {"act_elem_bytes", basis.elem_bytes},
+              {"precision", basis.precision.describe() + " (" + basis.backend + ")"},
+              {"weight_elem_bytes", basis.precision.dense_weight_bytes()},
+              {"act_elem_bytes", basis.precision.act_bytes()},
               {"mla_form", to_string(basis.mla_form)},
               {"basis", "model/phase_work.hpp: FLOPs (2 per multiply-add) and bytes (weights touched once per step + "
                         "activations) per phase, summed over the layers run; MoE phases at each measured step's "

@@ -24,19 +24,21 @@ struct RooflineCeilings {
     json detail = json::object();
 };
 
-/// Ceilings from a hardware profile's datasheet: fp32 peak for a backend that computes in fp32 (elem_bytes 4), bf16
-/// otherwise. A bad profile -> ConfigError naming --hardware.
-RooflineCeilings profile_ceilings(const std::string& profile, double elem_bytes);
+/// Ceilings from a hardware profile's datasheet: the peak of the dense weights' format (model/decode_floor.hpp
+/// peak_flops_for: fp32 for a backend that computes in fp32, bf16 for bf16, ...). A bad profile -> ConfigError naming
+/// --hardware.
+RooflineCeilings profile_ceilings(const std::string& profile, const Precision& precision);
 
-/// How the backend that ran counts: element bytes, MLA form, and the precision line of the report; with expert
-/// parallelism, how the all-to-alls move rows (as PhaseWorkOptions: placement, dedup, dispatch row bytes).
+/// How the backend that ran counts: the number formats it computed in, its MLA form and its name (for the report's
+/// precision line); with expert parallelism, how the all-to-alls move rows (as PhaseWorkOptions: placement, dedup,
+/// dispatch row bytes).
 struct WorkBasis {
-    double elem_bytes = 4;
+    Precision precision = uniform_precision(DType::fp32);
     MlaForm mla_form = MlaForm::expanded_cache;
-    std::string precision;
+    std::string backend;
     const ExpertPlacement* placement = nullptr;  // null: contiguous blocks
     bool a2a_dedup = false;
-    double dispatch_row_bytes = 0;               // 0: hidden x elem_bytes
+    double dispatch_row_bytes = 0;               // 0: hidden x the activations' bytes
 };
 
 /// Per-phase counted work summed over the layers run (MoE phases at each measured step's tokens per expert,

@@ -12,8 +12,9 @@ namespace moebench {
 /// without replacement: E * (1 - (1 - k/E)^B). (Each expert is missed by one token with probability 1 - k/E.)
 double expected_unique_experts(int64_t num_experts, int64_t top_k, int64_t batch);
 
-/// FLOP/s used for compute in `d`: bf16 -> bf16 peak; fp8 -> fp8 peak (bf16 where the GPU has no fp8, i.e. weight-only);
-/// int4 -> bf16 peak (weight-only W4A16: weights are dequantised, the math runs in bf16); fp32 -> fp32 peak.
+/// FLOP/s of a matrix product whose weights are stored in `d` (dtype_info(d).weight_compute): bf16 -> bf16 peak; fp8 ->
+/// fp8 peak (bf16 where the GPU has no fp8, i.e. weight-only); int4 -> bf16 peak (weight-only W4A16: weights are
+/// dequantised, the math runs in bf16); fp32 -> fp32 peak (bf16 where the profile gives none).
 double peak_flops_for(const HardwareProfile& hw, DType d);
 
 struct DecodeFloor {

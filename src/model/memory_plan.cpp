@@ -3,6 +3,7 @@
 #include "model/memory_plan.hpp"
 
 #include "common/error.hpp"
+#include "config/run_fields.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,72 +26,12 @@ double kv_shard_fraction(const ModelConfig& m, int64_t tp) {
 }
 }  // namespace
 
-const char* to_string(DType d) {
-    switch (d) {
-        case DType::bf16: return "bf16";
-        case DType::fp8: return "fp8";
-        case DType::int4: return "int4";
-        case DType::fp32: return "fp32";
-    }
-    return "?";
-}
-
-DType parse_dtype(const std::string& s, const std::string& field) {
-    if (s == "bf16") return DType::bf16;
-    if (s == "fp8") return DType::fp8;
-    if (s == "int4") return DType::int4;
-    if (s == "fp32") return DType::fp32;
-    config_error(field, "unknown dtype", s, "use one of: bf16, fp8, int4, fp32");
-}
-
-double linear_bytes_per_param(DType d) {
-    switch (d) {
-        case DType::bf16: return 2.0;
-        case DType::fp8: return 1.0;
-        case DType::int4: return 0.5 + 2.0 / double(kInt4GroupSize);
-        case DType::fp32: return 4.0;
-    }
-    return 2.0;
-}
-double high_precision_bytes_per_param(DType d) { return d == DType::fp32 ? 4.0 : 2.0; }
-double kv_bytes_per_elem(DType d) {
-    switch (d) {
-        case DType::fp8: return 1.0;
-        case DType::fp32: return 4.0;
-        case DType::int4: return 0.5 + 2.0 / double(kInt4GroupSize);
-        case DType::bf16: return 2.0;
-    }
-    return 2.0;
-}
-
-void validate_layout(const ModelConfig& m, const ParallelLayout& p) {
-    if (p.ep < 1) config_error("--ep", "must be at least 1", std::to_string(p.ep), "use --ep 1 for no expert parallelism");
-    if (p.tp < 1) config_error("--tp", "must be at least 1", std::to_string(p.tp), "use --tp 1 for no tensor parallelism");
-    int64_t lo = std::min(p.ep, p.tp), hi = std::max(p.ep, p.tp);
-    if (hi % lo != 0)
-        config_error("--ep/--tp", "the smaller must divide the larger (GPUs = max(ep, tp))",
-                     "--ep " + std::to_string(p.ep) + " --tp " + std::to_string(p.tp),
-                     "use e.g. --ep " + std::to_string(hi) + " --tp " + std::to_string(hi));
-    if (!m.is_moe_model() && p.ep > 1)
-        config_error("--ep", "expert parallelism needs a MoE model", std::to_string(p.ep),
-                     m.name + " has no routed experts; use --tp instead");
-    if (m.is_moe_model() && m.moe.num_experts % p.ep != 0) {
-        std::string divisors;
-        for (int64_t d = 1; d <= m.moe.num_experts; ++d)
-            if (m.moe.num_experts % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
-        config_error("--ep", "does not divide the " + std::to_string(m.moe.num_experts) + " routed experts",
-                     std::to_string(p.ep), "use one of: " + divisors);
-    }
-    if (m.attn.num_heads > 0 && m.attn.num_heads % p.tp != 0)
-        config_error("--tp", "does not divide the " + std::to_string(m.attn.num_heads) + " attention heads",
-                     std::to_string(p.tp), "use a divisor of the head count");
-}
-
 MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in) {
     MemoryPlan p;
-    const ParallelLayout& par = in.par;
-    const double n = double(par.num_gpus()), tp = double(par.tp);
-    const double lin = linear_bytes_per_param(in.dtype), hp = high_precision_bytes_per_param(in.dtype);
+    const Layout& par = in.layout;
+    const double n = double(par.num_gpus()), tp = double(par.attn_tp);
+    const double lin = in.precision.dense_weight_bytes(), experts = in.precision.expert_weight_bytes();
+    const double hp = in.precision.high_precision_bytes();
 
     // Weights: quantised dtype for linear layers; embedding, head, norms and router stay in high precision.
     AccountingOptions opt;
@@ -104,7 +45,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     w[int(Component::norms)] = params(Component::norms) * hp;     // replicated, tiny
     w[int(Component::router)] = params(Component::router) * hp;   // replicated, tiny
     w[int(Component::dense_mlp)] = params(Component::dense_mlp) * lin / tp;
-    w[int(Component::routed_experts)] = params(Component::routed_experts) * lin / n;
+    w[int(Component::routed_experts)] = params(Component::routed_experts) * experts / n;
     w[int(Component::shared_experts)] = params(Component::shared_experts) * lin / tp;
     if (in.include_mtp) {
         // The MTP module is one MoE decoder layer plus projections: its experts shard like routed experts, the rest over tp.
@@ -112,15 +53,15 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
                                                     double(routed_expert_params(m))
                                               : 0.0;
         mtp_experts = std::min(mtp_experts, params(Component::mtp));
-        w[int(Component::mtp)] = mtp_experts * lin / n + (params(Component::mtp) - mtp_experts) * lin / tp;
+        w[int(Component::mtp)] = mtp_experts * experts / n + (params(Component::mtp) - mtp_experts) * lin / tp;
     }
     for (double b : w) p.weights_bytes += b;
 
     // KV cache.
-    const double kvb = kv_bytes_per_elem(in.kv_dtype);
+    const double kvb = in.precision.kv_bytes();
     const double elems_per_layer = double(kv_elems_per_token_per_layer(m));
     const int64_t mtp_layers = in.include_mtp ? m.num_mtp_layers : 0;
-    const double shard = kv_shard_fraction(m, par.tp);
+    const double shard = kv_shard_fraction(m, par.attn_tp);
     p.kv_bytes_per_token = kv_bytes_per_token(m, kvb) + double(mtp_layers) * elems_per_layer * kvb;
     p.kv_bytes_per_token_per_gpu = p.kv_bytes_per_token * shard;
     // Sliding-window / chunked layers keep at most their window (accounting's kv_bytes_per_sequence).
@@ -128,7 +69,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
         (kv_bytes_per_sequence(m, in.context, kvb) + double(mtp_layers) * elems_per_layer * double(in.context) * kvb) *
         shard;
     p.linear_state_bytes_per_sequence_per_gpu = linear_state_bytes_per_sequence(m) * shard;
-    p.sequences_per_gpu = ceil_div(in.batch, par.dp());
+    p.sequences_per_gpu = ceil_div(in.batch, par.attn_dp);
     p.kv_cache_bytes = double(p.sequences_per_gpu) * p.kv_bytes_per_sequence_per_gpu;
 
     // Activations: the live buffers of one layer for the tokens of one step (decode rows, or a prefill chunk), plus fp32
@@ -149,12 +90,12 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     double attn_elems = (q_dim + kv_dim + o_in) / tp;
     double moe_elems = 0, dense_elems = 0;
     if (m.is_moe_model()) {
-        moe_elems = double(m.moe.top_k) * (h + 3.0 * double(m.moe.expert_intermediate_size) / double(par.expert_tp())) +
+        moe_elems = double(m.moe.top_k) * (h + 3.0 * double(m.moe.expert_intermediate_size) / double(par.moe_tp)) +
                     3.0 * double(m.moe.num_shared_experts) * double(m.moe.shared_intermediate_size) / tp;
     }
     if (m.dense_intermediate_size > 0) dense_elems = 3.0 * double(m.dense_intermediate_size) / tp;
     double per_token_elems = 4.0 * h + attn_elems + std::max(moe_elems, dense_elems);
-    double act_elem_bytes = in.dtype == DType::fp32 ? 4.0 : 2.0;
+    const double act_elem_bytes = in.precision.act_bytes();
     double router_logits = m.is_moe_model() ? double(m.moe.num_experts) * 4.0 : 0.0;
     p.activation_only_bytes = double(p.activation_tokens) * (per_token_elems * act_elem_bytes + router_logits) +
                               double(rows) * double(m.vocab_size) / tp * 4.0;
@@ -168,7 +109,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     double for_kv = p.capacity_bytes - p.weights_bytes - p.activation_bytes;
     if (for_kv > 0 && p.kv_bytes_per_sequence_per_gpu > 0) {
         double per_replica = std::floor(for_kv / p.kv_bytes_per_sequence_per_gpu);
-        p.max_concurrent_sequences = int64_t(std::min(per_replica * double(par.dp()), 9e18));
+        p.max_concurrent_sequences = int64_t(std::min(per_replica * double(par.attn_dp), 9e18));
     }
     return p;
 }
@@ -184,26 +125,43 @@ MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw
     MinLayout best;
     for (int64_t ep : eps) {
         for (int64_t tp : tps) {
-            ParallelLayout par{ep, tp};
             if (std::max(ep, tp) % std::min(ep, tp) != 0) continue;
+            LayoutRequest req;
+            req.ep = ep;
+            req.tp = tp;
+            Layout par = resolve_layout(req);
+            par.a2a = in.layout.a2a;
+            par.placement = in.layout.placement;
             PlanInput trial = in;
-            trial.par = par;
+            trial.layout = par;
             if (!plan_memory(m, hw, trial).weights_fit) continue;
-            auto rank = [&](const ParallelLayout& q) {
+            auto rank = [&](const Layout& q) {
                 // fewest GPUs; then the user's tp; then more expert parallelism (less tensor parallelism)
-                return std::tuple(q.num_gpus(), q.tp == in.par.tp ? 0 : 1, -q.ep);
+                return std::tuple(q.num_gpus(), q.attn_tp == in.layout.attn_tp ? 0 : 1, -q.moe_ep);
             };
-            if (!best.found || rank(par) < rank(best.par)) best = MinLayout{true, par};
+            if (!best.found || rank(par) < rank(best.layout)) best = MinLayout{true, par};
         }
     }
     return best;
 }
 
+namespace {
+
+std::string flag(const char* key) { return find_run_field(key)->flag; }
+
+// "--ep 8 --tp 2": what to type for a layout of the --ep/--tp kind.
+std::string layout_flags(const Layout& l) {
+    return fmt::format("{} {} {} {}", flag("ep"), l.moe_ep, flag("tp"), l.attn_tp);
+}
+
+}  // namespace
+
 void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan) {
     if (plan.weights_fit) return;
-    const ParallelLayout& par = in.par;
-    // The weights fit with one sequence: the batch's activations are what overflow, so --batch is the field to change
-    // (the largest batch that fits, by bisection on the same plan).
+    const Layout& par = in.layout;
+    const std::string dtype(to_string(in.precision.dense_weights));
+    // The weights fit with one sequence: the batch's activations are what overflow, so the batch is the field to
+    // change (the largest batch that fits, by bisection on the same plan).
     PlanInput one = in;
     one.batch = 1;
     if (in.batch > 1 && plan_memory(m, hw, one).weights_fit) {
@@ -213,28 +171,29 @@ void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const 
             mid.batch = lo + (hi - lo) / 2;
             (plan_memory(m, hw, mid).weights_fit ? lo : hi) = mid.batch;
         }
-        config_error("--batch",
+        config_error(flag("batch"),
                      fmt::format("needs {:.1f} GiB of activations/workspace per GPU beside {:.1f} GiB of {} weights, "
                                  "more than the {:.1f} GiB of {}",
-                                 plan.activation_bytes / kGiB, plan.weights_bytes / kGiB, to_string(in.dtype),
+                                 plan.activation_bytes / kGiB, plan.weights_bytes / kGiB, dtype,
                                  plan.capacity_bytes / kGiB, hw.name),
-                     std::to_string(in.batch), fmt::format("use --batch {} or less (or add GPUs: --ep/--tp)", lo));
+                     std::to_string(in.batch),
+                     fmt::format("use {} {} or less (or add GPUs: {}/{})", flag("batch"), lo, flag("ep"), flag("tp")));
     }
     std::string what = fmt::format(
         "{} weights need {:.1f} GiB per GPU plus {:.1f} GiB activations/workspace, more than the {:.1f} GiB of {}",
-        to_string(in.dtype), plan.weights_bytes / kGiB, plan.activation_bytes / kGiB, plan.capacity_bytes / kGiB, hw.name);
-    std::string got = fmt::format("--ep {} --tp {} on {} GPU{}", par.ep, par.tp, par.num_gpus(), par.num_gpus() > 1 ? "s" : "");
+        dtype, plan.weights_bytes / kGiB, plan.activation_bytes / kGiB, plan.capacity_bytes / kGiB, hw.name);
+    std::string got = fmt::format("{} ({})", layout_flags(par), par.describe());
     MinLayout ml = min_layout_for_weights(m, hw, in);
     std::string fix;
     if (ml.found)
-        fix = fmt::format("use at least {} GPUs: --ep {} --tp {} (or a smaller --dtype)", ml.par.num_gpus(), ml.par.ep,
-                          ml.par.tp);
+        fix = fmt::format("use at least {} GPUs: {} (or a smaller {})", ml.layout.num_gpus(), layout_flags(ml.layout),
+                          flag("dtype"));
     else
         fix = fmt::format("no EP/TP layout of up to {} GPUs fits {} in {} (pipeline parallelism is not modeled); "
-                          "use a smaller --dtype or a larger GPU",
-                          std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads), m.name,
-                          to_string(in.dtype));
-    config_error("--ep/--tp", what, got, fix);
+                          "use a smaller {} or a larger GPU",
+                          std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads), m.name, dtype,
+                          flag("dtype"));
+    config_error(flag("ep") + "/" + flag("tp"), what, got, fix);
 }
 
 }  // namespace moebench

@@ -3,7 +3,9 @@
 // Pure arithmetic on a ModelConfig and a HardwareProfile (figures are "modeled"; weights and KV are counted from shapes).
 #pragma once
 #include "config/hardware.hpp"
+#include "config/layout_request.hpp"
 #include "config/model_config.hpp"
+#include "core/precision.hpp"
 #include "model/accounting.hpp"
 
 #include <array>
@@ -12,39 +14,13 @@
 
 namespace moebench {
 
-/// Storage/compute type of the weights (and, for the KV cache, of its elements).
-enum class DType { bf16, fp8, int4, fp32 };
-const char* to_string(DType d);
-/// Parses "bf16|fp8|int4|fp32"; anything else -> ConfigError naming `field`.
-DType parse_dtype(const std::string& s, const std::string& field);
-
-/// int4 convention: symmetric groups of kInt4GroupSize weights sharing one bf16 scale -> 0.5 + 2/128 bytes per weight.
-inline constexpr int64_t kInt4GroupSize = 128;
-/// Bytes per weight of a quantised linear layer (int4 includes its group scales).
-double linear_bytes_per_param(DType d);
-/// Bytes per weight of the layers that stay in high precision (embedding, LM head, norms, router): 4 for fp32, else 2.
-double high_precision_bytes_per_param(DType d);
-/// Bytes per KV-cache element: bf16 2, fp8 1, fp32 4 (int4 is refused by parse of --kv-dtype).
-double kv_bytes_per_elem(DType d);
-
-/// GPUs = max(ep, tp); the smaller divides the larger. Attention, dense MLP, shared experts, embedding and LM head are split
-/// over tp and replicated over dp = GPUs / tp attention replicas (each holding batch / dp sequences). Routed experts are
-/// split over ep ranks (experts / ep whole experts each), and each expert over etp = GPUs / ep ranks.
-struct ParallelLayout {
-    int64_t ep = 1;
-    int64_t tp = 1;
-    int64_t num_gpus() const { return ep > tp ? ep : tp; }
-    int64_t dp() const { return num_gpus() / tp; }
-    int64_t expert_tp() const { return num_gpus() / ep; }
-};
-/// ConfigError when ep/tp are < 1, do not divide each other, ep does not divide the experts (or ep > 1 on a dense model),
-/// or tp does not divide the attention heads.
-void validate_layout(const ModelConfig& m, const ParallelLayout& p);
-
+/// What a plan is of: the number formats of the weights and KV cache (plan counts no activations' format but the one
+/// that goes with the dense weights), the layout, and the load. The layout: attention (and dense layers, shared
+/// experts, embedding, LM head) split over attn_tp and replicated over attn_dp, each replica holding batch / attn_dp
+/// sequences; routed experts split over every GPU (moe_ep whole-expert ranks x moe_tp); norms and router replicated.
 struct PlanInput {
-    DType dtype = DType::bf16;
-    DType kv_dtype = DType::bf16;
-    ParallelLayout par;
+    Precision precision = uniform_precision(DType::bf16);
+    Layout layout;
     int64_t batch = 1;          // concurrent sequences
     int64_t context = 4096;     // tokens per sequence in the KV cache
     bool include_mtp = false;   // MTP module weights (and KV) counted in memory
@@ -79,14 +55,15 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);
 
 /// The smallest layout (fewest GPUs) whose weights + activation fit, searching ep over divisors of the expert count
-/// and tp over divisors of the heads. found = false when none up to max(experts, heads) GPUs fits.
+/// and tp over divisors of the heads (the layouts of --ep and --tp alone). found = false when none up to
+/// max(experts, heads) GPUs fits.
 struct MinLayout {
     bool found = false;
-    ParallelLayout par;
+    Layout layout;
 };
 MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);
 
-/// Throws ConfigError ("--ep/--tp: ... use at least N GPUs: --ep A --tp B") when the weights do not fit.
+/// Throws ConfigError (naming the layout's fields: "use at least N GPUs: --ep A --tp B") when the weights do not fit.
 void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan);
 
 }  // namespace moebench

@@ -62,7 +62,8 @@ PhaseWork norm_work(const ModelConfig& m, double T, double w, double a) {
     return {0.0, d(one_norm_elems(m)) * w, 2.0 * T * d(m.hidden_size) * a};
 }
 
-PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s, double w, double a, MlaForm form) {
+PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s, double w, double a, double kv,
+                         MlaForm form) {
     const AttentionConfig& at = m.attn;
     const double T = d(s.num_tokens()), B = d(s.batch), nh = d(at.num_heads);
     // Prefill starts from an empty cache (the cpu and cuda backends ignore `context` there).
@@ -86,11 +87,11 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
     if (is_mla(m) && form != MlaForm::absorbed) new_kv_elems = nh * d(qk_dim(m) + v_dim(m));
     w_out.activation_bytes = (T * nh * d(qk_dim(m))              // q
                               + T * new_kv_elems                 // k, v of the new tokens
-                              + B * d(cached) * d(cache_elems_per_token(m, form))   // the KV cache
-                              + T * nh * d(v_dim(m))) * a;       // output
+                              + T * nh * d(v_dim(m))) * a        // output
+                             + B * d(cached) * d(cache_elems_per_token(m, form)) * kv;  // the KV cache
     if (at.indexer_heads > 0) {  // the indexer's scores, and its key cache read whole
         w_out.flops += 2.0 * B * d(scored) * d(at.indexer_heads * at.indexer_head_dim);
-        w_out.activation_bytes += B * d(cached_all) * d(at.indexer_head_dim) * a;
+        w_out.activation_bytes += B * d(cached_all) * d(at.indexer_head_dim) * kv;
     }
     if (is_mla(m) && form == MlaForm::absorbed) {
         // q_nope x W_UK into the latent space, and W_UV on the latent output: per new token, kv_b's weights once.
@@ -237,28 +238,26 @@ int64_t cache_elems_per_token(const ModelConfig& m, MlaForm form) {
 }
 
 PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
-                     const std::vector<int64_t>& tokens_per_expert, double weight_elem_bytes, double act_elem_bytes,
-                     int64_t ep_size) {
-    return phase_work(m, phase, layer, shape, tokens_per_expert, weight_elem_bytes, act_elem_bytes, ep_size, {});
-}
-
-PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
-                     const std::vector<int64_t>& tpe, double w, double a, int64_t ep_size,
+                     const std::vector<int64_t>& tpe, const Precision& prec, int64_t ep_size,
                      const PhaseWorkOptions& opt) {
     MOEBENCH_CHECK(ep_size >= 1, "phase_work: ep_size {} < 1", ep_size);
     const double T = d(shape.num_tokens()), H = d(m.hidden_size), V = d(m.vocab_size), E = d(m.moe.num_experts);
     const double k = d(m.moe.top_k), A = d(total_assignments(tpe));
+    // Bytes per element of each tensor class: the linear layers' weights (dense, or the routed experts'), the layers
+    // kept in high precision (embedding, LM head, norms, router), activations, and the KV cache.
+    const double w = prec.dense_weight_bytes(), we = prec.expert_weight_bytes(), hp = prec.high_precision_bytes();
+    const double a = prec.act_bytes(), kv = prec.kv_bytes();
     switch (phase) {
     case Phase::embed:
         // One table row per token (a repeated token id is not deduplicated: the ids are not known here).
-        return {0.0, std::min(T, V) * H * w, T * kI32 + T * H * a};
+        return {0.0, std::min(T, V) * H * hp, T * kI32 + T * H * a};
     case Phase::attn_norm:
     case Phase::ffn_norm:
-    case Phase::final_norm: return norm_work(m, T, w, a);
+    case Phase::final_norm: return norm_work(m, T, hp, a);
     case Phase::qkv_proj:
         if (m.is_linear_attention_layer(layer)) return linear_qkv_work(m, shape, w, a);
         return qkv_work(m, shape, w, a, opt.mla_form);
-    case Phase::attention: return attention_work(m, layer, shape, w, a, opt.mla_form);
+    case Phase::attention: return attention_work(m, layer, shape, w, a, kv, opt.mla_form);
     case Phase::linear_attention: return linear_attention_work(m, shape, w, a);
     case Phase::o_proj: {
         if (m.is_linear_attention_layer(layer)) {
@@ -273,10 +272,10 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         return r;
     }
     case Phase::router_gemm:
-        return {2.0 * T * H * E, d(router_params_per_layer(m)) * w, T * H * a + T * E * kF32};
+        return {2.0 * T * H * E, d(router_params_per_layer(m)) * hp, T * H * a + T * E * kF32};
     case Phase::topk: {
         PhaseWork r{0.0, 0.0, T * E * kF32 + T * k * (kI32 + kF32)};
-        if (m.moe.router_correction_bias) r.weight_bytes = E * w;
+        if (m.moe.router_correction_bias) r.weight_bytes = E * hp;
         return r;
     }
     case Phase::permute:
@@ -295,7 +294,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     }
     case Phase::expert_up:
     case Phase::activation:
-    case Phase::expert_down: return routed_expert_phase(m, phase, tpe, w, a);
+    case Phase::expert_down: return routed_expert_phase(m, phase, tpe, we, a);
     case Phase::shared_expert: {
         const double SI = d(m.moe.num_shared_experts * m.moe.shared_intermediate_size);
         if (SI <= 0) return {};
@@ -309,7 +308,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         // Expert rows and their weights in; the residual (plus the shared output when present) read, result written.
         const double shared_in = m.moe.num_shared_experts > 0 ? T * H * a : 0.0;
         PhaseWork r{0.0, 0.0, A * H * a + A * kF32 + shared_in + 2.0 * T * H * a};
-        if (m.norms_per_layer > 2) r.weight_bytes = d(one_norm_elems(m)) * w;  // post-FFN norm (Grok-1)
+        if (m.norms_per_layer > 2) r.weight_bytes = d(one_norm_elems(m)) * hp;  // post-FFN norm (Grok-1)
         return r;
     }
     case Phase::dense_mlp: {
@@ -324,7 +323,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         // Prefill computes logits for the last token of each sequence only.
         const double rows = shape.mode == Mode::decode ? T : d(shape.batch);
         double params = V * H + (m.lm_head_bias ? V : 0.0);
-        return {2.0 * rows * V * H, params * w, rows * H * a + rows * V * a};
+        return {2.0 * rows * V * H, params * hp, rows * H * a + rows * V * a};
     }
     case Phase::count_: break;
     }
@@ -370,9 +369,9 @@ double A2aTraffic::received(int64_t rank) const {
 }
 double A2aTraffic::total() const { return std::accumulate(bytes.begin(), bytes.end(), 0.0); }
 
-double dispatch_row_bytes(const std::string& dispatch_dtype, int64_t hidden, double act_elem_bytes) {
-    if (const auto wire = core::dispatch_dtype_named(dispatch_dtype)) return d(core::dispatch_row_bytes(*wire, hidden));
-    return d(hidden) * act_elem_bytes;  // auto
+double dispatch_row_bytes(DType dispatch, int64_t hidden) {
+    if (const auto wire = core::dispatch_wire(dispatch)) return d(core::dispatch_row_bytes(*wire, hidden));
+    return d(hidden) * dtype_info(dispatch).bytes_per_elem;
 }
 
 A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,

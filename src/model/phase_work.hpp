@@ -6,6 +6,7 @@
 #include "config/model_config.hpp"
 #include "model/placement.hpp"
 #include "core/phase.hpp"
+#include "core/precision.hpp"
 #include "core/step.hpp"
 
 #include <cstdint>
@@ -44,27 +45,26 @@ struct PhaseWorkOptions {
     /// goes once to each rank holding any of its experts, and comes back once from it).
     const ExpertPlacement* placement = nullptr;
     bool a2a_dedup = false;
-    /// Bytes of one dispatch row on the wire (dispatch_row_bytes below); 0: hidden x act_elem_bytes. The combine
-    /// always returns rows in the activation dtype.
+    /// Bytes of one dispatch row on the wire (dispatch_row_bytes below); 0: hidden x the activations' bytes. The
+    /// combine always returns rows in the activation format.
     double dispatch_row_bytes = 0;
 };
 
-/// Bytes of one dispatched token row of `hidden` channels in `dispatch_dtype` ("auto" = the activation dtype of
-/// `act_elem_bytes`, "fp32", "bf16", "fp8" with its scales; payload only, no expert ids).
-double dispatch_row_bytes(const std::string& dispatch_dtype, int64_t hidden, double act_elem_bytes);
+/// Bytes of one dispatched token row of `hidden` channels in `dispatch` (fp8 with its scales: core/dispatch_dtype.hpp;
+/// payload only, no expert ids).
+double dispatch_row_bytes(DType dispatch, int64_t hidden);
 
 /// Work of `phase` of model layer `layer` (-1 for embed, final_norm, lm_head) at `shape`, summed over all ranks.
 /// Decode attends to shape.context cached tokens; prefill is causal from an empty cache (context ignored).
 /// tokens_per_expert: this layer's routed (token, expert) assignments per expert, after drops (size E, or empty for
-/// dense layers and the once-per-step phases). Element sizes: 4/4 for the cpu backend (fp32), 2/2 for cuda (bf16).
-/// Router logits, probabilities and top-k weights are fp32, expert ids int32, whatever the element sizes.
+/// dense layers and the once-per-step phases). Bytes per element from `precision`: the routed experts' weights in
+/// its expert format, the other linear layers' in its dense format, embedding, LM head, norms and router in its high
+/// precision, activations in its activation format and the KV cache in its own. Router logits, probabilities and
+/// top-k weights are fp32, expert ids int32, whatever the formats.
 /// ep_size: expert-parallel ranks; only dispatch_a2a / combine_a2a depend on it (zero work when ep_size == 1).
 PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
-                     const std::vector<int64_t>& tokens_per_expert, double weight_elem_bytes, double act_elem_bytes,
-                     int64_t ep_size);
-PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
-                     const std::vector<int64_t>& tokens_per_expert, double weight_elem_bytes, double act_elem_bytes,
-                     int64_t ep_size, const PhaseWorkOptions& opt);
+                     const std::vector<int64_t>& tokens_per_expert, const Precision& precision, int64_t ep_size,
+                     const PhaseWorkOptions& opt = {});
 
 /// Roofline floor of `w` in microseconds: max(flops / peak_flops, bytes / mem_bw). A rate <= 0 leaves its term out.
 double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes_per_s);

@@ -4,6 +4,8 @@
 // `moebench run` or `sweep` holds for an ok point; blocks a backend may leave out (expert_load, roofline, per_layer)
 // are checked only when present.
 #include "report/report_reader.hpp"
+
+#include "config/layout_request.hpp"
 #include "core/report_keys.hpp"
 
 #include "backends/registry.hpp"
@@ -207,6 +209,17 @@ void check_sweep(const Checker& c, const json& doc, size_t num_runs) {
 }
 
 // The point's identity and description: checked for every record, whatever its status.
+// Axes that reports of an earlier moebench do not carry take the value their run had: the layout of --ep (attention
+// data-parallel over the expert-parallel ranks) and the backend's own number formats. So such a report still matches
+// a new one of the same point in compare.
+void fill_axes_added_later(json& axes) {
+    if (!axes.contains("ep") || !axes["ep"].is_number_integer()) return;
+    const json ep = axes["ep"];
+    for (const auto& [k, v] : {std::pair<const char*, json>{"tp", 1}, {"attention_dp", ep}, {"moe_tp", 1}, {"moe_ep", ep},
+                               {"dtype", "auto"}, {"expert_dtype", "auto"}, {"kv_dtype", "auto"}})
+        if (!axes.contains(k)) axes[k] = v;
+}
+
 void check_point_fields(const Checker& c, const json& r, const std::string& p, ReadRun& run) {
     c.object(r, p);
     run.status = Checker::opt(r, keys::kStatus) ? c.string(r[keys::kStatus], key_path(p, keys::kStatus)) : "ok";
@@ -230,7 +243,9 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
     // converted, and 1e8 ranks made the trace view loop for minutes.)
     for (const json* where : std::initializer_list<const json*>{&r, &run.axes})
         for (const auto& [k, hi] : {std::pair<const char*, int64_t>{"batch", kMaxStepTokens}, {"seq_len", kMaxStepTokens},
-                                    {"num_tokens", kMaxStepTokens}, {"context", kMaxContext}, {"ep", kMaxEpSize},
+                                    {"num_tokens", kMaxStepTokens}, {"context", kMaxContext}, {"ep", kMaxLayoutGpus},
+                                    {"tp", kMaxLayoutGpus}, {"attention_dp", kMaxLayoutGpus},
+                                    {"moe_tp", kMaxLayoutGpus}, {"moe_ep", kMaxLayoutGpus},
                                     {"soft_topn", kMaxStepTokens}, {"layers", kMaxStepTokens}}) {
             const json* v = Checker::opt(*where, k);
             if (!v || !v->is_number()) continue;  // an axis may hold text; the record's fields were type-checked above
@@ -247,6 +262,7 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
             run.hardware = c.opt_string(*dev, "name", key_path(bp, "device"));
     }
     if (const json* hw = Checker::opt(run.axes, "hardware"); hw && hw->is_string()) run.hardware = hw->get<std::string>();
+    fill_axes_added_later(run.axes);
 }
 
 // Expert counts against themselves and against the model: one entry per expert in every per-expert list (the layer's

@@ -298,8 +298,10 @@ TEST_CASE("DeepSeek-V3.2 sparse attention: attention reads the indexer's top-k, 
     StepShape s;
     s.batch = 1;
     s.context = 65536;
-    const PhaseWork sparse = phase_work(v32, Phase::attention, 3, s, {}, 1, 2, 1);
-    const PhaseWork dense = phase_work(v3, Phase::attention, 3, s, {}, 1, 2, 1);
+    Precision fp8_weights = uniform_precision(DType::bf16);
+    fp8_weights.dense_weights = DType::fp8;
+    const PhaseWork sparse = phase_work(v32, Phase::attention, 3, s, {}, fp8_weights, 1);
+    const PhaseWork dense = phase_work(v3, Phase::attention, 3, s, {}, fp8_weights, 1);
     CHECK(sparse.flops < dense.flops / 3);
     CHECK(sparse.activation_bytes < dense.activation_bytes / 3);
 }

@@ -27,7 +27,7 @@ ModelConfig tiny_mla() {
 
 PhaseWork pw(const ModelConfig& m, Phase p, const StepShape& s, const std::vector<int64_t>& tpe = {},
              int64_t layer = 0, int64_t ep = 1, PhaseWorkOptions opt = {}) {
-    return phase_work(m, p, layer, s, tpe, 2.0, 2.0, ep, opt);  // bf16 weights and activations
+    return phase_work(m, p, layer, s, tpe, uniform_precision(DType::bf16), ep, opt);  // bf16 weights and activations
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
+#include "config/precision_request.hpp"
 #include "model/memory_plan.hpp"
 #include "test_models.hpp"
 
@@ -52,9 +53,17 @@ HardwareProfile toy_hw(double memory_bytes) {
     return h;
 }
 
+// The layout --ep ep --tp tp asks for.
+Layout ep_tp(int64_t ep, int64_t tp) {
+    LayoutRequest r;
+    r.ep = ep;
+    r.tp = tp;
+    return resolve_layout(r);
+}
+
 PlanInput toy_input(int64_t ep, int64_t tp) {
     PlanInput in;
-    in.par = ParallelLayout{ep, tp};
+    in.layout = ep_tp(ep, tp);
     in.batch = 3;
     in.context = 100;
     return in;
@@ -84,17 +93,17 @@ TEST_CASE("memory plan: toy GQA weights by dtype and sharding", "[plan]") {
     // fp8, 1 GPU: linear layers 1 byte (attention 24576 + experts 49152), embedding/head/norms/router stay bf16:
     // 2 * (64000 + 64000 + 320 + 512) = 257664; + 73728 = 331392.
     PlanInput fp8 = toy_input(1, 1);
-    fp8.dtype = DType::fp8;
+    fp8.precision = uniform_precision(DType::fp8);
     CHECK(plan_memory(m, hw, fp8).weights_bytes == Approx(331392));
 
     // int4: 0.5 byte + one bf16 scale per 128 weights = 0.515625 B/weight: (24576 + 49152) * 0.515625 = 38016; + 257664.
     PlanInput int4 = toy_input(1, 1);
-    int4.dtype = DType::int4;
+    int4.precision.dense_weights = int4.precision.expert_weights = DType::int4;
     CHECK(plan_memory(m, hw, int4).weights_bytes == Approx(295680));
 
     // fp32: everything 4 bytes.
     PlanInput fp32 = toy_input(1, 1);
-    fp32.dtype = DType::fp32;
+    fp32.precision = uniform_precision(DType::fp32);
     CHECK(plan_memory(m, hw, fp32).weights_bytes == Approx(810240));
 
     // bf16, EP 2 (2 GPUs, tp 1): experts halved, the rest replicated: 2*(64000+64000+24576+320+512) + 2*49152/2 = 355968.
@@ -141,7 +150,7 @@ TEST_CASE("memory plan: toy KV cache, activations, headroom and max sequences", 
 
     // fp8 KV halves it.
     PlanInput fp8kv = toy_input(1, 1);
-    fp8kv.kv_dtype = DType::fp8;
+    fp8kv.precision.kv_cache = DType::fp8;
     CHECK(plan_memory(m, hw, fp8kv).kv_cache_bytes == Approx(38400));
 }
 
@@ -264,9 +273,9 @@ TEST_CASE("weights that do not fit are refused naming the minimum number of GPUs
     CHECK_FALSE(plan_memory(m, hw, toy_input(2, 2)).weights_fit);
     MinLayout ml = min_layout_for_weights(m, hw, in);
     REQUIRE(ml.found);
-    CHECK(ml.par.num_gpus() == 2);
-    CHECK(ml.par.ep == 1);
-    CHECK(ml.par.tp == 2);
+    CHECK(ml.layout.num_gpus() == 2);
+    CHECK(ml.layout.moe_ep == 1);
+    CHECK(ml.layout.attn_tp == 2);
     try {
         require_weights_fit(m, hw, in, p);
         FAIL("expected ConfigError");
@@ -282,12 +291,16 @@ TEST_CASE("weights that do not fit are refused naming the minimum number of GPUs
 
 TEST_CASE("layouts are validated", "[plan][bad_input]") {
     ModelConfig m = toy_gqa();
-    CHECK_THROWS_WITH(validate_layout(m, {3, 1}), Catch::Contains("--ep") && Catch::Contains("1, 2, 4"));
-    CHECK_THROWS_WITH(validate_layout(m, {0, 1}), Catch::Contains("--ep"));
-    CHECK_THROWS_WITH(validate_layout(m, {1, 3}), Catch::Contains("--tp"));
-    CHECK_NOTHROW(validate_layout(m, {4, 2}));
-    CHECK_NOTHROW(validate_layout(m, {2, 4}));
-    CHECK_THROWS_WITH(parse_dtype("fp16x", "--dtype"), Catch::Contains("--dtype") && Catch::Contains("fp16x"));
+    CHECK_THROWS_WITH(check_layout_for_model(m, ep_tp(3, 1)), Catch::Contains("--ep") && Catch::Contains("1, 2, 4"));
+    LayoutRequest zero;
+    zero.ep = 0;
+    CHECK_THROWS_WITH(resolve_layout(zero), Catch::Contains("--ep"));
+    CHECK_THROWS_WITH(check_layout_for_model(m, ep_tp(1, 3)), Catch::Contains("--tp"));
+    CHECK_NOTHROW(check_layout_for_model(m, ep_tp(4, 2)));
+    CHECK_NOTHROW(check_layout_for_model(m, ep_tp(2, 4)));
+    PrecisionRequest bad;
+    bad.dtype = "fp16x";
+    CHECK_THROWS_WITH(check_precision_request(bad), Catch::Contains("--dtype") && Catch::Contains("fp16x"));
 }
 
 // ---- the CLI ------------------------------------------------------------------------------------------------------

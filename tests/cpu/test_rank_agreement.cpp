@@ -100,10 +100,10 @@ TEST_CASE("rank settings: the first differing field, rank 1's value then rank 0'
     b.layers = 2;
     CHECK(difference(a, b, m, m) == "rank 1 differs from rank 0 in layers (--layers): 2 vs 0");
     b = a;
-    b.options.dispatch_dtype = "fp8";
+    b.precision.dispatch_dtype = "fp8";
     CHECK(difference(a, b, m, m) == "rank 1 differs from rank 0 in dispatch_dtype (--dispatch-dtype): fp8 vs auto");
     b = a;
-    b.options.a2a = "per-expert";
+    b.layout.a2a = "per-expert";
     CHECK(difference(a, b, m, m) == "rank 1 differs from rank 0 in a2a (--a2a): per-expert vs dedup");
     b = a;
     b.warmup = 5;  // every rank runs its warm-up steps' all-to-alls: they must agree

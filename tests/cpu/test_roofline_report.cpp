@@ -101,7 +101,7 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
         return roof["phases"][phase][key].get<double>();
     };
     for (const bool dedup : {true, false}) {
-        WorkBasis basis{4, MlaForm::expanded_cache, "fp32"};
+        WorkBasis basis{uniform_precision(DType::fp32), MlaForm::expanded_cache, "cpu"};
         basis.a2a_dedup = dedup;
         basis.dispatch_row_bytes = 100;  // e.g. an fp8 row with its scales; the combine returns H x 4 = 32 B rows
         const json roof = roofline_block(m, shape, 2, basis, "modeled", plan, steps, {acc}, {}, ceil);
@@ -114,21 +114,21 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
         for (const Phase ph : {Phase::qkv_proj, Phase::router_gemm, Phase::shared_expert}) {
             INFO(phase_name(ph));
             CHECK(bytes_of(roof, std::string(phase_name(ph)).c_str(), "weight_bytes") ==
-                  Approx(2 * phase_work(m, ph, 0, shape, {}, 4, 4, 1).weight_bytes));
+                  Approx(2 * phase_work(m, ph, 0, shape, {}, uniform_precision(DType::fp32), 1).weight_bytes));
         }
         CHECK(bytes_of(roof, "expert_up", "weight_bytes") ==
-              Approx(phase_work(m, Phase::expert_up, 0, shape, {2, 1, 3, 2}, 4, 4, 1).weight_bytes));
+              Approx(phase_work(m, Phase::expert_up, 0, shape, {2, 1, 3, 2}, uniform_precision(DType::fp32), 1).weight_bytes));
         // The head is read whole on each rank; embed gathers each token's row once, wherever the token lives.
         CHECK(bytes_of(roof, "lm_head", "weight_bytes") ==
-              Approx(2 * phase_work(m, Phase::lm_head, -1, shape, {}, 4, 4, 1).weight_bytes));
+              Approx(2 * phase_work(m, Phase::lm_head, -1, shape, {}, uniform_precision(DType::fp32), 1).weight_bytes));
         CHECK(bytes_of(roof, "embed", "weight_bytes") ==
-              Approx(phase_work(m, Phase::embed, -1, shape, {}, 4, 4, 1).weight_bytes));
+              Approx(phase_work(m, Phase::embed, -1, shape, {}, uniform_precision(DType::fp32), 1).weight_bytes));
     }
     // A placement file's experts: rank 0 holds {0, 3}, rank 1 holds {1, 2}.
     const json doc = {{"schema", "moebench.placement/1"}, {"num_experts", 4}, {"num_ranks", 2},
                       {"experts_on_rank", {{0, 3}, {1, 2}}}};
     const ExpertPlacement moved = placement_from_json(doc, 4, 2, "p.json");
-    WorkBasis basis{4, MlaForm::expanded_cache, "fp32"};
+    WorkBasis basis{uniform_precision(DType::fp32), MlaForm::expanded_cache, "cpu"};
     basis.placement = &moved;
     basis.a2a_dedup = false;
     const json roof = roofline_block(m, shape, 2, basis, "modeled", plan, steps, {acc}, {}, ceil);

@@ -64,13 +64,14 @@ TEST_CASE("sim: phase time is max(compute, memory) plus the overhead", "[sim]") 
     const HardwareProfile hw = toy_hw();
     const SimParams p = toy_params();
     // Compute-bound: 1000 flops / 0.5e9 = 2 us; 500 B / 0.5e9 = 1 us -> 2 + 1 = 3 us.
-    CHECK(sim_phase_us(PhaseWork{1000, 300, 200}, hw, p) == Approx(3.0));
+    const double peak = sim_peak_flops(hw, p);
+    CHECK(sim_phase_us(PhaseWork{1000, 300, 200}, peak, hw, p) == Approx(3.0));
     // Memory-bound: 100 flops -> 0.2 us; 2000 B -> 4 us -> 5 us.
-    CHECK(sim_phase_us(PhaseWork{100, 1500, 500}, hw, p) == Approx(5.0));
+    CHECK(sim_phase_us(PhaseWork{100, 1500, 500}, peak, hw, p) == Approx(5.0));
     // fp32 uses the fp32 peak: 1000 flops / (0.5e9 * 0.5) = 4 us -> 5 us.
     SimParams p32 = p;
     p32.dtype = DType::fp32;
-    CHECK(sim_phase_us(PhaseWork{1000, 0, 0}, hw, p32) == Approx(5.0));
+    CHECK(sim_phase_us(PhaseWork{1000, 0, 0}, sim_peak_flops(hw, p32), hw, p32) == Approx(5.0));
     // The floor used by the reports has no efficiencies and no overhead.
     CHECK(phase_floor_us(PhaseWork{1000, 300, 200}, hw.bf16_flops, hw.memory_bw_bytes_per_s) == Approx(1.0));
 }
@@ -174,7 +175,7 @@ TEST_CASE("sim: EP=8 all-to-all on a balanced routing", "[sim]") {
     // Through the backend: 1792 B / (1 GB/s * 0.5) = 3.584 us + 10 us intra-node latency, both directions.
     auto be = make_sim_backend(toy_hw(), toy_params());
     RunOptions opt;
-    opt.ep_size = 8;
+    opt.layout = ep_layout(8);
     be->prepare(m, {0}, decode(T, 0), opt);
     StepRouting r = same_routing(1, lr);
     be->set_routing_override(&r);
@@ -193,7 +194,7 @@ TEST_CASE("sim: EP=8 all-to-all on a balanced routing", "[sim]") {
     // fp8 dispatch: rows of H + 4 = 20 B (one fp32 scale per 128 channels): 56 rows x 20 B = 1120 B per rank ->
     // 2.24 us + 10 us. The combine still returns rows in the activation dtype (bf16, 32 B): 13.584 us as before.
     RunOptions fp8 = opt;
-    fp8.dispatch_dtype = "fp8";
+    fp8.precision.dispatch = DType::fp8;
     auto be8 = make_sim_backend(toy_hw(), toy_params());
     be8->prepare(m, {0}, decode(T, 0), fp8);
     be8->set_routing_override(&r);
@@ -229,7 +230,6 @@ TEST_CASE("sim: parameters from a profile's sim block, and bad input", "[sim]") 
     CHECK(p.memory_efficiency == SimParams{}.memory_efficiency);
     CHECK(p.a2a_latency_us == 4);
     CHECK(p.dtype == DType::fp32);
-    CHECK(p.weight_elem_bytes() == 4);
     CHECK(p.mla_form == MlaForm::latent_expand);
     CHECK_THROWS_AS(sim_params_from_json(json{{"memory_efficiency", 1.5}}, "sim"), ConfigError);
     CHECK_THROWS_WITH(sim_params_from_json(json{{"compute_eff", 0.5}}, "sim"), Catch::Contains("compute_eff"));
@@ -238,15 +238,15 @@ TEST_CASE("sim: parameters from a profile's sim block, and bad input", "[sim]") 
     const ModelConfig m = tiny_gqa();
     auto be = make_sim_backend(toy_hw(), toy_params());
     RunOptions opt;
-    opt.ep_size = 3;  // does not divide 4 experts
+    opt.layout = ep_layout(3);  // does not divide 4 experts
     CHECK_THROWS_WITH(be->prepare(m, {0}, decode(2, 0), opt), Catch::Contains("ep") && Catch::Contains("divide"));
-    opt.ep_size = 16;  // spans nodes on a profile without a network
+    opt.layout = ep_layout(16);  // spans nodes on a profile without a network
     HardwareProfile no_net = toy_hw();
     no_net.network_bw_bytes_per_s = 0;
     ModelConfig big = m;
     big.moe.num_experts = 16;
     CHECK_THROWS_AS(make_sim_backend(no_net, toy_params())->prepare(big, {0}, decode(2, 0), opt), ConfigError);
-    opt.ep_size = 1;
+    opt.layout = ep_layout(1);
     opt.soft_topn = 2;
     CHECK_THROWS_AS(be->prepare(m, {0}, decode(2, 0), opt), UnsupportedError);
 }

@@ -339,10 +339,10 @@ TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM varia
     const ModelConfig m = tiny_model(false);
     StepShape shape;
     RunOptions opt;
-    opt.ep_size = 2;
+    opt.layout = ep_layout(2);
     auto b = make_cuda_backend();
     CHECK_THROWS_AS(b->prepare(m, {0}, shape, opt), UnsupportedError);
-    opt.ep_size = 1;
+    opt.layout = ep_layout(1);
     opt.expert_gemm = "fastest";
     CHECK_THROWS_AS(b->prepare(m, {0}, shape, opt), ConfigError);
     opt.expert_gemm = "gemv";

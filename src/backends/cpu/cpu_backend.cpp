@@ -70,8 +70,10 @@ BackendTraits CpuBackend::traits() const { return cpu_backend_traits(); }
 BackendTraits cpu_backend_traits() {
     BackendTraits t;
     t.name = "cpu";
-    t.elem_bytes = 4;
-    t.precision = "fp32 weights and activations (cpu)";
+    t.native_precision = uniform_precision(DType::fp32);  // every phase in fp32
+    t.weight_dtypes = {DType::fp32};
+    t.kv_dtypes = {DType::fp32};
+    t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};  // rows encoded on the wire (core/dispatch_dtype.hpp)
     t.mla_form = MlaForm::expanded_cache;
     t.expert_gemm = {"auto", "panel", "blas"};
     t.measures_ceilings = true;

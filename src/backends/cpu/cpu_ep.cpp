@@ -47,9 +47,8 @@ void CpuBackend::ep_setup(const Topology& topo, const RunOptions& opt) {
     ep_.world = topo.world_size;
     ep_.placement = *topo.placement;
     ep_.experts = ep_.placement.experts_on_rank[static_cast<size_t>(topo.rank)];
-    ep_.dedup = opt.a2a == "dedup";
-    ep_.dtype = core::dispatch_dtype_named(opt.dispatch_dtype)
-                    .value_or(core::DispatchDtype::fp32);  // auto: the cpu's activation dtype
+    ep_.dedup = opt.layout.a2a == A2aMode::dedup;
+    ep_.dtype = core::dispatch_wire(opt.precision.dispatch).value_or(core::DispatchDtype::fp32);
     const size_t held = ep_.experts.size();
     ep_.counts.assign(held, 0);
     ep_.offsets.assign(held + 1, 0);

@@ -8,8 +8,10 @@ namespace moebench {
 BackendTraits cuda_backend_traits() {
     BackendTraits t;
     t.name = "cuda";
-    t.elem_bytes = 2;
-    t.precision = "bf16 weights and activations (cuda)";
+    t.native_precision = uniform_precision(DType::bf16);  // bf16 storage, fp32 accumulation
+    t.weight_dtypes = {DType::bf16};
+    t.kv_dtypes = {DType::bf16};
+    t.dispatch_dtypes = {DType::bf16};
     t.mla_form = MlaForm::absorbed;
     t.expert_gemm = {"auto", "gemv", "tiled", "grouped", "loop"};
     t.attention_kernel = {"auto", "split", "flash", "latent"};

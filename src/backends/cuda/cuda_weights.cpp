@@ -86,10 +86,10 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     graph_state_ = opt_.cuda_graph ? GraphState::eager : GraphState::off;
     attn_kernel_ = kernels::AttentionKernel::automatic;  // no layer of this preparation has run
     const auto& a = m_.attn;
-    if (opt.ep_size > 1)
+    if (opt.layout.moe_ep > 1)
         throw UnsupportedError(fmt::format(
             "--ep {}: the cuda backend runs on one GPU and does not implement expert-parallel all-to-all; use --ep 1 "
-            "(or the sim backend to model expert parallelism)", opt.ep_size));
+            "(or the sim backend to model expert parallelism)", opt.layout.moe_ep));
     if (opt.expert_gemm != "auto" && opt.expert_gemm != "gemv" && opt.expert_gemm != "tiled" &&
         opt.expert_gemm != "grouped" && opt.expert_gemm != "loop")
         config_error("--expert-gemm", "unknown expert GEMM variant", opt.expert_gemm,

@@ -49,7 +49,7 @@ public:
     std::string fit_warning(const ModelConfig& model, const std::vector<int64_t>& layers,
                             const RunOptions& opt) const override {
         if (!(hw_.memory_bytes > 0)) return "";
-        const double ep = static_cast<double>(std::max<int64_t>(1, opt.ep_size));
+        const double ep = static_cast<double>(std::max<int64_t>(1, opt.layout.moe_ep));
         double replicated = 0, experts = 0;
         for (int64_t l : layers) {
             replicated += static_cast<double>(attention_params_per_layer(model) + norm_params_per_layer(model));
@@ -60,18 +60,20 @@ public:
                 replicated += static_cast<double>(dense_mlp_params_per_layer(model));
             }
         }
-        const double per_rank_bytes = (replicated + experts / ep) * p_.weight_elem_bytes();
+        const double per_rank_bytes = replicated * opt.precision.dense_weight_bytes() +
+                                      experts / ep * opt.precision.expert_weight_bytes();
         if (per_rank_bytes <= hw_.memory_bytes) return "";
         return fmt::format("the {} layer(s) run need {:.1f} GiB of {} weights per GPU (EP {}), more than the {:.1f} "
                            "GiB of the profile: the modeled times assume they fit; size a real layout with moebench plan",
-                           layers.size(), per_rank_bytes / 1073741824.0, to_string(p_.dtype),
+                           layers.size(), per_rank_bytes / 1073741824.0, opt.precision.describe(),
                            static_cast<int64_t>(ep), hw_.memory_bytes / 1073741824.0);
     }
 
     json describe() const override {
         return json{{"hardware", hardware_to_json(hw_)},
                     {"peak_flops", sim_peak_flops(hw_, p_)},
-                    {"dtype", to_string(p_.dtype)},
+                    {"dtype", to_string(opt_.precision.dense_weights)},
+                    {"precision", opt_.precision.describe()},
                     {"mla_form", to_string(p_.mla_form)},
                     {"compute_efficiency", p_.compute_efficiency},
                     {"memory_efficiency", p_.memory_efficiency},
@@ -81,7 +83,8 @@ public:
                     {"a2a_network_latency_us", p_.a2a_network_latency_us},
                     {"ep_layout", (placement_.source == "contiguous" ? std::string("experts contiguous per rank")
                                                                      : "experts placed by " + placement_.source) +
-                                      "; sequences spread over ranks (data-parallel attention); --a2a " + opt_.a2a +
+                                      "; sequences spread over ranks (data-parallel attention); --a2a " +
+                                      std::string(to_string(opt_.layout.a2a)) +
                                       ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
                                       " bytes, combine rows of " + fmt::format("{:g}", combine_row_bytes_) +
                                       " bytes (payload only)"},
@@ -91,7 +94,7 @@ public:
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
                  const RunOptions& opt, const Topology& topo = Topology{}) override {  // one process models every rank
-        const int64_t ep = opt.ep_size;
+        const int64_t ep = opt.layout.moe_ep;
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
             config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
                          shape.seq_len), "use batch >= 1 (and seq_len >= 1 for prefill)");
@@ -120,8 +123,8 @@ public:
         placement_ = topo.placement ? *topo.placement
                      : ep > 1       ? contiguous_placement(model.moe.num_experts, ep)
                                     : ExpertPlacement{};
-        dispatch_row_bytes_ = dispatch_row_bytes(opt.dispatch_dtype, model.hidden_size, p_.act_elem_bytes());
-        combine_row_bytes_ = static_cast<double>(model.hidden_size) * p_.act_elem_bytes();  // the activation dtype
+        dispatch_row_bytes_ = dispatch_row_bytes(opt.precision.dispatch, model.hidden_size);
+        combine_row_bytes_ = dispatch_row_bytes(opt.precision.combine, model.hidden_size);  // the activation format
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
         // likely, drawn from the run's seed (the "uniform" workload).
         check_host_memory();
@@ -197,7 +200,7 @@ private:
         Slot& sl = slots_[s];
         sl.layer = layers_[s];
         sl.us.fill(-1.0);
-        const int64_t ep = opt_.ep_size, E = model_.moe.num_experts;
+        const int64_t ep = opt_.layout.moe_ep, E = model_.moe.num_experts;
         const auto num_experts = static_cast<size_t>(std::max<int64_t>(E, 0));
         sl.home_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
         sl.expert_counts = sl.home_counts;
@@ -226,7 +229,7 @@ private:
             }
         }
         if (ep > 1) {  // the same rows each way: dispatch in the dispatch dtype, combine in the activation dtype
-            sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, placement_, opt_.a2a == "dedup");
+            sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, placement_, opt_.layout.a2a == A2aMode::dedup);
             sl.combine_traffic = sl.dispatch_traffic;
             for (double& b : sl.dispatch_traffic.bytes) b *= dispatch_row_bytes_;
             for (double& b : sl.combine_traffic.bytes) b *= combine_row_bytes_;
@@ -237,32 +240,42 @@ private:
     // Slowest rank's time for a phase that runs where the tokens live (attention side, router, permute, shared
     // expert, combine, head): rank r runs its own sequences and the assignments of its tokens.
     double home_side_us(Phase phase, int64_t layer, const std::vector<std::vector<int64_t>>* counts) const {
-        std::vector<double> rank_us(static_cast<size_t>(opt_.ep_size), 0.0);
-        for (int64_t r = 0; r < opt_.ep_size; ++r) {
+        const int64_t ep = opt_.layout.moe_ep;
+        std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
+        for (int64_t r = 0; r < ep; ++r) {
             StepShape sr = shape_;
-            sr.batch = sequences_on_rank(shape_, r, opt_.ep_size);
+            sr.batch = sequences_on_rank(shape_, r, ep);
             if (sr.batch == 0) continue;
             static const std::vector<int64_t> kNone;
             const std::vector<int64_t>& tpe = counts ? (*counts)[static_cast<size_t>(r)] : kNone;
-            rank_us[static_cast<size_t>(r)] = sim_phase_us(work(phase, layer, sr, tpe), hw_, p_);
+            rank_us[static_cast<size_t>(r)] = sim_phase_us(work(phase, layer, sr, tpe), peak_flops(phase), hw_, p_);
         }
         return across_ranks(rank_us).slowest_us;
     }
 
     // Slowest rank's time for an expert phase: rank q runs its experts (the placement's) on the rows routed there.
     double expert_side_us(Phase phase, const Slot& sl) const {
-        const int64_t ep = opt_.ep_size;
+        const int64_t ep = opt_.layout.moe_ep;
         std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
         for (int64_t q = 0; q < ep; ++q)
-            rank_us[static_cast<size_t>(q)] =
-                sim_phase_us(work(phase, sl.layer, shape_, sl.expert_counts[static_cast<size_t>(q)]), hw_, p_);
+            rank_us[static_cast<size_t>(q)] = sim_phase_us(
+                work(phase, sl.layer, shape_, sl.expert_counts[static_cast<size_t>(q)]), peak_flops(phase), hw_, p_);
         return across_ranks(rank_us).slowest_us;
     }
 
     PhaseWork work(Phase phase, int64_t layer, const StepShape& s, const std::vector<int64_t>& tpe) const {
         PhaseWorkOptions o;
         o.mla_form = p_.mla_form;
-        return phase_work(model_, phase, layer, s, tpe, p_.weight_elem_bytes(), p_.act_elem_bytes(), opt_.ep_size, o);
+        return phase_work(model_, phase, layer, s, tpe, opt_.precision, opt_.layout.moe_ep, o);
+    }
+
+    // The peak rate a phase's matrix products run at: the routed experts' format for the expert phases, the
+    // activations' for attention over the cache, the dense weights' for the other linear layers.
+    double peak_flops(Phase phase) const {
+        const DType d = is_routed_expert_phase(phase) ? opt_.precision.expert_weights
+                        : phase == Phase::attention   ? opt_.precision.activations
+                                                      : opt_.precision.dense_weights;
+        return peak_flops_for(hw_, d);
     }
 
     double phase_us(Phase phase, int64_t slot) {
@@ -348,8 +361,8 @@ SimParams sim_params_for(const HardwareProfile& hw) {
 
 double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype); }
 
-double sim_phase_us(const PhaseWork& w, const HardwareProfile& hw, const SimParams& p) {
-    const double compute_s = w.flops / (sim_peak_flops(hw, p) * p.compute_efficiency);
+double sim_phase_us(const PhaseWork& w, double peak_flops, const HardwareProfile& hw, const SimParams& p) {
+    const double compute_s = w.flops / (peak_flops * p.compute_efficiency);
     const double memory_s = w.bytes() / (hw.memory_bw_bytes_per_s * p.memory_efficiency);
     return std::max(compute_s, memory_s) * 1e6 + p.phase_overhead_us;
 }
@@ -388,8 +401,12 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
     t.computes_tensors = false;
     t.linear_attention = true;
     t.attention_output_gate = true;
-    t.elem_bytes = p.weight_elem_bytes();
-    t.precision = std::string(to_string(p.dtype)) + " (sim)";
+    t.native_precision = uniform_precision(p.dtype);  // the profile's sim.dtype: bf16 unless it says fp32
+    t.weight_dtypes.clear();
+    for (const DTypeInfo& i : dtype_table())
+        if (i.weights) t.weight_dtypes.push_back(i.dtype);
+    t.kv_dtypes = {DType::fp32, DType::bf16, DType::fp8};
+    t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};
     t.mla_form = p.mla_form;
     t.expert_parallel = true;
     t.default_hardware = hw.name;

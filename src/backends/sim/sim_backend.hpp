@@ -22,10 +22,8 @@ struct SimParams {
     double phase_overhead_us = 3.0;       // per phase: kernel launch and tail, added to the roofline time
     double a2a_latency_us = 10.0;         // per all-to-all within one node (scale-up links)
     double a2a_network_latency_us = 25.0; // per all-to-all that crosses nodes
-    DType dtype = DType::bf16;            // bf16 (2-byte weights and activations, bf16 peak) or fp32 (4, fp32 peak)
+    DType dtype = DType::bf16;            // the native format ("auto" of --dtype): bf16, or fp32 (a profile's sim.dtype)
     MlaForm mla_form = MlaForm::absorbed; // MLA attention as the cuda backend runs it
-    double weight_elem_bytes() const { return dtype == DType::fp32 ? 4.0 : 2.0; }
-    double act_elem_bytes() const { return weight_elem_bytes(); }
 };
 
 /// Reads the optional "sim" object of a hardware profile (`path` names it in errors); missing keys keep defaults.
@@ -35,10 +33,11 @@ SimParams sim_params_from_json(const json& sim, const std::string& path);
 /// The profile's "sim" object when its source file has one, else the defaults.
 SimParams sim_params_for(const HardwareProfile& hw);
 
-/// Peak FLOP/s the model uses for `p.dtype` on `hw`.
+/// Peak FLOP/s of the native format `p.dtype` on `hw` (what the profile must have for the sim to model anything).
 double sim_peak_flops(const HardwareProfile& hw, const SimParams& p);
-/// Modeled time of one phase on one GPU: max(flops / (peak * compute_eff), bytes / (mem_bw * memory_eff)) + overhead.
-double sim_phase_us(const PhaseWork& w, const HardwareProfile& hw, const SimParams& p);
+/// Modeled time of one phase on one GPU: max(flops / (peak_flops * compute_eff), bytes / (mem_bw * memory_eff)) +
+/// overhead; `peak_flops` is the rate of the format the phase computes in (model/decode_floor.hpp peak_flops_for).
+double sim_phase_us(const PhaseWork& w, double peak_flops, const HardwareProfile& hw, const SimParams& p);
 /// Modeled time of one all-to-all: max over ranks of max(bytes sent, bytes received) over its links (scale-up within
 /// a node of gpus_per_node ranks, network beyond; each at link_efficiency), plus the latency. `transpose` reads the
 /// traffic the other way round (combine). The latency is a2a_network_latency_us when the ranks span more than one

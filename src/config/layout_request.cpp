@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "config/layout_request.hpp"
+
+#include "common/error.hpp"
+#include "config/model_config.hpp"
+#include "config/run_fields.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace moebench {
+
+namespace {
+
+std::string label(const std::string& key) { return run_field_label("", key); }
+
+// "1, 2, 4, 8": the divisors of n up to `limit` values, for a fix.
+std::string divisors(int64_t n) {
+    std::string s;
+    for (int64_t d = 1; d <= n; ++d)
+        if (n % d == 0) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return s;
+}
+
+void factor_range(const char* key, int64_t v, int64_t lo) {
+    if (v < lo)
+        config_error(label(key), lo == 0 ? "must be >= 0 (0 = derived from the other sizes)" : "must be >= 1",
+                     std::to_string(v), std::string("use a GPU count such as 8") + (lo == 0 ? ", or 0" : ""));
+    if (v > kMaxLayoutGpus)
+        config_error(label(key), "is beyond 65536 GPUs", std::to_string(v), "use the GPU count of the deployment");
+}
+
+}  // namespace
+
+Layout resolve_layout(const LayoutRequest& r) {
+    factor_range("ep", r.ep, 1);
+    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"tp", r.tp}, {"attention_dp", r.attention_dp},
+                                 {"moe_tp", r.moe_tp}, {"moe_ep", r.moe_ep}})
+        factor_range(key, v, 0);
+    if (r.moe_ep > 0 && r.ep > 1 && r.moe_ep != r.ep)
+        config_error(label("ep"), "and moe_ep (--moe-ep) both set the expert-parallel size, differently",
+                     fmt::format("--ep {} --moe-ep {}", r.ep, r.moe_ep), "give one of them");
+    Layout l;
+    if (r.a2a == "dedup") l.a2a = A2aMode::dedup;
+    else if (r.a2a == "per-expert") l.a2a = A2aMode::per_expert;
+    else
+        config_error(label("a2a"), "is not a dispatch mode", r.a2a,
+                     "use dedup (a token once per destination rank) or per-expert (a row per assignment)");
+    l.placement = r.placement;
+    l.attn_tp = r.tp > 0 ? r.tp : 1;
+    l.moe_ep = r.moe_ep > 0 ? r.moe_ep : r.ep;
+    const int64_t attention_side = l.attn_tp * (r.attention_dp > 0 ? r.attention_dp : 1);
+    const int64_t expert_side = (r.moe_tp > 0 ? r.moe_tp : 1) * l.moe_ep;
+    const int64_t gpus = std::max(attention_side, expert_side);
+    if (gpus > kMaxLayoutGpus)
+        config_error(label("tp"), "and the other layout sizes make more than 65536 GPUs",
+                     fmt::format("{} x {}", attention_side, expert_side), "use the GPU count of the deployment");
+    const std::string given = fmt::format("tp {}, attention_dp {}, moe_tp {}, moe_ep {}", r.tp, r.attention_dp,
+                                          r.moe_tp, l.moe_ep);
+    if (gpus % l.attn_tp != 0 || gpus % l.moe_ep != 0)
+        config_error(label(gpus % l.attn_tp != 0 ? "tp" : "moe_ep"),
+                     fmt::format("cannot split the {} GPUs the layout needs (each size divides the GPU count)", gpus),
+                     given, fmt::format("use sizes that divide {} (e.g. --tp {} --ep {})", gpus, gpus, gpus));
+    l.attn_dp = r.attention_dp > 0 ? r.attention_dp : gpus / l.attn_tp;
+    l.moe_tp = r.moe_tp > 0 ? r.moe_tp : gpus / l.moe_ep;
+    if (l.attn_tp * l.attn_dp != l.moe_tp * l.moe_ep)
+        config_error(label(r.attention_dp > 0 ? "attention_dp" : "moe_tp"),
+                     fmt::format("attention runs on tp x attention_dp = {} GPUs, the experts on moe_tp x moe_ep = {}: "
+                                 "both must be the same GPUs",
+                                 l.attn_tp * l.attn_dp, l.moe_tp * l.moe_ep),
+                     given, "leave attention_dp or moe_tp out (derived), or make the products equal");
+    return l;
+}
+
+LayoutRequest layout_request_of(const Layout& l) {
+    LayoutRequest r;
+    r.ep = l.moe_ep;
+    r.tp = l.attn_tp;
+    r.attention_dp = l.attn_dp;
+    r.moe_tp = l.moe_tp;
+    r.moe_ep = l.moe_ep;
+    r.a2a = std::string(to_string(l.a2a));
+    r.placement = l.placement;
+    return r;
+}
+
+void check_layout_for_model(const ModelConfig& m, const Layout& l) {
+    // The shorthand (--ep N: attention DP N, experts EP N) is named as the user most likely typed it.
+    const std::string ep_key = l.attn_tp == 1 && l.moe_tp == 1 && l.attn_dp == l.moe_ep ? "ep" : "moe_ep";
+    if (!m.is_moe_model() && l.moe_ep > 1)
+        config_error(label(ep_key), "expert parallelism needs a MoE model", std::to_string(l.moe_ep),
+                     m.name + " has no routed experts; use --tp for a dense model");
+    if (m.is_moe_model() && m.moe.num_experts % l.moe_ep != 0)
+        config_error(label(ep_key), fmt::format("does not divide the {} routed experts of {}", m.moe.num_experts, m.name),
+                     std::to_string(l.moe_ep), "use one of: " + divisors(m.moe.num_experts));
+    if (m.attn.num_heads > 0 && m.attn.num_heads % l.attn_tp != 0)
+        config_error(label("tp"), fmt::format("does not divide the {} attention heads of {}", m.attn.num_heads, m.name),
+                     std::to_string(l.attn_tp), "use one of: " + divisors(m.attn.num_heads));
+    if (m.is_moe_model() && l.moe_tp > 1 && m.moe.expert_intermediate_size % l.moe_tp != 0)
+        config_error(label("moe_tp"),
+                     fmt::format("does not divide the expert width {} of {}", m.moe.expert_intermediate_size, m.name),
+                     std::to_string(l.moe_tp), "use a size that divides the expert width, or more expert parallelism");
+}
+
+}  // namespace moebench

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a run, sweep or plan asks of the parallel layout (run fields ep, tp, attention_dp, moe_tp, moe_ep, a2a,
+// placement), resolved into the one Layout value (core/layout.hpp) and checked against a model: the only place where
+// divisibility and the layout's rules are checked. Errors name the run fields (run_field_label: "tp (--tp)").
+#pragma once
+#include "core/layout.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace moebench {
+
+struct ModelConfig;
+
+/// 0 = not given (derived). `ep` is the shorthand of today's runs: expert EP ep with attention DP ep.
+struct LayoutRequest {
+    int64_t ep = 1;            // experts over ep ranks (and attention data-parallel over them unless tp is given)
+    int64_t tp = 0;            // attention tensor parallel (also dense layers, shared experts, embedding, LM head)
+    int64_t attention_dp = 0;  // attention data-parallel replicas
+    int64_t moe_tp = 0;        // each routed expert split over moe_tp GPUs
+    int64_t moe_ep = 0;        // routed experts spread over moe_ep GPUs (whole experts); 0: ep
+    std::string a2a = "dedup";
+    std::string placement;
+    bool operator==(const LayoutRequest&) const = default;
+};
+
+/// The request as a Layout: GPUs = max(tp x attention_dp, moe_tp x moe_ep) over the given factors; attention_dp and
+/// moe_tp, when not given, take what is left (GPUs / tp, GPUs / moe_ep). ConfigError naming the field when a factor
+/// is out of range, the two sides cannot cover the same GPUs, ep and moe_ep disagree, or a2a is unknown.
+Layout resolve_layout(const LayoutRequest& r);
+/// The resolved layout written back as a request whose every factor is given (what a report records, so that a
+/// re-run resolves to the same layout).
+LayoutRequest layout_request_of(const Layout& l);
+/// The layout against the model: the expert-parallel size divides the routed experts (and is 1 on a dense model),
+/// the attention tensor-parallel size divides the attention heads, the expert tensor-parallel size divides each
+/// expert's width. ConfigError naming the field, with the sizes that would.
+void check_layout_for_model(const ModelConfig& m, const Layout& l);
+
+/// Upper bound of any layout factor and of the GPU count.
+inline constexpr int64_t kMaxLayoutGpus = 65536;
+
+}  // namespace moebench

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/layout.hpp"
+
+#include <fmt/format.h>
+
+namespace moebench {
+
+std::string_view to_string(A2aMode m) { return m == A2aMode::dedup ? "dedup" : "per-expert"; }
+
+std::string Layout::describe() const {
+    if (num_gpus() == 1) return "1 GPU";
+    std::string attn = attn_tp > 1 && attn_dp > 1 ? fmt::format("attention TP {} x DP {}", attn_tp, attn_dp)
+                       : attn_tp > 1              ? fmt::format("attention TP {}", attn_tp)
+                                                  : fmt::format("attention DP {}", attn_dp);
+    std::string moe = moe_tp > 1 && moe_ep > 1 ? fmt::format("experts TP {} x EP {}", moe_tp, moe_ep)
+                      : moe_tp > 1             ? fmt::format("experts TP {}", moe_tp)
+                                               : fmt::format("experts EP {}", moe_ep);
+    return fmt::format("{} GPUs: {}, {}", num_gpus(), attn, moe);
+}
+
+Layout ep_layout(int64_t ep) {
+    Layout l;
+    l.attn_dp = ep;
+    l.moe_ep = ep;
+    return l;
+}
+
+}  // namespace moebench

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// The parallel layout of one deployment, as one typed value that plan, run, sweep, place and the sim read: how many GPUs
+// (or processes) split attention (tensor parallel x data parallel) and the routed experts (expert tensor parallel x
+// expert parallel), where the experts live and how tokens reach them. What a run asks for is resolved and checked
+// against the model once, in config/run_layout.hpp.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace moebench {
+
+/// How a token reaches the ranks that hold its experts (expert parallelism).
+enum class A2aMode {
+    dedup,       // a token once to each rank that holds any of its experts (high-throughput EP kernels)
+    per_expert,  // one row per (token, expert) assignment (low-latency EP kernels)
+};
+std::string_view to_string(A2aMode m);
+
+/// attn_tp x attn_dp GPUs run attention (and the dense layers, shared experts, embedding and LM head: split over
+/// attn_tp, replicated over attn_dp, each replica holding its share of the sequences); moe_tp x moe_ep GPUs run the
+/// routed experts (experts / moe_ep whole experts per EP rank, each split over moe_tp). Both products are the GPU
+/// count. Today's runs: `--ep N` = attention DP N with expert EP N (attn_tp = moe_tp = 1).
+struct Layout {
+    int64_t attn_tp = 1;
+    int64_t attn_dp = 1;
+    int64_t moe_tp = 1;
+    int64_t moe_ep = 1;
+    A2aMode a2a = A2aMode::dedup;
+    std::string placement;  // expert placement file (moebench place); "" = contiguous blocks
+
+    int64_t num_gpus() const { return attn_tp * attn_dp; }
+    bool expert_parallel() const { return moe_ep > 1; }
+    /// "EP 8 (attention DP 8)", "attention TP 8, experts EP 8", "TP 8 (experts TP 8)": for reports and messages.
+    std::string describe() const;
+    bool operator==(const Layout&) const = default;
+};
+
+/// --ep N alone: data-parallel attention over N ranks, experts over the same N ranks.
+Layout ep_layout(int64_t ep);
+
+}  // namespace moebench

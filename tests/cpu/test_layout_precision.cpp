@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one layout value and the one precision value: how a request resolves (hand-worked cases), where the rules are
+// checked, what each backend refuses, and that plan, run and sweep read the same flags.
+#include "cli_helpers.hpp"
+#include "common/error.hpp"
+#include "config/layout_request.hpp"
+#include "config/model_config.hpp"
+#include "config/precision_request.hpp"
+#include "model/accounting.hpp"
+#include "model/phase_work.hpp"
+#include "test_models.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+using namespace moebench;
+using namespace moebench::test;
+
+namespace {
+
+Layout resolved(int64_t ep, int64_t tp, int64_t attention_dp = 0, int64_t moe_tp = 0, int64_t moe_ep = 0) {
+    LayoutRequest r;
+    r.ep = ep;
+    r.tp = tp;
+    r.attention_dp = attention_dp;
+    r.moe_tp = moe_tp;
+    r.moe_ep = moe_ep;
+    return resolve_layout(r);
+}
+
+void check_layout(const Layout& l, int64_t attn_tp, int64_t attn_dp, int64_t moe_tp, int64_t moe_ep) {
+    CHECK(l.attn_tp == attn_tp);
+    CHECK(l.attn_dp == attn_dp);
+    CHECK(l.moe_tp == moe_tp);
+    CHECK(l.moe_ep == moe_ep);
+    CHECK(l.attn_tp * l.attn_dp == l.moe_tp * l.moe_ep);
+}
+
+}  // namespace
+
+TEST_CASE("layout: a request resolves as the deployments are named", "[layout]") {
+    check_layout(resolved(1, 0), 1, 1, 1, 1);       // one GPU
+    check_layout(resolved(8, 0), 1, 8, 1, 8);       // --ep 8: attention DP 8, experts EP 8
+    check_layout(resolved(8, 8), 8, 1, 1, 8);       // --tp 8 --ep 8: attention TP 8, experts EP 8 (8 GPUs)
+    check_layout(resolved(1, 8), 8, 1, 8, 1);       // --tp 8: every layer TP 8 (experts TP 8)
+    check_layout(resolved(1, 8, 0, 0, 4), 8, 1, 2, 4);  // --tp 8 --moe-ep 4: experts TP 2 x EP 4
+    check_layout(resolved(1, 1, 32, 0, 32), 1, 32, 1, 32);  // DP 32 with EP 32
+    check_layout(resolved(4, 8), 8, 1, 2, 4);       // plan's rule: GPUs = max(ep, tp), experts TP = GPUs / ep
+    CHECK(resolved(8, 0).num_gpus() == 8);
+    // The resolved layout written back resolves to itself (what a report's config records).
+    for (const Layout& l : {resolved(8, 8), resolved(1, 8, 0, 0, 4), resolved(16, 0)})
+        CHECK(resolve_layout(layout_request_of(l)) == l);
+}
+
+TEST_CASE("layout: requests that cannot be are refused, naming the field", "[layout][bad_input]") {
+    CHECK_THROWS_WITH(resolved(4, 3), Catch::Contains("tp (--tp)") && Catch::Contains("cannot split"));
+    CHECK_THROWS_WITH(resolved(2, 0, 0, 0, 4), Catch::Contains("--moe-ep") && Catch::Contains("give one of them"));
+    CHECK_THROWS_WITH(resolved(1, 1, 2, 0, 4), Catch::Contains("attention_dp (--attention-dp)") &&
+                                                   Catch::Contains("same GPUs"));
+    CHECK_THROWS_WITH(resolved(1, -1), Catch::Contains("tp (--tp)"));
+    CHECK_THROWS_WITH(resolved(1, 70000), Catch::Contains("65536"));
+    LayoutRequest bad_a2a;
+    bad_a2a.a2a = "broadcast";
+    CHECK_THROWS_WITH(resolve_layout(bad_a2a), Catch::Contains("a2a (--a2a)") && Catch::Contains("per-expert"));
+    // Against the model: the tiny GQA model has 4 experts and 2 heads, experts 6 wide.
+    const ModelConfig m = tiny_gqa_h8();
+    CHECK_THROWS_WITH(check_layout_for_model(m, resolved(3, 0)), Catch::Contains("ep (--ep)") &&
+                                                                    Catch::Contains("1, 2, 4"));
+    CHECK_THROWS_WITH(check_layout_for_model(m, resolved(1, 8)), Catch::Contains("tp (--tp)"));
+    CHECK_NOTHROW(check_layout_for_model(m, resolved(4, 2)));
+    CHECK_THROWS_WITH(check_layout_for_model(m, resolved(1, 1, 0, 4, 1)), Catch::Contains("moe_tp (--moe-tp)"));
+}
+
+TEST_CASE("precision: auto is the backend's own, and each class checks its formats", "[precision]") {
+    const Precision cpu = uniform_precision(DType::fp32), gpu = uniform_precision(DType::bf16);
+    CHECK(resolve_precision(PrecisionRequest{}, cpu) == cpu);
+    CHECK(resolve_precision(PrecisionRequest{}, gpu) == gpu);
+    PrecisionRequest fp8;
+    fp8.dtype = "fp8";
+    const Precision p = resolve_precision(fp8, gpu);
+    CHECK(p.dense_weights == DType::fp8);
+    CHECK(p.expert_weights == DType::fp8);     // the experts follow --dtype
+    CHECK(p.kv_cache == DType::bf16);          // the backend's own
+    CHECK(p.activations == DType::bf16);       // fp8 GEMMs quantise their inputs; the residual stream stays bf16
+    CHECK(p.dispatch == DType::bf16);
+    PrecisionRequest mixed = fp8;
+    mixed.expert_dtype = "int4";
+    mixed.kv_dtype = "fp8";
+    mixed.dispatch_dtype = "fp8";
+    const Precision q = resolve_precision(mixed, gpu);
+    CHECK(q.expert_weights == DType::int4);
+    CHECK(q.kv_cache == DType::fp8);
+    CHECK(q.dispatch == DType::fp8);
+    CHECK(q.combine == DType::bf16);
+    CHECK(dtype_info(DType::int4).bytes_per_elem == Approx(0.5 + 2.0 / 128));
+
+    PrecisionRequest bad;
+    bad.kv_dtype = "int4";  // weight-only
+    CHECK_THROWS_WITH(check_precision_request(bad), Catch::Contains("kv_dtype (--kv-dtype)") &&
+                                                        Catch::Contains("fp32 | bf16 | fp8"));
+    bad = PrecisionRequest{};
+    bad.dtype = "fp16";
+    CHECK_THROWS_WITH(check_precision_request(bad), Catch::Contains("dtype (--dtype)") &&
+                                                        Catch::Contains("unknown number format"));
+}
+
+TEST_CASE("precision: counted bytes follow each class", "[precision]") {
+    const ModelConfig m = tiny_gqa_h8();
+    StepShape s;
+    s.batch = 4;
+    s.context = 64;
+    const std::vector<int64_t> tpe = {2, 2, 2, 2};
+    const Precision bf16 = uniform_precision(DType::bf16);
+    Precision fp8_experts = bf16;
+    fp8_experts.expert_weights = DType::fp8;
+    // The routed experts' weights halve, nothing else moves.
+    CHECK(phase_work(m, Phase::expert_up, 0, s, tpe, fp8_experts, 1).weight_bytes ==
+          Approx(phase_work(m, Phase::expert_up, 0, s, tpe, bf16, 1).weight_bytes / 2));
+    CHECK(phase_work(m, Phase::qkv_proj, 0, s, tpe, fp8_experts, 1).weight_bytes ==
+          Approx(phase_work(m, Phase::qkv_proj, 0, s, tpe, bf16, 1).weight_bytes));
+    // An fp8 KV cache halves the cache read of decode attention: 4 sequences x 64 cached tokens x (k and v of one
+    // 4-wide head) elements, 2 bytes each in bf16 and 1 in fp8.
+    Precision fp8_kv = bf16;
+    fp8_kv.kv_cache = DType::fp8;
+    const double cache_elems = 4.0 * 64 * kv_elems_per_token_per_layer(m);
+    CHECK(phase_work(m, Phase::attention, 0, s, tpe, bf16, 1).activation_bytes -
+              phase_work(m, Phase::attention, 0, s, tpe, fp8_kv, 1).activation_bytes ==
+          Approx(cache_elems * (2 - 1)));
+    // fp8 dense weights leave the LM head and the embedding in bf16.
+    Precision fp8_dense = bf16;
+    fp8_dense.dense_weights = DType::fp8;
+    CHECK(phase_work(m, Phase::lm_head, -1, s, {}, fp8_dense, 1).weight_bytes ==
+          Approx(phase_work(m, Phase::lm_head, -1, s, {}, bf16, 1).weight_bytes));
+}
+
+TEST_CASE("layout and precision flags: run, plan and sweep read the same ones", "[layout][precision][cli]") {
+    const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/conformance/models/tiny-mixtral-8x7b.json";
+    const std::string dir = temp_dir("layoutcli");
+    // cpu computes fp32 only, and no tensor parallelism: refused by name, with the way out.
+    CliResult r = run_cli("run --backend cpu --model " + tiny + " --layers 1 --iters 1 --warmup 0 --dtype bf16 --out " +
+                          dir + "/a.json");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("dtype (--dtype)") && Catch::Contains("computes fp32"));
+    r = run_cli("run --backend cpu --model " + tiny + " --layers 1 --iters 1 --warmup 0 --tp 2 --out " + dir +
+                "/b.json");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("tp (--tp)") && Catch::Contains("moebench plan"));
+    r = run_cli("run --backend cpu --model " + tiny + " --kv-dtype int4 --out " + dir + "/c.json");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("kv_dtype (--kv-dtype)"));
+
+    // The sim counts what it is told: fp8 experts halve the expert weights the roofline counts.
+    const std::string sim = "run --backend sim --hardware h200-sxm --model " + tiny + " --layers 1 --batch 8 --iters 2 "
+                            "--warmup 0 ";
+    r = run_cli(sim + "--out " + dir + "/bf16.json");
+    REQUIRE(r.exit_code == 0);
+    r = run_cli(sim + "--expert-dtype fp8 --out " + dir + "/fp8.json");
+    REQUIRE(r.exit_code == 0);
+    const json bf16 = json::parse(read_text(dir + "/bf16.json"))["runs"][0];
+    const json fp8 = json::parse(read_text(dir + "/fp8.json"))["runs"][0];
+    CHECK(fp8["precision"]["expert_weights"] == "fp8");
+    CHECK(fp8["precision"]["dense_weights"] == "bf16");
+    CHECK(fp8["axes"]["expert_dtype"] == "fp8");
+    CHECK(fp8["roofline"]["phases"]["expert_up"]["weight_bytes"].get<double>() ==
+          Approx(bf16["roofline"]["phases"]["expert_up"]["weight_bytes"].get<double>() / 2));
+    // The layout as the report records it: every size given.
+    CHECK(bf16["axes"]["tp"] == 1);
+    CHECK(bf16["axes"]["moe_ep"] == 1);
+    CHECK(bf16["layout"]["num_gpus"] == 1);
+
+    // A report written before the layout and format axes existed still matches a new one of the same point.
+    json old = json::parse(read_text(dir + "/bf16.json"));
+    for (const char* k : {"tp", "attention_dp", "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype"})
+        old["runs"][0]["axes"].erase(k);
+    std::ofstream(dir + "/old.json") << old.dump();
+    r = run_cli("compare " + dir + "/old.json " + dir + "/bf16.json");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, !Catch::Contains("no point"));
+
+    // plan takes the same flags.
+    r = run_cli("plan --model mixtral-8x7b --hardware h100-sxm --expert-dtype int4 --format json");
+    REQUIRE(r.exit_code == 0);
+    const json plan = json::parse(r.out);
+    CHECK(plan["inputs"]["expert_dtype"] == "int4");
+    CHECK(plan["inputs"]["dtype"] == "bf16");
+    r = run_cli("plan --model mixtral-8x7b --tp 3");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("tp (--tp)"));
+
+    // sweep: the formats are axes.
+    r = run_cli("sweep --backend sim --model " + tiny + " --layers 1 --batch 8 --iters 1 "
+                "--warmup 0 --dtype bf16,fp8 --out " + dir + "/sweep.json --journal " + dir + "/sweep.jsonl");
+    REQUIRE(r.exit_code == 0);
+    const json sweep = json::parse(read_text(dir + "/sweep.json"));
+    REQUIRE(sweep["runs"].size() == 2);
+    CHECK(sweep["runs"][1]["precision"]["dense_weights"] == "fp8");
+}
