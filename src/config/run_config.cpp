@@ -83,6 +83,7 @@ void validate(const RunConfig& c) {
     at_least("seq_len", c.shape.seq_len, 1, "use a sequence length of at least 1");
     at_least("context", c.shape.context, 0, "use a context length >= 0 (tokens already in the KV cache)");
     at_least("layers", c.layers, 0, "use 0 for all layers or N >= 1 for the first N");
+    at_least("first_layer", c.first_layer, 0, "use 0 (the model's first layer) or a later layer's index");
     at_least("warmup", c.warmup, 0, "use 0 or more warm-up iterations");
     at_least("iters", c.iters, 1, "measure at least one iteration");
     at_least("max_iters", c.max_iters, 1, "use a cap of at least 1 iteration");

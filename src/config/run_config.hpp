@@ -23,7 +23,8 @@ struct RunConfig {
     std::string hardware;                 // optional profile for floors / peaks ("" = none)
     std::string backend = "auto";         // auto | cpu | cuda
     StepShape shape;                      // mode, batch, seq_len, context
-    int64_t layers = 0;                   // run the first N layers (0 = all)
+    int64_t layers = 0;                   // run N layers from first_layer on (0 = all from there)
+    int64_t first_layer = 0;              // the model layer the run starts at (0-based)
     std::string routing = "router";       // workload spec, see docs/workloads.md
     RunOptions options;                   // seed, capacity factor, soft top-N, threads, ... (layout and precision:
                                           // resolved from the two requests below)

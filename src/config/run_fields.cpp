@@ -21,7 +21,10 @@ const std::vector<RunField> kRunFields = {
     {"seq_len", "--seq-len", "Prefill: tokens per sequence", true, true, MOEBENCH_FIELD(shape.seq_len)},
     {"context", "--context", "Decode: tokens already in the KV cache (prefill starts empty)", true, true,
      MOEBENCH_FIELD(shape.context)},
-    {"layers", "--layers", "Run the first N layers (0 = all)", true, true, MOEBENCH_FIELD(layers)},
+    {"layers", "--layers", "Run N layers from --first-layer on (0 = all)", true, true, MOEBENCH_FIELD(layers)},
+    {"first_layer", "--first-layer",
+     "The model layer the run starts at (0-based), e.g. --first-layer 3 --layers 1: DeepSeek-V3's first MoE layer "
+     "alone", false, true, MOEBENCH_FIELD(first_layer)},
     {"routing", "--routing", "Workload: router, uniform, zipf:1.2, hot:4:0.6, trace:FILE ...", true, true,
      MOEBENCH_FIELD(routing)},
     {"seed", "--seed", "Seed for weights, inputs and synthetic routing", false, false, MOEBENCH_FIELD(options.seed)},

@@ -218,21 +218,41 @@ RunOptions resolved_options(const RunConfig& cfg, const BackendTraits& t) {
 }
 
 std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cfg) {
-    if (cfg.layers > model.num_layers)
-        config_error(run_field_label("", "layers"), fmt::format("exceeds the {} layers of model {}", model.num_layers, model.name),
+    const int64_t total = model.num_layers, first = cfg.first_layer;
+    if (first >= total)
+        config_error(run_field_label("", "first_layer"),
+                     fmt::format("is beyond the last layer of model {} (layers 0 to {})", model.name, total - 1),
+                     std::to_string(first), fmt::format("use --first-layer between 0 and {}", total - 1));
+    const int64_t left = total - first;  // layers from `first` to the model's end
+    if (cfg.layers > left)
+        config_error(run_field_label("", "layers"),
+                     first == 0 ? fmt::format("exceeds the {} layers of model {}", total, model.name)
+                                : fmt::format("exceeds the {} layers of model {} from layer {} on", left, model.name,
+                                              first),
                      std::to_string(cfg.layers),
-                     fmt::format("use --layers between 1 and {} (0 = all layers)", model.num_layers));
-    const int64_t num_run = cfg.layers == 0 ? model.num_layers : cfg.layers;
+                     fmt::format("use --layers between 1 and {} (0 = all layers{})", left,
+                                 first == 0 ? "" : " from --first-layer on"));
+    const int64_t num_run = cfg.layers == 0 ? left : cfg.layers;
     std::vector<int64_t> layers(static_cast<size_t>(num_run));
-    for (int64_t i = 0; i < num_run; ++i) layers[static_cast<size_t>(i)] = i;
+    for (int64_t i = 0; i < num_run; ++i) layers[static_cast<size_t>(i)] = first + i;
 
     const bool any_moe = std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return model.is_moe_layer(l); });
-    if (!cfg.dump_tensors.empty() && !any_moe)
-        config_error(run_field_label("", "dump_tensors"), "no MoE layer among the layers run",
-                     fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
-    if (cfg.check && !any_moe)
+    if (!any_moe && (!cfg.dump_tensors.empty() || cfg.check)) {
+        // The run's layers as given, and a fix that reaches the model's first MoE layer (if it has one).
+        const std::string given = first == 0 ? fmt::format("--layers {}", num_run)
+                                             : fmt::format("--first-layer {} --layers {}", first, num_run);
+        int64_t first_moe = -1;
+        for (int64_t l = 0; l < total && first_moe < 0; ++l)
+            if (model.is_moe_layer(l)) first_moe = l;
+        const std::string reach =
+            first_moe < 0 ? fmt::format("model {} has no MoE layer", model.name)
+                          : fmt::format("run more --layers, or --first-layer {} --layers 1 (its first MoE layer)",
+                                        first_moe);
+        if (!cfg.dump_tensors.empty())
+            config_error(run_field_label("", "dump_tensors"), "no MoE layer among the layers run", given, reach);
         config_error(run_field_label("", "check"), "no MoE layer among the layers run, so there is no MoE block to check",
-                     fmt::format("--layers {}", num_run), "run more --layers so that a MoE layer is included");
+                     given, reach);
+    }
     const int64_t num_experts = model.moe.num_experts;
     if (cfg.options.soft_topn > 0 && cfg.options.soft_topn > num_experts)
         config_error(run_field_label("", "soft_topn"), fmt::format("exceeds the {} experts of model {}", num_experts, model.name),

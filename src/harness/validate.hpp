@@ -27,7 +27,7 @@ RunOptions resolved_options(const RunConfig& cfg, const BackendTraits& traits);
 /// backend that does.
 void check_backend_runs_model(const BackendTraits& traits, const ModelConfig& model, const std::vector<int64_t>& layers);
 
-/// The model layers a point runs (the first cfg.layers, 0 = all), checked against the model and the options that
+/// The model layers a point runs (cfg.layers from cfg.first_layer on, 0 = all from there), checked against the model and the options that
 /// need a MoE layer or divide its experts. ConfigError naming the field.
 std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cfg);
 

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 using moebench::test::run_cli;
 using json = nlohmann::json;
 
@@ -32,6 +34,51 @@ void expect_exit2(const std::string& args, const std::vector<std::string>& needl
 
 TEST_CASE("run: --layers beyond the model is exit 2 naming --layers and the model's count", "[run_cli]") {
     expect_exit2("--backend cpu --layers 5", {"--layers", "5", "2 layers"});
+}
+
+TEST_CASE("run: --first-layer picks where the layers run start; beyond the model is exit 2 naming the flag",
+          "[run_cli]") {
+    expect_exit2("--backend cpu --first-layer 2", {"--first-layer", "2", "layers 0 to 1", "between 0 and 1"});
+    expect_exit2("--backend cpu --first-layer -1", {"--first-layer", "-1"});
+    expect_exit2("--backend cpu --first-layer 1 --layers 2", {"--layers", "2", "1 layers", "from layer 1 on"});
+    // A run of the second layer alone: the report says which layer ran, and the axis tells it from layer 0's run.
+    auto r = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 2 --first-layer 1 --layers 1 "
+                     "--check --json -");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json run = json::parse(r.out)["runs"][0];
+    CHECK(run["layers"]["run"] == json::array({1}));
+    CHECK(run["axes"]["first_layer"] == 1);
+    CHECK(run["axes"]["layers"] == 1);
+    CHECK(run["check"]["layer"] == 1);
+    CHECK(run["check"]["passed"] == true);
+}
+
+TEST_CASE("compare: the first layer is an axis; a report from before it was one reads as layer 0", "[run_cli]") {
+    const std::string dir = moebench::test::temp_dir("first_layer_compare");
+    const std::string sim = "run --model " + kTiny + " --backend sim --warmup 0 --iters 1 --batch 2 --layers 1 ";
+    REQUIRE(run_cli(sim + "--out " + dir + "/l0.json").exit_code == 0);
+    REQUIRE(run_cli(sim + "--first-layer 1 --out " + dir + "/l1.json").exit_code == 0);
+    json old = json::parse(moebench::test::read_text(dir + "/l0.json"));
+    old["runs"][0]["axes"].erase("first_layer");
+    std::ofstream(dir + "/old.json") << old.dump();
+    auto r = run_cli("compare " + dir + "/old.json " + dir + "/l0.json");
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, !Catch::Contains("no point"));
+    // Layer 1 alone is another point than layer 0 alone (same "layers": 1).
+    r = run_cli("compare " + dir + "/l0.json " + dir + "/l1.json");
+    CHECK_THAT(r.out + r.err, Catch::Contains("first_layer"));
+}
+
+TEST_CASE("run: --check on dense layers only names the model's first MoE layer as the fix", "[run_cli]") {
+    // tiny DeepSeek-V3: layer 0 dense, layer 1 MoE.
+    const std::string model = std::string(MOEBENCH_TEST_DATA) + "/conformance/models/tiny-deepseek-v3.json";
+    auto r = run_cli("run --model " + model + " --backend cpu --warmup 0 --iters 1 --batch 2 --layers 1 --check");
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--check") && Catch::Contains("--layers 1") &&
+                          Catch::Contains("--first-layer 1 --layers 1 (its first MoE layer)"));
 }
 
 TEST_CASE("run: negative batch, zero iterations, negative context", "[run_cli]") {
