@@ -4,6 +4,7 @@
 
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/nvml.hpp"
+#include "metrics/timing_stats.hpp"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -89,9 +90,12 @@ json CudaBackend::describe() const {
                                 : json(false);
     if (opt_.cuda_graph) {
         json g;
-        g["replays"] = graph_replays_;
-        g["replay_us_mean"] = graph_replays_ ? graph_replay_us_sum_ / graph_replays_ : 0.0;
-        g["phase_sum_us_mean"] = graph_replays_ ? graph_phase_sum_us_ / graph_replays_ : 0.0;
+        const TimingStats replay = summarize(graph_replay_us_), phase_sum = summarize(graph_phase_sum_us_);
+        g["replays"] = replay.count;
+        g["replay_us_mean"] = replay.mean_us;
+        g["replay_us_median"] = replay.p50_us;
+        g["phase_sum_us_mean"] = phase_sum.mean_us;
+        g["phase_sum_us_median"] = phase_sum.p50_us;
         g["source"] = "measured";
         g["note"] = device_sized() ? "the first step runs eagerly, the second is captured and launched; every step from then on "
                             "replays the graph (the expert kernel reads the routing on the device: it may change). "
@@ -100,16 +104,21 @@ json CudaBackend::describe() const {
                             "in), the second is captured and launched; every step from then on replays the graph "
                             "(a change of the counts stops the run). replay_us = events around cudaGraphLaunch";
         json o;
-        if (plain_runs_ > 0) {
-            const double with_us = paired_replay_us_sum_ / plain_runs_, without_us = plain_us_sum_ / plain_runs_;
-            o = {{"runs", plain_runs_},
-                 {"replay_with_phase_events_us_mean", with_us},
-                 {"replay_without_phase_events_us_mean", without_us},
-                 {"overhead_us", with_us - without_us},
-                 {"overhead_fraction", without_us > 0 ? (with_us - without_us) / without_us : 0.0},
+        if (!plain_us_.empty()) {
+            const TimingStats with = summarize(paired_replay_us_), without = summarize(plain_us_);
+            o = {{"runs", without.count},
+                 {"replay_with_phase_events_us_mean", with.mean_us},
+                 {"replay_without_phase_events_us_mean", without.mean_us},
+                 {"replay_with_phase_events_us_median", with.p50_us},
+                 {"replay_without_phase_events_us_median", without.p50_us},
+                 {"overhead_us", with.mean_us - without.mean_us},
+                 {"overhead_fraction", without.mean_us > 0 ? (with.mean_us - without.mean_us) / without.mean_us : 0.0},
+                 {"overhead_fraction_median", without.p50_us > 0 ? with.p50_us / without.p50_us - 1 : 0.0},
                  {"source", "measured"},
-                 {"how", "the step captured a second time without phase events; both graphs replayed in turn from "
-                         "the same input, 32 pairs during the capture step (a warm-up step)"}};
+                 {"how", fmt::format("the step captured a second time without phase events; both graphs replayed in "
+                                     "turn from the same input, {} pairs during the capture step (a warm-up step); "
+                                     "overhead_fraction_median = median with / median without - 1",
+                                     kPlainGraphRuns)}};
         } else {
             o = {{"runs", 0}, {"why", plain_error_.empty() ? std::string("no replay yet") : plain_error_}};
         }
@@ -238,9 +247,10 @@ std::vector<double> CudaBackend::end_step() {
     if (graph_run) {
         float ms = 0;
         MOEBENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, graph_start_.get(), graph_stop_.get()));
-        ++graph_replays_;
-        graph_replay_us_sum_ += ms * 1e3;
-        for (double v : us) graph_phase_sum_us_ += v;
+        graph_replay_us_.push_back(ms * 1e3);
+        double phase_sum_us = 0;
+        for (double v : us) phase_sum_us += v;
+        graph_phase_sum_us_.push_back(phase_sum_us);
         // The cuBLAS variants baked in the expert GEMM sizes of the captured step: the routing must not have changed.
         // (The gemv kernel reads them on the device: any routing replays.)
         for (auto& L : layers_) {
@@ -308,9 +318,8 @@ void CudaBackend::measure_event_overhead() {
         float plain_ms = 0, with_ms = 0;
         MOEBENCH_CUDA_CHECK(cudaEventElapsedTime(&plain_ms, plain_start_.get(), plain_stop_.get()));
         MOEBENCH_CUDA_CHECK(cudaEventElapsedTime(&with_ms, graph_start_.get(), graph_stop_.get()));
-        ++plain_runs_;
-        plain_us_sum_ += plain_ms * 1e3;
-        paired_replay_us_sum_ += with_ms * 1e3;
+        plain_us_.push_back(plain_ms * 1e3);
+        paired_replay_us_.push_back(with_ms * 1e3);
     }
     // The step itself starts from the embedded tokens again.
     reset_hidden();

@@ -237,15 +237,15 @@ private:
     cudaGraph_t graph_ = nullptr;
     cudaGraphExec_t graph_exec_ = nullptr;
     CudaEvent graph_start_, graph_stop_;
-    int64_t graph_replays_ = 0;
-    double graph_replay_us_sum_ = 0, graph_phase_sum_us_ = 0;
+    // Per replayed step: events around cudaGraphLaunch, and the sum of its phase intervals (medians in describe()).
+    std::vector<double> graph_replay_us_, graph_phase_sum_us_;
     std::vector<std::pair<Phase, int64_t>> captured_phases_;  // the captured step's phases, in order
-    static constexpr int64_t kPlainGraphRuns = 32;            // replay pairs that measure the event overhead
+    // Replay pairs that measure the event overhead (>= 30: the device check judges their medians).
+    static constexpr int64_t kPlainGraphRuns = 32;
     cudaGraph_t plain_graph_ = nullptr;
     cudaGraphExec_t plain_exec_ = nullptr;
     CudaEvent plain_start_, plain_stop_;
-    int64_t plain_runs_ = 0;
-    double plain_us_sum_ = 0, paired_replay_us_sum_ = 0;
+    std::vector<double> plain_us_, paired_replay_us_;  // per pair: without / with the phase events
     std::string plain_error_;
 };
 
