@@ -43,7 +43,9 @@ void CpuBackend::phase_linear_attention(int64_t slot) {
     const Dims& d = d_;
     const int64_t B = shape_.batch, S = shape_.mode == Mode::decode ? 1 : shape_.seq_len;
     const int64_t Dk = d.la_dk, Dv = d.la_dv, Nv = d.la_nv, state = Dk * Dv, W = d.la_in;
-    const bool decode = shape_.mode == Mode::decode;
+    // Decode starts from the stored state and conv window of `context` earlier tokens; with none (context 0) there
+    // is nothing stored (cpu_weights.cpp) and it starts from zeros, as a prefill does.
+    const bool from_state = shape_.mode == Mode::decode && shape_.context > 0;
     const float* proj = la_proj_.data();
     float* out = attn_out_.data();
     float* run = la_run_.data();
@@ -60,7 +62,7 @@ void CpuBackend::phase_linear_attention(int64_t slot) {
                         const int64_t p = pos - (K - 1) + j;
                         float x = 0;
                         if (p >= 0) x = proj[(seq * S + p) * W + c];
-                        else if (decode) x = w.la_conv_state.data()[(seq * C + c) * (K - 1) + (K - 1 + p)];
+                        else if (from_state) x = w.la_conv_state.data()[(seq * C + c) * (K - 1) + (K - 1 + p)];
                         acc += w.la_conv.data()[c * K + j] * x;
                     }
                     conv[t * C + c] = K > 0 ? silu(acc) : silu(proj[t * W + c]);
@@ -74,7 +76,7 @@ void CpuBackend::phase_linear_attention(int64_t slot) {
             for (int64_t sh = b0; sh < e0; ++sh) {
                 const int64_t seq = sh / Nv, h = sh % Nv, kh = h / group;
                 float* St = run + sh * state;  // [Dk, Dv]
-                if (decode) std::memcpy(St, w.la_state.data() + sh * state, sizeof(float) * state);
+                if (from_state) std::memcpy(St, w.la_state.data() + sh * state, sizeof(float) * state);
                 else std::memset(St, 0, sizeof(float) * state);
                 const float A = std::exp(w.la_a_log.data()[h]), dt = w.la_dt_bias.data()[h];
                 for (int64_t pos = 0; pos < S; ++pos) {
@@ -119,7 +121,7 @@ void CpuBackend::phase_linear_attention(int64_t slot) {
         for (int64_t sh = b0; sh < e0; ++sh) {
             const int64_t seq = sh / N, h = sh % N;
             float* St = run + sh * state;
-            if (decode) std::memcpy(St, w.la_state.data() + sh * state, sizeof(float) * state);
+            if (from_state) std::memcpy(St, w.la_state.data() + sh * state, sizeof(float) * state);
             else std::memset(St, 0, sizeof(float) * state);
             const float decay = lightning_decay(h, N, w.layer, m_.num_layers);
             for (int64_t pos = 0; pos < S; ++pos) {
