@@ -422,6 +422,10 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
     return res;
 }
 
+bool routing_near_tie(const ModelConfig& m, const RunOptions& opt, const float* logits, const float* corr, double eps) {
+    return selection_near_tie(route_params(m), opt.soft_topn, logits, corr, eps);
+}
+
 json to_json(const CheckResult& r) {
     json j = {{"source", "measured"},
               {"layer", r.layer},

@@ -42,6 +42,11 @@ struct CheckResult {
 CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const std::vector<NamedTensor>& tensors,
                             const LayerRouting* override_routing, const CheckOptions& o);
 
+/// Whether one token's expert selection sits at a near-tie, as check_moe_block excuses one: in the family's
+/// selection domain (or soft top-N's), `logits` the token's E router logits (router bias included), `corr` the
+/// score-correction bias (nullptr if none), scores a, b tying when |a - b| <= eps * max(1, |a|, |b|).
+bool routing_near_tie(const ModelConfig& m, const RunOptions& opt, const float* logits, const float* corr, double eps);
+
 /// The report's `check` block: {source, layer, rel_l2_error, tolerance, ids_mismatched, ids_near_tie, tokens,
 /// passed, ...} (docs/report-schema.md).
 json to_json(const CheckResult& r);
