@@ -192,7 +192,7 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
 
 }  // namespace
 
-TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block equals the host recomputation", "[gpu][backend]") {
+TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block equals the host recomputation", "[gpu][backend][sanitize]") {
     run_and_check(false, Mode::decode, "loop");
     run_and_check(false, Mode::decode, "grouped");
     run_and_check(false, Mode::decode, "gemv");
@@ -202,20 +202,20 @@ TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block e
     run_and_check(false, Mode::prefill, "tiled");
 }
 
-TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)", "[gpu][backend]") {
+TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)", "[gpu][backend][sanitize]") {
     run_and_check(true, Mode::decode, "grouped");
     run_and_check(true, Mode::decode, "gemv");
     run_and_check(true, Mode::prefill, "loop");
     run_and_check(true, Mode::prefill, "tiled");
 }
 
-TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)", "[gpu][backend]") {
+TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)", "[gpu][backend][sanitize]") {
     run_and_check(false, Mode::decode, "loop", true);
     run_and_check(false, Mode::decode, "gemv", true);
     run_and_check(false, Mode::prefill, "grouped", true);
 }
 
-TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equal the eager one", "[gpu][backend][graph]") {
+TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equal the eager one", "[gpu][backend][graph][sanitize]") {
     run_and_check(false, Mode::decode, "loop", false, true);
     run_and_check(true, Mode::decode, "grouped", false, true);
     run_and_check(true, Mode::decode, "gemv", false, true);

@@ -20,7 +20,7 @@ namespace {
 cudaStream_t kStream = nullptr;  // legacy default stream: every helper syncs the device
 }
 
-TEST_CASE("rmsnorm and layernorm match a host loop, including per-head rows", "[gpu][kernels]") {
+TEST_CASE("rmsnorm and layernorm match a host loop, including per-head rows", "[gpu][kernels][sanitize]") {
     const int64_t rows = 6, cols = 320;
     auto x = random_vec(rows * cols, 1, -2, 2);
     auto w = random_vec(cols, 2, 0.5f, 1.5f);
@@ -61,7 +61,7 @@ TEST_CASE("rmsnorm and layernorm match a host loop, including per-head rows", "[
         for (int64_t c = heads * hd; c < ld; ++c) CHECK(got[t * ld + c] == q[t * ld + c]);
 }
 
-TEST_CASE("embedding gather, RoPE and KV append match host loops", "[gpu][kernels]") {
+TEST_CASE("embedding gather, RoPE and KV append match host loops", "[gpu][kernels][sanitize]") {
     const int64_t V = 50, H = 40, T = 6;
     auto table = random_vec(V * H, 5);
     std::vector<int32_t> ids = {3, 0, 49, 7, 7, 21};
@@ -154,7 +154,7 @@ std::vector<float> ref_attention(const kernels::AttentionArgs& a, const std::vec
 }
 }  // namespace
 
-TEST_CASE("split-context, flash and latent attention match a reference: decode, prefill, GQA, window, sinks, MLA", "[gpu][attention]") {
+TEST_CASE("split-context, flash and latent attention match a reference: decode, prefill, GQA, window, sinks, MLA", "[gpu][attention][sanitize]") {
     struct Case {
         int64_t tokens, tps, pos_base, heads, kv_heads, dk, dv, window;
         bool sinks;
@@ -254,7 +254,7 @@ TEST_CASE("split-context, flash and latent attention match a reference: decode, 
     }
 }
 
-TEST_CASE("router top-k equals moe_core route_row on the host for every routing kind", "[gpu][topk]") {
+TEST_CASE("router top-k equals moe_core route_row on the host for every routing kind", "[gpu][topk][sanitize]") {
     const int E = 64, T = 37;
     auto logits = random_vec(T * E, 21, -3, 3);
     auto corr = random_vec(E, 22, -0.2f, 0.2f);
@@ -299,7 +299,7 @@ TEST_CASE("router top-k equals moe_core route_row on the host for every routing 
     }
 }
 
-TEST_CASE("permutation equals moe_core's maps, with and without capacity drops", "[gpu][permute]") {
+TEST_CASE("permutation equals moe_core's maps, with and without capacity drops", "[gpu][permute][sanitize]") {
     const int E = 8, k = 2;
     const int64_t T = 300;
     std::mt19937 g(31);
@@ -320,7 +320,7 @@ TEST_CASE("permutation equals moe_core's maps, with and without capacity drops",
     }
 }
 
-TEST_CASE("gather, activation and weighted combine match host loops", "[gpu][moe]") {
+TEST_CASE("gather, activation and weighted combine match host loops", "[gpu][moe][sanitize]") {
     const int64_t T = 5, k = 2, H = 24, I = 16, E = 3;
     auto x = random_vec(T * H, 41);
     // Routing: token t -> experts (t % E, (t + 1) % E); build the maps on the host with moe_core.
@@ -536,7 +536,7 @@ TEST_CASE("cuBLAS row-major GEMM, batched GEMM, and grouped vs per-expert loop",
     CHECK(rel_l2(gg, gl) < 1e-2);
 }
 
-TEST_CASE("device weight fill equals the CPU backend's fp32 fill rounded to bf16", "[gpu][rng]") {
+TEST_CASE("device weight fill equals the CPU backend's fp32 fill rounded to bf16", "[gpu][rng][sanitize]") {
     // --check relies on both backends holding the same weights: the GPU stores bf16(offset + scale * uniform_pm1).
     const int64_t n = 100000;
     const uint64_t base = core::rng_base(1234, core::weight_stream(3, core::kWGate));

@@ -527,7 +527,7 @@ TEST_CASE("expert gemv at DeepSeek-V3 expert shapes (H 7168, I 2048, E 256) matc
 }
 
 TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blocks, small grids, no rows",
-          "[gpu][real_shapes_gemv]") {
+          "[gpu][real_shapes_gemv][sanitize]") {
     CHECK(kernels::gemv_supported(8));
     CHECK(kernels::gemv_supported(72));
     CHECK(kernels::gemv_supported(7168));
@@ -589,7 +589,7 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
     }
 }
 
-TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial column tiles", "[gpu][real_shapes_gemv]") {
+TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial column tiles", "[gpu][real_shapes_gemv][sanitize]") {
     // 100 tokens x 2 slots: expert 1 has 150 rows (tiles of 64, 64, 22), expert 3 forty-nine, expert 4 one; experts 0
     // and 2 none. (check_fused / check_down run the gemv kernel too, over 19 passes of 8 rows for expert 1.)
     const int64_t E = 5, T = 100, k = 2;
