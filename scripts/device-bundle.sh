@@ -22,7 +22,7 @@
 # paths, which cmake/MoebenchDeps.cmake rebases onto the unpack folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUNDLE=.device-deps
+BUNDLE=${DEVICE_DEPS:-.device-deps}  # another folder for the tests of scripts/device-check.sh (tests/device_check_check.py)
 MAX_BYTES=$((24 * 1024 * 1024))
 PKGS=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 catch2 libopenblas-pthread-dev)
 # A file each package must provide (checked in the .deb listings, so a renamed package fails here, not on the GPU).
