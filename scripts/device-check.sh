@@ -16,7 +16,7 @@
 #  5. --check on three families; decode batch 1/8/64 under --cuda-graph for every expert variant (Mixtral-8x7B's
 #     layer; DeepSeek-V3's first MoE layer alone, --first-layer 3 --layers 1) and batch 256, 30 iterations each (P1,
 #     P3, P4); a graph run that fails is rerun with the same configuration eagerly (NAME-eager-rerun, said in
-#     steps.log; after 3 graph failures the rest run eagerly at once); the DeepSeek-V3 whole step (3 dense + 1 MoE
+#     steps.log; after 3 graph-only failures the rest run eagerly at once); the DeepSeek-V3 whole step (3 dense + 1 MoE
 #     layers) beside; one eager run per decode shape; prefill 4096 (grouped, loop, tiled); cold L2; the PyTorch peers;
 #     the split-context attention if time is left;
 #  6. the summary (scripts/device_summary.py: medians, >= 30 iterations per verdict) and the pack: summary.md,
@@ -262,8 +262,8 @@ fi
 
 # run_cfg NAME TIMEOUT_S JSON [extra moebench run flags...]: writes the run config and runs it; report ->
 # reports/NAME.json (flags: --config, --out, --check; src/cli/run.cpp). A run under "cuda_graph": true that fails is
-# rerun eagerly as NAME-eager-rerun and steps.log says so; after GRAPH_FAIL_LIMIT graph failures the graph runs left
-# go eagerly at once (the failure is the capture's, not the configuration's).
+# rerun eagerly as NAME-eager-rerun and steps.log says so; after GRAPH_FAIL_LIMIT graph failures whose eager rerun
+# passed, the graph runs left go eagerly at once (the failure is the capture's, not the configuration's).
 GRAPH_FAILS=0
 GRAPH_FAIL_LIMIT=3
 run_cfg() {
@@ -285,9 +285,10 @@ run_cfg() {
     echo "$cfg" >"$OUT_DIR/configs/$name.json"
     step "run-$name" "$limit" "$BIN" run --config "$OUT_DIR/configs/$name.json" --out "$OUT_DIR/reports/$name.json" "$@"
     if [ -n "$graph" ] && [ "$LAST_RC" -ne 0 ] && [ "$LAST_RC" -ne -1 ]; then
-        GRAPH_FAILS=$((GRAPH_FAILS + 1))
         log "RERUN $name eagerly: the graph run failed (exit $LAST_RC: $(grep -m1 -iE 'error|graph' "$OUT_DIR/logs/run-$name.log" | cut -c1-200)); its P4 is lost, its other targets come from $name-eager-rerun"
         run_eager "$name" "$limit" "$cfg" "$@"
+        # Only a failure the eager run does not share is the graph's.
+        [ "$LAST_RC" -eq 0 ] && GRAPH_FAILS=$((GRAPH_FAILS + 1))
     fi
 }
 run_eager() {

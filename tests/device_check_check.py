@@ -10,7 +10,8 @@ folder (they write reports of the real schema's shape, or fail the way the devic
   summary, no run.
 - The whole flow on a (stand-in) GPU with a bundle whose graph runs all fail: the bundle unpacked and given to
   configure, OS / compiler / driver / card in machine.txt and the summary, each failed graph run rerun eagerly and said
-  so (after 3 failures the rest run eagerly at once), their P4 lost, the DeepSeek-V3 MoE layer run alone, conformance
+  so (after 3 failures the eager runs do not share, the rest run eagerly at once; runs that fail eagerly too are each
+  tried), their P4 lost, the DeepSeek-V3 MoE layer run alone, conformance
   and both sanitizers run, at most 8 files come back.
 - No GPU: every GPU step is skipped with the reason; the summary is still written.
 Usage: tests/device_check_check.py REPO_ROOT
@@ -105,6 +106,9 @@ if args[0] == "devices":
               open(opt("--out"), "w"))
     sys.exit(0)
 cfg = json.load(open(opt("--config")))
+if os.environ.get("FAKE_RUN_FAIL"):
+    print("moebench: error: cuda: an illegal memory access was encountered", file=sys.stderr)
+    sys.exit(1)
 if cfg.get("cuda_graph") and os.environ.get("FAKE_GRAPH_FAIL"):
     print("moebench: error: --cuda-graph: capturing the step failed (cudaErrorStreamCaptureUnsupported: operation "
           "not permitted when stream is capturing); run without cuda_graph", file=sys.stderr)
@@ -325,6 +329,17 @@ def graph_fails(tmp, repo):
     expect("logs/conformance.log" in tar and "logs/sanitize-racecheck.log" in tar, "the logs are packed")
 
 
+def every_run_fails(tmp, repo):
+    """Runs that fail eagerly too: each graph run is still tried (the failure is not the graph's), none is lost to
+    the 'eagerly at once' rule."""
+    s = Scenario(tmp, "runs-fail", repo).run({"FAKE_RUN_FAIL": "1"})
+    steps = s.text("steps.log")
+    expect(s.rc == 0, "failing runs: exit 0 (got %d)" % s.rc)
+    expect(steps.count("eagerly: the graph run failed") == 24 and "eagerly at once" not in steps,
+           "every graph run is tried when the eager runs fail too")
+    expect("FAIL  run-check-mixtral: exit 1" in steps, "a failed run is logged with its exit status")
+
+
 def no_gpu(tmp, repo):
     s = Scenario(tmp, "no-gpu", repo).run({"FAKE_NO_GPU": "1"})
     steps = s.text("steps.log")
@@ -344,7 +359,7 @@ def main(argv):
         return 2
     repo = os.path.abspath(argv[1])
     with tempfile.TemporaryDirectory() as tmp:
-        for scenario in (no_bundle, bad_bundle, configure_fails, build_fails, graph_fails, no_gpu):
+        for scenario in (no_bundle, bad_bundle, configure_fails, build_fails, graph_fails, every_run_fails, no_gpu):
             scenario(tmp, repo)
     print("device_check_check: %s" % ("%d failure(s)" % len(FAILS) if FAILS else "all passed"))
     return 1 if FAILS else 0
