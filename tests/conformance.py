@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The conformance case list: one tiny model per shipped MoE model (its family's every semantic switch kept, widths
 cut), and the variants each runs under (tests/data/conformance/cases.json). Three consumers run the same list:
-tests/cpu/test_conformance.cpp (every compiled backend against the fp32 reference, --check), tests/dump_check.py
-(the dump recomputed by scripts/check_moe_dump.py), and the CUDA tests on a GPU.
+tests/conformance_cases.hpp for both C++ test binaries (moebench_tests_cpu on cpu; moebench_tests_cuda on cuda, and
+the whole cuda step against the cpu step; --check against the fp32 reference), tests/dump_check.py (the dump
+recomputed by scripts/check_moe_dump.py).
 
 Usage: tests/conformance.py write ROOT    regenerate tests/data/conformance/models/ from configs/models/
        tests/conformance.py check ROOT    exit 1 when the committed models differ from what write would make
