@@ -11,14 +11,14 @@
 #     CMake error tail in build-error.txt (exit 1);
 #  3. `devices --measure` (the card, its copy bandwidth and bf16 GEMM rate: the floors of the verdicts);
 #  4. the GPU tests, then the conformance list (every tiny model x every variant: cuda --check against the fp32
-#     reference through run_point, and the whole cuda step against the cpu step), then compute-sanitizer memcheck and
-#     racecheck over the [sanitize] tests (small shapes) with the findings in sanitizer.txt;
+#     reference through run_point, and the whole cuda step against the cpu step);
 #  5. --check on three families; decode batch 1/8/64 under --cuda-graph for every expert variant (Mixtral-8x7B's
 #     layer; DeepSeek-V3's first MoE layer alone, --first-layer 3 --layers 1) and batch 256, 30 iterations each (P1,
 #     P3, P4); a graph run that fails is rerun with the same configuration eagerly (NAME-eager-rerun, said in
-#     steps.log; after 3 graph-only failures the rest run eagerly at once); the DeepSeek-V3 whole step (3 dense + 1 MoE
-#     layers) beside; one eager run per decode shape; prefill 4096 (grouped, loop, tiled); cold L2; the PyTorch peers;
-#     the split-context attention if time is left;
+#     steps.log; after 3 graph-only failures the rest run eagerly at once); then compute-sanitizer memcheck and
+#     racecheck over the [sanitize] tests (small shapes; findings in sanitizer.txt); one eager run per decode shape;
+#     the DeepSeek-V3 whole step (3 dense + 1 MoE layers) beside its MoE layer; prefill 4096 (grouped, loop, tiled);
+#     cold L2; the PyTorch peers; the split-context attention if time is left;
 #  6. the summary (scripts/device_summary.py: medians, >= 30 iterations per verdict) and the pack: summary.md,
 #     steps.log, machine.txt, devices.json, torch_peer.json, sanitizer.txt, build-error.txt and runs.tar.gz (the
 #     reports, run configs and step logs): at most 8 files come back.
@@ -244,21 +244,27 @@ gpu_step() {
 # 3. The card and its measured ceilings (copy / read bandwidth, dense bf16 GEMM rate): the floors of the verdicts.
 gpu_step devices 60 "$BIN" devices --measure --format json --out "$OUT_DIR/devices.json"
 
-# 4. Correctness: the GPU tests, the conformance list on the GPU, compute-sanitizer over the small shapes.
+# 4. Correctness: the GPU tests, then the conformance list on the GPU (compute-sanitizer comes after the graph runs).
 if [ -x "$TESTS" ]; then
     gpu_step gpu-tests 100 "$TESTS" "~[conformance]" --reporter compact --durations yes
-    gpu_step conformance 150 "$TESTS" "[conformance]" --reporter compact
-    if [ -z "$SANITIZER" ]; then
-        log "SKIP  sanitize-memcheck, sanitize-racecheck: compute-sanitizer is not on this machine"
-    else
-        for tool in memcheck racecheck; do
-            gpu_step "sanitize-$tool" 45 "$SANITIZER" --tool "$tool" --error-exitcode 97 --print-limit 100 \
-                "$TESTS" "[sanitize]" --reporter compact
-        done
-    fi
+    gpu_step conformance 120 "$TESTS" "[conformance]" --reporter compact
 else
     log "SKIP  gpu-tests, conformance, sanitize-*: $TESTS was not built (build-error.txt)"
 fi
+# sanitize: compute-sanitizer memcheck and racecheck over the [sanitize] tests (small shapes), findings to sanitizer.txt
+# (by the summary). They name the kernel of an asynchronous fault, which a run reports only at its step's final sync.
+sanitize() {
+    [ -x "$TESTS" ] || return 0
+    if [ -z "$SANITIZER" ]; then
+        log "SKIP  sanitize-memcheck, sanitize-racecheck: compute-sanitizer is not on this machine"
+        return 0
+    fi
+    local tool
+    for tool in memcheck racecheck; do
+        gpu_step "sanitize-$tool" 45 "$SANITIZER" --tool "$tool" --error-exitcode 97 --print-limit 100 \
+            "$TESTS" "[sanitize]" --reporter compact
+    done
+}
 
 # run_cfg NAME TIMEOUT_S JSON [extra moebench run flags...]: writes the run config and runs it; report ->
 # reports/NAME.json (flags: --config, --out, --check; src/cli/run.cpp). A run under "cuda_graph": true that fails is
@@ -323,6 +329,7 @@ for batch in 1 8 64; do
 done
 run_cfg decode-mixtral-8x7b-b256-auto 40 "$(decode_cfg "$MIXTRAL" 256 ', "cuda_graph": true')"
 run_cfg decode-deepseek-v3-moe-b256-auto 40 "$(decode_cfg "$DSV3_MOE" 256 ', "cuda_graph": true')"
+sanitize
 # One eager run per decode shape (auto): the graph's gain, and P1 without a graph.
 for batch in 1 8 64 256; do
     run_cfg "decode-mixtral-8x7b-b$batch-eager" 40 "$(decode_cfg "$MIXTRAL" $batch "")"
