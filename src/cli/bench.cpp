@@ -241,12 +241,10 @@ json adjacent_pass_ratios(const BenchFlags& f, const CeilingProbe& probe, const 
 json bench_record(const BenchFlags& f, const BenchPoint& p, const std::vector<PhaseEntry>& plan, const BlockTimes& t,
                   const CeilingProbe& probe, const MoeLayerResult& res, const json& backend_info) {
     const ModelConfig& model = p.model;
-    // Counted work of the phases that read weights, and the floor.
+    // Counted work of the phases whose matrix products read weights (the phase table's matmul), and the floor.
     double weight_bytes = 0, flops = 0;
     for (const PhaseEntry& e : plan) {
-        if (e.phase != Phase::router_gemm && e.phase != Phase::expert_up && e.phase != Phase::expert_down &&
-            e.phase != Phase::shared_expert)
-            continue;
+        if (!is_weight_matmul(e.phase)) continue;
         const PhaseWork w =
             phase_work(model, e.phase, p.layer, p.shape, res.tokens_per_expert, uniform_precision(DType::fp32), 1);
         weight_bytes += w.weight_bytes;

@@ -30,14 +30,17 @@ std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t
 std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t ep_size,
                                   bool include_head) {
     std::vector<PhaseEntry> plan;
-    if (include_head) plan.push_back({Phase::embed, -1, -1});
+    // The once-per-step phases (the phase table's scope) around the layers, in table order.
+    auto once_per_step = [&](PhaseScope scope) {
+        if (!include_head) return;
+        for (const PhaseInfo& row : kPhaseTable)
+            if (row.scope == scope) plan.push_back({row.phase, -1, -1});
+    };
+    once_per_step(PhaseScope::before_layers);
     for (size_t slot = 0; slot < layers.size(); ++slot)
         for (Phase ph : phases_for_layer(m, layers[slot], ep_size))
             plan.push_back({ph, layers[slot], static_cast<int64_t>(slot)});
-    if (include_head) {
-        plan.push_back({Phase::final_norm, -1, -1});
-        plan.push_back({Phase::lm_head, -1, -1});
-    }
+    once_per_step(PhaseScope::after_layers);
     return plan;
 }
 

@@ -60,8 +60,9 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
     wopt.placement = basis.placement;
     wopt.a2a_dedup = basis.a2a_dedup;
     wopt.dispatch_row_bytes = basis.dispatch_row_bytes;
-    // The all-to-alls count the rows this step's routing sends (the sim's and the engine's traffic), not an estimate.
-    const bool a2a = e.phase == Phase::dispatch_a2a || e.phase == Phase::combine_a2a;
+    // The link-bound phases count the rows this step's routing sends (the sim's and the engine's traffic), not an
+    // estimate.
+    const bool link = is_link_bound(e.phase);
     LayerRouting step_routing;
     step_routing.num_tokens = T;
     step_routing.k = k;
@@ -72,7 +73,7 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
         for (int64_t a = i * T * k; a < (i + 1) * T * k && a < static_cast<int64_t>(acc.ids.size()); ++a)
             if (acc.ids[a] >= 0 && acc.ids[a] < E) ++tpe[static_cast<size_t>(acc.ids[a])];
         const bool have_ids = static_cast<int64_t>(acc.ids.size()) >= (i + 1) * T * k;
-        if (a2a && have_ids && ep_size > 1) {
+        if (link && have_ids && ep_size > 1) {
             step_routing.ids.assign(acc.ids.begin() + i * T * k, acc.ids.begin() + (i + 1) * T * k);
             wopt.routing = &step_routing;
         } else {
@@ -98,18 +99,16 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t
     CountedWork c;
     for (size_t p = 0; p < plan.size(); ++p) {
         const PhaseEntry& e = plan[p];
-        const PhaseGroup g = phase_group(e.phase);
-        const bool in_block = g == PhaseGroup::router || g == PhaseGroup::dispatch || g == PhaseGroup::experts ||
-                              g == PhaseGroup::combine;
+        const bool in_block = phase_group_info(phase_group(e.phase)).moe_block;
         const MoeLayerSamples* acc = nullptr;
         for (const MoeLayerSamples& a : moe)
             if (a.slot == e.slot) acc = &a;
         PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
                                 ? mean_moe_work(model, e, shape, ep_size, basis, *acc, num_steps)
                                 : phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt);
-        // Every rank that holds tokens reads its own copy of the replicated weights; the routed experts' weights
-        // are split over the ranks (counted once), and embed gathers only its tokens' rows (counted once in all).
-        if (!is_routed_expert_phase(e.phase) && e.phase != Phase::embed)
+        // Every rank that holds tokens reads its own copy of the replicated weights; the phase table says which
+        // phases count theirs once for all ranks (the routed experts, split over the ranks; embed's rows).
+        if (phase_info(e.phase).weights == PhaseWeights::replicated)
             w.weight_bytes *= static_cast<double>(ranks_with_tokens);
         add_work(c.per_phase[e.phase], w);
         if (!acc || !in_block) continue;

@@ -17,7 +17,16 @@ using namespace formats_detail;
 
 namespace {
 
-bool is_comm_phase(const std::string& ph) { return ph == "dispatch_a2a" || ph == "combine_a2a"; }
+// A link-bound phase (the phase table's bound) goes on the rank's communication track.
+bool is_comm_phase(const std::string& ph) {
+    const auto p = phase_from_name(ph);
+    return p && is_link_bound(*p);
+}
+
+bool runs_per_layer(const std::string& ph) {
+    const auto p = phase_from_name(ph);
+    return p && phase_info(*p).scope == PhaseScope::layer;
+}
 
 void name_tracks(json& events, int pid, int64_t rank, const std::string& host) {
     const std::string where = host.empty() ? "" : " (" + host + ")";
@@ -38,7 +47,7 @@ void timeline_slices(json& events, int pid, const json& timeline) {
             if (!(dur > 0) || !phase_from_name(ph)) continue;
             json args = {{"dur_us", dur}, {"source", "measured"}, {"basis", "recorded: the last measured step"}};
             if (p.at(1).get<int64_t>() >= 0) args["layer"] = p.at(1);
-            events.push_back({{"ph", "X"}, {"name", ph}, {"cat", std::string(phase_group_name(phase_group(*phase_from_name(ph))))},
+            events.push_back({{"ph", "X"}, {"name", ph}, {"cat", std::string(phase_group_name(ph))},
                               {"pid", pid}, {"tid", static_cast<int>(rank * 2 + (is_comm_phase(ph) ? 1 : 0))},
                               {"ts", ts}, {"dur", dur}, {"args", args}});
         }
@@ -80,14 +89,24 @@ std::string render_chrome_trace(const json& report) {
             auto slice = [&](const std::string& ph, double dur, const json& layer) {
                 if (!(dur > 0)) return;
                 int tid = is_comm_phase(ph) ? comm_tid : compute_tid;
-                std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
+                std::string group(phase_group_name(ph));
                 json args = {{keys::kMeanUs, dur}, {"source", source}, {"basis", "per-layer phase mean, laid end to end"}};
                 if (!layer.is_null()) args["layer"] = layer;
                 events.push_back({{"ph", "X"}, {"name", ph}, {"cat", group}, {"pid", pid}, {"tid", tid},
                                   {"ts", ts}, {"dur", dur}, {"args", args}});
                 ts += dur;
             };
-            if (const json* p = find_path(r, {keys::kLatency, keys::kPhases, "embed", keys::kMeanUs})) slice("embed", p->get<double>(), nullptr);
+            // The once-per-step phases (embed; final_norm, lm_head) before and after the layers, as the engine runs
+            // them.
+            auto step_slices = [&](PhaseScope scope) {
+                for (const PhaseInfo& row : kPhaseTable) {
+                    const std::string ph(row.name);
+                    if (row.scope != scope) continue;
+                    if (const json* p = find_path(r, {keys::kLatency, keys::kPhases, ph.c_str(), keys::kMeanUs}))
+                        slice(ph, p->get<double>(), nullptr);
+                }
+            };
+            step_slices(PhaseScope::before_layers);
             const json* per_layer = find_path(r, {keys::kLatency, keys::kPerLayer});
             if (per_layer && per_layer->is_array() && !per_layer->empty()) {
                 for (const auto& l : *per_layer) {
@@ -95,7 +114,7 @@ std::string render_chrome_trace(const json& report) {
                     if (!lp || !lp->is_object()) continue;
                     for (auto name : kPhaseNames) {  // the engine's execution order follows the vocabulary
                         std::string ph(name);
-                        if (ph == "embed" || ph == "final_norm" || ph == "lm_head") continue;
+                        if (!runs_per_layer(ph)) continue;
                         if (const json* m = find_path(*lp, {ph.c_str(), keys::kMeanUs}); m && m->is_number())
                             slice(ph, m->get<double>(), l.value("layer", json()));
                     }
@@ -103,11 +122,10 @@ std::string render_chrome_trace(const json& report) {
             } else {
                 // No per-layer breakdown: one slice per phase with its per-step mean.
                 for (const auto& ph : run_phases(r))
-                    if (ph != "embed" && ph != "final_norm" && ph != "lm_head")
+                    if (runs_per_layer(ph))
                         slice(ph, num_at(r, {keys::kLatency, keys::kPhases, ph.c_str(), keys::kMeanUs}), nullptr);
             }
-            for (const char* ph : {"final_norm", "lm_head"})
-                if (const json* p = find_path(r, {keys::kLatency, keys::kPhases, ph, keys::kMeanUs})) slice(ph, p->get<double>(), nullptr);
+            step_slices(PhaseScope::after_layers);
         }
     }
     json doc = {{"traceEvents", events},

@@ -145,7 +145,7 @@ std::string render_csv(const json& report) {
         for (const auto& ph : phases) {
             const json& p = run[keys::kLatency][keys::kPhases][ph];
             auto f = [&](const char* k) { return num_text(p, {k}); };
-            std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
+            std::string group(phase_group_name(ph));
             emit({ph, group, f(keys::kMeanUs), f(keys::kP50Us), f(keys::kP95Us), f(keys::kP99Us), f("min_us"), f("max_us"),
                   f("stdev_us"), f("cv"), f("share")});
         }
@@ -157,7 +157,7 @@ std::string render_csv(const json& report) {
                 steps[0] = num_text(r, {"step_mean_us"});
                 steps[8] = step_cols[8];  // timing_source
                 for (const auto& ph : phases) {
-                    std::string group(phase_group_name(phase_group(*phase_from_name(ph))));
+                    std::string group(phase_group_name(ph));
                     emit({ph, group, num_text(r, {"phase_mean_us", ph.c_str()}), "", "", "", "", "", "", "", ""}, steps,
                          scalar_text(r.value("rank", json())));
                 }

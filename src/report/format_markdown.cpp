@@ -109,7 +109,7 @@ void md_phases(const json& runs, std::string& o) {
             bool any = false;
             for (size_t c : cols) any = any || find_path(runs[c], {keys::kLatency, keys::kPhases, ph.c_str()});
             if (!any) continue;
-            o += "| " + ph + " | " + std::string(phase_group_name(phase_group(*phase_from_name(ph)))) + " |";
+            o += "| " + ph + " | " + std::string(phase_group_name(ph)) + " |";
             for (size_t c : cols) {
                 const json* p = find_path(runs[c], {keys::kLatency, keys::kPhases, ph.c_str()});
                 o += p ? fmt::format(" {:.1f} ({:.1f}%) |", num_at(*p, {keys::kMeanUs}), 100.0 * num_at(*p, {"share"})) : " |";

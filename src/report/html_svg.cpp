@@ -13,17 +13,12 @@ namespace moebench::html_svg {
 
 using namespace formats_detail;
 
-// One colour per phase of the vocabulary (index = Phase).
-// One colour per phase, in kPhaseNames order (the size is checked against the vocabulary).
-constexpr const char* kPhaseColors[] = {
-    "#8c564b", "#c7c7c7", "#1f77b4", "#aec7e8", "#5254a3", "#6baed6", "#bcbd22", "#ff7f0e", "#ffbb78", "#2ca02c",
-    "#98df8a", "#d62728", "#ff9896", "#9467bd", "#c5b0d5", "#e377c2", "#f7b6d2", "#17becf", "#7f7f7f", "#393b79"};
-static_assert(sizeof(kPhaseColors) / sizeof(kPhaseColors[0]) == kNumPhases, "one colour per phase");
 const char* const kSeriesColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
 
+// Each phase's colour is its row's in the phase table.
 std::string phase_color(const std::string& ph) {
     auto p = phase_from_name(ph);
-    return p ? kPhaseColors[static_cast<int>(*p)] : "#000000";
+    return p ? std::string(phase_info(*p).color) : "#000000";
 }
 
 // Sequential colour scale for counts: white -> blue -> dark navy.

@@ -269,13 +269,15 @@ private:
         return phase_work(model_, phase, layer, s, tpe, opt_.precision, opt_.layout.moe_ep, o);
     }
 
-    // The peak rate a phase's matrix products run at: the routed experts' format for the expert phases, the
-    // activations' for attention over the cache, the dense weights' for the other linear layers.
-    double peak_flops(Phase phase) const {
-        const DType d = is_routed_expert_phase(phase) ? opt_.precision.expert_weights
-                        : phase == Phase::attention   ? opt_.precision.activations
-                                                      : opt_.precision.dense_weights;
-        return peak_flops_for(hw_, d);
+    // The peak rate a phase's matrix products run at: the format of their operands (the phase table's matmul).
+    double peak_flops(Phase phase) const { return peak_flops_for(hw_, matmul_dtype(phase, opt_.precision)); }
+
+    // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose).
+    double link_us(Phase phase, const Slot& sl) const {
+        if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.dispatch_traffic, hw_, p_);
+        if (phase == Phase::combine_a2a) return sim_a2a_us(sl.combine_traffic, hw_, p_, /*transpose=*/true);
+        throw UnsupportedError(fmt::format("sim: phase {} is bound by a link the sim has no traffic model for yet",
+                                           phase_name(phase)));
     }
 
     double phase_us(Phase phase, int64_t slot) {
@@ -287,12 +289,12 @@ private:
         MOEBENCH_CHECK(slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
         Slot& sl = slots_[static_cast<size_t>(slot)];
         if (sl.us[idx] >= 0) return sl.us[idx];
+        // The phase table says what bounds it and where it runs.
+        const PhaseInfo& row = phase_info(phase);
         double us = 0;
-        if (phase == Phase::dispatch_a2a)
-            us = sim_a2a_us(sl.dispatch_traffic, hw_, p_);
-        else if (phase == Phase::combine_a2a)
-            us = sim_a2a_us(sl.combine_traffic, hw_, p_, /*transpose=*/true);
-        else if (is_routed_expert_phase(phase))
+        if (row.bound != PhaseBound::device)
+            us = link_us(phase, sl);
+        else if (row.side == PhaseSide::experts)
             us = expert_side_us(phase, sl);
         else
             us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.home_counts);
