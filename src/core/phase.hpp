@@ -60,9 +60,9 @@ enum class PhaseScope { before_layers, layer, after_layers };
 enum class PhaseWeights { replicated, once };
 
 /// The operands of a phase's matrix products, whose number format (core/precision.hpp) sets the peak rate they run
-/// at: none (element-wise work, copies, transfers: no FLOPs counted), the dense linear layers' weights (router, LM
-/// head and linear attention's state products priced at their rate too, as before the table), the weights kept in
-/// high precision, the routed experts' weights, or activations only (attention over the KV cache).
+/// at: none (element-wise work, copies, transfers: no FLOPs counted), the dense linear layers' weights, the weights
+/// kept in high precision (router, LM head), the routed experts' weights, or activations only (attention over the KV
+/// cache, the recurrent state of linear attention).
 enum class PhaseMatmul { none, dense_weights, high_precision_weights, expert_weights, activations };
 
 /// One row of the phase table.
@@ -97,10 +97,10 @@ inline constexpr std::array<PhaseInfo, kNumPhases> kPhaseTable = [] {
         {P::attn_norm,        "attn_norm",        G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#c7c7c7"},
         {P::qkv_proj,         "qkv_proj",         G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#1f77b4"},
         {P::attention,        "attention",        G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::activations,            "#aec7e8"},
-        {P::linear_attention, "linear_attention", G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#5254a3"},
+        {P::linear_attention, "linear_attention", G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::activations,            "#5254a3"},
         {P::o_proj,           "o_proj",           G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#6baed6"},
         {P::ffn_norm,         "ffn_norm",         G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#bcbd22"},
-        {P::router_gemm,      "router_gemm",      G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,         "#ff7f0e"},
+        {P::router_gemm,      "router_gemm",      G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::high_precision_weights, "#ff7f0e"},
         {P::topk,             "topk",             G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#ffbb78"},
         {P::permute,          "permute",          G::dispatch,  B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#2ca02c"},
         {P::dispatch_a2a,     "dispatch_a2a",     G::dispatch,  B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#98df8a"},
@@ -112,7 +112,7 @@ inline constexpr std::array<PhaseInfo, kNumPhases> kPhaseTable = [] {
         {P::unpermute_reduce, "unpermute_reduce", G::combine,   B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#f7b6d2"},
         {P::dense_mlp,        "dense_mlp",        G::dense,     B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#17becf"},
         {P::final_norm,       "final_norm",       G::head,      B::device,       S::tokens,  When::after_layers,  W::replicated, M::none,                   "#7f7f7f"},
-        {P::lm_head,          "lm_head",          G::head,      B::device,       S::tokens,  When::after_layers,  W::replicated, M::dense_weights,         "#393b79"},
+        {P::lm_head,          "lm_head",          G::head,      B::device,       S::tokens,  When::after_layers,  W::replicated, M::high_precision_weights, "#393b79"},
     }};
 }();
 // clang-format on

@@ -122,3 +122,31 @@ TEST_CASE("phase table: every link-bound phase is priced by the sim", "[phase_ta
     }
     CHECK(priced >= 2);  // dispatch_a2a, combine_a2a
 }
+
+TEST_CASE("phase table: the format each phase's matrix products compute in", "[phase_table]") {
+    Precision p;
+    p.dense_weights = DType::fp8;
+    p.expert_weights = DType::int4;
+    p.kv_cache = DType::fp8;
+    p.activations = DType::bf16;
+    p.dispatch = DType::fp8;
+    p.combine = DType::bf16;
+    // Dense linear layers in the dense format; router and LM head kept in high precision (bf16 beside fp8 weights);
+    // the routed experts in theirs; attention over the cache and linear attention's state products on activations.
+    CHECK(matmul_dtype(Phase::qkv_proj, p) == DType::fp8);
+    CHECK(matmul_dtype(Phase::shared_expert, p) == DType::fp8);
+    CHECK(matmul_dtype(Phase::router_gemm, p) == DType::bf16);
+    CHECK(matmul_dtype(Phase::lm_head, p) == DType::bf16);
+    CHECK(matmul_dtype(Phase::expert_up, p) == DType::int4);
+    CHECK(matmul_dtype(Phase::expert_down, p) == DType::int4);
+    CHECK(matmul_dtype(Phase::attention, p) == DType::bf16);
+    CHECK(matmul_dtype(Phase::linear_attention, p) == DType::bf16);
+    // The phases that stream weights through a GEMM (bench moe's floor counts these), and some that do not.
+    for (Phase q : {Phase::qkv_proj, Phase::o_proj, Phase::router_gemm, Phase::expert_up, Phase::expert_down,
+                    Phase::shared_expert, Phase::dense_mlp, Phase::lm_head})
+        CHECK(is_weight_matmul(q));
+    for (Phase q : {Phase::embed, Phase::attn_norm, Phase::attention, Phase::linear_attention, Phase::topk,
+                    Phase::permute, Phase::dispatch_a2a, Phase::activation, Phase::combine_a2a,
+                    Phase::unpermute_reduce, Phase::final_norm})
+        CHECK_FALSE(is_weight_matmul(q));
+}

@@ -119,6 +119,32 @@ TEST_CASE("sim: a tiny decode step through the engine equals the hand-computed r
     CHECK(run_step(*be, plan).phase_us == t.phase_us);
 }
 
+TEST_CASE("sim: each phase's FLOPs at the rate of its operands' format (fp8 weights)", "[sim]") {
+    // fp8 dense and expert weights on a profile whose fp8 peak is 4x bf16; memory so fast that every phase is
+    // compute-bound. The dense linear layers and the routed experts run at fp8 (4 GFLOP/s x 0.5); the router and the
+    // LM head keep high-precision (bf16) weights and attention multiplies bf16 activations (1 GFLOP/s x 0.5).
+    const ModelConfig m = tiny_gqa();
+    HardwareProfile hw = toy_hw();
+    hw.fp8_flops = 4e9;
+    hw.memory_bw_bytes_per_s = 1e18;
+    auto be = make_sim_backend(hw, toy_params());
+    RunOptions opt;
+    opt.precision.dense_weights = DType::fp8;
+    opt.precision.expert_weights = DType::fp8;
+    be->prepare(m, {0}, decode(2, 3), opt);
+    StepRouting r = same_routing(1, LayerRouting{2, 2, {0, 1, 1, 3}, {0.5f, 0.5f, 0.5f, 0.5f}});
+    be->set_routing_override(&r);
+    const auto plan = step_plan(m, {0}, 1, true);
+    const StepTimes t = run_step(*be, plan);
+    // qkv_proj 512 flops / 2e9 = 0.256 us; expert_up 768 / 2e9 = 0.384 us (FLOPs of test_phase_work.cpp).
+    CHECK(time_of(plan, t, Phase::qkv_proj, 0) == Approx(1.256));
+    CHECK(time_of(plan, t, Phase::expert_up, 0) == Approx(1.384));
+    // router_gemm 2 T H E = 128 flops / 0.5e9 = 0.256 us; lm_head 512 / 0.5e9 = 1.024 us; attention 256 / 0.5e9.
+    CHECK(time_of(plan, t, Phase::router_gemm, 0) == Approx(1.256));
+    CHECK(time_of(plan, t, Phase::lm_head, -1) == Approx(2.024));
+    CHECK(time_of(plan, t, Phase::attention, 0) == Approx(1.512));
+}
+
 TEST_CASE("sim: the uniform router is seeded and the capacity factor drops tokens", "[sim]") {
     ModelConfig m = tiny_gqa();
     m.moe.num_experts = 8;
