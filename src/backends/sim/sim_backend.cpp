@@ -20,23 +20,6 @@
 namespace moebench {
 namespace {
 
-double efficiency(const JsonReader& r, const std::string& key, double dflt) {
-    double v = r.opt_double(key, dflt);
-    // Below 1% of the datasheet no real kernel runs: a typo (1e-300) would model steps of centuries.
-    if (!std::isfinite(v) || v < 0.01 || v > 1)
-        config_error(r.field(key), "must be a fraction in [0.01, 1]", json_brief(r.raw().at(key)),
-                     "use e.g. 0.8 for 80% of the datasheet figure");
-    return v;
-}
-
-double latency(const JsonReader& r, const std::string& key, double dflt) {
-    double v = r.opt_double(key, dflt);
-    if (!std::isfinite(v) || v < 0 || v > 1e6)  // a fixed cost above a second per phase is a typo
-        config_error(r.field(key), "must be between 0 and 1e6 microseconds", json_brief(r.raw().at(key)),
-                     "give the fixed cost of the operation in microseconds (launch latencies are 1-50)");
-    return v;
-}
-
 class SimBackend final : public Backend {
 public:
     SimBackend(HardwareProfile hw, SimParams p) : hw_(std::move(hw)), p_(p) {}
@@ -321,36 +304,137 @@ private:
 
 }  // namespace
 
+namespace {
+
+// The profile's `sim` object as one table, of the same kind as the profile's own (config/hardware_fields.cpp): key,
+// accepted values, default (SimParams' initializer), meaning, and the member it fills. The reader, its unknown-key
+// list and docs/sim-backend.md's parameter table come from it.
+enum class SimFieldKind {
+    fraction,      // of a datasheet figure, in [0.01, 1]: below 1% no real kernel runs (1e-300 would model centuries)
+    microseconds,  // a fixed cost in [0, 1e6] us: above a second per operation is a typo
+    choice,        // one of a few names
+};
+
+struct SimField {
+    const char* key;
+    SimFieldKind kind;
+    double SimParams::*number;                       // fraction, microseconds
+    std::vector<std::string> choices;                // choice
+    void (*set)(SimParams&, const std::string&);     // choice: the member from one of `choices`
+    std::string (*get)(const SimParams&);            // choice: the member's name
+    const char* meaning;
+};
+
+const std::vector<SimField> kSimFields = {
+    {"compute_efficiency", SimFieldKind::fraction, &SimParams::compute_efficiency, {}, nullptr, nullptr,
+     "fraction of the dense tensor-core peak a GEMM phase reaches (large cuBLAS bf16 GEMMs on Hopper typically land "
+     "at 70-80% of the dense peak; small ones less)"},
+    {"memory_efficiency", SimFieldKind::fraction, &SimParams::memory_efficiency, {}, nullptr, nullptr,
+     "fraction of the HBM bandwidth a streaming phase reaches (device copy kernels typically reach 85-90% of the "
+     "datasheet figure)"},
+    {"link_efficiency", SimFieldKind::fraction, &SimParams::link_efficiency, {}, nullptr, nullptr,
+     "fraction of the per-direction link bandwidth an all-to-all reaches"},
+    {"phase_overhead_us", SimFieldKind::microseconds, &SimParams::phase_overhead_us, {}, nullptr, nullptr,
+     "per phase: kernel launch and tail, added to the roofline time"},
+    {"a2a_latency_us", SimFieldKind::microseconds, &SimParams::a2a_latency_us, {}, nullptr, nullptr,
+     "fixed cost of one all-to-all inside a node"},
+    {"a2a_network_latency_us", SimFieldKind::microseconds, &SimParams::a2a_network_latency_us, {}, nullptr, nullptr,
+     "fixed cost of one all-to-all whose ranks span nodes"},
+    {"dtype", SimFieldKind::choice, nullptr, {"bf16", "fp32"},
+     [](SimParams& p, const std::string& v) { p.dtype = *dtype_named(v); },
+     [](const SimParams& p) { return std::string(to_string(p.dtype)); },
+     "bf16: 2-byte weights and activations, bf16 peak; fp32: 4 bytes, fp32 peak (the cpu backend's precision)"},
+    {"mla_form", SimFieldKind::choice, nullptr, {"absorbed", "latent_expand", "expanded_cache"},
+     [](SimParams& p, const std::string& v) {
+         p.mla_form = v == "absorbed" ? MlaForm::absorbed : v == "latent_expand" ? MlaForm::latent_expand
+                                                                                 : MlaForm::expanded_cache;
+     },
+     [](const SimParams& p) { return std::string(to_string(p.mla_form)); },
+     "how MLA attention is counted (docs/sim-backend.md, \"MLA\"); absorbed is how the cuda backend runs decode"},
+};
+
+std::string joined(const std::vector<std::string>& v, const std::string& sep, const std::string& last) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? last : sep) + v[i];
+    return s;
+}
+
+std::string accepted_text(const SimField& f) {
+    switch (f.kind) {
+    case SimFieldKind::fraction: return "0.01 to 1";
+    case SimFieldKind::microseconds: return "0 to 1e6 us";
+    case SimFieldKind::choice: return joined(f.choices, ", ", ", ");
+    }
+    return "";
+}
+
+std::string default_text(const SimField& f) {
+    const SimParams d;
+    return f.kind == SimFieldKind::choice ? f.get(d) : fmt::format("{:g}", d.*f.number);
+}
+
+void read_sim_field(const JsonReader& r, const SimField& f, SimParams& p) {
+    if (!r.has(f.key)) return;
+    const std::string key = f.key;
+    if (f.kind == SimFieldKind::choice) {
+        const std::string v = r.req_string(key);
+        if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+            config_error(r.field(key), "is not one of " + joined(f.choices, ", ", " or "), v,
+                         "use " + joined(f.choices, ", ", " or "));
+        f.set(p, v);
+        return;
+    }
+    const double v = r.req_double(key);
+    if (f.kind == SimFieldKind::fraction && (!std::isfinite(v) || v < 0.01 || v > 1))
+        config_error(r.field(key), "must be a fraction in [0.01, 1]", json_brief(r.raw().at(key)),
+                     "use e.g. 0.8 for 80% of the datasheet figure");
+    if (f.kind == SimFieldKind::microseconds && (!std::isfinite(v) || v < 0 || v > 1e6))
+        config_error(r.field(key), "must be between 0 and 1e6 microseconds", json_brief(r.raw().at(key)),
+                     "give the fixed cost of the operation in microseconds (launch latencies are 1-50)");
+    p.*f.number = v;
+}
+
+}  // namespace
+
 SimParams sim_params_from_json(const json& sim, const std::string& path) {
     if (!sim.is_object()) config_error(path, "must be an object", json_brief(sim), "see docs/sim-backend.md");
-    static const char* const kKeys[] = {"compute_efficiency", "memory_efficiency", "link_efficiency",
-                                        "phase_overhead_us", "a2a_latency_us", "a2a_network_latency_us",
-                                        "dtype", "mla_form"};
     JsonReader r(sim, path);
-    for (const auto& [key, value] : sim.items()) {
-        bool known = std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; });
-        if (!known)
-            config_error(r.field(key), "unknown sim field", key,
-                         "use compute_efficiency, memory_efficiency, link_efficiency, phase_overhead_us, "
-                         "a2a_latency_us, a2a_network_latency_us, dtype or mla_form");
-    }
+    std::vector<std::string> keys;
+    for (const SimField& f : kSimFields) keys.emplace_back(f.key);
+    for (const auto& [key, value] : sim.items())
+        if (std::find(keys.begin(), keys.end(), key) == keys.end())
+            config_error(r.field(key), "unknown sim field", key, "use " + joined(keys, ", ", " or "));
     SimParams p;
-    p.compute_efficiency = efficiency(r, "compute_efficiency", p.compute_efficiency);
-    p.memory_efficiency = efficiency(r, "memory_efficiency", p.memory_efficiency);
-    p.link_efficiency = efficiency(r, "link_efficiency", p.link_efficiency);
-    p.phase_overhead_us = latency(r, "phase_overhead_us", p.phase_overhead_us);
-    p.a2a_latency_us = latency(r, "a2a_latency_us", p.a2a_latency_us);
-    p.a2a_network_latency_us = latency(r, "a2a_network_latency_us", p.a2a_network_latency_us);
-    std::string dt = r.opt_string("dtype", "bf16");
-    if (dt == "bf16") p.dtype = DType::bf16;
-    else if (dt == "fp32") p.dtype = DType::fp32;
-    else config_error(r.field("dtype"), "unsupported sim dtype", dt, "use bf16 or fp32");
-    std::string form = r.opt_string("mla_form", to_string(p.mla_form));
-    if (form == "absorbed") p.mla_form = MlaForm::absorbed;
-    else if (form == "latent_expand") p.mla_form = MlaForm::latent_expand;
-    else if (form == "expanded_cache") p.mla_form = MlaForm::expanded_cache;
-    else config_error(r.field("mla_form"), "unknown MLA form", form, "use absorbed, latent_expand or expanded_cache");
+    for (const SimField& f : kSimFields) read_sim_field(r, f, p);
     return p;
+}
+
+std::string sim_fields_table(const std::string& format) {
+    if (format == "json") {
+        json a = json::array();
+        for (const SimField& f : kSimFields)
+            a.push_back({{"key", f.key}, {"default", default_text(f)}, {"accepted", accepted_text(f)},
+                         {"meaning", f.meaning}});
+        return a.dump(2) + "\n";
+    }
+    std::string out;
+    if (format == "md") {
+        out = "| key | default | accepted | meaning |\n| --- | --- | --- | --- |\n";
+        for (const SimField& f : kSimFields)
+            out += fmt::format("| `{}` | {} | {} | {} |\n", f.key, default_text(f), accepted_text(f), f.meaning);
+        return out;
+    }
+    size_t wk = 3, wd = 7, wa = 8;
+    for (const SimField& f : kSimFields) {
+        wk = std::max(wk, std::string(f.key).size());
+        wd = std::max(wd, default_text(f).size());
+        wa = std::max(wa, accepted_text(f).size());
+    }
+    out = fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", "key", wk, "default", wd, "accepted", wa, "meaning");
+    for (const SimField& f : kSimFields)
+        out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", f.key, wk, default_text(f), wd, accepted_text(f), wa,
+                           f.meaning);
+    return out;
 }
 
 SimParams sim_params_for(const HardwareProfile& hw) {

@@ -27,9 +27,11 @@ struct SimParams {
 };
 
 /// Reads the optional "sim" object of a hardware profile (`path` names it in errors); missing keys keep defaults.
-/// Keys: compute_efficiency, memory_efficiency, link_efficiency (each in (0, 1]), phase_overhead_us,
-/// a2a_latency_us, a2a_network_latency_us (>= 0), dtype ("bf16" | "fp32"), mla_form (see MlaForm).
+/// Its fields are one table in sim_backend.cpp (key, accepted values, default, meaning, member).
 SimParams sim_params_from_json(const json& sim, const std::string& path);
+/// That table for people: "text" (for `moebench devices --hardware-fields`), "md" (docs/sim-backend.md's parameter
+/// table) or "json".
+std::string sim_fields_table(const std::string& format);
 /// The profile's "sim" object when its source file has one, else the defaults.
 SimParams sim_params_for(const HardwareProfile& hw);
 
