@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// HardwareProfile: datasheet figures of one GPU and its links (configs/hardware/*.json), used for floors and the sim backend.
+// HardwareProfile: datasheet figures of one GPU and its links (configs/hardware/*.json), used for floors and the sim
+// backend. The file's fields are one table (config/hardware_fields.cpp): a new field is a member here and a row there.
 #pragma once
 #include "common/json_util.hpp"
 
