@@ -285,20 +285,23 @@ std::string render_comparison(const json& cmp, const std::string& format) {
     if (format == "json") return cmp.dump(2) + "\n";
     bool md = format == "md";
     if (!md && format != "text") config_error("--format", "unknown format", format, "use text, json or md");
-    std::string a = cmp.value("a", "A"), b = cmp.value("b", "B"), o;
+    // Markdown: every string from the reports (paths, labels, axis values, messages) through md_cell.
+    const auto text = [md](const std::string& s) { return md ? formats_detail::md_cell(s) : s; };
+    std::string a = text(cmp.value("a", "A")), b = text(cmp.value("b", "B")), o;
     o += md ? "# moebench compare\n\n" : "";
     o += fmt::format("{}A = {}\n{}B = {}\n", md ? "- " : "", a, md ? "- " : "", b);
     for (const auto& [k, v] : cmp["contrast"].items())
-        o += fmt::format("{}contrast: {} = {} (A) vs {} (B)\n", md ? "- " : "", k, key_text(v[0]), key_text(v[1]));
+        o += fmt::format("{}contrast: {} = {} (A) vs {} (B)\n", md ? "- " : "", text(k), text(key_text(v[0])),
+                         text(key_text(v[1])));
     // The terminal has the warnings on stderr already; a Markdown comparison is a document and carries them.
     if (md)
-        for (const auto& w : cmp.value("warnings", json::array())) o += "- warning: " + w.value("message", "") + "\n";
-    o += fmt::format("{}rule: {}\n\n", md ? "- " : "", cmp.value("rule", ""));
+        for (const auto& w : cmp.value("warnings", json::array())) o += "- warning: " + text(w.value("message", "")) + "\n";
+    o += fmt::format("{}rule: {}\n\n", md ? "- " : "", text(cmp.value("rule", "")));
     if (md) o += "| point | phase | A mean µs | B mean µs | B/A | noise ± µs | verdict |\n|---|---|---:|---:|---:|---:|---|\n";
     else o += fmt::format("{:<36} {:<17} {:>12} {:>12} {:>7} {:>10}  {}\n", "point", "phase", "A mean us", "B mean us", "B/A", "noise us", "verdict");
     auto line = [&](const std::string& pt, const std::string& ph, double ma, double mb, double ratio, double noise, const std::string& verdict) {
         if (md)
-            o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", formats_detail::md_cell(pt), ph, ma, mb,
+            o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", formats_detail::md_cell(pt), text(ph), ma, mb,
                              ratio, noise, formats_detail::md_cell(verdict));
         else o += fmt::format("{:<36} {:<17} {:>12.2f} {:>12.2f} {:>7.3f} {:>10.2f}  {}\n", pt.substr(0, 36), ph, ma, mb, ratio, noise, verdict);
     };
@@ -306,7 +309,7 @@ std::string render_comparison(const json& cmp, const std::string& format) {
         std::string label = p.value("label", "");
         if (!p.contains(keys::kStep)) {
             if (md)
-                o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label), p.value("verdict", ""),
+                o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label), text(p.value("verdict", "")),
                                  formats_detail::md_cell(p.value("why", "")));
             else o += fmt::format("{:<36} {:<17} {}\n", label.substr(0, 36), keys::kStep, p.value("verdict", "") + " (" + p.value("why", "") + ")");
             continue;
@@ -318,7 +321,7 @@ std::string render_comparison(const json& cmp, const std::string& format) {
         line(label, keys::kStep, s.value("a_mean_us", 0.0), s.value("b_mean_us", 0.0), s.value("ratio", 0.0), s.value("noise_us", 0.0), verdict);
         for (const auto& ph : p[keys::kPhases]) {
             if (!ph.contains("ratio")) {
-                if (md) o += fmt::format("| | {} | | | | | {} |\n", ph.value("phase", ""), ph.value("verdict", ""));
+                if (md) o += fmt::format("| | {} | | | | | {} |\n", text(ph.value("phase", "")), text(ph.value("verdict", "")));
                 else o += fmt::format("{:<36} {:<17} {}\n", "", ph.value("phase", ""), ph.value("verdict", ""));
                 continue;
             }
@@ -333,11 +336,11 @@ std::string render_comparison(const json& cmp, const std::string& format) {
         for (const auto& u : cmp[side])
             o += fmt::format("{}unmatched (only in {}{}): {}\n", md ? "- " : "", side[10] == 'a' ? a : b,
                              side[10] == 'a' && !cmp.value("allow_missing", false) ? "; missing from B fails the gate" : "",
-                             u.get<std::string>());
+                             text(u.get<std::string>()));
     // What an inconclusive point needs, one line each (the table has no room for it).
     for (const auto& p : cmp["points"])
         if (p.value("verdict", "") == "inconclusive")
-            o += fmt::format("{}inconclusive: {}: {}\n", md ? "- " : "", p.value("label", ""), p.value("why", ""));
+            o += fmt::format("{}inconclusive: {}: {}\n", md ? "- " : "", text(p.value("label", "")), text(p.value("why", "")));
     const json& c = cmp["counts"];
     std::string extra;
     if (c.value("failed_in_b", 0) + c.value("missing_in_b", 0) > 0)

@@ -26,18 +26,20 @@ namespace {
 // The title and where the report came from.
 void md_header(const json& report, const json& runs, std::string& o) {
     o += report.contains("sweep") ? "# moebench sweep\n\n" : "# moebench run\n\n";
-    o += fmt::format("- command: `{}`\n", str_at(report, {"command"}, "?"));
+    o += fmt::format("- command: {}\n", md_code(str_at(report, {"command"}, "?")));
     // A report rebuilt from a sweep journal has no tool or creation block: leave those lines out, not "?".
     if (find_path(report, {"tool"}))
-        o += fmt::format("- tool: moebench {} ({}), build {}\n", str_at(report, {"tool", "version"}, "?"),
-                         str_at(report, {"tool", "git_rev"}, "?"), str_at(report, {"tool", "build_type"}, "?"));
-    if (find_path(report, {"created_utc"})) o += fmt::format("- created: {}\n", str_at(report, {"created_utc"}, "?"));
+        o += fmt::format("- tool: moebench {} ({}), build {}\n", md_cell(str_at(report, {"tool", "version"}, "?")),
+                         md_cell(str_at(report, {"tool", "git_rev"}, "?")),
+                         md_cell(str_at(report, {"tool", "build_type"}, "?")));
+    if (find_path(report, {"created_utc"}))
+        o += fmt::format("- created: {}\n", md_cell(str_at(report, {"created_utc"}, "?")));
     if (const json* env = find_path(report, {"environment"}))
-        o += fmt::format("- machine: {} ({} CPUs), backend {}\n", str_at(*env, {"cpu_model"}, "?"),
-                         scalar_text(env->value("num_cpus", json())), str_at(*env, {"backend"}, "?"));
+        o += fmt::format("- machine: {} ({} CPUs), backend {}\n", md_cell(str_at(*env, {"cpu_model"}, "?")),
+                         md_cell(scalar_text(env->value("num_cpus", json()))), md_cell(str_at(*env, {"backend"}, "?")));
     std::string model = !runs.empty() && runs[0].contains("model") ? scalar_text(runs[0]["model"])
                                                                    : str_at(report, {"config", "run", "model"});
-    if (!model.empty()) o += fmt::format("- model: {}\n", model);
+    if (!model.empty()) o += fmt::format("- model: {}\n", md_cell(model));
 }
 
 // One row per point: the step's statistics, throughput, load and energy; `golden` is marked.
@@ -51,7 +53,8 @@ void md_points(const json& runs, long golden, std::string& o) {
         std::string label = run_label(r) + (static_cast<long>(i) == golden ? " **(golden)**" : "");
         if (!run_ok(r)) {
             std::string why = r.value(keys::kStatus, "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
-            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label), r.value(keys::kStatus, ""), md_cell(why));
+            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label), md_cell(r.value(keys::kStatus, "")),
+                             md_cell(why));
             continue;
         }
         double load = 0;
@@ -131,10 +134,11 @@ void md_expert_load(const json& runs, long golden, std::string& o) {
             o += fmt::format("\n## Expert load ({}, counted)\n\n", md_cell(run_label(runs[static_cast<size_t>(show)])));
             o += "| layer | max/mean | cv | gini | top-3 share | idle experts | dropped |\n|---:|---:|---:|---:|---:|---:|---:|\n";
             for (const auto& l : *pl)
-                o += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {} | {} |\n", scalar_text(l.value("layer", json())),
-                                 l.value(keys::kMaxOverMean, 0.0), l.value("cv", 0.0), l.value("gini", 0.0),
-                                 l.value("top3_share", 0.0), scalar_text(l.value("idle_experts", json())),
-                                 scalar_text(l.value("dropped", json())));
+                o += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {} | {} |\n",
+                                 md_cell(scalar_text(l.value("layer", json()))), l.value(keys::kMaxOverMean, 0.0),
+                                 l.value("cv", 0.0), l.value("gini", 0.0), l.value("top3_share", 0.0),
+                                 md_cell(scalar_text(l.value("idle_experts", json()))),
+                                 md_cell(scalar_text(l.value("dropped", json()))));
         }
     }
 }
@@ -143,13 +147,13 @@ void md_sweep(const json& report, std::string& o) {
     const json& s = report["sweep"];
     o += "\n## Sweep\n\n";
     o += fmt::format("- points: {} ({} ok, {} skipped, {} failed, {} resumed from the journal, {} not run)\n",
-                     scalar_text(s.value("num_points", json())), scalar_text(s.value("ok", json())),
-                     scalar_text(s.value("skipped", json())), scalar_text(s.value("failed", json())),
-                     scalar_text(s.value("resumed", json())),
+                     md_cell(scalar_text(s.value("num_points", json()))), md_cell(scalar_text(s.value("ok", json()))),
+                     md_cell(scalar_text(s.value("skipped", json()))), md_cell(scalar_text(s.value("failed", json()))),
+                     md_cell(scalar_text(s.value("resumed", json()))),
                      s.contains("not_run") && s["not_run"].is_array() ? s["not_run"].size() : 0);
-    o += fmt::format("- stop: {}\n", s.value("stop_reason", "done"));
-    if (s.contains("knee_rule")) o += "- " + s.value("knee_rule", "") + "\n";
-    if (s.contains("golden_rule")) o += "- " + s.value("golden_rule", "") + "\n";
+    o += fmt::format("- stop: {}\n", md_cell(s.value("stop_reason", "done")));
+    if (s.contains("knee_rule")) o += "- " + md_cell(s.value("knee_rule", "")) + "\n";
+    if (s.contains("golden_rule")) o += "- " + md_cell(s.value("golden_rule", "")) + "\n";
     if (s.contains("golden") && !s["golden"].is_null())
         o += "\n**Golden point**: " + md_cell(s["golden"].value("reason", "")) + "\n";
     else if (s.contains("golden_reason"))
@@ -162,7 +166,7 @@ void md_sweep(const json& report, std::string& o) {
             for (const auto& [k, v] : fixed_axes.items())
                 if (s.contains("varying_axes") &&
                     std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
-                    fixed += (fixed.empty() ? "" : ", ") + k + "=" + scalar_text(v);
+                    fixed += (fixed.empty() ? "" : ", ") + md_cell(k) + "=" + md_cell(scalar_text(v));
             o += "\n**Knee**" + (fixed.empty() ? std::string() : " (" + fixed + ")") + ": " +
                  md_cell(se["knee"].value("reason", "")) + "\n";
         }

@@ -212,12 +212,35 @@ std::string run_label(const json& run) {
 
 std::string md_cell(const std::string& s) {
     std::string o;
+    o.reserve(s.size());
     for (char c : s) {
-        if (c == '|') o += "\\|";
-        else if (c == '\n') o += ' ';
-        else o += c;
+        switch (c) {
+            // Entities, not backslashes: a Markdown renderer passes raw HTML through, and `\<` is no escape in HTML.
+            case '&': o += "&amp;"; break;
+            case '<': o += "&lt;"; break;
+            case '>': o += "&gt;"; break;
+            // A table splits at a '|' not escaped by a backslash; a backslash of its own must not escape ours.
+            case '|': o += "\\|"; break;
+            case '\\': o += "\\\\"; break;
+            default: o += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;  // a newline ends a table row
+        }
     }
     return o;
+}
+
+std::string md_code(const std::string& s) {
+    // A code span shows its text as is (no entities) and ends at a run of backticks as long as its fence: use a
+    // fence longer than any run inside, with a space inside it when the text starts or ends with a backtick.
+    std::string text;
+    size_t run = 0, longest = 0;
+    for (char c : s) {
+        run = c == '`' ? run + 1 : 0;
+        longest = std::max(longest, run);
+        text += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
+    }
+    const std::string fence(longest + 1, '`');
+    const bool pad = !text.empty() && (text.front() == '`' || text.back() == '`');
+    return fence + (pad ? " " : "") + text + (pad ? " " : "") + fence;
 }
 
 std::string html_escape(const std::string& s) {

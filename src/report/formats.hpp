@@ -75,8 +75,12 @@ EnergyPerToken energy_per_token(const json& run);
 std::string tri_state(const json& run, std::initializer_list<const char*> path);
 /// Escapes &, <, >, " for HTML/SVG text and attributes.
 std::string html_escape(const std::string& s);
-/// A Markdown table cell: '|' escaped, newlines flattened (model names and labels come from third-party configs).
+/// Text from outside (model, hardware and path names, routing specs, environment strings, anything a report file
+/// holds) in a Markdown table cell or line: '&', '<', '>' as entities (no raw HTML reaches a renderer), '|' and '\'
+/// escaped (the cell stays one cell), control characters (newlines) as spaces.
 std::string md_cell(const std::string& s);
+/// The same inside a code span (`...`): shown verbatim, a backtick in the text cannot end the span.
+std::string md_code(const std::string& s);
 
 }  // namespace formats_detail
 
