@@ -2,6 +2,7 @@
 #include "config/hardware_fields.hpp"
 
 #include "common/error.hpp"
+#include "common/names.hpp"
 #include "common/overloaded.hpp"
 
 #include <fmt/format.h>
@@ -206,7 +207,11 @@ void read_field(const JsonReader& r, const HardwareField& f, HardwareProfile& h,
         } else if (f.text_default == HardwareTextDefault::name) {
             dflt = h.name;
         }
-        h.*std::get<std::string P::*>(f.member) = r.opt_string(f.key, dflt);
+        std::string& to = h.*std::get<std::string P::*>(f.member);
+        to = r.opt_string(f.key, dflt);
+        // Names reach every plan, report and label (a file's stem too: a file name may hold a newline); a comment
+        // is free text.
+        if (f.key != std::string("comment")) require_printable_name(r.has(f.key) ? r.field(f.key) : path, to);
         return;
     }
     case K::text_list: {

@@ -4,6 +4,7 @@
 #include "config/model_config.hpp"
 
 #include "common/error.hpp"
+#include "common/names.hpp"
 #include "common/paths.hpp"
 
 #include <algorithm>
@@ -613,25 +614,10 @@ void check_ffn_and_norms(const ModelConfig& m, const FieldChecks& c) {
 
 }  // namespace
 
-// A name goes into every report, table and label: no control characters (a newline broke the Markdown view) and no
-// bidirectional overrides (U+202A-U+202E, U+2066-U+2069: they reorder what a reader sees).
-void check_name(const ModelConfig& m, const FieldChecks& c) {
-    const std::string& n = m.name;
-    for (size_t i = 0; i < n.size(); ++i) {
-        const auto byte = [&](size_t j) { return j < n.size() ? static_cast<unsigned char>(n[j]) : 0; };
-        const bool control = byte(i) < 0x20 || byte(i) == 0x7f;
-        const bool bidi = byte(i) == 0xe2 && ((byte(i + 1) == 0x80 && byte(i + 2) >= 0xaa && byte(i + 2) <= 0xae) ||
-                                              (byte(i + 1) == 0x81 && byte(i + 2) >= 0xa6 && byte(i + 2) <= 0xa9));
-        if (control || bidi)
-            config_error(c.f("name"),
-                         fmt::format("holds a {} at byte {}", control ? "control character" : "bidirectional override", i),
-                         json(n).dump(), "use printable characters only");
-    }
-}
-
 void validate(const ModelConfig& m, const std::string& path) {
     const FieldChecks c{path};
-    check_name(m, c);
+    require_printable_name(c.f("name"), m.name);
+    require_printable_name(c.f("family"), m.family);
     check_sizes(m, c);
     check_param_total(m, c);
     check_attention(m, c);

@@ -117,3 +117,32 @@ TEST_CASE("report --format md: a hostile model name, path label and machine name
     expect_no_raw_html(cmp);
     CHECK_THAT(cmp, Catch::Contains("&gt;&lt;img src=x onerror=alert(1)&gt;/b.json"));
 }
+
+// ---- 10. Names ------------------------------------------------------------------------------------------------
+
+TEST_CASE("names with control characters are refused for models and hardware profiles alike", "[trust][config][cli]") {
+    const std::string dir = temp_dir("trust-names");
+    const json h200 = read_json(std::string(MOEBENCH_SOURCE_DIR) + "/configs/hardware/h200-sxm.json");
+    for (const char* key : {"name", "display_name", "scaleup_name"}) {
+        json hw = h200;
+        hw[key] = "H200\nInjected line";
+        expect_refused("plan --hardware " + write_json(dir + "/hw-" + key + ".json", hw),
+                       {std::string("hw-") + key + ".json." + key, "control character at byte 4", "H200\\x0aInjected"});
+    }
+    json hw = h200;
+    hw["display_name"] = "H200 \xe2\x80\xae" "evil";  // right-to-left override
+    expect_refused("plan --hardware " + write_json(dir + "/hw-bidi.json", hw), {"display_name", "bidirectional override"});
+    // A profile named after its file: the file name is checked too.
+    json unnamed = h200;
+    unnamed.erase("name");
+    const std::string odd = dir + "/odd\x1b[2Jname.json";
+    write_json(odd, unnamed);
+    expect_refused("plan --hardware '" + odd + "'", {"control character"});
+
+    json model = read_json(kTiny);
+    model["name"] = "tiny\nmodel";
+    expect_refused("plan --model " + write_json(dir + "/model-name.json", model), {"model-name.json.name", "control character"});
+    model = read_json(kTiny);
+    model["family"] = "mixtral\r";
+    expect_refused("plan --model " + write_json(dir + "/model-family.json", model), {"model-family.json.family"});
+}
