@@ -3,6 +3,7 @@
 // modelling code (which layers are MoE, which projections carry biases, what the shared expert looks like).
 #include "common/error.hpp"
 #include "config/model_config.hpp"
+#include "config/model_ranges.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -90,11 +91,26 @@ void require_kv_heads_divide(const JsonReader& r, const std::string& kv_key, int
                      "use a divisor of " + heads_key + " (equal for MHA, 1 for MQA)");
 }
 
+// A real number within its plausible range (config/model_ranges.hpp), refused under the config's own key name.
+double opt_ranged(const JsonReader& r, const std::string& key, double dflt, const ModelRange& range) {
+    const double v = r.opt_double(key, dflt);
+    if (r.has(key)) check_model_range(r.field(key), v, range);
+    return v;
+}
+
 // rope_theta, or (configs saved by transformers 5) rope_parameters.rope_theta.
 double rope_theta(const JsonReader& r) {
-    if (r.has("rope_theta")) return r.req_double("rope_theta");
-    if (auto p = r.opt_child("rope_parameters")) return p->opt_double("rope_theta", 10000.0);
+    if (r.has("rope_theta")) return opt_ranged(r, "rope_theta", 10000.0, model_range::kRopeTheta);
+    if (auto p = r.opt_child("rope_parameters")) return opt_ranged(*p, "rope_theta", 10000.0, model_range::kRopeTheta);
     return 10000.0;
+}
+
+// RoPE scaling (YaRN, llama3, linear, dynamic) changes neither the parameters nor the work, so moebench does not
+// model it; its factor is still checked, so that a corrupt config is not taken for a real one.
+void check_rope_scaling(const JsonReader& r) {
+    for (const char* block : {"rope_scaling", "rope_parameters"})
+        if (r.has(block) && r.raw().at(block).is_object())
+            (void)opt_ranged(r.child(block), "factor", 1.0, model_range::kRopeScalingFactor);
 }
 
 // Fields nearly every family spells the Llama way.
@@ -113,8 +129,9 @@ void read_llama_common(const JsonReader& r, ModelConfig& m) {
                      str(a.num_heads), "set head_dim explicitly");
     require_kv_heads_divide(r, "num_key_value_heads", a.num_kv_heads, "num_attention_heads", a.num_heads);
     a.rope_theta = rope_theta(r);
+    check_rope_scaling(r);
     m.norm = NormKind::rmsnorm;
-    m.norm_eps = r.opt_double("rms_norm_eps", 1e-6);
+    m.norm_eps = opt_ranged(r, "rms_norm_eps", 1e-6, model_range::kNormEps);
     m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
     m.activation = activation_from(r, "hidden_act", Activation::swiglu);
 }
@@ -239,7 +256,7 @@ void sigmoid_biased_moe(const JsonReader& r, ModelConfig& m, const std::string& 
     e.routing = RoutingKind::sigmoid_group_topk;
     e.router_correction_bias = true;
     e.norm_topk_prob = r.opt_bool("norm_topk_prob", norm_dflt);
-    e.routed_scaling_factor = r.opt_double("routed_scaling_factor", 1.0);
+    e.routed_scaling_factor = opt_ranged(r, "routed_scaling_factor", 1.0, model_range::kRoutedScalingFactor);
     read_groups(r, e, experts_key, groups_dflt, topk_groups_dflt);
 }
 
@@ -309,7 +326,7 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
         // Absent fields take the transformers config class's defaults (DeepseekV3Config: true and 2.5).
         e.norm_topk_prob = r.opt_bool("norm_topk_prob", v3);
-        e.routed_scaling_factor = r.opt_double("routed_scaling_factor", v3 ? 2.5 : 1.0);
+        e.routed_scaling_factor = opt_ranged(r, "routed_scaling_factor", v3 ? 2.5 : 1.0, model_range::kRoutedScalingFactor);
         std::string method = r.opt_string("topk_method", v3 ? "noaux_tc" : "greedy");
         std::string scoring = r.opt_string("scoring_func", v3 ? "sigmoid" : "softmax");
         // The values DeepSeek's modeling code knows; another would silently route by softmax top-k.
@@ -353,7 +370,7 @@ ModelConfig import_dbrx(const JsonReader& r) {
     JsonReader a = r.child("attn_config");
     m.attn.num_kv_heads = a.has("kv_n_heads") ? req_dim(a, "kv_n_heads") : m.attn.num_heads;
     require_kv_heads_divide(a, "kv_n_heads", m.attn.num_kv_heads, "n_heads", m.attn.num_heads);
-    m.attn.rope_theta = a.opt_double("rope_theta", 10000.0);
+    m.attn.rope_theta = opt_ranged(a, "rope_theta", 10000.0, model_range::kRopeTheta);
     JsonReader f = r.child("ffn_config");
     read_experts(f, m, "moe_num_experts", "moe_top_k");
     m.moe.expert_intermediate_size = req_dim(f, "ffn_hidden_size");
@@ -400,7 +417,7 @@ ModelConfig import_gpt_oss(const JsonReader& r) {
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", true);
     m.attn.sinks = true;
     m.activation = Activation::swiglu_oai;
-    m.swiglu_limit = r.opt_double("swiglu_limit", 7.0);
+    m.swiglu_limit = opt_ranged(r, "swiglu_limit", 7.0, model_range::kSwigluLimit);
     all_layers(m, 1);
     auto types = string_list(r, "layer_types");
     if (types.empty()) {  // the reference alternates sliding (even) and full (odd) layers
@@ -478,7 +495,7 @@ ModelConfig import_phimoe(const JsonReader& r) {
     // sparsemixer (modeling_phimoe.py) also at inference: top-2 of the logits, each weight a softmax over the
     // logits within router_jitter_noise of it; not Mixtral's renormalised pair.
     m.moe.routing = RoutingKind::sparsemixer;
-    m.moe.router_jitter_noise = r.opt_double("router_jitter_noise", 0.01);
+    m.moe.router_jitter_noise = opt_ranged(r, "router_jitter_noise", 0.01, model_range::kRouterJitterNoise);
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
     m.lm_head_bias = r.opt_bool("lm_head_bias", false);
     m.norm = NormKind::layernorm;  // nn.LayerNorm with bias

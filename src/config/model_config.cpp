@@ -6,8 +6,10 @@
 #include "common/error.hpp"
 #include "common/names.hpp"
 #include "common/paths.hpp"
+#include "config/model_ranges.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -489,8 +491,7 @@ void check_attention(const ModelConfig& m, const FieldChecks& c) {
     }
     c.nonneg("attention.sliding_window", at.sliding_window);
     c.nonneg("attention.attention_chunk", at.attention_chunk);
-    if (!(at.rope_theta > 0))
-        config_error(c.f("attention.rope_theta"), "must be positive", fmt::format("{}", at.rope_theta), "e.g. 10000");
+    check_model_range(c.f("attention.rope_theta"), at.rope_theta, model_range::kRopeTheta);
     c.nonneg("attention.rotary_dim", at.rotary_dim);
     if (at.rotary_dim != 0 && at.kind == AttentionKind::mla)
         config_error(c.f("attention.rotary_dim"), "applies to gqa attention only (MLA rotates qk_rope_head_dim)",
@@ -583,15 +584,11 @@ void check_moe(const ModelConfig& m, const FieldChecks& c) {
         if (e.top_k > reachable)
             config_error(c.f("moe.top_k"), "exceeds the experts in the selected groups (topk_groups * num_experts / "
                          "num_groups = " + str(reachable) + ")", str(e.top_k), "raise moe.topk_groups or lower top_k");
-        if (!(e.routed_scaling_factor > 0))
-            config_error(c.f("moe.routed_scaling_factor"), "must be positive",
-                         fmt::format("{}", e.routed_scaling_factor), "use 1.0 for no scaling");
+        check_model_range(c.f("moe.routed_scaling_factor"), e.routed_scaling_factor, model_range::kRoutedScalingFactor);
         if (e.routing == RoutingKind::sparsemixer && e.top_k != 2)
             config_error(c.f("moe.top_k"), "must be 2 for routing sparsemixer (PhiMoE's router picks exactly two)",
                          str(e.top_k), "set top_k to 2 or choose another routing");
-        if (!(e.router_jitter_noise >= 0))
-            config_error(c.f("moe.router_jitter_noise"), "must not be negative",
-                         fmt::format("{}", e.router_jitter_noise), "PhiMoE uses 0.01");
+        check_model_range(c.f("moe.router_jitter_noise"), e.router_jitter_noise, model_range::kRouterJitterNoise);
     }
     if (moe_layers == 0 && e.num_experts > 0)
         config_error(c.f("dense_layers"), "lists every layer although moe.num_experts > 0", "", "drop the moe block or "
@@ -605,14 +602,19 @@ void check_ffn_and_norms(const ModelConfig& m, const FieldChecks& c) {
     if (m.activation == Activation::swiglu_oai && !(m.swiglu_limit > 0))
         config_error(c.f("swiglu_limit"), "must be positive for activation swiglu_oai",
                      fmt::format("{}", m.swiglu_limit), "gpt-oss uses 7.0");
-    if (m.swiglu_limit < 0)
-        config_error(c.f("swiglu_limit"), "must not be negative", fmt::format("{}", m.swiglu_limit), "use 0 for no clamp");
+    check_model_range(c.f("swiglu_limit"), m.swiglu_limit, model_range::kSwigluLimit);
     c.nonneg("norms_per_layer", m.norms_per_layer);
-    if (!(m.norm_eps > 0)) config_error(c.f("norm_eps"), "must be positive", fmt::format("{}", m.norm_eps), "e.g. 1e-6");
+    check_model_range(c.f("norm_eps"), m.norm_eps, model_range::kNormEps);
     c.nonneg("num_mtp_layers", m.num_mtp_layers);
 }
 
 }  // namespace
+
+void check_model_range(const std::string& field, double value, const ModelRange& range) {
+    if (!(std::isfinite(value) && value >= range.lo && value <= range.hi))
+        config_error(field, fmt::format("is outside the plausible range ({:g} to {:g})", range.lo, range.hi),
+                     fmt::format("{}", value), range.fix);
+}
 
 void validate(const ModelConfig& m, const std::string& path) {
     const FieldChecks c{path};

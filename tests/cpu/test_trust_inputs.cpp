@@ -118,6 +118,68 @@ TEST_CASE("report --format md: a hostile model name, path label and machine name
     CHECK_THAT(cmp, Catch::Contains("&gt;&lt;img src=x onerror=alert(1)&gt;/b.json"));
 }
 
+// ---- 10. Model floats -----------------------------------------------------------------------------------------
+
+TEST_CASE("HF configs: a float beyond its plausible range is refused under its HF name", "[trust][config][cli]") {
+    const std::string dir = temp_dir("trust-hf");
+    struct Case {
+        const char* file;
+        const char* key;
+        json value;
+        const char* range;
+    };
+    const Case cases[] = {
+        {"deepseek-v3.json", "routed_scaling_factor", 1e308, "0.01 to 1000"},
+        {"mixtral-8x7b-v0.1.json", "rms_norm_eps", 1e308, "1e-12 to 0.1"},
+        {"mixtral-8x7b-v0.1.json", "rms_norm_eps", 0.0, "1e-12 to 0.1"},
+        {"mixtral-8x7b-v0.1.json", "rope_theta", 1e300, "100 to 1e+12"},
+        {"gpt-oss-20b.json", "swiglu_limit", 1e308, "0 to 1000"},
+        {"phi-3.5-moe-instruct.json", "router_jitter_noise", 1e308, "0 to 1"},
+    };
+    for (const Case& c : cases) {
+        json j = read_json(kData + "/hf-configs/" + c.file);
+        j[c.key] = c.value;
+        const std::string path = write_json(dir + "/" + std::string(c.key) + "-" + c.file, j);
+        expect_refused("plan --model " + path, {std::string(c.key), "plausible range (" + std::string(c.range) + ")",
+                                                fmt::format("got {}", c.value.get<double>())});
+    }
+    // rope_scaling.factor, which moebench does not model, is still checked.
+    json j = read_json(kData + "/hf-configs/deepseek-v3.json");
+    j["rope_scaling"]["factor"] = 1e308;
+    expect_refused("plan --model " + write_json(dir + "/rope-scaling.json", j),
+                   {"rope_scaling.factor", "plausible range (0.01 to 10000)", "got 1e+308"});
+}
+
+TEST_CASE("own model schema: every float within its plausible range, refused by name beyond it", "[trust][config]") {
+    const json tiny = read_json(kTiny);
+    const auto refusal = [&](const std::vector<std::string>& path, const json& value) {
+        json j = tiny;
+        json* at = &j;
+        for (size_t i = 0; i + 1 < path.size(); ++i) at = &(*at)[path[i]];
+        (*at)[path.back()] = value;
+        return config_error_of([&] { validate(model_from_json(j, "m.json"), "m.json"); });
+    };
+    CHECK_THAT(refusal({"norm_eps"}, 1e308), Catch::Contains("m.json.norm_eps: is outside the plausible range (1e-12 to 0.1)"));
+    CHECK_THAT(refusal({"attention", "rope_theta"}, 1e308), Catch::Contains("m.json.attention.rope_theta"));
+    CHECK_THAT(refusal({"attention", "rope_theta"}, 0.5), Catch::Contains("100 to 1e+12"));
+    CHECK_THAT(refusal({"moe", "routed_scaling_factor"}, 1e308), Catch::Contains("m.json.moe.routed_scaling_factor"));
+    CHECK_THAT(refusal({"moe", "routed_scaling_factor"}, 1e-300), Catch::Contains("got 1e-300"));
+    CHECK_THAT(refusal({"swiglu_limit"}, 1e308), Catch::Contains("m.json.swiglu_limit"));
+    CHECK_THAT(refusal({"norm_eps"}, 1e-5), Catch::Equals(""));
+}
+
+TEST_CASE("every real model config lies inside the plausible ranges", "[trust][config]") {
+    size_t loaded = 0;
+    for (const std::string& folder : {std::string(MOEBENCH_SOURCE_DIR) + "/configs/models", kData + "/hf-configs"})
+        for (const auto& e : fs::directory_iterator(folder)) {
+            if (e.path().extension() != ".json") continue;
+            INFO(e.path().string());
+            CHECK_NOTHROW(load_model(e.path().string()));
+            ++loaded;
+        }
+    CHECK(loaded > 60);
+}
+
 // ---- 10. Names ------------------------------------------------------------------------------------------------
 
 TEST_CASE("names with control characters are refused for models and hardware profiles alike", "[trust][config][cli]") {
