@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -297,16 +298,19 @@ TextLine parse_text_line(const std::string& line, int64_t& k, int32_t& max_id, c
         while (items >> item) {
             size_t colon = item.find(':');
             std::string id_text = item.substr(0, colon);
-            char* end = nullptr;
-            long v = std::strtol(id_text.c_str(), &end, 10);
-            if (id_text.empty() || *end != '\0' || v < -1 || v >= kMaxTraceExperts)
+            // The whole text must be the number (from_chars stops at a NUL that strtol's C string would end at).
+            int64_t v = 0;
+            const auto [id_end, id_ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), v);
+            if (id_text.empty() || id_ec != std::errc() || id_end != id_text.data() + id_text.size() || v < -1 ||
+                v >= kMaxTraceExperts)
                 fail(fmt::format("bad expert id '{}' (ids are -1 or 0..{})", id_text, kMaxTraceExperts - 1));
             out.ids.push_back(static_cast<int32_t>(v));
             max_id = std::max<int32_t>(max_id, static_cast<int32_t>(v));
             if (colon != std::string::npos) {
                 std::string w_text = item.substr(colon + 1);
-                float w = std::strtof(w_text.c_str(), &end);
-                if (w_text.empty() || *end != '\0') fail("bad weight '" + w_text + "'");
+                char* end = nullptr;
+                const float w = std::strtof(w_text.c_str(), &end);
+                if (w_text.empty() || end != w_text.c_str() + w_text.size()) fail("bad weight '" + w_text + "'");
                 out.weights.push_back(w);
                 ++out.weighted;
             } else {
@@ -351,6 +355,15 @@ TextTokens read_text_tokens(const std::string& path, ImportSummary& s) {
             config_error(fmt::format("{}:{}", path, line_no), what, line,
                          "one line per token: k ids per layer, layers separated by '|' (docs/trace-format.md)");
         };
+        // A text trace is text: a NUL or another control byte (a binary file, a corrupt copy) is refused, not read
+        // as separators or as the end of a number.
+        const auto control = std::find_if(line.begin(), line.end(), [](char c) {
+            const auto b = static_cast<unsigned char>(c);
+            return (b < 0x20 && c != '\t' && c != '\r') || b == 0x7f;
+        });
+        if (control != line.end())
+            fail(fmt::format("holds control byte 0x{:02x} at column {} (a text trace is text)",
+                             static_cast<unsigned char>(*control), control - line.begin() + 1));
         const TextLine tl = parse_text_line(line, tt.k, tt.max_id, fail);
         if (tt.num_layers < 0) {
             tt.num_layers = tl.layers;

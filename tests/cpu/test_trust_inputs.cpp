@@ -208,3 +208,28 @@ TEST_CASE("names with control characters are refused for models and hardware pro
     model["family"] = "mixtral\r";
     expect_refused("plan --model " + write_json(dir + "/model-family.json", model), {"model-family.json.family"});
 }
+
+// ---- 10. Text traces ------------------------------------------------------------------------------------------
+
+TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not read as numbers", "[trust][trace][cli]") {
+    const std::string dir = temp_dir("trust-trace");
+    // A file of NUL bytes was "1 layer x 1 token, expert 0"; `3\0junk` was expert 3.
+    write_bytes(dir + "/zeros.txt", std::string(64, '\0'));
+    expect_refused("trace convert " + dir + "/zeros.txt -o " + dir + "/z.safetensors",
+                   {"zeros.txt:1", "control byte 0x00 at column 1"});
+    CHECK_FALSE(fs::exists(dir + "/z.safetensors"));
+    write_bytes(dir + "/nul.txt", std::string("0 1\n3\0junk 1\n", 13));
+    expect_refused("trace convert " + dir + "/nul.txt -o " + dir + "/n.safetensors", {"nul.txt:2", "column 2"});
+    write_bytes(dir + "/weight.txt", std::string("0:0.5\0x 1:0.5\n", 14));
+    CHECK_THAT(config_error_of([&] { trace_from_text(dir + "/weight.txt", 0, nullptr); }), Catch::Contains("weight.txt:1"));
+    // Junk after a number without a NUL was refused before, and still is; a plain trace still reads.
+    write_bytes(dir + "/junk.txt", "0 3x\n");
+    CHECK_THAT(config_error_of([&] { trace_from_text(dir + "/junk.txt", 0, nullptr); }), Catch::Contains("bad expert id '3x'"));
+    write_bytes(dir + "/ok.txt", "0:0.75 1:0.25 | 2:0.5 3:0.5\r\n1\t2 | 3 0\n");
+    CHECK_THAT(config_error_of([&] { trace_from_text(dir + "/ok.txt", 0, nullptr); }), Catch::Contains("weights for every id"));
+    write_bytes(dir + "/ok.txt", "0 1 | 2 3\r\n1\t2 | 3 0\n");
+    const RoutingTrace t = trace_from_text(dir + "/ok.txt", 0, nullptr);
+    CHECK(t.num_tokens == 2);
+    CHECK(t.num_layers == 2);
+    CHECK(t.topk_ids == std::vector<int32_t>{0, 1, 1, 2, 2, 3, 3, 0});
+}
