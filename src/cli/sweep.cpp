@@ -151,6 +151,16 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
     override_if(f.o_warmup, base.warmup, f.warmup);
     override_if(f.o_iters, base.iters, f.iters);
     json base_json = run_config_to_json(base);
+    // Each field once on the command line: of `--model A --set model=B` (or two --set model=) one would be dropped
+    // without a word, so both are refused, naming the two flags.
+    std::map<std::string, std::string> set_by;  // field -> the flag that set it, as written
+    const auto claim = [&](const std::string& field, const std::string& flag, const std::string& as_written,
+                           const std::string& list_example) {
+        const auto [it, fresh] = set_by.emplace(field, as_written);
+        if (!fresh)
+            config_error(flag, "conflicts with " + it->second + ": both set run config field " + field, as_written,
+                         "give " + field + " once (a list in one flag makes it an axis, e.g. " + list_example + ")");
+    };
     for (const auto& s : f.sets) {
         auto eq = s.find('=');
         if (eq == std::string::npos || eq == 0)
@@ -161,12 +171,21 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
             for (const auto& [k, v] : base_json.items()) all += (all.empty() ? "" : ", ") + k;
             config_error("--set " + key, "unknown run config field", key, "use one of: " + all);
         }
+        claim(key, "--set " + key, "--set " + s, "--set " + key + "=A,B");
         std::vector<json> values = parse_axis_values(text, "--set " + key);
-        if (values.size() > 1) axes.push_back({key, values});
-        else base_json[key] = set_value(text);
+        if (values.size() > 1) {
+            axes.push_back({key, values});
+        } else {
+            base_json[key] = set_value(text);
+            // A flag replaces the config's axis of the same name (a one-valued --set too, not only a list).
+            std::erase_if(axes, [&](const SweepAxis& a) { return a.name == key; });
+        }
     }
     for (const auto& [opt, field] : f.axis_opts)
-        if (opt->count()) axes.push_back({field, parse_axis_values(f.axis_values.at(field), opt->get_name())});
+        if (opt->count()) {
+            claim(field, opt->get_name(), opt->get_name() + " " + f.axis_values.at(field), opt->get_name() + " A,B");
+            axes.push_back({field, parse_axis_values(f.axis_values.at(field), opt->get_name())});
+        }
     axes = canonical_axes(axes);  // later (flags) replace earlier (config) of the same name
     // A one-valued axis is a setting: show it in the report's config.run (the fingerprint leaves axes out).
     for (const auto& a : axes)

@@ -3,7 +3,11 @@
 #include "sweep/sweep_runner.hpp"
 #include "core/report_keys.hpp"
 
+#include "config/hardware.hpp"
+#include "config/model_config.hpp"
 #include "config/run_fields.hpp"
+#include "harness/validate.hpp"
+#include "workload/routing_spec.hpp"
 
 #include "common/error.hpp"
 #include "sweep/golden.hpp"
@@ -19,6 +23,7 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <set>
 
 namespace moebench {
 
@@ -86,11 +91,43 @@ json sweep_block_of(const json& raw) {
     return s;
 }
 
+namespace {
+
+// What a point names is read and checked while the sweep is planned, once per distinct name: its model (a file, or a
+// short name) and hardware profile, its routing spec, and the fields that depend on the model (layers, ep, soft_topn).
+// A missing or bad file then stops the sweep before its first point (exit 2), instead of skipping that point when
+// its turn comes while the others run and the sweep exits 0.
+class PointInputs {
+public:
+    void check(const RunConfig& cfg, const json& point) {
+        try {
+            auto model = models_.find(cfg.model);
+            if (model == models_.end()) model = models_.emplace(cfg.model, load_model(cfg.model)).first;
+            (void)layers_to_run(model->second, cfg);
+            if (!cfg.hardware.empty() && hardware_.insert(cfg.hardware).second) (void)load_hardware(cfg.hardware);
+            if (routing_.insert(cfg.routing).second) (void)parse_routing_spec(cfg.routing, run_field_label("", "routing"));
+        } catch (const ConfigError& e) {
+            throw ConfigError(std::string("sweep point ") + point_label(point) + ": " + e.what());
+        }
+    }
+
+private:
+    std::map<std::string, ModelConfig> models_;
+    std::set<std::string> hardware_, routing_;
+};
+
+}  // namespace
+
 SweepPlan plan_sweep(const SweepSpec& spec) {
     SweepPlan plan;
     plan.points = expand_axes(spec.axes);
     plan.configs.reserve(plan.points.size());
-    for (const auto& p : plan.points) plan.configs.push_back(apply_point(spec.base_run, p));
+    // Each point's inputs are checked before any point runs (a missing model of one point stops the sweep).
+    PointInputs inputs;
+    for (const auto& p : plan.points) {
+        plan.configs.push_back(apply_point(spec.base_run, p));
+        inputs.check(plan.configs.back(), p);
+    }
     // What each point reads, by content: a resumed point whose model file (trace, profile, placement) was edited
     // since it ran is refused, so one report never holds two versions of a file.
     InputDigests digests;

@@ -51,8 +51,9 @@ struct SweepPlan {
 /// and time_budget_s, each a number; anything else -> ConfigError naming "sweep" or "sweep.<key>".
 json sweep_block_of(const json& config);
 
-/// Builds and validates every point's config (a bad axis value is a ConfigError, exit 2), touching no file, so
-/// that the caller can check and create its outputs only for a sweep that can run.
+/// Builds and validates every point's config (a bad axis value is a ConfigError, exit 2) and reads what the points
+/// name (each model and hardware profile once; routing specs; the fields that depend on the model), writing no file,
+/// so that the caller can check and create its outputs only for a sweep that can run.
 SweepPlan plan_sweep(const SweepSpec& spec);
 
 /// Runs a planned sweep. An existing non-empty journal without `resume` -> ConfigError naming --resume. The first

@@ -19,9 +19,12 @@ using namespace moebench;
 
 namespace {
 
+// A model that loads: planning a sweep reads the model each point names.
+const std::string kTinyModel = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
+
 json base_run() {
     RunConfig c;
-    c.model = "tiny-gqa";
+    c.model = kTinyModel;
     c.backend = "cpu";
     return run_config_to_json(c);
 }
@@ -78,7 +81,7 @@ TEST_CASE("apply_point sets fields and rejects bad values", "[sweep]") {
     CHECK(c.shape.batch == 16);
     CHECK(c.shape.context == 2048);
     CHECK(c.routing == "zipf:1.2");
-    CHECK(c.model == "tiny-gqa");
+    CHECK(c.model == kTinyModel);
     CHECK_THROWS_AS(apply_point(base_run(), json{{"batch", -1}}), ConfigError);
     CHECK_THROWS_AS(apply_point(base_run(), json{{"no_such_field", 1}}), ConfigError);
 }

@@ -233,3 +233,42 @@ TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not 
     CHECK(t.num_layers == 2);
     CHECK(t.topk_ids == std::vector<int32_t>{0, 1, 1, 2, 2, 3, 3, 0});
 }
+
+// ---- 10. Sweep settings ---------------------------------------------------------------------------------------
+
+TEST_CASE("sweep: --set of a field that a flag also sets is refused, naming both", "[trust][sweep][cli]") {
+    const std::string dir = temp_dir("trust-sweep-set");
+    const std::string out = " --backend sim --warmup 0 --iters 1 --quiet --out " + dir + "/s.json";
+    expect_refused("sweep --model " + kTiny + " --set model=mixtral-8x7b" + out,
+                   {"--model", "--set model=mixtral-8x7b", "both set run config field model"});
+    expect_refused("sweep --model " + kTiny + " --batch 1 --set batch=2,4" + out, {"--batch", "--set batch=2,4"});
+    expect_refused("sweep --model " + kTiny + " --set batch=1 --set batch=2" + out, {"--set batch=1", "--set batch=2"});
+    CHECK_FALSE(fs::exists(dir + "/s.json"));
+    CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
+}
+
+TEST_CASE("sweep: a one-valued --set replaces the config's axis of that field", "[trust][sweep][cli]") {
+    const std::string dir = temp_dir("trust-sweep-axis");
+    const std::string cfg = write_json(dir + "/cfg.json", {{"model", kTiny}, {"backend", "sim"}, {"warmup", 0},
+                                                           {"iters", 1}, {"axes", {{"batch", {1, 2}}}}});
+    const auto r = run_cli("sweep --config " + cfg + " --set batch=4 --quiet --out " + dir + "/s.json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json report = read_json(dir + "/s.json");
+    REQUIRE(report["runs"].size() == 1);  // was 2 points of batch 1 and 2, the --set unused
+    CHECK(report["runs"][0]["batch"] == 4);
+}
+
+TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the sweep before it runs", "[trust][sweep][cli]") {
+    const std::string dir = temp_dir("trust-sweep-missing");
+    const std::string out = " --backend sim --warmup 0 --iters 1 --batch 1 --quiet --out " + dir + "/s.json";
+    // Was: the missing point skipped, the tiny model run, exit 0.
+    expect_refused("sweep --set model=" + dir + "/missing.json," + kTiny + out,
+                   {"sweep point model=" + dir + "/missing.json", "file not found"});
+    expect_refused("sweep --model " + kTiny + " --routing bogus,uniform" + out, {"sweep point ", "routing=bogus", "unknown routing kind 'bogus'"});
+    expect_refused("sweep --model " + kTiny + " --set hardware=h200-sxm," + dir + "/none.json" + out,
+                   {"none.json", "file not found"});
+    expect_refused("sweep --model " + kTiny + " --layers 1,3" + out, {"sweep point ", "layers=3", "exceeds the 2 layers"});
+    CHECK_FALSE(fs::exists(dir + "/s.json"));
+    CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
+}
