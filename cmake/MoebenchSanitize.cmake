@@ -7,6 +7,15 @@
 # host code under ASan and the CUDA runtime's own allocations give reports that are not ours.
 set(MOEBENCH_SANITIZE "" CACHE STRING "Sanitizers for every target: empty, or a comma list of address, undefined")
 set(MOEBENCH_SANITIZE_KNOWN address undefined)
+# -DMOEBENCH_FUZZ=ON (clang): the libFuzzer targets of fuzz/ in this tree, linked against its layer libraries, which
+# are then also instrumented for coverage (-fsanitize=fuzzer-no-link; the binary and the tests run as before, the
+# sanitizer runtime answers the coverage hooks). One tree, one list of sources: the fuzz build cannot drift from the
+# main one (it compiled its own copy of src/, and broke when CUDA-only files joined src/comm/). Without
+# MOEBENCH_SANITIZE it sets address,undefined (a fuzzer without sanitizers finds only crashes).
+option(MOEBENCH_FUZZ "Build the libFuzzer targets (fuzz/, clang): instruments the layer libraries for coverage" OFF)
+if(MOEBENCH_FUZZ AND NOT MOEBENCH_SANITIZE)
+  set(MOEBENCH_SANITIZE address,undefined)  # a normal variable: shadows the empty cache entry
+endif()
 
 set(MOEBENCH_SANITIZERS "")
 # Linked PRIVATE by the targets whose code is instrumented (empty without sanitizers).
@@ -50,4 +59,25 @@ if(MOEBENCH_SANITIZERS)
   add_link_options(-fsanitize=${_moebench_san_flag})
   message(STATUS "moebench: sanitizers ${_moebench_san_flag}: the layer libraries and moebench instrumented, "
                  "every executable linked with the runtimes (CUDA backend OFF)")
+endif()
+
+if(MOEBENCH_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "MOEBENCH_FUZZ=ON needs clang for libFuzzer (the compiler is ${CMAKE_CXX_COMPILER_ID}): "
+                        "configure a fresh build folder with -DCMAKE_CXX_COMPILER=clang++ (Debian packages clang-14 "
+                        "and libclang-rt-14-dev)")
+  endif()
+  # libFuzzer ships in compiler-rt, a Debian package apart from clang itself.
+  include(CheckCXXSourceCompiles)
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer,${_moebench_san_flag}")
+  check_cxx_source_compiles("#include <cstddef>
+#include <cstdint>
+extern \"C\" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }" MOEBENCH_HAS_LIBFUZZER)
+  unset(CMAKE_REQUIRED_FLAGS)
+  if(NOT MOEBENCH_HAS_LIBFUZZER)
+    message(FATAL_ERROR "clang cannot link -fsanitize=fuzzer,${_moebench_san_flag}: install the Debian package "
+                        "libclang-rt-14-dev (libFuzzer, ASan and UBSan runtimes for clang 14)")
+  endif()
+  target_compile_options(moebench_sanitize_instrument INTERFACE -fsanitize=fuzzer-no-link)
+  message(STATUS "moebench: fuzz targets (fuzz/): the layer libraries instrumented for coverage too")
 endif()

@@ -5,13 +5,19 @@
 #   mount namespace in which the system's CLI11, nlohmann-json, fmt, Catch2 and OpenBLAS (headers, CMake configs,
 #   libraries) are hidden under empty folders and files, so only .device-deps/ can satisfy the build. Before building,
 #   it checks that every file of those Debian packages is gone, and that configure without the bundle fails.
-# - The sanitizer build: -DMOEBENCH_SANITIZE=address,undefined, CUDA off; then the CPU test executable runs (with the
-#   CLI tests, whose moebench is instrumented too). Any sanitizer report, also from a child process whose exit code a
-#   test ignores, fails the run (reports are written to files, printed at the end).
+# - The sanitizer build, with clang: -DMOEBENCH_SANITIZE=address,undefined, CUDA off; then the CPU test executable
+#   runs (with the CLI tests, whose moebench is instrumented too). Any sanitizer report, also from a child process
+#   whose exit code a test ignores, fails the run (reports are written to files, printed at the end).
+# - The fuzz build, in the same tree (-DMOEBENCH_FUZZ=ON: the layer libraries also carry libFuzzer's coverage hooks,
+#   and the targets of fuzz/ link them): every target runs for a few seconds (MOEBENCH_SAN_FUZZ_SECONDS, default 5)
+#   on its seeds and the regressions of tests/data/fuzz-regressions/ through scripts/fuzz.sh; a finding fails the run.
+#   So a change that breaks the fuzz build or lets a fixed finding back in stops CI (the fuzz build once broke for
+#   weeks unnoticed, when CUDA-only files joined src/comm/).
 # Usage: scripts/ci-bundle-sanitize.sh [Catch2 test spec...]   as root (unshare -m, mount --bind; without them only
 #   the sanitizer half runs, with a warning), on the Debian
 #   dev machine or CI; env BUILD_DIR (default build-asan), JOBS (default nproc), MOEBENCH_SAN_TESTS (the Catch2 test
-#   spec; default SLOW_SPEC below; arguments win over both).
+#   spec; default SLOW_SPEC below; arguments win over both), MOEBENCH_SAN_CXX (default clang++-14, else clang++),
+#   MOEBENCH_SAN_FUZZ_SECONDS (0: build the fuzz targets but do not run them).
 # Takes ~13 minutes from scratch on 2 cores (2026-12-02: build 8.4 min at -Og, CPU tests ~4 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -104,15 +110,17 @@ if [ -z "${MOEBENCH_NO_HIDE:-}" ]; then
     rm -rf "$probe" "$probe.log"
 fi
 
-# -Og: with ASan + UBSan, report_reader.cpp compiles in 69 s at -O3, 23 s at -O1 and 15 s at -Og (18 s plain -O3,
-# on a loaded 2-core machine); the whole tree at -O1 took 12 minutes of CI's 25, so -Og, optimised enough for the
-# tests' arithmetic.
+# clang (libFuzzer is clang's). -Og: with ASan + UBSan under gcc, report_reader.cpp compiled in 69 s at -O3, 23 s at
+# -O1 and 15 s at -Og (18 s plain -O3, on a loaded 2-core machine); the whole tree at -O1 took 12 minutes of CI's 25,
+# so -Og, optimised enough for the tests' arithmetic (clang reads -Og as -O1).
+san_cxx=${MOEBENCH_SAN_CXX:-$(command -v clang++-14 || command -v clang++ || true)}
+[ -n "$san_cxx" ] || die "no clang++ here: install the Debian packages clang-14 and libclang-rt-14-dev (.ci/run does)"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF \
-      -DMOEBENCH_SANITIZE=address,undefined \
+      -DCMAKE_CXX_COMPILER="$san_cxx" -DMOEBENCH_SANITIZE=address,undefined -DMOEBENCH_FUZZ=ON \
       -DMOEBENCH_DEPS_PREFIX="$prefix" >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; die "configure failed"; }
 grep 'moebench:' "$BUILD/configure.log" || true
-say "building $BUILD (-j$JOBS)"
-if ! cmake --build "$BUILD" -j"$JOBS" --target moebench moebench_tests_cpu >"$BUILD/build.log" 2>&1; then
+say "building $BUILD with $san_cxx (-j$JOBS): moebench, the CPU tests, the fuzz targets"
+if ! cmake --build "$BUILD" -j"$JOBS" --target moebench moebench_tests_cpu moebench_fuzz_all >"$BUILD/build.log" 2>&1; then
     grep -E -A4 'error|Error' "$BUILD/build.log" | head -n 60
     die "the build failed ($BUILD/build.log)"
 fi
@@ -144,8 +152,20 @@ if compgen -G "$san_logs/*" >/dev/null; then
     die "sanitizer reports above ($san_logs)"
 fi
 [ $rc -eq 0 ] || die "the CPU tests failed under the sanitizers (exit $rc; $BUILD/tests.log)"
+
+# Every fuzz target, briefly, on its seeds and past findings (scripts/fuzz.sh: its own sanitizer options, a summary
+# line per target, exit 1 on a finding). Two side by side when two cores are there.
+fuzz_s=${MOEBENCH_SAN_FUZZ_SECONDS:-5}
+if [ "$fuzz_s" -gt 0 ]; then
+    say "fuzzing each target for ${fuzz_s}s (scripts/fuzz.sh)"
+    fuzz_rc=0
+    env -u ASAN_OPTIONS -u UBSAN_OPTIONS FUZZ_BUILD_DIR="$BUILD" FUZZ_NICE=0 FUZZ_JOBS="$JOBS" FUZZ_BUILD_JOBS="$JOBS" \
+        scripts/fuzz.sh "$fuzz_s" || fuzz_rc=$?
+    [ $fuzz_rc -eq 0 ] || die "a fuzz target found something or did not build (exit $fuzz_rc; logs in $BUILD/logs/)"
+fi
 if [ -z "${MOEBENCH_NO_HIDE:-}" ]; then
-    say "ok: bundle-only build with address,undefined sanitizers, CPU tests pass"
+    say "ok: bundle-only build with address,undefined sanitizers, CPU tests pass, fuzz targets build and run clean"
 else
-    say "ok: build with address,undefined sanitizers, CPU tests pass (the bundle-only proof did not run: see the warning)"
+    say "ok: build with address,undefined sanitizers, CPU tests pass, fuzz targets build and run clean (the bundle-only" \
+        "proof did not run: see the warning)"
 fi

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# scripts/fuzz.sh [SECONDS] [TARGET...]: builds the libFuzzer targets (fuzz/, clang, into build-fuzz/) when needed and
-# runs each (default: all) for SECONDS (default 60) with a 2 GB memory limit and a 10 s per-input timeout. Prints per
-# target: executions, coverage (cov = edges, ft = features, from libFuzzer's final stats) and findings. Exit 1 when a
-# target found a crash, leak, timeout or oversized allocation (reproducers in build-fuzz/findings/<target>/, logs in
-# build-fuzz/logs/). See docs/fuzzing.md.
+# scripts/fuzz.sh [SECONDS] [TARGET...]: builds the libFuzzer targets (the top-level project with -DMOEBENCH_FUZZ=ON,
+# clang, ASan + UBSan, into build-fuzz/) when needed and runs each (default: all) for SECONDS (default 60) with a 2 GB
+# memory limit and a 10 s per-input timeout. Prints per target: executions, coverage (cov = edges, ft = features, from
+# libFuzzer's final stats) and findings. Exit 1 when a target found a crash, leak, timeout or oversized allocation
+# (reproducers in build-fuzz/findings/<target>/, logs in build-fuzz/logs/), 2 when the build failed. See
+# docs/fuzzing.md.
 #   FUZZ_KEEP_GOING=1   fork mode that carries on past findings (to see past a known bug; slower, for triage)
 #   FUZZ_NICE=10        niceness of the build and the runs (the machine is shared)
 #   FUZZ_JOBS=1         targets fuzzed side by side (each is one process: up to the number of cores)
 #   FUZZ_WITH_REGRESSIONS=0   do not seed from tests/data/fuzz-regressions/<target>/ (default: seed, so fixes are re-checked)
+#   FUZZ_BUILD_DIR=build-fuzz a build folder configured with -DMOEBENCH_FUZZ=ON (CI passes its sanitizer tree, which
+#                       builds the targets beside the tests: scripts/ci-bundle-sanitize.sh); made when absent
 #   CXX=clang++-14      compiler for the first configure
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +22,8 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || [[ $seconds -lt 1 ]]; then
   echo "fuzz.sh: SECONDS must be a whole number >= 1 (got '$seconds'); usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2
   exit 2
 fi
-build=$root/build-fuzz
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+[[ $build == /* ]] || build=$root/$build
 nice_n=${FUZZ_NICE:-10}
 jobs_n=${FUZZ_JOBS:-1}
 if ! [[ $jobs_n =~ ^[0-9]+$ ]] || [[ $jobs_n -lt 1 ]]; then
@@ -40,10 +44,28 @@ for t in "${targets[@]}"; do
 done
 
 # ---- build (incremental) ----
-if [[ ! -f $build/CMakeCache.txt ]]; then
-  nice -n "$nice_n" cmake -S fuzz -B "$build" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
+cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt" 2>/dev/null; }
+# A folder configured before fuzz/ joined the main project (cmake -S fuzz) is configured again, keeping its corpus
+# and findings.
+if [[ -f $build/CMakeCache.txt && $(realpath -m "$(cache_value CMAKE_HOME_DIRECTORY)") != $(realpath "$root") ]]; then
+  echo "fuzz.sh: $build was configured from $(cache_value CMAKE_HOME_DIRECTORY); configuring it again from $root" >&2
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 fi
-if ! nice -n "$nice_n" cmake --build "$build" -j2 >"$build/build.log" 2>&1; then
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  mkdir -p "$build"
+  # -O1 -g with assertions: fast enough to fuzz, stacks that name the line.
+  if ! nice -n "$nice_n" cmake -S . -B "$build" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" -DMOEBENCH_FUZZ=ON \
+       -DMOEBENCH_SANITIZE=address,undefined -DMOEBENCH_TESTS=OFF -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF \
+       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >"$build/configure.log" 2>&1; then
+    grep -E 'Error|error' -A3 "$build/configure.log" | head -20 >&2
+    echo "fuzz.sh: configuring $build failed; full log: $build/configure.log" >&2
+    exit 2
+  fi
+elif [[ $(cache_value MOEBENCH_FUZZ) != ON ]]; then
+  echo "fuzz.sh: $build is not configured with -DMOEBENCH_FUZZ=ON; use another FUZZ_BUILD_DIR" >&2
+  exit 2
+fi
+if ! nice -n "$nice_n" cmake --build "$build" -j"${FUZZ_BUILD_JOBS:-2}" --target moebench_fuzz_all >"$build/build.log" 2>&1; then
   grep -E 'error|Error' "$build/build.log" | head -20 >&2
   echo "fuzz.sh: the fuzz build failed; full log: $build/build.log" >&2
   exit 2
@@ -128,5 +150,5 @@ for t in "${targets[@]}"; do
   if [[ -e $scratch/found-$t || ! -e $scratch/summary-$t ]]; then status=1; fi
 done
 echo "$(( $(date +%s) - started )) s wall, $jobs_n target(s) at a time, $seconds s each"
-[[ $status -ne 0 ]] && echo "reproducers: build-fuzz/findings/<target>/; replay one with build-fuzz/fuzz_<target> FILE" >&2
+[[ $status -ne 0 ]] && echo "reproducers: ${build#"$root"/}/findings/<target>/; replay one with ${build#"$root"/}/fuzz_<target> FILE" >&2
 exit $status
