@@ -9,8 +9,9 @@
 #   runs (with the CLI tests, whose moebench is instrumented too). Any sanitizer report, also from a child process
 #   whose exit code a test ignores, fails the run (reports are written to files, printed at the end).
 # - The fuzz build, in the same tree (-DMOEBENCH_FUZZ=ON: the layer libraries also carry libFuzzer's coverage hooks,
-#   and the targets of fuzz/ link them): every target runs for a few seconds (MOEBENCH_SAN_FUZZ_SECONDS, default 5)
-#   on its seeds and the regressions of tests/data/fuzz-regressions/ through scripts/fuzz.sh; a finding fails the run.
+#   and the targets of fuzz/ link them): every target runs for a few seconds (MOEBENCH_SAN_FUZZ_SECONDS, default 4)
+#   on its seeds and the regressions of tests/data/fuzz-regressions/ through scripts/fuzz.sh, beside the CPU tests; a
+#   finding fails the run.
 #   So a change that breaks the fuzz build or lets a fixed finding back in stops CI (the fuzz build once broke for
 #   weeks unnoticed, when CUDA-only files joined src/comm/).
 # Usage: scripts/ci-bundle-sanitize.sh [Catch2 test spec...]   as root (unshare -m, mount --bind; without them only
@@ -112,11 +113,15 @@ fi
 
 # clang (libFuzzer is clang's). -Og: with ASan + UBSan under gcc, report_reader.cpp compiled in 69 s at -O3, 23 s at
 # -O1 and 15 s at -Og (18 s plain -O3, on a loaded 2-core machine); the whole tree at -O1 took 12 minutes of CI's 25,
-# so -Og, optimised enough for the tests' arithmetic (clang reads -Og as -O1).
+# so -Og, optimised enough for the tests' arithmetic (clang reads -Og as -O1). clang 14 compiles this tree about a
+# fifth slower than gcc 12 and the coverage hooks add a tenth, so the layers of JSON, text and flags (about 40% of the
+# compile time, none of it arithmetic a test waits for) compile at -O0, which halves theirs (sweep.cpp: 20 s at -Og,
+# 9 s at -O0).
 san_cxx=${MOEBENCH_SAN_CXX:-$(command -v clang++-14 || command -v clang++ || true)}
 [ -n "$san_cxx" ] || die "no clang++ here: install the Debian packages clang-14 and libclang-rt-14-dev (.ci/run does)"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF \
       -DCMAKE_CXX_COMPILER="$san_cxx" -DMOEBENCH_SANITIZE=address,undefined -DMOEBENCH_FUZZ=ON \
+      -DMOEBENCH_SANITIZE_O0_LAYERS="config;report;sweep;compare;cli" \
       -DMOEBENCH_DEPS_PREFIX="$prefix" >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; die "configure failed"; }
 grep 'moebench:' "$BUILD/configure.log" || true
 say "building $BUILD with $san_cxx (-j$JOBS): moebench, the CPU tests, the fuzz targets"
@@ -135,6 +140,18 @@ fi
 san_logs="$ROOT/$BUILD/sanitizer-logs"
 rm -rf "$san_logs"
 mkdir -p "$san_logs"
+# Every fuzz target, briefly, on its seeds and past findings (scripts/fuzz.sh: its own sanitizer options, a summary
+# line per target, exit 1 on a finding), beside the CPU tests: they keep about one core busy, the fuzz targets the
+# other(s).
+fuzz_s=${MOEBENCH_SAN_FUZZ_SECONDS:-4}
+fuzz_pid=""
+if [ "$fuzz_s" -gt 0 ]; then
+    fuzz_jobs=$((JOBS > 1 ? JOBS - 1 : 1))
+    say "fuzzing each target for ${fuzz_s}s (scripts/fuzz.sh, $fuzz_jobs at a time) beside the tests"
+    env -u ASAN_OPTIONS -u UBSAN_OPTIONS FUZZ_BUILD_DIR="$BUILD" FUZZ_NICE=0 FUZZ_JOBS="$fuzz_jobs" FUZZ_BUILD_JOBS=1 \
+        scripts/fuzz.sh "$fuzz_s" >"$BUILD/fuzz.log" 2>&1 &
+    fuzz_pid=$!
+fi
 # halt_on_error: stop at the first report; allocator_may_return_null: a refused huge allocation throws bad_alloc as
 # without ASan (tests check that moebench refuses such inputs cleanly); exit code 86/87 tells a sanitizer stop apart.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=1:exitcode=86:log_path=$san_logs/asan"
@@ -147,22 +164,18 @@ rc=0
 "$BUILD/tests/moebench_tests_cpu" --reporter compact --durations yes "${spec[@]}" >"$BUILD/tests.log" 2>&1 || rc=$?
 grep -vE '^[0-9.]+ s: ' "$BUILD/tests.log" | tail -n 40
 echo "slowest cases:"; grep -E '^[0-9.]+ s: ' "$BUILD/tests.log" | sort -rn | head -n 12 || true
+fuzz_rc=0
+if [ -n "$fuzz_pid" ]; then
+    say "tests done; waiting for the fuzz targets"
+    wait "$fuzz_pid" || fuzz_rc=$?
+    cat "$BUILD/fuzz.log"
+fi
 if compgen -G "$san_logs/*" >/dev/null; then
     for f in "$san_logs"/*; do echo "==== $f"; head -n 60 "$f"; done
     die "sanitizer reports above ($san_logs)"
 fi
 [ $rc -eq 0 ] || die "the CPU tests failed under the sanitizers (exit $rc; $BUILD/tests.log)"
-
-# Every fuzz target, briefly, on its seeds and past findings (scripts/fuzz.sh: its own sanitizer options, a summary
-# line per target, exit 1 on a finding). Two side by side when two cores are there.
-fuzz_s=${MOEBENCH_SAN_FUZZ_SECONDS:-5}
-if [ "$fuzz_s" -gt 0 ]; then
-    say "fuzzing each target for ${fuzz_s}s (scripts/fuzz.sh)"
-    fuzz_rc=0
-    env -u ASAN_OPTIONS -u UBSAN_OPTIONS FUZZ_BUILD_DIR="$BUILD" FUZZ_NICE=0 FUZZ_JOBS="$JOBS" FUZZ_BUILD_JOBS="$JOBS" \
-        scripts/fuzz.sh "$fuzz_s" || fuzz_rc=$?
-    [ $fuzz_rc -eq 0 ] || die "a fuzz target found something or did not build (exit $fuzz_rc; logs in $BUILD/logs/)"
-fi
+[ $fuzz_rc -eq 0 ] || die "a fuzz target found something or did not build (exit $fuzz_rc; $BUILD/fuzz.log, $BUILD/logs/)"
 if [ -z "${MOEBENCH_NO_HIDE:-}" ]; then
     say "ok: bundle-only build with address,undefined sanitizers, CPU tests pass, fuzz targets build and run clean"
 else
