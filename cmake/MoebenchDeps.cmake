@@ -5,8 +5,9 @@
 # - the system (/usr, apt-get install): fmt and OpenBLAS are linked as shared libraries;
 # - a bundle (-DMOEBENCH_DEPS_PREFIX=<dir>/usr, the same Debian packages unpacked with dpkg -x by
 #   scripts/device-bundle.sh --unpack <dir>), for a machine without a package registry. Only the bundle is searched,
-#   and the build needs no shared library from it at run time: fmt is header-only and OpenBLAS is linked statically
-#   (its BLAS part needs no libgfortran), so the binary runs where only libc and libstdc++ are.
+#   and the build needs no shared library from it at run time: fmt's implementation is compiled in
+#   (cmake/fmt_once.cpp) and OpenBLAS is linked statically (its BLAS part needs no libgfortran), so the binary runs
+#   where only libc and libstdc++ are.
 find_package(Threads REQUIRED)
 
 set(MOEBENCH_DEPS_PREFIX "" CACHE PATH
@@ -27,7 +28,7 @@ if(MOEBENCH_DEPS_PREFIX)
   # even when CMAKE_LIBRARY_ARCHITECTURE is unset.
   set(_moebench_deps_search NO_DEFAULT_PATH PATHS "${MOEBENCH_DEPS_PREFIX}"
       "${MOEBENCH_DEPS_PREFIX}/lib/${_moebench_arch}/cmake" "${MOEBENCH_DEPS_PREFIX}/lib/${_moebench_arch}/openblas-pthread/cmake")
-  message(STATUS "moebench: dependencies from the bundle ${MOEBENCH_DEPS_PREFIX} (fmt header-only, OpenBLAS static)")
+  message(STATUS "moebench: dependencies from the bundle ${MOEBENCH_DEPS_PREFIX} (fmt compiled in, OpenBLAS static)")
 endif()
 
 macro(moebench_require pkg debian)
@@ -46,7 +47,13 @@ moebench_require(nlohmann_json nlohmann-json3-dev CONFIG)
 moebench_require(fmt libfmt-dev CONFIG)
 add_library(moebench_fmt INTERFACE)
 if(MOEBENCH_DEPS_PREFIX)
-  target_link_libraries(moebench_fmt INTERFACE fmt::fmt-header-only)
+  # fmt has no library to link here (the bundle carries none): its implementation is compiled once, into a static
+  # library with fmt's headers (cmake/fmt_once.cpp), not into every file as FMT_HEADER_ONLY would (a third of the
+  # sanitizer tree's compile time went there).
+  get_target_property(_moebench_fmt_include fmt::fmt-header-only INTERFACE_INCLUDE_DIRECTORIES)
+  add_library(moebench_fmt_once STATIC ${CMAKE_CURRENT_LIST_DIR}/fmt_once.cpp)
+  target_include_directories(moebench_fmt_once SYSTEM PUBLIC ${_moebench_fmt_include})
+  target_link_libraries(moebench_fmt INTERFACE moebench_fmt_once)
 else()
   target_link_libraries(moebench_fmt INTERFACE fmt::fmt)
 endif()

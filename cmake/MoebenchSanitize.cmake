@@ -52,18 +52,6 @@ if(MOEBENCH_SANITIZERS)
     list(APPEND _moebench_san_opts -g1)
   endif()
   target_compile_options(moebench_sanitize_instrument INTERFACE ${_moebench_san_opts})
-  # Layers compiled at -O0 in this tree (CI: the JSON, text and flag plumbing, where nlohmann/json, fmt and CLI11
-  # templates make up most of the compile time and no test is bound by their speed; -O0 halves it). Evaluated per
-  # consuming target, so the compute layers keep the build type's optimisation.
-  set(MOEBENCH_SANITIZE_O0_LAYERS "" CACHE STRING "Layers compiled at -O0 in a sanitizer build (a ;-list, e.g. cli;report)")
-  set(_moebench_o0_targets "")
-  foreach(_layer IN LISTS MOEBENCH_SANITIZE_O0_LAYERS)
-    list(APPEND _moebench_o0_targets moebench_${_layer})
-  endforeach()
-  if(_moebench_o0_targets)
-    target_compile_options(moebench_sanitize_instrument INTERFACE
-                           "$<$<IN_LIST:$<TARGET_PROPERTY:NAME>,${_moebench_o0_targets}>:-O0>")
-  endif()
   # Every file, instrumented or not, may ask (common/sanitizers.hpp): the uninstrumented tests run the ASan binary.
   if("address" IN_LIST MOEBENCH_SANITIZERS)
     add_compile_definitions(MOEBENCH_SANITIZE_ADDRESS=1)

@@ -114,14 +114,12 @@ fi
 # clang (libFuzzer is clang's). -Og: with ASan + UBSan under gcc, report_reader.cpp compiled in 69 s at -O3, 23 s at
 # -O1 and 15 s at -Og (18 s plain -O3, on a loaded 2-core machine); the whole tree at -O1 took 12 minutes of CI's 25,
 # so -Og, optimised enough for the tests' arithmetic (clang reads -Og as -O1). clang 14 compiles this tree about a
-# fifth slower than gcc 12 and the coverage hooks add a tenth, so the layers of JSON, text and flags (about 40% of the
-# compile time, none of it arithmetic a test waits for) compile at -O0, which halves theirs (sweep.cpp: 20 s at -Og,
-# 9 s at -O0).
+# fifth slower than gcc 12 did and the coverage hooks add a tenth; compiling fmt once instead of header-only in every
+# file (cmake/fmt_once.cpp) gives that back.
 san_cxx=${MOEBENCH_SAN_CXX:-$(command -v clang++-14 || command -v clang++ || true)}
 [ -n "$san_cxx" ] || die "no clang++ here: install the Debian packages clang-14 and libclang-rt-14-dev (.ci/run does)"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF \
       -DCMAKE_CXX_COMPILER="$san_cxx" -DMOEBENCH_SANITIZE=address,undefined -DMOEBENCH_FUZZ=ON \
-      -DMOEBENCH_SANITIZE_O0_LAYERS="config;report;sweep;compare;cli" \
       -DMOEBENCH_DEPS_PREFIX="$prefix" >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; die "configure failed"; }
 grep 'moebench:' "$BUILD/configure.log" || true
 say "building $BUILD with $san_cxx (-j$JOBS): moebench, the CPU tests, the fuzz targets"
@@ -132,7 +130,7 @@ fi
 grep -iE 'warning:' "$BUILD/build.log" | sort -u | head -n 20 || true
 say "built"
 
-# Nothing from the bundle (or the hidden system copies) at run time: fmt header-only, OpenBLAS static.
+# Nothing from the bundle (or the hidden system copies) at run time: fmt compiled in, OpenBLAS static.
 if ldd "$BUILD/moebench" | grep -E 'libfmt|libopenblas|libgfortran|libblas|not found'; then
     die "$BUILD/moebench needs a shared library it should not (above)"
 fi

@@ -11,7 +11,7 @@
 #
 # What travels is .device-deps/ (carry it with the run): ~6 MB of .deb files, against a 24 MiB allowance.
 # Chosen because it is the smallest form that needs no carried shared library on the device:
-# - CLI11, nlohmann/json, Catch2 are header-only; fmt is used header-only in a bundle build (fmt::fmt-header-only).
+# - CLI11, nlohmann/json, Catch2 are header-only; a bundle build compiles fmt's implementation in (cmake/fmt_once.cpp).
 #   libfmt9 comes along only because fmt's CMake config checks that its .so exists.
 # - OpenBLAS is linked statically from libopenblas-pthread-dev's libopenblas.a: the BLAS part moebench calls
 #   (cblas_sgemm, openblas_*) needs neither libgfortran5 nor libquadmath0 (checked: a static cblas_sgemm program

@@ -29,7 +29,7 @@
 # on any machine; tests/device_check_check.py does so with stand-in cmake, nvidia-smi and binaries.
 # Dependencies on a machine without a package registry: .device-deps/ (made by scripts/device-bundle.sh on a Debian
 # machine, ~6 MB) is unpacked into $BUILD/deps and configure gets -DMOEBENCH_DEPS_PREFIX=$BUILD/deps/usr (the bundle
-# first and only; fmt header-only, OpenBLAS static, so the binary needs no carried shared library: ldd shows it).
+# first and only; fmt compiled in once, OpenBLAS static, so the binary needs no carried shared library: ldd shows it).
 # NCCL: NCCL_HOME, next to the toolkit, or Python's nvidia-nccl wheel (cmake/MoebenchNccl.cmake; its lib folder goes
 # on LD_LIBRARY_PATH), else the build goes without it (MOEBENCH_HAS_NCCL=0, said in the probe).
 # Environment: BUILD_DIR (default build-device), JOBS, CHECK_BUDGET_S, DEVICE_DEPS (the bundle folder, default
