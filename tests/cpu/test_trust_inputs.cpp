@@ -62,7 +62,8 @@ void expect_no_raw_html(const std::string& md) {
 
 // ---- 6. Markdown ----------------------------------------------------------------------------------------------
 
-TEST_CASE("md_cell: HTML as entities, pipes and backslashes escaped, control characters flattened", "[trust][formats]") {
+TEST_CASE("md_cell: HTML as entities, pipes and backslashes escaped, control characters flattened",
+          "[trust][formats]") {
     using formats_detail::md_cell;
     CHECK(md_cell("<script>alert(1)</script>") == "&lt;script&gt;alert(1)&lt;/script&gt;");
     CHECK(md_cell("a & b") == "a &amp; b");
@@ -81,7 +82,8 @@ TEST_CASE("md_code: a backtick in the text cannot end the code span", "[trust][f
     CHECK(md_code("run\n\n<img src=x>") == "`run  <img src=x>`");  // a blank line would end the span early
 }
 
-TEST_CASE("report --format md: a hostile model name, path label and machine name reach it escaped", "[trust][formats][cli]") {
+TEST_CASE("report --format md: a hostile model name, path label and machine name reach it escaped",
+          "[trust][formats][cli]") {
     const std::string dir = temp_dir("trust-md");
     json model = read_json(kTiny);
     model["name"] = "<script>alert(1)</script>";
@@ -159,7 +161,8 @@ TEST_CASE("own model schema: every float within its plausible range, refused by 
         (*at)[path.back()] = value;
         return config_error_of([&] { validate(model_from_json(j, "m.json"), "m.json"); });
     };
-    CHECK_THAT(refusal({"norm_eps"}, 1e308), Catch::Contains("m.json.norm_eps: is outside the plausible range (1e-12 to 0.1)"));
+    CHECK_THAT(refusal({"norm_eps"}, 1e308),
+               Catch::Contains("m.json.norm_eps: is outside the plausible range (1e-12 to 0.1)"));
     CHECK_THAT(refusal({"attention", "rope_theta"}, 1e308), Catch::Contains("m.json.attention.rope_theta"));
     CHECK_THAT(refusal({"attention", "rope_theta"}, 0.5), Catch::Contains("100 to 1e+12"));
     CHECK_THAT(refusal({"moe", "routed_scaling_factor"}, 1e308), Catch::Contains("m.json.moe.routed_scaling_factor"));
@@ -193,7 +196,8 @@ TEST_CASE("names with control characters are refused for models and hardware pro
     }
     json hw = h200;
     hw["display_name"] = "H200 \xe2\x80\xae" "evil";  // right-to-left override
-    expect_refused("plan --hardware " + write_json(dir + "/hw-bidi.json", hw), {"display_name", "bidirectional override"});
+    expect_refused("plan --hardware " + write_json(dir + "/hw-bidi.json", hw),
+                   {"display_name", "bidirectional override"});
     // A profile named after its file: the file name is checked too.
     json unnamed = h200;
     unnamed.erase("name");
@@ -203,7 +207,8 @@ TEST_CASE("names with control characters are refused for models and hardware pro
 
     json model = read_json(kTiny);
     model["name"] = "tiny\nmodel";
-    expect_refused("plan --model " + write_json(dir + "/model-name.json", model), {"model-name.json.name", "control character"});
+    expect_refused("plan --model " + write_json(dir + "/model-name.json", model),
+                   {"model-name.json.name", "control character"});
     model = read_json(kTiny);
     model["family"] = "mixtral\r";
     expect_refused("plan --model " + write_json(dir + "/model-family.json", model), {"model-family.json.family"});
@@ -211,7 +216,8 @@ TEST_CASE("names with control characters are refused for models and hardware pro
 
 // ---- 10. Text traces ------------------------------------------------------------------------------------------
 
-TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not read as numbers", "[trust][trace][cli]") {
+TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not read as numbers",
+          "[trust][trace][cli]") {
     const std::string dir = temp_dir("trust-trace");
     // A file of NUL bytes was "1 layer x 1 token, expert 0"; `3\0junk` was expert 3.
     write_bytes(dir + "/zeros.txt", std::string(64, '\0'));
@@ -221,12 +227,15 @@ TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not 
     write_bytes(dir + "/nul.txt", std::string("0 1\n3\0junk 1\n", 13));
     expect_refused("trace convert " + dir + "/nul.txt -o " + dir + "/n.safetensors", {"nul.txt:2", "column 2"});
     write_bytes(dir + "/weight.txt", std::string("0:0.5\0x 1:0.5\n", 14));
-    CHECK_THAT(config_error_of([&] { trace_from_text(dir + "/weight.txt", 0, nullptr); }), Catch::Contains("weight.txt:1"));
+    const auto import_error = [&](const std::string& name) {
+        return config_error_of([&] { trace_from_text(dir + "/" + name, 0, nullptr); });
+    };
+    CHECK_THAT(import_error("weight.txt"), Catch::Contains("weight.txt:1"));
     // Junk after a number without a NUL was refused before, and still is; a plain trace still reads.
     write_bytes(dir + "/junk.txt", "0 3x\n");
-    CHECK_THAT(config_error_of([&] { trace_from_text(dir + "/junk.txt", 0, nullptr); }), Catch::Contains("bad expert id '3x'"));
+    CHECK_THAT(import_error("junk.txt"), Catch::Contains("bad expert id '3x'"));
     write_bytes(dir + "/ok.txt", "0:0.75 1:0.25 | 2:0.5 3:0.5\r\n1\t2 | 3 0\n");
-    CHECK_THAT(config_error_of([&] { trace_from_text(dir + "/ok.txt", 0, nullptr); }), Catch::Contains("weights for every id"));
+    CHECK_THAT(import_error("ok.txt"), Catch::Contains("weights for every id"));
     write_bytes(dir + "/ok.txt", "0 1 | 2 3\r\n1\t2 | 3 0\n");
     const RoutingTrace t = trace_from_text(dir + "/ok.txt", 0, nullptr);
     CHECK(t.num_tokens == 2);
@@ -259,16 +268,19 @@ TEST_CASE("sweep: a one-valued --set replaces the config's axis of that field", 
     CHECK(report["runs"][0]["batch"] == 4);
 }
 
-TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the sweep before it runs", "[trust][sweep][cli]") {
+TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the sweep before it runs",
+          "[trust][sweep][cli]") {
     const std::string dir = temp_dir("trust-sweep-missing");
     const std::string out = " --backend sim --warmup 0 --iters 1 --batch 1 --quiet --out " + dir + "/s.json";
     // Was: the missing point skipped, the tiny model run, exit 0.
     expect_refused("sweep --set model=" + dir + "/missing.json," + kTiny + out,
                    {"sweep point model=" + dir + "/missing.json", "file not found"});
-    expect_refused("sweep --model " + kTiny + " --routing bogus,uniform" + out, {"sweep point ", "routing=bogus", "unknown routing kind 'bogus'"});
+    expect_refused("sweep --model " + kTiny + " --routing bogus,uniform" + out,
+                   {"sweep point ", "routing=bogus", "unknown routing kind 'bogus'"});
     expect_refused("sweep --model " + kTiny + " --set hardware=h200-sxm," + dir + "/none.json" + out,
                    {"none.json", "file not found"});
-    expect_refused("sweep --model " + kTiny + " --layers 1,3" + out, {"sweep point ", "layers=3", "exceeds the 2 layers"});
+    expect_refused("sweep --model " + kTiny + " --layers 1,3" + out,
+                   {"sweep point ", "layers=3", "exceeds the 2 layers"});
     CHECK_FALSE(fs::exists(dir + "/s.json"));
     CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
 }
