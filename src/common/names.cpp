@@ -14,7 +14,8 @@ void require_printable_name(const std::string& field, const std::string& name) {
                                               (byte(i + 1) == 0x81 && byte(i + 2) >= 0xa6 && byte(i + 2) <= 0xa9));
         if (control || bidi)
             config_error(field,
-                         fmt::format("holds a {} at byte {}", control ? "control character" : "bidirectional override", i),
+                         fmt::format("holds a {} at byte {}", control ? "control character" : "bidirectional override",
+                                     i),
                          "\"" + name + "\"",  // config_error shows the control bytes as \xNN
                          "use printable characters only");
     }

@@ -295,22 +295,23 @@ std::string render_comparison(const json& cmp, const std::string& format) {
                          text(key_text(v[1])));
     // The terminal has the warnings on stderr already; a Markdown comparison is a document and carries them.
     if (md)
-        for (const auto& w : cmp.value("warnings", json::array())) o += "- warning: " + text(w.value("message", "")) + "\n";
+        for (const auto& w : cmp.value("warnings", json::array()))
+            o += "- warning: " + text(w.value("message", "")) + "\n";
     o += fmt::format("{}rule: {}\n\n", md ? "- " : "", text(cmp.value("rule", "")));
     if (md) o += "| point | phase | A mean µs | B mean µs | B/A | noise ± µs | verdict |\n|---|---|---:|---:|---:|---:|---|\n";
     else o += fmt::format("{:<36} {:<17} {:>12} {:>12} {:>7} {:>10}  {}\n", "point", "phase", "A mean us", "B mean us", "B/A", "noise us", "verdict");
     auto line = [&](const std::string& pt, const std::string& ph, double ma, double mb, double ratio, double noise, const std::string& verdict) {
         if (md)
-            o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", formats_detail::md_cell(pt), text(ph), ma, mb,
-                             ratio, noise, formats_detail::md_cell(verdict));
+            o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", formats_detail::md_cell(pt),
+                             text(ph), ma, mb, ratio, noise, formats_detail::md_cell(verdict));
         else o += fmt::format("{:<36} {:<17} {:>12.2f} {:>12.2f} {:>7.3f} {:>10.2f}  {}\n", pt.substr(0, 36), ph, ma, mb, ratio, noise, verdict);
     };
     for (const auto& p : cmp["points"]) {
         std::string label = p.value("label", "");
         if (!p.contains(keys::kStep)) {
             if (md)
-                o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label), text(p.value("verdict", "")),
-                                 formats_detail::md_cell(p.value("why", "")));
+                o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label),
+                                 text(p.value("verdict", "")), formats_detail::md_cell(p.value("why", "")));
             else o += fmt::format("{:<36} {:<17} {}\n", label.substr(0, 36), keys::kStep, p.value("verdict", "") + " (" + p.value("why", "") + ")");
             continue;
         }
@@ -321,7 +322,8 @@ std::string render_comparison(const json& cmp, const std::string& format) {
         line(label, keys::kStep, s.value("a_mean_us", 0.0), s.value("b_mean_us", 0.0), s.value("ratio", 0.0), s.value("noise_us", 0.0), verdict);
         for (const auto& ph : p[keys::kPhases]) {
             if (!ph.contains("ratio")) {
-                if (md) o += fmt::format("| | {} | | | | | {} |\n", text(ph.value("phase", "")), text(ph.value("verdict", "")));
+                if (md)
+                    o += fmt::format("| | {} | | | | | {} |\n", text(ph.value("phase", "")), text(ph.value("verdict", "")));
                 else o += fmt::format("{:<36} {:<17} {}\n", "", ph.value("phase", ""), ph.value("verdict", ""));
                 continue;
             }
@@ -340,7 +342,8 @@ std::string render_comparison(const json& cmp, const std::string& format) {
     // What an inconclusive point needs, one line each (the table has no room for it).
     for (const auto& p : cmp["points"])
         if (p.value("verdict", "") == "inconclusive")
-            o += fmt::format("{}inconclusive: {}: {}\n", md ? "- " : "", text(p.value("label", "")), text(p.value("why", "")));
+            o += fmt::format("{}inconclusive: {}: {}\n", md ? "- " : "", text(p.value("label", "")),
+                             text(p.value("why", "")));
     const json& c = cmp["counts"];
     std::string extra;
     if (c.value("failed_in_b", 0) + c.value("missing_in_b", 0) > 0)

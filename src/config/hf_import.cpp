@@ -326,7 +326,8 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         if (e.num_shared_experts > 0) e.shared_intermediate_size = e.expert_intermediate_size;
         // Absent fields take the transformers config class's defaults (DeepseekV3Config: true and 2.5).
         e.norm_topk_prob = r.opt_bool("norm_topk_prob", v3);
-        e.routed_scaling_factor = opt_ranged(r, "routed_scaling_factor", v3 ? 2.5 : 1.0, model_range::kRoutedScalingFactor);
+        e.routed_scaling_factor =
+            opt_ranged(r, "routed_scaling_factor", v3 ? 2.5 : 1.0, model_range::kRoutedScalingFactor);
         std::string method = r.opt_string("topk_method", v3 ? "noaux_tc" : "greedy");
         std::string scoring = r.opt_string("scoring_func", v3 ? "sigmoid" : "softmax");
         // The values DeepSeek's modeling code knows; another would silently route by softmax top-k.

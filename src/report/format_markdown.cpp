@@ -53,8 +53,8 @@ void md_points(const json& runs, long golden, std::string& o) {
         std::string label = run_label(r) + (static_cast<long>(i) == golden ? " **(golden)**" : "");
         if (!run_ok(r)) {
             std::string why = r.value(keys::kStatus, "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
-            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label), md_cell(r.value(keys::kStatus, "")),
-                             md_cell(why));
+            o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label),
+                             md_cell(r.value(keys::kStatus, "")), md_cell(why));
             continue;
         }
         double load = 0;

@@ -105,7 +105,8 @@ public:
             if (model == models_.end()) model = models_.emplace(cfg.model, load_model(cfg.model)).first;
             (void)layers_to_run(model->second, cfg);
             if (!cfg.hardware.empty() && hardware_.insert(cfg.hardware).second) (void)load_hardware(cfg.hardware);
-            if (routing_.insert(cfg.routing).second) (void)parse_routing_spec(cfg.routing, run_field_label("", "routing"));
+            if (routing_.insert(cfg.routing).second)
+                (void)parse_routing_spec(cfg.routing, run_field_label("", "routing"));
         } catch (const ConfigError& e) {
             throw ConfigError(std::string("sweep point ") + point_label(point) + ": " + e.what());
         }
