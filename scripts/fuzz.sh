@@ -12,7 +12,7 @@
 #   FUZZ_WITH_REGRESSIONS=0   do not seed from tests/data/fuzz-regressions/<target>/ (default: seed, so fixes are re-checked)
 #   FUZZ_BUILD_DIR=build-fuzz a build folder configured with -DMOEBENCH_FUZZ=ON (CI passes its sanitizer tree, which
 #                       builds the targets beside the tests: scripts/ci-bundle-sanitize.sh); made when absent
-#   CXX=clang++-14      compiler for the first configure
+#   CXX=clang++-14      compiler for the first configure (default clang++-14, else clang++)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -54,7 +54,8 @@ fi
 if [[ ! -f $build/CMakeCache.txt ]]; then
   mkdir -p "$build"
   # -O1 -g with assertions: fast enough to fuzz, stacks that name the line.
-  if ! nice -n "$nice_n" cmake -S . -B "$build" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" -DMOEBENCH_FUZZ=ON \
+  cxx=${CXX:-$(command -v clang++-14 || command -v clang++ || echo clang++)}  # Debian's clang-14 has no clang++
+  if ! nice -n "$nice_n" cmake -S . -B "$build" -DCMAKE_CXX_COMPILER="$cxx" -DMOEBENCH_FUZZ=ON \
        -DMOEBENCH_SANITIZE=address,undefined -DMOEBENCH_TESTS=OFF -DMOEBENCH_CUDA=OFF -DMOEBENCH_MPI=OFF \
        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >"$build/configure.log" 2>&1; then
     grep -E 'Error|error' -A3 "$build/configure.log" | head -20 >&2
