@@ -10,6 +10,7 @@
 #include "workload/routing_spec.hpp"
 
 #include "common/error.hpp"
+#include "common/read_file.hpp"
 #include "sweep/golden.hpp"
 #include "comm/communicator.hpp"
 #include "comm/process_group.hpp"
@@ -94,7 +95,8 @@ json sweep_block_of(const json& raw) {
 namespace {
 
 // What a point names is read and checked while the sweep is planned, once per distinct name: its model (a file, or a
-// short name) and hardware profile, its routing spec, and the fields that depend on the model (layers, ep, soft_topn).
+// short name) and hardware profile, its routing spec (and that its trace file is readable), and the fields that
+// depend on the model (layers, ep, soft_topn).
 // A missing or bad file then stops the sweep before its first point (exit 2), instead of skipping that point when
 // its turn comes while the others run and the sweep exits 0.
 class PointInputs {
@@ -105,8 +107,12 @@ public:
             if (model == models_.end()) model = models_.emplace(cfg.model, load_model(cfg.model)).first;
             (void)layers_to_run(model->second, cfg);
             if (!cfg.hardware.empty() && hardware_.insert(cfg.hardware).second) (void)load_hardware(cfg.hardware);
-            if (routing_.insert(cfg.routing).second)
-                (void)parse_routing_spec(cfg.routing, run_field_label("", "routing"));
+            if (routing_.insert(cfg.routing).second) {
+                const RoutingSpec spec = parse_routing_spec(cfg.routing, run_field_label("", "routing"));
+                // A trace is only looked at (it may be large): there and readable.
+                if (spec.kind == WorkloadKind::trace)
+                    require_readable_file(spec.trace_path, run_field_label("", "routing"));
+            }
         } catch (const ConfigError& e) {
             throw ConfigError(std::string("sweep point ") + point_label(point) + ": " + e.what());
         }

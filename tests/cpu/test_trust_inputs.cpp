@@ -277,6 +277,8 @@ TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the 
                    {"sweep point model=" + dir + "/missing.json", "file not found"});
     expect_refused("sweep --model " + kTiny + " --routing bogus,uniform" + out,
                    {"sweep point ", "routing=bogus", "unknown routing kind 'bogus'"});
+    expect_refused("sweep --model " + kTiny + " --routing uniform,trace:" + dir + "/none.safetensors" + out,
+                   {"routing=trace:", "none.safetensors"});
     expect_refused("sweep --model " + kTiny + " --set hardware=h200-sxm," + dir + "/none.json" + out,
                    {"none.json", "file not found"});
     expect_refused("sweep --model " + kTiny + " --layers 1,3" + out,
