@@ -236,10 +236,19 @@ void first_dense_layers(const JsonReader& r, ModelConfig& m, int64_t dflt) {
 }
 
 // Partial RoPE: int(head_dim * partial_rotary_factor) dims of each q/k head (the whole head when it rounds to it).
+// The factor sits at the top level or (configs saved by transformers 5, Qwen3.5) in rope_parameters.
 void partial_rotary(const JsonReader& r, ModelConfig& m, double dflt) {
-    const double f = r.opt_double("partial_rotary_factor", dflt);
+    const std::optional<JsonReader> params = r.opt_child("rope_parameters");
+    const bool nested = params && params->has("partial_rotary_factor");
+    if (nested && r.has("partial_rotary_factor") &&
+        params->opt_double("partial_rotary_factor", dflt) != r.opt_double("partial_rotary_factor", dflt))
+        config_error(params->field("partial_rotary_factor"),
+                     "differs from partial_rotary_factor (" + json_brief(r.raw().at("partial_rotary_factor")) + ")",
+                     json_brief(params->raw().at("partial_rotary_factor")), "keep one of the two");
+    const JsonReader& src = nested ? *params : r;
+    const double f = src.opt_double("partial_rotary_factor", dflt);
     if (!(f > 0 && f <= 1))
-        config_error(r.field("partial_rotary_factor"), "must be in (0, 1]", fmt::format("{}", f), "e.g. 0.5");
+        config_error(src.field("partial_rotary_factor"), "must be in (0, 1]", fmt::format("{}", f), "e.g. 0.5");
     const auto dims = static_cast<int64_t>(static_cast<double>(m.attn.head_dim) * f);
     m.attn.rotary_dim = dims >= m.attn.head_dim ? 0 : dims - dims % 2;
 }
@@ -272,7 +281,8 @@ ModelConfig import_mixtral(const JsonReader& r) {
     return m;
 }
 
-ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3) {
+// `hybrid` (Qwen3-Next, Qwen3.5): layer_types names each layer's attention kind (delta_net_layers), not windows.
+ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3, bool hybrid = false) {
     ModelConfig m;
     read_llama_common(r, m);
     read_experts(r, m, "num_experts", "num_experts_per_tok");
@@ -289,16 +299,43 @@ ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3) {
         m.attn.qkv_bias = true;  // Qwen2: q/k/v projections always carry a bias, o does not
         one_shared_expert(m.moe, opt_dim(r, "shared_expert_intermediate_size", 0), true);
     }
-    qwen_sliding(r, m);
+    if (!hybrid) qwen_sliding(r, m);
     return m;
 }
 
-// DeepSeekMoE (deepseek), DeepSeek-V2, DeepSeek-V3 and Kimi-K2 share the layer pattern and shared experts.
+// Later GLM-MoE-DSA configs let some layers reuse the previous layer's top-k instead of running an indexer
+// (indexer_types "shared", or the index_topk_pattern / index_topk_freq schedule it is made from). Those layers have no
+// indexer weights and no indexer work; moebench models an indexer on every layer, so such a config is refused rather
+// than over-counted. GLM-5 and DeepSeek-V3.2 run one on every layer.
+void refuse_shared_indexers(const JsonReader& r) {
+    const std::string fix = "moebench models an indexer on every layer (GLM-5, DeepSeek-V3.2); drop the key to count "
+                            "them all";
+    const std::vector<std::string> types = string_list(r, "indexer_types");
+    for (size_t i = 0; i < types.size(); ++i)
+        if (types[i] != "full")
+            config_error(r.field("indexer_types") + "[" + std::to_string(i) + "]",
+                         "a layer without its own indexer is not modelled", "\"" + types[i] + "\"", fix);
+    if (r.has("index_topk_pattern")) {  // "FSSF..." or a list of "full" / "shared"
+        const json& p = r.raw().at("index_topk_pattern");
+        bool all_full = p.is_string() && p.get<std::string>().find_first_not_of('F') == std::string::npos;
+        if (p.is_array())
+            all_full = std::all_of(p.begin(), p.end(), [](const json& e) { return e == "full" || e == "F"; });
+        if (!all_full)
+            config_error(r.field("index_topk_pattern"), "a layer without its own indexer is not modelled",
+                         json_brief(p), fix);
+    }
+    if (opt_dim(r, "index_topk_freq", 1) > 1)
+        config_error(r.field("index_topk_freq"), "a layer without its own indexer is not modelled",
+                     str(opt_dim(r, "index_topk_freq", 1)), fix);
+}
+
+// DeepSeekMoE (deepseek), DeepSeek-V2, DeepSeek-V3, Kimi-K2 and GLM-5 share the layer pattern and shared experts.
 ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
     ModelConfig m;
     read_llama_common(r, m);
     bool v1 = type == "deepseek";
-    bool v3 = type == "deepseek_v3" || type == "kimi_k2" || type == "deepseek_v32";
+    const bool sparse = type == "deepseek_v32" || type == "glm_moe_dsa";  // DSA: a lightning indexer per layer
+    bool v3 = type == "deepseek_v3" || type == "kimi_k2" || sparse;
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
     if (!v1) {
         AttentionConfig& a = m.attn;
@@ -310,6 +347,11 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         a.qk_rope_head_dim = req_dim(r, "qk_rope_head_dim");
         a.v_head_dim = req_dim(r, "v_head_dim");
         a.head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+        // GLM-5 also states the sum (its head_dim is the RoPE part, as transformers' GlmMoeDsaConfig sets it).
+        if (r.has("qk_head_dim") && req_dim(r, "qk_head_dim") != a.head_dim)
+            config_error(r.field("qk_head_dim"),
+                         "differs from qk_nope_head_dim + qk_rope_head_dim (" + str(a.head_dim) + ")",
+                         str(req_dim(r, "qk_head_dim")), "use " + str(a.head_dim) + " or correct the two parts");
     }
     MoeConfig& e = m.moe;
     e.num_experts = opt_dim(r, "n_routed_experts", 0);
@@ -347,10 +389,11 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         }
         if (e.routing != RoutingKind::softmax_topk) read_groups(r, e, "n_routed_experts", 1, 1);  // only group-limited routing uses them
     }
-    if (type == "deepseek_v32") {  // the lightning indexer of its sparse attention
+    if (sparse) {  // the lightning indexer of its sparse attention, on every layer
         m.attn.indexer_heads = req_dim(r, "index_n_heads");
         m.attn.indexer_head_dim = req_dim(r, "index_head_dim");
         m.attn.indexer_topk = opt_dim(r, "index_topk", 2048, kMaxTokens);
+        refuse_shared_indexers(r);
     }
     if (m.num_dense_layers() > 0) m.dense_intermediate_size = req_dim(r, "intermediate_size");
     if (v3) m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 0);
@@ -651,15 +694,32 @@ void linear_layers_from(const JsonReader& r, ModelConfig& m, const std::string& 
     for (size_t i = 0; i < v.size(); ++i) m.layer_linear[i] = linear(v[i]) ? 1 : 0;
 }
 
-// Qwen3-Next (modeling_qwen3_next.py): gated DeltaNet on 3 of every 4 layers, gated full attention (output gate,
-// per-head q/k norm, RoPE on a quarter of the head) on the rest; 512 experts + a gated shared expert; one MTP layer
-// (the config has no key for it; vLLM and the checkpoint have one).
-ModelConfig import_qwen3_next(const JsonReader& r) {
-    ModelConfig m = import_qwen_moe(r, true);
-    m.layer_sliding.clear();
-    one_shared_expert(m.moe, opt_dim(r, "shared_expert_intermediate_size", 0), true);
-    m.attn.output_gate = true;
-    partial_rotary(r, m, 0.25);
+// Which layers of a Qwen3-Next / Qwen3.5 hybrid run gated DeltaNet: layer_types ("linear_attention" or
+// "full_attention" per layer; the modelling code builds nothing for another entry), else every layer but each
+// full_attention_interval-th (default 4). With both, they must agree: a disagreement means a corrupt config.
+void delta_net_layers(const JsonReader& r, ModelConfig& m) {
+    const bool has_interval = r.has("full_attention_interval");
+    const int64_t interval = has_interval ? req_dim(r, "full_attention_interval") : 4;
+    m.layer_linear.assign(static_cast<size_t>(m.num_layers), 0);
+    for (int64_t i = 0; i < m.num_layers; ++i) m.layer_linear[static_cast<size_t>(i)] = (i + 1) % interval != 0;
+    if (!r.has("layer_types")) return;
+    const std::vector<std::string> types = string_list(r, "layer_types");
+    require_per_layer(r, "layer_types", types.size(), m);
+    for (size_t i = 0; i < types.size(); ++i) {
+        const std::string at = r.field("layer_types") + "[" + std::to_string(i) + "]";
+        if (types[i] != "linear_attention" && types[i] != "full_attention")
+            config_error(at, "is not a layer type of this hybrid", "\"" + types[i] + "\"",
+                         "use linear_attention or full_attention");
+        const uint8_t linear = types[i] == "linear_attention" ? 1 : 0;
+        if (has_interval && linear != m.layer_linear[i])
+            config_error(at, "contradicts full_attention_interval (" + str(interval) + ")", "\"" + types[i] + "\"",
+                         "make layer_types and full_attention_interval agree, or drop full_attention_interval");
+        m.layer_linear[i] = linear;
+    }
+}
+
+// Gated DeltaNet's shapes (linear_*) and the layers that run it.
+void read_delta_net(const JsonReader& r, ModelConfig& m) {
     LinearAttentionConfig& la = m.linear_attn;
     la.kind = LinearAttentionKind::gated_delta_net;
     la.num_key_heads = req_dim(r, "linear_num_key_heads");
@@ -667,15 +727,28 @@ ModelConfig import_qwen3_next(const JsonReader& r) {
     la.key_head_dim = req_dim(r, "linear_key_head_dim");
     la.value_head_dim = req_dim(r, "linear_value_head_dim");
     la.conv_kernel = opt_dim(r, "linear_conv_kernel_dim", 4);
-    if (r.has("layer_types")) {
-        linear_layers_from(r, m, "layer_types", [](const json& e) { return e == "linear_attention"; });
-    } else {
-        const int64_t interval = r.has("full_attention_interval") ? req_dim(r, "full_attention_interval") : 4;
-        m.layer_linear.assign(static_cast<size_t>(m.num_layers), 0);
-        for (int64_t i = 0; i < m.num_layers; ++i) m.layer_linear[static_cast<size_t>(i)] = (i + 1) % interval != 0;
-    }
+    delta_net_layers(r, m);
+}
+
+// Qwen3-Next (modeling_qwen3_next.py): gated DeltaNet on 3 of every 4 layers, gated full attention (output gate,
+// per-head q/k norm, RoPE on a quarter of the head) on the rest; 512 experts + a gated shared expert; one MTP layer
+// (the config has no key for it; vLLM and the checkpoint have one).
+ModelConfig import_qwen3_next(const JsonReader& r) {
+    ModelConfig m = import_qwen_moe(r, true, true);
+    one_shared_expert(m.moe, opt_dim(r, "shared_expert_intermediate_size", 0), true);
+    m.attn.output_gate = true;
+    partial_rotary(r, m, 0.25);
+    read_delta_net(r, m);
     m.num_mtp_layers = opt_dim(r, "num_nextn_predict_layers", 1);
     return m;
+}
+
+// MiniMax's partial RoPE: rotary_dim dims of each q/k head (the whole head: 0).
+void rotary_dim_from(const JsonReader& r, ModelConfig& m) {
+    if (!r.has("rotary_dim")) return;
+    const int64_t rot = req_dim(r, "rotary_dim");
+    require_at_most(r, "rotary_dim", rot, "head_dim", m.attn.head_dim);
+    m.attn.rotary_dim = rot >= m.attn.head_dim ? 0 : rot;
 }
 
 // MiniMax-Text-01 / MiniMax-M1 (modeling_minimax.py): lightning attention on the layers attn_type_list marks 0,
@@ -692,11 +765,7 @@ ModelConfig import_minimax(const JsonReader& r) {
         config_error(r.field("shared_intermediate_size"), "MiniMax's shared expert is not modelled",
                      str(opt_dim(r, "shared_intermediate_size", 0)), "set it to 0 (as the published models)");
     all_layers(m, 1);
-    if (r.has("rotary_dim")) {
-        const int64_t rot = req_dim(r, "rotary_dim");
-        require_at_most(r, "rotary_dim", rot, "head_dim", m.attn.head_dim);
-        m.attn.rotary_dim = rot >= m.attn.head_dim ? 0 : rot;
-    }
+    rotary_dim_from(r, m);
     LinearAttentionConfig& la = m.linear_attn;
     la.kind = LinearAttentionKind::lightning;
     la.num_key_heads = la.num_value_heads = m.attn.num_heads;
@@ -705,6 +774,130 @@ ModelConfig import_minimax(const JsonReader& r) {
         linear_layers_from(r, m, "attn_type_list", [](const json& e) { return e.is_number() && e.get<double>() == 0; });
     return m;
 }
+
+// MiniMax-M2 / M2.5 (modeling_minimax_m2.py): softmax GQA on every layer (48 q heads of 128 on a 3072 hidden: the
+// attention is wider than the model), RoPE on rotary_dim dims, q_norm / k_norm each one RMSNorm over the whole q
+// (k) width with a weight per element (qk_norm_type "per_layer"); every layer MoE, no shared expert; sigmoid scores,
+// the top-k picked on scores + e_score_correction_bias (use_routing_bias), the unbiased scores of the k renormalised
+// and scaled by routed_scaling_factor. The MTP modules (use_mtp, num_mtp_modules) are not modelled: the config gives
+// no shapes for them (MiniMax's 230B total leaves them out too). mlp_intermediate_size is a legacy key the MoE
+// layers do not read.
+ModelConfig import_minimax_m2(const JsonReader& r) {
+    ModelConfig m;
+    read_llama_common(r, m);
+    all_layers(m, 1);
+    read_experts(r, m, "num_local_experts", "num_experts_per_tok");
+    MoeConfig& e = m.moe;
+    e.expert_intermediate_size = req_dim(r, "intermediate_size");
+    if (opt_dim(r, "shared_intermediate_size", 0) > 0)
+        config_error(r.field("shared_intermediate_size"), "MiniMax's shared expert is not modelled",
+                     str(opt_dim(r, "shared_intermediate_size", 0)), "set it to 0 (as the published models)");
+    const std::string scoring = r.opt_string("scoring_func", "sigmoid");
+    if (scoring != "sigmoid" && scoring != "softmax")
+        config_error(r.field("scoring_func"), "is not a MiniMax-M2 scoring function", "\"" + scoring + "\"",
+                     "use sigmoid (as the published models) or softmax");
+    // Both score kinds: top-k on the (biased) scores, the unbiased scores of the k renormalised (ERNIE's softmax
+    // with a correction bias, DeepSeek-V3's sigmoid with one group).
+    e.routing = scoring == "sigmoid" ? RoutingKind::sigmoid_group_topk : RoutingKind::softmax_topk;
+    e.router_correction_bias = r.opt_bool("use_routing_bias", true);
+    e.norm_topk_prob = true;
+    e.routed_scaling_factor = opt_ranged(r, "routed_scaling_factor", 1.0, model_range::kRoutedScalingFactor);
+    if (r.opt_bool("use_grouped_topk", false))
+        config_error(r.field("use_grouped_topk"), "group-limited routing is not modelled for MiniMax-M2", "true",
+                     "set it to false (as the published models)");
+    m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
+    if (r.opt_bool("use_qk_norm", false)) {
+        const std::string norm = r.opt_string("qk_norm_type", "per_layer");
+        if (norm != "per_layer")
+            config_error(r.field("qk_norm_type"), "is not a q/k norm moebench models for MiniMax-M2",
+                         "\"" + norm + "\"", "use per_layer (one RMSNorm over all q heads and one over all k heads)");
+        m.attn.qk_norm_full = true;
+    }
+    rotary_dim_from(r, m);
+    if (r.has("attn_type_list")) {  // a MiniMax-01 leftover: 1 = softmax attention on every layer
+        const std::vector<int64_t> types = int_list(r, "attn_type_list");
+        require_per_layer(r, "attn_type_list", types.size(), m);
+        for (size_t i = 0; i < types.size(); ++i)
+            if (types[i] != 1)
+                config_error(r.field("attn_type_list") + "[" + std::to_string(i) + "]",
+                             "MiniMax-M2 runs softmax attention on every layer (0 = lightning attention is "
+                             "MiniMax-01 / M1's)",
+                             str(types[i]), "use 1 on every layer, or model_type minimax for a lightning hybrid");
+    }
+    if (r.opt_bool("use_mtp", false) && opt_dim(r, "num_mtp_modules", 0) > 0)
+        m.notes = "its " + str(opt_dim(r, "num_mtp_modules", 0)) +
+                  " MTP modules are not counted (the config gives no shapes for them)";
+    return m;
+}
+
+// The text model of a multimodal config (text_config, required), of one of `types` when it names its model_type.
+JsonReader text_model(const JsonReader& top, const std::vector<std::string>& types) {
+    JsonReader r = top.child("text_config");
+    const std::string type = r.opt_string("model_type", types.front());
+    if (std::find(types.begin(), types.end(), type) == types.end())
+        config_error(r.field("model_type"), "is not the text model this config's model_type carries",
+                     "\"" + type + "\"", "use " + types.front());
+    return r;
+}
+
+// tie_word_embeddings of a nested text model: its own, else the outer config's (Qwen3.5 keeps it outside); when
+// both say it, they must agree.
+void nested_tie(const JsonReader& top, const JsonReader& r, ModelConfig& m) {
+    if (&top.raw() == &r.raw() || !top.has("tie_word_embeddings")) return;
+    const bool outer = top.opt_bool("tie_word_embeddings", false);
+    if (r.has("tie_word_embeddings") && r.opt_bool("tie_word_embeddings", false) != outer)
+        config_error(r.field("tie_word_embeddings"),
+                     std::string("differs from the outer tie_word_embeddings (") + (outer ? "true" : "false") + ")",
+                     outer ? "false" : "true", "keep one of the two");
+    m.tie_word_embeddings = outer;
+}
+
+constexpr const char* kVisionNote = "the text model (text_config); the vision tower (vision_config) is not modelled";
+
+// Kimi-K2.5 (KimiK25ForConditionalGeneration): a MoonViT vision tower and projector (vision_config) in front of a
+// kimi_k2 text model in text_config (DeepSeek-V3's layout: MLA, 384 experts, one shared, the first layer dense).
+// Only the text model is modelled; Moonshot lists the vision encoder ("400M") apart from the 1T.
+ModelConfig import_kimi_k25(const JsonReader& top) {
+    const JsonReader r = text_model(top, {"kimi_k2", "deepseek_v3"});
+    ModelConfig m = import_deepseek(r, "kimi_k2");
+    nested_tie(top, r, m);
+    m.notes = kVisionNote;
+    return m;
+}
+
+// Qwen3.5 MoE (modeling_qwen3_5_moe.py): a vision tower (vision_config, not modelled) and the text model in
+// text_config (model_type qwen3_5_moe_text; accepted on its own too). The text model is Qwen3-Next's hybrid: gated
+// DeltaNet (in_proj_qkv / in_proj_z / in_proj_b / in_proj_a: Qwen3-Next's fused in_proj_qkvz and in_proj_ba split,
+// the same weights) on the layers layer_types marks linear_attention, gated full attention (q_proj also yields the
+// output gate when attn_output_gate, per-head q/k norm, RoPE on rope_parameters.partial_rotary_factor of the head)
+// on the others; every layer MoE (the decoder layer always builds the sparse block) with a sigmoid-gated shared
+// expert; softmax top-k renormalised (norm_topk_prob absent: true, as vLLM reads it); mtp_num_hidden_layers MTP
+// layers.
+ModelConfig import_qwen3_5_moe(const JsonReader& top) {
+    const bool nested = top.has("text_config");
+    const JsonReader r = nested ? text_model(top, {"qwen3_5_moe_text"}) : top;
+    if (!int_list(r, "mlp_only_layers").empty())
+        config_error(r.field("mlp_only_layers"), "Qwen3.5's decoder layer builds a MoE block on every layer",
+                     json_brief(r.raw().at("mlp_only_layers")), "use [] (as the published models)");
+    if (r.has("decoder_sparse_step") && req_dim(r, "decoder_sparse_step") != 1)
+        config_error(r.field("decoder_sparse_step"), "Qwen3.5's decoder layer builds a MoE block on every layer",
+                     str(req_dim(r, "decoder_sparse_step")), "use 1 (as the published models)");
+    ModelConfig m = import_qwen_moe(r, true, true);
+    m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+    one_shared_expert(m.moe, opt_dim(r, "shared_expert_intermediate_size", 0), true);
+    m.attn.output_gate = r.opt_bool("attn_output_gate", true);
+    partial_rotary(r, m, 0.25);
+    read_delta_net(r, m);
+    m.num_mtp_layers = opt_dim(r, "mtp_num_hidden_layers", 0);
+    nested_tie(top, r, m);
+    if (nested) m.notes = kVisionNote;
+    return m;
+}
+
+// GLM-5 (GlmMoeDsaForCausalLM, modeling_glm_moe_dsa.py): DeepSeek-V3.2's layout with GLM-5's sizes: MLA (64 heads,
+// q_lora 2048, nope 192 + rope 64, v 256), the DSA lightning indexer on every layer (transformers' GlmMoeDsaIndexer
+// is DeepSeek-V3.2's), first_k_dense_replace dense layers, sigmoid + noaux_tc routing, num_nextn_predict_layers MTP.
+ModelConfig import_glm_moe_dsa(const JsonReader& r) { return import_deepseek(r, "glm_moe_dsa"); }
 
 // ERNIE-4.5 MoE (modeling_ernie4_5_moe.py): MoE on layers moe_layer_start_index..moe_layer_end_index (inclusive,
 // -1 = the last) every moe_layer_interval-th; softmax scores, top-k picked on scores + e_score_correction_bias,
@@ -749,7 +942,7 @@ const std::map<std::string, Importer>& importers() {
         {"deepseek_v2", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v2"); }},
         {"deepseek_v3", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v3"); }},
         {"kimi_k2", [](const JsonReader& r) { return import_deepseek(r, "kimi_k2"); }},
-        // DeepSeek-V3.2: V3 plus a small lightning indexer per layer that is not counted (about 0.1 % of the total).
+        // DeepSeek-V3.2: V3 plus a small lightning indexer per layer (counted: about 0.1 % of the total).
         {"deepseek_v32", [](const JsonReader& r) { return import_deepseek(r, "deepseek_v32"); }},
         {"dbrx", import_dbrx},
         {"olmoe", import_olmoe},
@@ -771,6 +964,11 @@ const std::map<std::string, Importer>& importers() {
         {"minimax", import_minimax},
         {"minimax_m1", import_minimax},
         {"ernie4_5_moe", import_ernie4_5_moe},
+        {"minimax_m2", import_minimax_m2},
+        {"kimi_k25", import_kimi_k25},
+        {"qwen3_5_moe", import_qwen3_5_moe},
+        {"qwen3_5_moe_text", import_qwen3_5_moe},
+        {"glm_moe_dsa", import_glm_moe_dsa},
     };
     return table;
 }
@@ -793,6 +991,9 @@ const std::map<std::string, std::string>& architecture_types() {
         {"GraniteMoeSharedForCausalLM", "granitemoeshared"}, {"Qwen3NextForCausalLM", "qwen3_next"},
         {"MiniMaxText01ForCausalLM", "minimax"}, {"MiniMaxM1ForCausalLM", "minimax"},
         {"MiniMaxForCausalLM", "minimax"},       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe"},
+        {"MiniMaxM2ForCausalLM", "minimax_m2"},  {"KimiK25ForConditionalGeneration", "kimi_k25"},
+        {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"}, {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"},
+        {"GlmMoeDsaForCausalLM", "glm_moe_dsa"},
     };
     return table;
 }
@@ -837,10 +1038,13 @@ ModelConfig model_from_hf(const json& j, const std::string& path) {
     }
     ModelConfig m = imp->second(r);
     static const std::map<std::string, std::string> aliases = {
-        {"llama4_text", "llama4"}, {"hunyuan", "hunyuan_v1_moe"}, {"minimax_m1", "minimax"}};
+        {"llama4_text", "llama4"}, {"hunyuan", "hunyuan_v1_moe"}, {"minimax_m1", "minimax"},
+        {"qwen3_5_moe_text", "qwen3_5_moe"}};
     const auto alias = aliases.find(type);
     m.family = alias != aliases.end() ? alias->second : type;
-    m.notes = "imported from Hugging Face config.json (" + (arch.empty() ? type : arch) + ")";
+    // An importer's own note (what of the checkpoint is not modelled) follows the provenance.
+    m.notes = "imported from Hugging Face config.json (" + (arch.empty() ? type : arch) + ")" +
+              (m.notes.empty() ? "" : "; " + m.notes);
     return m;
 }
 
