@@ -370,7 +370,10 @@ TEST_CASE("every shipped model config equals the import of its config.json", "[h
         {"qwen2-7b", "qwen2-7b.json"},                  {"qwen3-next-80b-a3b", "qwen3-next-80b-a3b-thinking.json"},
         {"minimax-m1", "minimax-m1.json"},              {"hunyuan-a13b", "hunyuan-a13b-instruct.json"},
         {"granite-3.0-1b-a400m", "granite-3.0-1b-a400m-instruct.json"}, {"ling-lite", "ling-lite.json"},
-        {"deepseek-v3.2", "deepseek-v3.2.json"}};
+        {"deepseek-v3.2", "deepseek-v3.2.json"},       {"kimi-k2.5", "kimi-k2.5.json"},
+        {"minimax-m2.5", "minimax-m2.5-reconstructed.json"}, {"qwen3.5-397b-a17b", "qwen3.5-397b-a17b.json"},
+        {"qwen3.5-122b-a10b", "qwen3.5-122b-a10b.json"}, {"qwen3.5-35b-a3b", "qwen3.5-35b-a3b.json"},
+        {"glm-5", "glm-5.json"}};
     for (const auto& [name, file] : pairs) {
         INFO(name << " vs " << file);
         json own = model_to_json(load_model(name));
