@@ -47,7 +47,7 @@ const std::string kMixtral = kData + "/hf-configs/mixtral-8x7b-v0.1.json";
 
 }  // namespace
 
-TEST_CASE("hardening: devices, FIFOs and link loops are named as such, and never read", "[hardening][cli]") {
+TEST_CASE("devices, FIFOs and link loops are named as such, and never read", "[robust][cli]") {
     const std::string dir = temp_dir("kinds");
     const std::string fifo = dir + "/pipe.json", loop_a = dir + "/a.json", loop_b = dir + "/b.json";
     REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
@@ -73,7 +73,7 @@ TEST_CASE("hardening: devices, FIFOs and link loops are named as such, and never
     fs::remove_all(dir);
 }
 
-TEST_CASE("hardening: an unreadable file is 'permission denied', not 'No such file'", "[hardening][cli]") {
+TEST_CASE("an unreadable file is 'permission denied', not 'No such file'", "[robust][cli]") {
     const std::string dir = temp_dir("perm");
     fs::permissions(dir, fs::perms::all);  // others may enter the folder, not read the file
     const std::string path = dir + "/config.json";
@@ -99,7 +99,7 @@ TEST_CASE("hardening: an unreadable file is 'permission denied', not 'No such fi
     fs::remove_all(dir);
 }
 
-TEST_CASE("hardening: path errors name the real problem in the library too", "[hardening]") {
+TEST_CASE("path errors name the real problem in the library too", "[robust]") {
     CHECK_THAT(config_error_of([] { require_readable_file("/dev/null"); }), Catch::Contains("character device"));
     CHECK_THAT(config_error_of([] { require_readable_file("/no/such/file.json"); }), Catch::Contains("file not found"));
     CHECK_THAT(config_error_of([] { require_readable_file("/etc/passwd/x"); }), Catch::Contains("not a folder"));
@@ -109,7 +109,7 @@ TEST_CASE("hardening: path errors name the real problem in the library too", "[h
     CHECK(config_error_of([] { require_readable_file(kTiny); }).empty());
 }
 
-TEST_CASE("hardening: stale <target>.tmp.<pid> files of dead writers are removed", "[hardening]") {
+TEST_CASE("stale <target>.tmp.<pid> files of dead writers are removed", "[robust]") {
     const std::string dir = temp_dir("tmp");
     const pid_t child = ::fork();
     if (child == 0) ::_exit(0);
@@ -127,7 +127,7 @@ TEST_CASE("hardening: stale <target>.tmp.<pid> files of dead writers are removed
     fs::remove_all(dir);
 }
 
-TEST_CASE("hardening: output folders are not created for a run refused on its inputs", "[hardening][cli]") {
+TEST_CASE("output folders are not created for a run refused on its inputs", "[robust][cli]") {
     const std::string dir = temp_dir("outdir");
     expect_refused_bounded("run --model " + dir + "/missing.json --out " + dir + "/new/sub/r.json", {"missing.json"});
     CHECK_FALSE(fs::exists(dir + "/new"));
@@ -144,7 +144,7 @@ TEST_CASE("hardening: output folders are not created for a run refused on its in
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: a folder where a file is expected is a ConfigError", "[qa][cli]") {
+TEST_CASE("a folder where a file is expected is a ConfigError", "[robust][cli]") {
     const std::string dir = temp_dir("qa-dir");
     const std::string sub = dir + "/x.json";
     fs::create_directories(sub);
@@ -155,7 +155,7 @@ TEST_CASE("qa: a folder where a file is expected is a ConfigError", "[qa][cli]")
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: outputs that cannot be written fail before the work, and leave no temporary file", "[qa][cli]") {
+TEST_CASE("outputs that cannot be written fail before the work, and leave no temporary file", "[robust][cli]") {
     const std::string dir = temp_dir("qa-out");
     const std::string folder = dir + "/out.json";
     fs::create_directories(folder);
@@ -177,8 +177,8 @@ TEST_CASE("qa: outputs that cannot be written fail before the work, and leave no
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: an output path that is a symbolic link or a named pipe is written through, never replaced",
-          "[qa][cli]") {
+TEST_CASE("an output path that is a symbolic link or a named pipe is written through, never replaced",
+          "[robust][cli]") {
     // Before: the temporary file was renamed over the path, so a link became a regular file (its target never
     // written) and a device such as /dev/null would have been replaced by a file.
     const std::string dir = temp_dir("qa-special-out");
@@ -201,7 +201,7 @@ TEST_CASE("qa: an output path that is a symbolic link or a named pipe is written
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: a report that cannot reach stdout is an error, and --json - with --out is refused", "[qa][cli]") {
+TEST_CASE("a report that cannot reach stdout is an error, and --json - with --out is refused", "[robust][cli]") {
     if (!fs::exists("/dev/full")) {
         WARN("skipped: no /dev/full here");
         return;
@@ -220,7 +220,7 @@ TEST_CASE("qa: a report that cannot reach stdout is an error, and --json - with 
     fs::remove_all(dir);
 }
 
-TEST_CASE("file safety: a command whose stdout is a full device exits 1 with the reason", "[file_safety][stdout][cli]") {
+TEST_CASE("a command whose stdout is a full device exits 1 with the reason", "[robust][stdout][cli]") {
     if (!fs::exists("/dev/full")) {
         WARN("skipped: no /dev/full here");
         return;
@@ -250,8 +250,8 @@ TEST_CASE("file safety: a command whose stdout is a full device exits 1 with the
     CHECK(WEXITSTATUS(std::system(quiet.c_str())) == 0);
 }
 
-TEST_CASE("file safety: an output naming one of the inputs is refused before it is destroyed",
-          "[file_safety][same_file][cli]") {
+TEST_CASE("an output naming one of the inputs is refused before it is destroyed",
+          "[robust][same_file][cli]") {
     const std::string dir = temp_dir("same-file");
     const std::string model = dir + "/m.json";
     fs::copy_file(kTiny, model);
@@ -307,7 +307,7 @@ TEST_CASE("file safety: an output naming one of the inputs is refused before it 
     CHECK_FALSE(fs::exists(dir + "/y.json"));
 }
 
-TEST_CASE("file safety: same_file follows links and tells files apart", "[file_safety][same_file]") {
+TEST_CASE("same_file follows links and tells files apart", "[robust][same_file]") {
     const std::string dir = temp_dir("same-file-unit");
     std::ofstream(dir + "/a") << "a";
     std::ofstream(dir + "/b") << "a";
@@ -321,8 +321,8 @@ TEST_CASE("file safety: same_file follows links and tells files apart", "[file_s
     CHECK_FALSE(moebench::same_file("/dev/null", "/dev/null"));  // not a file an output could destroy
 }
 
-TEST_CASE("file safety: run --config REPORT takes neither the report's out nor its dump_tensors",
-          "[file_safety][run_report][cli]") {
+TEST_CASE("run --config REPORT takes neither the report's out nor its dump_tensors",
+          "[robust][run_report][cli]") {
     const std::string dir = temp_dir("report-steers");
     const std::string report = dir + "/r.json";
     REQUIRE(run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --out " + report).exit_code == 0);

@@ -33,14 +33,14 @@ const std::string kMixtral = kData + "/hf-configs/mixtral-8x7b-v0.1.json";
 
 }  // namespace
 
-TEST_CASE("bad input: a malformed hardware profile", "[bad_input][cli]") {
+TEST_CASE("a malformed hardware profile", "[robust][cli]") {
     json hw = {{"memory_gib", 80}, {"memory_bw_gbps", "fast"}, {"bf16_tflops", 900}};
     expect_refused_one_line("plan --model " + kMixtral + " --hardware " + write_temp_json("gpu.json", hw), {"memory_bw_gbps", "fast"});
     hw = {{"memory_gib", 80}, {"bf16_tflops", 900}};
     expect_refused_one_line("plan --model " + kMixtral + " --hardware " + write_temp_json("gpu.json", hw), {"memory_bw_gbps"});
 }
 
-TEST_CASE("hardening: hardware figures outside a physical range are refused by name", "[hardening][cli]") {
+TEST_CASE("hardware figures outside a physical range are refused by name", "[robust][cli]") {
     const json base = load_json_file(std::string(MOEBENCH_SOURCE_DIR) + "/configs/hardware/h200-sxm.json");
     for (const auto& [key, value] : std::vector<std::pair<std::string, double>>{{"bf16_tflops", 1e300},
                                                                                 {"memory_bw_gbps", 1e300},
@@ -71,7 +71,7 @@ TEST_CASE("hardening: hardware figures outside a physical range are refused by n
 }
 
 TEST_CASE("sim parameters of a hardware profile are bounded: 1e300 us or an efficiency of 1e-300 is exit 2",
-          "[hardening][sim][cli]") {
+          "[robust][sim][cli]") {
     std::string profile = read_text(std::string(MOEBENCH_SOURCE_DIR) + "/configs/hardware/h200-sxm.json");
     json hw = json::parse(profile);
     for (const auto& [key, value] : std::vector<std::pair<std::string, double>>{
@@ -86,7 +86,7 @@ TEST_CASE("sim parameters of a hardware profile are bounded: 1e300 us or an effi
     }
 }
 
-TEST_CASE("qa: the sim backend reports a bad hardware profile, not 'not built yet'", "[qa][cli]") {
+TEST_CASE("the sim backend reports a bad hardware profile, not 'not built yet'", "[robust][cli]") {
     // Before: runner.cpp caught every ConfigError of make_backend("sim") and replaced it with
     // "the sim backend is not built yet", hiding the real field.
     json hw = load_json_file(std::string(MOEBENCH_SOURCE_DIR) + "/configs/hardware/h200-sxm.json");

@@ -35,7 +35,7 @@ std::string nested(size_t levels) { return std::string(levels, '[') + std::strin
 
 }  // namespace
 
-TEST_CASE("hardening: json_nesting_depth counts brackets outside strings only", "[hardening]") {
+TEST_CASE("json_nesting_depth counts brackets outside strings only", "[robust]") {
     CHECK(json_nesting_depth("{}") == 1);
     CHECK(json_nesting_depth(R"({"a": [1, {"b": [[]]}]})") == 5);
     CHECK(json_nesting_depth(R"({"a": "[[[[[{{{{"})") == 1);           // inside a string
@@ -48,7 +48,7 @@ TEST_CASE("hardening: json_nesting_depth counts brackets outside strings only", 
                Catch::Contains("in.json") && Catch::Contains("nesting too deep"));
 }
 
-TEST_CASE("hardening: json_brief of a deep or huge value is short and does not recurse", "[hardening]") {
+TEST_CASE("json_brief of a deep or huge value is short and does not recurse", "[robust]") {
     // 200000 levels built in memory (not parsed): dumping it whole recursed 200000 frames deep.
     json deep = json::array();
     json* at = &deep;
@@ -68,7 +68,7 @@ TEST_CASE("hardening: json_brief of a deep or huge value is short and does not r
     CHECK(json_brief(json(3.5)) == "3.5");
 }
 
-TEST_CASE("hardening: 100000-level JSON in any input file is exit 2, not SIGSEGV", "[hardening][cli]") {
+TEST_CASE("100000-level JSON in any input file is exit 2, not SIGSEGV", "[robust][cli]") {
     const std::string dir = temp_dir("deep");
     const std::string deep_value = dir + "/model.json";  // a value echoed in the error: "name" must be a string
     std::ofstream(deep_value) << "{\"name\": " << nested(100000) << "}";
@@ -99,7 +99,7 @@ TEST_CASE("hardening: 100000-level JSON in any input file is exit 2, not SIGSEGV
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: error messages never echo raw binary bytes", "[qa][errors]") {
+TEST_CASE("error messages never echo raw binary bytes", "[robust][errors]") {
     CHECK(printable(std::string("a\x01" "b\xc3")) == "a\\x01b\\xc3");
     CHECK(printable("caf\xc3\xa9 \xe2\x89\xa5") == "caf\xc3\xa9 \xe2\x89\xa5");  // valid UTF-8 passes
     CHECK(printable(std::string(1000, 'x')).size() < 420);

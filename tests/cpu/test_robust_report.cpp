@@ -38,7 +38,7 @@ const std::string kTiny = kData + "/models/tiny-gqa.json";
 
 }  // namespace
 
-TEST_CASE("qa: corrupt sweep journal lines are ConfigErrors, not json exceptions", "[qa][sweep]") {
+TEST_CASE("corrupt sweep journal lines are ConfigErrors, not json exceptions", "[robust][sweep]") {
     const std::string dir = temp_dir("qa-journal");
     // A key that is a number (json type_error 302 before) and a line of invalid UTF-8 (type_error 316 before).
     for (const std::string& bad : {journal_line("5"), std::string("\x8e\xff\x01 garbage")}) {
@@ -55,7 +55,7 @@ TEST_CASE("qa: corrupt sweep journal lines are ConfigErrors, not json exceptions
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: compare refuses when nothing matches or --match names no axis", "[qa][compare]") {
+TEST_CASE("compare refuses when nothing matches or --match names no axis", "[robust][compare]") {
     const std::string dir = temp_dir("qa-compare");
     const std::string a = dir + "/a.json", b = dir + "/b.json";
     REQUIRE(run_cli("run --model " + kTiny + " --batch 2 --iters 2 --warmup 0 --out " + a).exit_code == 0);
@@ -69,7 +69,7 @@ TEST_CASE("qa: compare refuses when nothing matches or --match names no axis", "
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: a report with a field of the wrong type is a ConfigError in report and compare", "[qa][report]") {
+TEST_CASE("a report with a field of the wrong type is a ConfigError in report and compare", "[robust][report]") {
     const std::string dir = temp_dir("qa-report");
     const std::string good = dir + "/good.json", bad = dir + "/bad.json";
     REQUIRE(run_cli("run --model " + kTiny + " --iters 2 --warmup 0 --out " + good).exit_code == 0);
@@ -85,7 +85,7 @@ TEST_CASE("qa: a report with a field of the wrong type is a ConfigError in repor
 }
 
 TEST_CASE("--resume refuses a journal whose reused record is corrupt, naming the line's field",
-          "[hardening][sweep_resume][cli]") {
+          "[robust][sweep_resume][cli]") {
     const std::string dir = temp_dir("corrupt");
     const std::string out = dir + "/s.json", journal = dir + "/s.jsonl";
     const std::string base = "sweep --model " + kTiny + " --backend cpu --set warmup=0 --set iters=1 --quiet --out " + out +
@@ -108,7 +108,7 @@ TEST_CASE("--resume refuses a journal whose reused record is corrupt, naming the
 }
 
 TEST_CASE("a deeply nested --set value or journal line never reaches the JSON parser's recursion",
-          "[hardening][sweep_resume][cli]") {
+          "[robust][sweep_resume][cli]") {
     const std::string dir = temp_dir("deepset");
     // 30000 levels: as deep as one command-line argument can be (128 KiB).
     const std::string value = moebench::test::write_temp("deep.txt", std::string(30000, '[') + std::string(30000, ']'));
@@ -127,8 +127,8 @@ TEST_CASE("a deeply nested --set value or journal line never reaches the JSON pa
     CHECK(r.err.find("nested too deeply") != std::string::npos);
 }
 
-TEST_CASE("file safety: a journal with a point twice, two sweeps' lines or no point is refused by every reader",
-          "[file_safety][journal][cli]") {
+TEST_CASE("a journal with a point twice, two sweeps' lines or no point is refused by every reader",
+          "[robust][journal][cli]") {
     const std::string dir = temp_dir("journal-readers");
     const std::string a = dir + "/a.json", b = dir + "/b.json";
     REQUIRE(run_cli(sim_sweep(kTiny, "1,2", a)).exit_code == 0);
@@ -173,8 +173,8 @@ TEST_CASE("file safety: a journal with a point twice, two sweeps' lines or no po
     CHECK(journal_lines(ja).size() == 2);
 }
 
-TEST_CASE("file safety: a torn journal tail is cut off in place, so the file keeps its identity",
-          "[file_safety][journal]") {
+TEST_CASE("a torn journal tail is cut off in place, so the file keeps its identity",
+          "[robust][journal]") {
     const std::string dir = temp_dir("torn-in-place");
     const std::string path = dir + "/j.jsonl";
     moebench::append_journal(path, "f1", moebench::JournalEntry{"{\"batch\":1}", {{"batch", 1}}, {{"status", "ok"}}});

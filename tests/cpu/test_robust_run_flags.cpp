@@ -70,12 +70,12 @@ long tasks_of_uid(uid_t uid) {
 
 }  // namespace
 
-TEST_CASE("bad input: an EP size that does not divide the experts", "[bad_input][cli]") {
+TEST_CASE("an EP size that does not divide the experts", "[robust][cli]") {
     expect_refused_one_line("plan --model " + kMixtral + " --ep 3", {"--ep", "3", "1, 2, 4, 8"});
     expect_refused_one_line("plan --model " + kMixtral + " --ep 16", {"--ep", "16"});
 }
 
-TEST_CASE("bad input: bad flag values", "[bad_input][cli]") {
+TEST_CASE("bad flag values", "[robust][cli]") {
     expect_refused_one_line("plan --model " + kMixtral + " --dtype foo", {"--dtype", "foo", "bf16"});
     expect_refused_one_line("plan --model " + kMixtral + " --kv-dtype int3", {"--kv-dtype", "int3"});
     expect_refused_one_line("plan --model " + kMixtral + " --ep 0", {"--ep", "0"});
@@ -87,7 +87,7 @@ TEST_CASE("bad input: bad flag values", "[bad_input][cli]") {
     expect_refused_one_line("devices --format yaml", {"--format", "yaml"});
 }
 
-TEST_CASE("hardening: bench moe --batch 0 / --tokens 0 are refused, not run with the default", "[hardening][cli]") {
+TEST_CASE("bench moe --batch 0 / --tokens 0 are refused, not run with the default", "[robust][cli]") {
     const auto t0 = std::chrono::steady_clock::now();
     expect_refused_bounded("bench moe --model " + kTiny + " --batch 0", {"--batch", "0", ">= 1"});
     expect_refused_bounded("bench moe --model " + kTiny + " --tokens 0", {"--tokens", "0", ">= 1"});
@@ -105,7 +105,7 @@ TEST_CASE("hardening: bench moe --batch 0 / --tokens 0 are refused, not run with
     CHECK_THAT(r.err, Catch::Contains("no MoE layers") && !Catch::Contains("--list-models"));
 }
 
-TEST_CASE("hardening: plan exits 2 when the asked batch and context do not fit", "[hardening][cli]") {
+TEST_CASE("plan exits 2 when the asked batch and context do not fit", "[robust][cli]") {
     auto r = run_cli("plan --model " + kMixtral + " --batch 4096 --context 131072");
     INFO(r.err);
     CHECK(r.exit_code == 2);
@@ -129,7 +129,7 @@ TEST_CASE("hardening: plan exits 2 when the asked batch and context do not fit",
     CHECK(run_cli("plan --model " + kMixtral + " --batch 4096 --context " + max_context).exit_code == 0);
 }
 
-TEST_CASE("hardening: plan without --batch/--context still prints a plan that does not fit", "[hardening][cli]") {
+TEST_CASE("plan without --batch/--context still prints a plan that does not fit", "[robust][cli]") {
     // A GPU with room for the weights and activations but not the default 4096-token KV cache.
     auto j = run_cli("plan --model " + kMixtral + " --format json");
     REQUIRE(j.exit_code == 0);
@@ -150,7 +150,7 @@ TEST_CASE("hardening: plan without --batch/--context still prints a plan that do
     expect_refused_bounded("plan --model " + kMixtral + " --hardware " + path + " --context 4096", {"does not fit"});
 }
 
-TEST_CASE("a command under a tight ulimit -v ends instead of hanging in OpenBLAS's exit handler", "[hardening][cli]") {
+TEST_CASE("a command under a tight ulimit -v ends instead of hanging in OpenBLAS's exit handler", "[robust][cli]") {
     // OpenBLAS 0.3.21's workers retry a failed buffer mmap forever and its exit handler joins them; main() ends the
     // process without running library exit handlers (src/main.cpp, finish()). This hung until the 120 s timeout.
     if (kAddressSanitizer) {
@@ -175,7 +175,7 @@ TEST_CASE("a command under a tight ulimit -v ends instead of hanging in OpenBLAS
     CHECK(fs::exists(dir + "/h.safetensors"));
 }
 
-TEST_CASE("--threads beyond 4096 is refused with exit 2 by run, sweep and bench moe", "[hardening][threads][cli]") {
+TEST_CASE("--threads beyond 4096 is refused with exit 2 by run, sweep and bench moe", "[robust][threads][cli]") {
     const std::string dir = temp_dir("threads");
     for (const std::string& cmd :
          {"run --model " + kTiny + " --backend cpu --json - --threads 100000",
@@ -191,7 +191,7 @@ TEST_CASE("--threads beyond 4096 is refused with exit 2 by run, sweep and bench 
 }
 
 TEST_CASE("threads the system refuses (RLIMIT_NPROC): exit 2 naming the limit, within seconds, no hang",
-          "[hardening][threads][cli]") {
+          "[robust][threads][cli]") {
     // Root ignores RLIMIT_NPROC, so as root the child becomes nobody first.
     const bool root = ::geteuid() == 0;
     const passwd* nobody = root ? ::getpwnam("nobody") : nullptr;
@@ -242,7 +242,7 @@ TEST_CASE("threads the system refuses (RLIMIT_NPROC): exit 2 naming the limit, w
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);
 }
 
-TEST_CASE("mutated run configs load or raise ConfigError only", "[qa][fuzz]") {
+TEST_CASE("mutated run configs load or raise ConfigError only", "[robust][fuzz]") {
     const std::string dir = temp_dir("qa-fuzz");
     const std::string seed_text = read_text(std::string(MOEBENCH_SOURCE_DIR) + "/configs/runs/default.json");
     REQUIRE(!seed_text.empty());
@@ -253,7 +253,7 @@ TEST_CASE("mutated run configs load or raise ConfigError only", "[qa][fuzz]") {
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: flags that cannot apply or cannot fit are refused up front", "[qa][cli]") {
+TEST_CASE("flags that cannot apply or cannot fit are refused up front", "[robust][cli]") {
     // --seq-len in decode used to be ignored silently.
     expect_refused("run --model " + kTiny + " --seq-len 8 --out -", {"--seq-len", "prefill"});
     // trace info --top-pairs -1 reached std::vector as a huge size (internal error).
@@ -270,7 +270,7 @@ TEST_CASE("qa: flags that cannot apply or cannot fit are refused up front", "[qa
     CHECK_THAT(config_error_of([&] { (void)expand_axes(axes); }), Catch::Contains("100000 points"));
 }
 
-TEST_CASE("qa: sizes near INT64_MAX are refused, not a crash or an overflowed plan", "[qa][cli]") {
+TEST_CASE("sizes near INT64_MAX are refused, not a crash or an overflowed plan", "[robust][cli]") {
     const std::string big = "9223372036854775807";
     // Before: segfault (context), "internal error: cannot create std::vector larger than max_size()" (batch).
     expect_refused("run --model " + kTiny + " --context " + big + " --out -", {"context", big});
@@ -287,7 +287,7 @@ TEST_CASE("qa: sizes near INT64_MAX are refused, not a crash or an overflowed pl
     expect_refused("plan --model mixtral-8x7b --context 1000000000000000", {"--context"});
 }
 
-TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[qa][cli]") {
+TEST_CASE("infinite option values and negative trace seeds are refused", "[robust][cli]") {
     // Before: inf was accepted and the report's resolved config said "capacity_factor": null.
     expect_refused("run --model " + kTiny + " --capacity-factor inf --out -", {"capacity_factor", "inf", "finite"});
     expect_refused("run --model " + kTiny + " --min-time inf --out -", {"min_time_s", "finite"});
@@ -335,7 +335,7 @@ TEST_CASE("qa: infinite option values and negative trace seeds are refused", "[q
                        {bad.substr(0, bad.find(' ')), bad.substr(bad.find(' ') + 1)});
 }
 
-TEST_CASE("qa: prefill reports no KV context, and refuses --context", "[qa][cli]") {
+TEST_CASE("prefill reports no KV context, and refuses --context", "[robust][cli]") {
     // Before: prefill ignored context but the report (and terminal) carried the default run's 1024.
     const auto r = run_cli("run --model " + kTiny + " --mode prefill --seq-len 4 --iters 1 --warmup 0 --json -");
     REQUIRE(r.exit_code == 0);

@@ -83,7 +83,7 @@ bool wait_for_points(pid_t pid, const std::string& journal, size_t n, int* statu
 }  // namespace
 
 TEST_CASE("a second sweep on a journal in use refuses, naming the journal and the other process",
-          "[hardening][sweep_lock][cli]") {
+          "[robust][sweep_lock][cli]") {
     const std::string dir = temp_dir("lock");
     // Points of >= 0.8 s: the first sweep is still running when the second (whose start-up alone can take
     // seconds on a busy machine) reaches the journal.
@@ -121,7 +121,7 @@ TEST_CASE("a second sweep on a journal in use refuses, naming the journal and th
 }
 
 TEST_CASE("SIGTERM, SIGINT and SIGHUP stop a sweep with exit 128+signal and a journal that --resume finishes",
-          "[hardening][sweep_signal][cli]") {
+          "[robust][sweep_signal][cli]") {
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
         INFO("signal " << sig);
         const std::string dir = temp_dir("signal");
@@ -165,7 +165,7 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP stop a sweep with exit 128+signal and a jo
     }
 }
 
-TEST_CASE("a SIGKILLed sweep leaves no lock that blocks --resume", "[hardening][sweep_lock][cli]") {
+TEST_CASE("a SIGKILLed sweep leaves no lock that blocks --resume", "[robust][sweep_lock][cli]") {
     const std::string dir = temp_dir("killlock");
     const auto args = sweep_args(dir, 0.05);
     const std::string journal = dir + "/sweep.jsonl";
@@ -184,7 +184,7 @@ TEST_CASE("a SIGKILLed sweep leaves no lock that blocks --resume", "[hardening][
     CHECK_FALSE(std::filesystem::exists(journal + ".lock"));
 }
 
-TEST_CASE("sweep creates no output folder before its config is valid", "[hardening][sweep_outputs][cli]") {
+TEST_CASE("sweep creates no output folder before its config is valid", "[robust][sweep_outputs][cli]") {
     const std::string dir = temp_dir("outputs");
     const std::string out = dir + "/new/deeper/sweep.json";
     const std::string journal_dir = dir + "/journals";
@@ -203,7 +203,7 @@ TEST_CASE("sweep creates no output folder before its config is valid", "[hardeni
 }
 
 TEST_CASE("a sweep block of the wrong shape is exit 2 naming the key, not a JSON type error",
-          "[hardening][sweep_outputs][cli]") {
+          "[robust][sweep_outputs][cli]") {
     const std::string dir = temp_dir("block");
     const std::vector<std::pair<std::string, std::string>> cases = {
         {R"({"sweep": 5})", "sweep: must be an object (got 5)"},
@@ -222,7 +222,7 @@ TEST_CASE("a sweep block of the wrong shape is exit 2 naming the key, not a JSON
     }
 }
 
-TEST_CASE("a valid sweep makes the folders of its report and journal", "[hardening][sweep_outputs][cli]") {
+TEST_CASE("a valid sweep makes the folders of its report and journal", "[robust][sweep_outputs][cli]") {
     const std::string dir = temp_dir("folders");
     const std::string out = dir + "/a/b/s.json", journal = dir + "/j/k/s.jsonl";
     auto r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " +
@@ -234,7 +234,7 @@ TEST_CASE("a valid sweep makes the folders of its report and journal", "[hardeni
     CHECK_FALSE(std::filesystem::exists(journal + ".lock"));
 }
 
-TEST_CASE("sweep: --set of a field that a flag also sets is refused, naming both", "[trust][sweep][cli]") {
+TEST_CASE("sweep: --set of a field that a flag also sets is refused, naming both", "[robust][sweep][cli]") {
     const std::string dir = temp_dir("trust-sweep-set");
     const std::string out = " --backend sim --warmup 0 --iters 1 --quiet --out " + dir + "/s.json";
     expect_exit2("sweep --model " + kTiny + " --set model=mixtral-8x7b" + out,
@@ -245,7 +245,7 @@ TEST_CASE("sweep: --set of a field that a flag also sets is refused, naming both
     CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
 }
 
-TEST_CASE("sweep: a one-valued --set replaces the config's axis of that field", "[trust][sweep][cli]") {
+TEST_CASE("sweep: a one-valued --set replaces the config's axis of that field", "[robust][sweep][cli]") {
     const std::string dir = temp_dir("trust-sweep-axis");
     const std::string cfg = write_json(dir + "/cfg.json", {{"model", kTiny}, {"backend", "sim"}, {"warmup", 0},
                                                            {"iters", 1}, {"axes", {{"batch", {1, 2}}}}});
@@ -258,7 +258,7 @@ TEST_CASE("sweep: a one-valued --set replaces the config's axis of that field", 
 }
 
 TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the sweep before it runs",
-          "[trust][sweep][cli]") {
+          "[robust][sweep][cli]") {
     const std::string dir = temp_dir("trust-sweep-missing");
     const std::string out = " --backend sim --warmup 0 --iters 1 --batch 1 --quiet --out " + dir + "/s.json";
     // Was: the missing point skipped, the tiny model run, exit 0.
@@ -276,8 +276,8 @@ TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the 
     CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
 }
 
-TEST_CASE("file safety: a second sweep reaching a running sweep's journal through a link refuses",
-          "[file_safety][journal][cli]") {
+TEST_CASE("a second sweep reaching a running sweep's journal through a link refuses",
+          "[robust][journal][cli]") {
     const std::string dir = temp_dir("lock-link");
     const std::string journal = dir + "/sweep.jsonl";
     // 12 points of >= 0.8 s: the first sweep is still running when the second reaches the journal.
@@ -327,8 +327,8 @@ TEST_CASE("file safety: a second sweep reaching a running sweep's journal throug
     CHECK_FALSE(fs::exists(journal + ".lock"));
 }
 
-TEST_CASE("file safety: --resume after the model file was edited refuses, naming the model file",
-          "[file_safety][journal][cli]") {
+TEST_CASE("--resume after the model file was edited refuses, naming the model file",
+          "[robust][journal][cli]") {
     const std::string dir = temp_dir("edited-model");
     const std::string model = dir + "/model.json";
     fs::copy_file(kTiny, model);

@@ -54,7 +54,7 @@ std::string write_raw_trace(const std::string& dir, std::vector<int64_t> shape, 
 
 }  // namespace
 
-TEST_CASE("hardening: a tiny trace claiming 2e9 experts is refused by name, without allocating", "[hardening][cli]") {
+TEST_CASE("a tiny trace claiming 2e9 experts is refused by name, without allocating", "[robust][cli]") {
     const std::string dir = temp_dir("experts");
     const std::vector<int32_t> ids = {0, 1, 1, 0};
     const std::string path = write_raw_trace(dir, {1, 2, 2}, ids, {{"num_experts", "2000000000"}});
@@ -79,7 +79,7 @@ TEST_CASE("hardening: a tiny trace claiming 2e9 experts is refused by name, with
     fs::remove_all(dir);
 }
 
-TEST_CASE("hardening: trace shapes and imports cannot size what the file does not hold", "[hardening][cli]") {
+TEST_CASE("trace shapes and imports cannot size what the file does not hold", "[robust][cli]") {
     const std::string dir = temp_dir("shapes");
     // 10^8 layers of zero tokens: no data, yet every layer was summarised (per-expert vectors per layer).
     const std::string empty_layers = write_raw_trace(dir, {100'000'000, 0, 2}, {}, {{"num_experts", "4"}});
@@ -112,7 +112,7 @@ TEST_CASE("hardening: trace shapes and imports cannot size what the file does no
     fs::remove_all(dir);
 }
 
-TEST_CASE("mutated safetensors traces load or raise ConfigError only", "[qa][fuzz]") {
+TEST_CASE("mutated safetensors traces load or raise ConfigError only", "[robust][fuzz]") {
     const std::string dir = temp_dir("qa-fuzz");
     // A small valid trace written by moebench itself, then mutated byte-wise (header and data).
     RoutingTrace t;
@@ -135,7 +135,7 @@ TEST_CASE("mutated safetensors traces load or raise ConfigError only", "[qa][fuz
     fs::remove_all(dir);
 }
 
-TEST_CASE("qa: a .jsonl trace whose first line is not JSON imports as JSONL", "[qa][trace]") {
+TEST_CASE("a .jsonl trace whose first line is not JSON imports as JSONL", "[robust][trace]") {
     // Before: the format was guessed from the first line only, so a non-JSON first line read as the text form.
     const std::string path = write_temp(
         "t.jsonl", "not json\n"
@@ -149,8 +149,8 @@ TEST_CASE("qa: a .jsonl trace whose first line is not JSON imports as JSONL", "[
     CHECK(t.topk_ids == std::vector<int32_t>{1, 0, 2, 3});
 }
 
-TEST_CASE("qa: traces with repeated expert ids, bad weights or the wrong format are refused with the reason",
-          "[qa][trace]") {
+TEST_CASE("traces with repeated expert ids, bad weights or the wrong format are refused with the reason",
+          "[robust][trace]") {
     const std::string good = R"({"dataset":"a","problem_id":0,"layer":0,"experts":[1,0],"token_idx":0})";
     // A token that selects one expert twice: skipped with the reason when other lines are good ...
     const std::string mixed = write_temp(
@@ -192,7 +192,7 @@ TEST_CASE("qa: traces with repeated expert ids, bad weights or the wrong format 
 }
 
 TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not read as numbers",
-          "[trust][trace][cli]") {
+          "[robust][trace][cli]") {
     const std::string dir = temp_dir("trust-trace");
     // A file of NUL bytes was "1 layer x 1 token, expert 0"; `3\0junk` was expert 3.
     write_bytes(dir + "/zeros.txt", std::string(64, '\0'));

@@ -37,7 +37,7 @@ void expect_no_raw_html(const std::string& md) {
 }  // namespace
 
 TEST_CASE("md_cell: HTML as entities, pipes and backslashes escaped, control characters flattened",
-          "[trust][formats]") {
+          "[robust][formats]") {
     using formats_detail::md_cell;
     CHECK(md_cell("<script>alert(1)</script>") == "&lt;script&gt;alert(1)&lt;/script&gt;");
     CHECK(md_cell("a & b") == "a &amp; b");
@@ -48,7 +48,7 @@ TEST_CASE("md_cell: HTML as entities, pipes and backslashes escaped, control cha
     CHECK(md_cell("plain-name_1.5") == "plain-name_1.5");
 }
 
-TEST_CASE("md_code: a backtick in the text cannot end the code span", "[trust][formats]") {
+TEST_CASE("md_code: a backtick in the text cannot end the code span", "[robust][formats]") {
     using formats_detail::md_code;
     CHECK(md_code("moebench run") == "`moebench run`");
     CHECK(md_code("a ` b") == "``a ` b``");
@@ -57,7 +57,7 @@ TEST_CASE("md_code: a backtick in the text cannot end the code span", "[trust][f
 }
 
 TEST_CASE("report --format md: a hostile model name, path label and machine name reach it escaped",
-          "[trust][formats][cli]") {
+          "[robust][formats][cli]") {
     const std::string dir = temp_dir("trust-md");
     json model = read_json(kTiny);
     model["name"] = "<script>alert(1)</script>";

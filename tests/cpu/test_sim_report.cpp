@@ -21,7 +21,7 @@ const std::string kTiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.js
 
 }  // namespace
 
-TEST_CASE("qa: the terminal summary labels sim figures modeled, never measured", "[qa][sim]") {
+TEST_CASE("the terminal summary labels sim figures modeled, never measured", "[sim]") {
     auto r = run_cli("run --backend sim --hardware h200-sxm --model " + kTiny + " --out -");
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
@@ -32,7 +32,7 @@ TEST_CASE("qa: the terminal summary labels sim figures modeled, never measured",
     CHECK_THAT(all, Catch::Contains("us modeled"));
 }
 
-TEST_CASE("qa: the routing block says where ids came from on sim, and that router steps repeat", "[qa][report]") {
+TEST_CASE("the routing block says where ids came from on sim, and that router steps repeat", "[report]") {
     // Before: a sim report said its ids came from "the model's router" and its logits from the router GEMM; the sim
     // has neither. And nothing said that router-workload steps all route the same tokens.
     const auto sim = run_cli("run --backend sim --model " + kTiny + " --iters 2 --warmup 0 --json -");
@@ -51,7 +51,7 @@ TEST_CASE("qa: the routing block says where ids came from on sim, and that route
                !Catch::Contains("same seeded tokens"));
 }
 
-TEST_CASE("qa: with expert parallelism on sim the floors use all ranks' ceilings", "[qa][sim]") {
+TEST_CASE("with expert parallelism on sim the floors use all ranks' ceilings", "[sim]") {
     // Before: the whole step's work (all 8 ranks) was held to ONE GPU's bandwidth, so the modeled block came out at
     // 0.17x of its "floor", with a warning that a ceiling was under-measured (nothing is measured on sim).
     const auto r = run_cli("run --backend sim --model deepseek-v3 --layers 4 --batch 256 --context 4096 --hardware b200 "
@@ -64,7 +64,7 @@ TEST_CASE("qa: with expert parallelism on sim the floors use all ranks' ceilings
     CHECK(roof["phases"]["expert_up"]["fraction_of_mem_bw"].get<double>() <= 1.0);
 }
 
-TEST_CASE("qa: a model of 20000 experts runs without an E x E table; its report keeps the top pairs", "[qa][cli]") {
+TEST_CASE("a model of 20000 experts runs without an E x E table; its report keeps the top pairs", "[cli]") {
     // Before: the report's 20000 x 20000 co-activation matrix took gigabytes, and the run aborted (bad_alloc while a
     // JSON array was being destroyed). Above 512 experts a layer carries its most frequent pairs instead.
     const std::string dir = moebench::test::temp_dir("many-experts");
@@ -85,7 +85,7 @@ TEST_CASE("qa: a model of 20000 experts runs without an E x E table; its report 
     CHECK(pairs == 128);
 }
 
-TEST_CASE("qa: the sim says when the layers it models would not fit the profile's GPUs", "[qa][sim][slow]") {
+TEST_CASE("the sim says when the layers it models would not fit the profile's GPUs", "[sim][slow]") {
     // Before: DeepSeek-V3's ~1.2 TiB of bf16 weights were modeled on one B200 without a word.
     // Per GPU at EP 8: attention, norms, routers and shared experts of 61 layers plus 1/8 of the routed experts.
     const auto one = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
