@@ -490,17 +490,24 @@ std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<doubl
     return rank_of;
 }
 
-// Replicas added one at a time to the placement `rank_of`, modeled on the replay's loads under the run's replica rule
-// (ExpertPlacement::dest_rank): an expert's rows from a rank that holds it stay there, the rest spread evenly over its
-// replicas. by_load_per_copy: the expert with the most load per copy, on the least-loaded rank with room, O(E) per
-// replica. Else one of the heaviest rank's experts (the first heaviest on ties; the next heaviest rank when none of
-// its experts has a rank with room left), on the rank with room, so that the heaviest rank afterwards is lightest
-// (ties: the smaller sum of squared rank loads): only a replica of the heaviest rank's experts can lower the maximum,
-// and each (expert, rank) is evaluated in O(1) from the expert's holders, O(slots N) per replica.
-ExpertPlacement with_replicas(const Replay& rp, const std::vector<int32_t>& rank_of, int64_t replicas,
-                              bool by_load_per_copy, const std::function<void(int64_t)>& tick) {
-    const int64_t E = rp.E, N = rp.N, slots = (E + replicas) / N;
-    const auto home = [&](int64_t r, int64_t e) { return rp.home_load[static_cast<size_t>(r * E + e)]; };
+}  // namespace
+
+// Replicas added one at a time, modeled on the loads under the run's replica rule (ExpertPlacement::dest_rank): an
+// expert's rows from a rank that holds it stay there, the rest spread evenly over its replicas. load_per_copy: the
+// expert with the most load per copy, on the least-loaded rank with room, O(E) per replica. heaviest_rank: one of the
+// heaviest rank's experts (the first heaviest on ties; the next heaviest rank when none of its experts has a rank with
+// room left), on the rank with room, so that the heaviest rank afterwards is lightest (ties: the smaller sum of
+// squared rank loads): only a replica of the heaviest rank's experts can lower the maximum, and each (expert, rank) is
+// evaluated in O(1) from the expert's holders, O(slots N) per replica.
+ExpertPlacement add_replicas(const std::vector<double>& expert_load, const std::vector<double>& home_load,
+                             int64_t num_ranks, const std::vector<int32_t>& rank_of, int64_t replicas, ReplicaRule rule,
+                             const std::string& source, const std::function<void(int64_t)>& tick) {
+    const int64_t E = static_cast<int64_t>(expert_load.size()), N = num_ranks, slots = (E + replicas) / N;
+    MOEBENCH_CHECK(static_cast<int64_t>(rank_of.size()) == E &&
+                       (replicas == 0 || static_cast<int64_t>(home_load.size()) == N * E),
+                   "add_replicas: {} experts, {} ranks, {} home loads", rank_of.size(), N, home_load.size());
+    const bool by_load_per_copy = rule == ReplicaRule::load_per_copy;
+    const auto home = [&](int64_t r, int64_t e) { return home_load[static_cast<size_t>(r * E + e)]; };
     std::vector<std::vector<int32_t>> holders(static_cast<size_t>(E)), on_rank(static_cast<size_t>(N));
     std::vector<int64_t> held(static_cast<size_t>(N), 0);
     std::vector<double> away(static_cast<size_t>(E)), L(static_cast<size_t>(N), 0.0);
@@ -509,8 +516,8 @@ ExpertPlacement with_replicas(const Replay& rp, const std::vector<int32_t>& rank
         holders[static_cast<size_t>(e)].push_back(r);
         on_rank[static_cast<size_t>(r)].push_back(static_cast<int32_t>(e));
         ++held[static_cast<size_t>(r)];
-        if (replicas > 0) away[static_cast<size_t>(e)] = rp.load[static_cast<size_t>(e)] - home(r, e);
-        L[static_cast<size_t>(r)] += rp.load[static_cast<size_t>(e)];
+        if (replicas > 0) away[static_cast<size_t>(e)] = expert_load[static_cast<size_t>(e)] - home(r, e);
+        L[static_cast<size_t>(r)] += expert_load[static_cast<size_t>(e)];
     }
     const auto close = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(y)); };
     std::vector<int64_t> mark(static_cast<size_t>(N), -1), order(static_cast<size_t>(N));
@@ -543,7 +550,7 @@ ExpertPlacement with_replicas(const Replay& rp, const std::vector<int32_t>& rank
             if (by_load_per_copy) {
                 for (int64_t r : order)
                     if (mark[static_cast<size_t>(r)] != e) {
-                        offer(e, r, -rp.load[static_cast<size_t>(e)] / m, L[static_cast<size_t>(r)]);
+                        offer(e, r, -expert_load[static_cast<size_t>(e)] / m, L[static_cast<size_t>(r)]);
                         break;
                     }
                 return;
@@ -604,12 +611,10 @@ ExpertPlacement with_replicas(const Replay& rp, const std::vector<int32_t>& rank
         for (int32_t r : holders[static_cast<size_t>(e)])
             p.experts_on_rank[static_cast<size_t>(r)].push_back(static_cast<int32_t>(e));
     for (auto& on_rank : p.experts_on_rank) std::sort(on_rank.begin(), on_rank.end());
-    p = placement_from_json(placement_to_json(p), E, N, "moebench place");  // indexes the replicas, checks the result
-    p.source = "moebench place";
+    p = placement_from_json(placement_to_json(p), E, N, source);  // indexes the replicas, checks the result
+    p.source = source;
     return p;
 }
-
-}  // namespace
 
 PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, int64_t replicas, int64_t batch,
                                  const PlacementProgress& progress) {
@@ -744,8 +749,9 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
             if (replicas > 0)
                 name += rule == 0 ? ", replicas by load per copy" : ", replicas where the heaviest rank gets lightest";
             const double per_tick = replica_work / static_cast<double>(std::max<int64_t>(1, replicas * 2 * primaries));
-            ExpertPlacement p =
-                with_replicas(rp, s.rank_of, replicas, rule == 0, [&](int64_t) { report(per_tick, name); });
+            ExpertPlacement p = add_replicas(rp.load, rp.home_load, N, s.rank_of, replicas,
+                                             rule == 0 ? ReplicaRule::load_per_copy : ReplicaRule::heaviest_rank,
+                                             "moebench place", [&](int64_t) { report(per_tick, name); });
             const PlacementScore score = score_placement(trace, p, batch);
             ++out.candidates_scored;
             report(candidate_replay, "replaying the candidates");

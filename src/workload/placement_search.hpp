@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace moebench {
 
@@ -39,6 +40,23 @@ using PlacementProgress = std::function<void(double done, const std::string& sta
 /// search_placement refuses with a ConfigError naming --replicas and the count that fits, instead of running for many
 /// minutes. The rest of the search is bounded by construction (E <= 4096, a sample of the replay).
 inline constexpr double kMaxPlacementWork = 1e10;
+
+/// How add_replicas picks each replica.
+enum class ReplicaRule {
+    load_per_copy,  // the expert with the most load per copy, on the least-loaded rank with a free slot (EPLB's rule)
+    heaviest_rank,  // one of the heaviest rank's experts, on the rank that leaves the heaviest rank lightest
+};
+
+/// `replicas` more expert copies, added one at a time by `rule` to a placement of one copy per expert (`rank_of[e]`:
+/// its rank; every rank ends with (E + replicas) / num_ranks slots, so num_ranks divides E + replicas). Loads in any
+/// one unit: `expert_load` [E] the assignments of each expert, `home_load` [num_ranks * E] at r * E + e those of e
+/// whose token lives on rank r; modeled under ExpertPlacement::dest_rank (a rank's own replica keeps its tokens' rows,
+/// the rest spread evenly over the replicas). `source` names the result (ExpertPlacement::source); `tick(n)` after
+/// replica n.
+/// `moebench place --replicas` tries both rules on each start.
+ExpertPlacement add_replicas(const std::vector<double>& expert_load, const std::vector<double>& home_load,
+                             int64_t num_ranks, const std::vector<int32_t>& rank_of, int64_t replicas, ReplicaRule rule,
+                             const std::string& source, const std::function<void(int64_t)>& tick = {});
 
 /// num_ranks must divide num_experts, and `replicas` (extra expert copies in all) must be a multiple of num_ranks
 /// (every rank holds the same number of expert slots); ConfigError naming the flag otherwise.
