@@ -166,8 +166,8 @@ void add_run_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("run", "Run the MoE forward step phase by phase and write a report");
     cmd->footer(
         "With no arguments, runs configs/runs/default.json. Flags override the run config's fields.\n"
-        "--routing: router | uniform | balanced | zipf:S | hot:N:F | imbalance:R | domains:D:SWITCH | trace:FILE "
-        "(docs/workloads.md).\nReport schema: docs/report-schema.md.\n"
+        "--routing: router | uniform | balanced | zipf:S | powerlaw:ALPHA | hot:N:F | imbalance:R | domains:D:SWITCH | "
+        "trace:FILE (docs/workloads.md).\nReport schema: docs/report-schema.md.\n"
         "--format FMT prints the report as FMT on stdout (the summary then goes to stderr); the JSON report is\n"
         "still written to --out. --json - writes only the JSON report, to stdout.");
     auto f = std::make_shared<RunFlags>();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `--routing SPEC` grammar (docs/workloads.md): router | uniform | balanced | zipf:S | hot:N:F |
-// imbalance:R | domains:D:SWITCH | trace:FILE. Parsing only; feasibility against a model is checked by make_workload.
+// The `--routing SPEC` grammar (docs/workloads.md): router | uniform | balanced | zipf:S | powerlaw:ALPHA (zipf's
+// other name) | hot:N:F | imbalance:R | domains:D:SWITCH | trace:FILE. Parsing only; feasibility against a model is
+// checked by make_workload.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,7 +14,7 @@ const char* to_string(WorkloadKind k);
 
 struct RoutingSpec {
     WorkloadKind kind = WorkloadKind::router;
-    double zipf_exponent = 0;       // zipf:S, S >= 0
+    double zipf_exponent = 0;       // zipf:S or powerlaw:ALPHA (one workload, two spellings), in [0, 20]
     int64_t hot_experts = 0;        // hot:N:F
     double hot_fraction = 0;        //   F in (0, 1)
     double imbalance_ratio = 1;     // imbalance:R, R >= 1 (target max/mean expert load)

@@ -79,6 +79,19 @@ protected:
         Rng rng(stream_key(seed_, sampling::kTagWeights, static_cast<uint64_t>(layer), static_cast<uint64_t>(pos)));
         sampling::dirichlet_weights(top_k_, rng, out);
     }
+    /// Shares by popularity rank, moved to the experts that layer `layer`'s permutation gives those ranks.
+    std::vector<double> permuted_shares(int64_t layer, const std::vector<double>& by_rank) const {
+        if (!is_moe(layer)) return {};
+        const auto perm = sampling::permutation(num_experts_, stream_key(seed_, sampling::kTagPerm,
+                                                                         static_cast<uint64_t>(layer)));
+        std::vector<double> out(static_cast<size_t>(num_experts_), 0.0);
+        for (int64_t r = 0; r < num_experts_; ++r)
+            out[static_cast<size_t>(perm[static_cast<size_t>(r)])] = by_rank[static_cast<size_t>(r)];
+        return out;
+    }
+    bool is_moe(int64_t layer) const {
+        return layer >= 0 && layer < num_layers_ && ordinals_[static_cast<size_t>(layer)] >= 0;
+    }
     const std::vector<int32_t>& layer_permutation(int64_t layer) {
         auto it = perms_.find(layer);
         if (it == perms_.end())
@@ -117,6 +130,7 @@ public:
                    std::string description)
         : ModelWorkload(spec, model, seed), shares_(std::move(shares)), description_(std::move(description)) {}
     std::string describe() const override { return description_; }
+    std::vector<double> expected_load(int64_t layer) const override { return permuted_shares(layer, shares_); }
 
 protected:
     void fill_layer(int64_t layer, int64_t, int64_t num_tokens, LayerRouting& r) override {
@@ -151,6 +165,10 @@ class BalancedWorkload final : public ModelWorkload {
 public:
     using ModelWorkload::ModelWorkload;
     std::string describe() const override { return "balanced: round-robin, every expert equally loaded"; }
+    std::vector<double> expected_load(int64_t layer) const override {
+        if (!is_moe(layer)) return {};
+        return std::vector<double>(static_cast<size_t>(num_experts_), 1.0 / static_cast<double>(num_experts_));
+    }
 
 protected:
     void fill_layer(int64_t layer, int64_t, int64_t num_tokens, LayerRouting& r) override {
@@ -179,6 +197,23 @@ public:
     }
     std::string describe() const override {
         return fmt::format("domains: {} domains, switch probability {} per token", spec_.num_domains, spec_.switch_prob);
+    }
+    // Runs visit the domains evenly over a long stream (each new run moves to a uniformly chosen other domain), and
+    // a run's set picks each expert with probability k x its domain share: the mean of the domains' shares (the
+    // redraw of a set equal to the previous run's aside).
+    std::vector<double> expected_load(int64_t layer) const override {
+        if (!is_moe(layer)) return {};
+        std::vector<double> out(static_cast<size_t>(num_experts_), 0.0);
+        const double per_domain = 1.0 / static_cast<double>(spec_.num_domains);
+        for (int64_t d = 0; d < spec_.num_domains; ++d) {
+            const auto perm = sampling::permutation(
+                num_experts_, stream_key(seed_, sampling::kTagDomainPerm, static_cast<uint64_t>(layer),
+                                         static_cast<uint64_t>(d)));
+            for (int64_t r = 0; r < num_experts_; ++r)
+                out[static_cast<size_t>(perm[static_cast<size_t>(r)])] +=
+                    per_domain * domain_shares_[static_cast<size_t>(r)];
+        }
+        return out;
     }
     void seek(int64_t position) override {
         position_ = 0;
@@ -290,6 +325,21 @@ public:
         }
     }
 
+    // The trace's own counts of the layer's slot over all its tokens (what `moebench place` balances).
+    std::vector<double> expected_load(int64_t layer) const override {
+        if (!is_moe(layer) || ordinals_[static_cast<size_t>(layer)] >= trace_.num_layers) return {};
+        const int32_t* ids = trace_.layer_ids(ordinals_[static_cast<size_t>(layer)]);
+        std::vector<double> out(static_cast<size_t>(num_experts_), 0.0);
+        double total = 0;
+        for (int64_t a = 0; a < trace_.num_tokens * top_k_; ++a)
+            if (ids[a] >= 0) {
+                out[static_cast<size_t>(ids[a])] += 1;
+                total += 1;
+            }
+        if (total > 0)
+            for (double& x : out) x /= total;
+        return out;
+    }
     void interleave_sequences(int64_t batch) override { batch_ = batch; }
     std::string token_order(bool decode) const override {
         if (!decode || batch_ <= 0 || trace_.seq_starts.size() < 2) return ModelWorkload::token_order(decode);
@@ -374,10 +424,13 @@ std::unique_ptr<Workload> make_workload(const std::string& spec_text, const Mode
             return std::make_unique<SharesWorkload>(spec, model, seed, popularity_shares(spec, e, k),
                                                     "uniform: k distinct experts, each equally likely");
         case WorkloadKind::balanced: return std::make_unique<BalancedWorkload>(spec, model, seed);
-        case WorkloadKind::zipf:
+        case WorkloadKind::zipf: {
+            const bool power = spec.text.rfind("powerlaw", 0) == 0;
             return std::make_unique<SharesWorkload>(
                 spec, model, seed, popularity_shares(spec, e, k),
-                fmt::format("zipf: expert popularity ∝ 1/rank^{} (per-layer ranking)", spec.zipf_exponent));
+                fmt::format("{}: expert popularity ∝ rank^-{} (per-layer ranking{})", power ? "powerlaw" : "zipf",
+                            spec.zipf_exponent, power ? "; the same workload as zipf" : ""));
+        }
         case WorkloadKind::hot: {
             if (spec.hot_experts >= e)
                 config_error(field, fmt::format("hot expert count must be below the model's {} experts", e), spec_text,

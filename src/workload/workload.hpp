@@ -46,6 +46,13 @@ public:
                       : "consecutive tokens of each prefill sequence";
     }
 
+    /// Each expert's expected share of model layer `layer`'s assignments over a long stream ([E], summing to 1), as
+    /// the spec defines it: the popularity through the layer's permutation (uniform, zipf/powerlaw, hot, imbalance),
+    /// even (balanced), the mean of the domains' popularities (domains), the trace's counts of that layer over all
+    /// its tokens (trace). Empty when nothing is known before the run (router) and for dense layers. The load that
+    /// --redundant-experts balances (workload/redundant_experts.hpp).
+    virtual std::vector<double> expected_load(int64_t layer) const { return {}; }
+
     /// Tokens handed out so far (the position of the next token).
     int64_t position() const { return position_; }
     /// Restarts the stream at `position` (0 = the beginning); the stream is the same as if it had run there.

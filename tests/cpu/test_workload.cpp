@@ -81,8 +81,11 @@ TEST_CASE("routing specs parse, and malformed specs name the spec and the fix", 
     auto dom = parse_routing_spec("domains:8:0.05");
     CHECK((dom.num_domains == 8 && dom.switch_prob == Approx(0.05)));
     CHECK(parse_routing_spec("trace:/a/b:c.safetensors").trace_path == "/a/b:c.safetensors");
-    for (const char* bad : {"zipf", "zipf:x", "zipf:-1", "hot:4", "hot:0:0.5", "hot:4:1.5", "imbalance:0.5",
-                            "domains:0:0.1", "domains:4:2", "domains:4", "poisson", "uniform:3", "trace:", ""}) {
+    CHECK(parse_routing_spec("powerlaw:0.5").kind == WorkloadKind::zipf);
+    CHECK(parse_routing_spec("powerlaw:0.5").zipf_exponent == Approx(0.5));
+    for (const char* bad : {"zipf", "zipf:x", "zipf:-1", "powerlaw", "powerlaw:", "powerlaw:-0.5", "powerlaw:nan",
+                            "powerlaw:inf", "powerlaw:21", "powerlaw:1:2", "hot:4", "hot:0:0.5", "hot:4:1.5",
+                            "imbalance:0.5", "domains:0:0.1", "domains:4:2", "domains:4", "poisson", "uniform:3", "trace:", ""}) {
         INFO(bad);
         try {
             parse_routing_spec(bad, "--routing");
@@ -94,6 +97,25 @@ TEST_CASE("routing specs parse, and malformed specs name the spec and the fix", 
             CHECK(msg.find("docs/workloads.md") != std::string::npos);
         }
     }
+    // What powerlaw's refusals say: there is no published exponent to default to; the exponent's range; a number.
+    const auto error_of = [](const char* spec) {
+        try {
+            parse_routing_spec(spec, "--routing");
+        } catch (const ConfigError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK_THAT(error_of("powerlaw"), Catch::Contains("no default") && Catch::Contains("published") &&
+                                         Catch::Contains("powerlaw:ALPHA"));
+    CHECK_THAT(error_of("powerlaw:-0.5"), Catch::Contains("power-law exponent must be in [0, 20]"));
+    CHECK_THAT(error_of("powerlaw:21"), Catch::Contains("power-law exponent must be in [0, 20]"));
+    CHECK_THAT(error_of("powerlaw:nan"), Catch::Contains("power-law exponent 'nan' is not a number"));
+    const auto cli = moebench::test::run_cli("run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 "
+                                             "--batch 8 --iters 1 --warmup 0 --routing powerlaw:-1");
+    CHECK(cli.exit_code == 2);
+    CHECK_THAT(cli.err, Catch::Contains("routing (--routing)") && Catch::Contains("'powerlaw:-1'") &&
+                            Catch::Contains("power-law exponent"));
 }
 
 TEST_CASE("infeasible specs for a model are ConfigErrors", "[workload]") {
@@ -127,6 +149,69 @@ TEST_CASE("zipf exponent is recovered by a log-log fit", "[workload]") {
         INFO("s = " << s);
         CHECK(-loglog_slope(counts) == Approx(s).margin(0.06));
     }
+}
+
+TEST_CASE("powerlaw:ALPHA: the rank-r expert's popularity is r^-ALPHA, over a seeded permutation per layer",
+          "[workload][powerlaw]") {
+    ModelConfig m = synthetic_model(4, 2, 2);
+    const auto sorted_load = [](const Workload& w, int64_t layer) {
+        std::vector<double> v = w.expected_load(layer);
+        std::sort(v.begin(), v.end(), std::greater<>());
+        return v;
+    };
+    const auto check_shares = [](const std::vector<double>& got, const std::vector<double>& want) {
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12));
+    };
+    // 4 experts, top-2, alpha 1: 1, 1/2, 1/3, 1/4 over their sum 25/12 = 12/25, 6/25, 4/25, 3/25 (each below 1/k).
+    auto w = make_workload("powerlaw:1", m, 11);
+    CHECK_THAT(w->describe(), Catch::Contains("powerlaw"));
+    for (int64_t layer : {0, 1}) check_shares(sorted_load(*w, layer), {12.0 / 25, 6.0 / 25, 4.0 / 25, 3.0 / 25});
+    CHECK(w->expected_load(0) != w->expected_load(1));  // each layer its own permutation of the ranks
+    // alpha 2: 1, 1/4, 1/9, 1/16 over 205/144; the first, 144/205, is above 1/k = 1/2 (a token picks an expert at most
+    // once): it is capped at 1/2 and the other three share the other half as 36 : 16 : 9.
+    check_shares(sorted_load(*make_workload("powerlaw:2", m, 11), 0), {0.5, 18.0 / 61, 8.0 / 61, 4.5 / 61});
+    check_shares(sorted_load(*make_workload("powerlaw:0", m, 11), 0), {0.25, 0.25, 0.25, 0.25});  // alpha 0: even
+
+    // Top-k without replacement: every token picks 2 distinct experts, each expert with probability k x its share
+    // (0.96, 0.48, 0.32, 0.24), which 20000 tokens show within 4 standard deviations.
+    const int64_t T = 20000;
+    const std::vector<int32_t> ids = layer_stream(*w, 1, T);
+    check_distinct_rows(ids, 2, 4);
+    const auto counts = count_tokens_per_expert(ids.data(), T, 2, 4);
+    const std::vector<double> load = w->expected_load(1);
+    for (size_t e = 0; e < 4; ++e) {
+        const double p = 2 * load[e], seen = static_cast<double>(counts[e]) / static_cast<double>(T);
+        INFO("expert " << e << ": " << seen << " of the tokens, expected " << p);
+        CHECK(std::fabs(seen - p) < 4 * std::sqrt(p * (1 - p) / static_cast<double>(T)));
+    }
+    // powerlaw is zipf's other name: the same stream.
+    auto z = make_workload("zipf:1", m, 11);
+    CHECK(layer_stream(*z, 1, 512) == layer_stream(*make_workload("powerlaw:1", m, 11), 1, 512));
+}
+
+TEST_CASE("powerlaw:0.5 on 256 experts, top-8: the hottest expert's observed share is the expected one",
+          "[workload][powerlaw]") {
+    // DeepSeek-V3's shape. The hottest expert's share is 1 / sum_{r=1..256} r^-0.5 = 0.03271 (max/mean 8.37 and the
+    // busiest 25 experts' 0.283 in docs/workloads.md, from research/hw-models/skew.md's table).
+    ModelConfig m = synthetic_model(256, 8, 1);
+    double sum = 0;
+    for (int r = 1; r <= 256; ++r) sum += 1.0 / std::sqrt(static_cast<double>(r));
+    const double top = 1.0 / sum;
+    CHECK(256 * top == Approx(8.37).margin(0.005));
+    auto w = make_workload("powerlaw:0.5", m, 2024);
+    const int64_t T = 40000, k = 8;
+    const std::vector<int32_t> ids = layer_stream(*w, 0, T);
+    check_distinct_rows(ids, k, 256);
+    auto counts = count_tokens_per_expert(ids.data(), T, k, 256);
+    std::sort(counts.begin(), counts.end(), std::greater<>());
+    const double assignments = static_cast<double>(T * k);
+    // One expert's count over T tokens is a sum of T Bernoulli(k x share) draws.
+    const double sd = std::sqrt(static_cast<double>(T) * k * top * (1 - k * top)) / assignments;
+    CHECK(static_cast<double>(counts[0]) / assignments == Approx(top).margin(4 * sd));
+    double busiest = 0;
+    for (size_t i = 0; i < 25; ++i) busiest += static_cast<double>(counts[i]);
+    CHECK(busiest / assignments == Approx(0.2826).margin(0.006));
 }
 
 TEST_CASE("hot experts take their fraction, and differ across layers", "[workload]") {
@@ -236,6 +321,45 @@ TEST_CASE("workloads reproduce from the seed, independent of step size", "[workl
             REQUIRE(w[t] >= w[t + 1]);
             REQUIRE(w[t + 3] > 0);
         }
+    }
+}
+
+TEST_CASE("each workload's expected load is what a long stream shows", "[workload][expected_load]") {
+    // Workload::expected_load (what --redundant-experts places replicas by): each expert's share of a layer's
+    // assignments. Against 60,000 tokens of the stream, within 0.01 of each share.
+    ModelConfig m = synthetic_model(16, 2, 3);
+    m.layer_is_moe = {0, 1, 1};
+    const int64_t T = 60000;
+    for (const char* spec : {"uniform", "balanced", "zipf:1.2", "powerlaw:0.5", "hot:2:0.2", "imbalance:3",
+                             "domains:4:0.2"}) {
+        INFO(spec);
+        auto w = make_workload(spec, m, 21);
+        CHECK(w->expected_load(0).empty());  // a dense layer
+        for (int64_t layer : {1, 2}) {
+            const std::vector<double> load = w->expected_load(layer);
+            REQUIRE(load.size() == 16);
+            CHECK(std::accumulate(load.begin(), load.end(), 0.0) == Approx(1.0));
+            auto fresh = make_workload(spec, m, 21);
+            const std::vector<int32_t> ids = layer_stream(*fresh, layer, T);
+            const auto counts = count_tokens_per_expert(ids.data(), T, 2, 16);
+            for (size_t e = 0; e < 16; ++e)
+                CHECK(static_cast<double>(counts[e]) / static_cast<double>(2 * T) ==
+                      Approx(load[e]).margin(0.01));
+        }
+    }
+    CHECK(make_workload("router", m, 21)->expected_load(1).empty());  // the model's router decides during the run
+    // A trace: its own counts of the layer's slot, exactly.
+    const std::string dir = test::temp_dir("wl-expected");
+    auto gen = make_workload("zipf:1.0", m, 9);
+    RoutingTrace t = generate_trace(*gen, m, {0, 1, 2}, 500, 100);
+    t.model = m.name;
+    write_trace(dir + "/t.safetensors", t);
+    auto replay = make_workload("trace:" + dir + "/t.safetensors", m, 0);
+    for (int64_t slot = 0; slot < 2; ++slot) {
+        const auto counts = count_tokens_per_expert(t.topk_ids.data() + slot * 500 * 2, 500, 2, 16);
+        const std::vector<double> load = replay->expected_load(1 + slot);
+        REQUIRE(load.size() == 16);
+        for (size_t e = 0; e < 16; ++e) CHECK(load[e] == Approx(static_cast<double>(counts[e]) / 1000.0));
     }
 }
 
