@@ -257,6 +257,11 @@ def failure_cases(tmp):
     check(r.returncode == 2 and "mpirun" in r.stderr, "--ep 2 in one process: exit 2 naming mpirun")
     r = moebench(["run", "--backend", "cpu", "--model", model, "--ep", "4", "--out", os.path.join(tmp, "y.json")], 2)
     check(r.returncode != 0 and "--ep" in r.stderr and "2 processes" in r.stderr, "--ep 4 under -np 2: refused")
+    # Redundant experts differ by layer; a process holds one set of experts for every layer: refused, naming the fix.
+    r = moebench(["run", "--backend", "cpu", "--model", model, "--ep", "2", "--routing", "hot:1:0.45",
+                  "--redundant-experts", "2", "--out", os.path.join(tmp, "r.json")], 2)
+    check(r.returncode == 2 and "redundant_experts (--redundant-experts)" in r.stderr and "--placement" in r.stderr,
+          "--redundant-experts under mpirun: exit 2 naming the field and a placement file as the fix")
     # Bad input on rank 1 only (MPMD): every rank ends, the message names the rank.
     base = ["run", "--backend", "cpu", "--model", model, "--ep", "2", "--batch", "4", "--min-time", "20",
             "--iters", "1000000", "--out", os.path.join(tmp, "z.json")]

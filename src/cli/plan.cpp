@@ -40,7 +40,8 @@ struct PlanArgs {
 // The run config fields plan reads: the model, the hardware, the load, the layout and the number formats.
 bool plan_field(const RunField& f) {
     static const char* const kKeys[] = {"model", "hardware", "batch", "context", "ep", "tp", "attention_dp",
-                                        "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype"};
+                                        "moe_tp", "moe_ep", "redundant_experts", "dtype", "expert_dtype",
+                                        "kv_dtype"};
     return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return f.key == k; });
 }
 
@@ -133,9 +134,10 @@ json memory_json(const Plan& p) {
         {"source", "modeled"},
         {"assumptions",
          "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
-         "over all GPUs (ep ranks x expert-tp); norms and router replicated. Quantised dtypes apply to linear layers; "
-         "embedding, head, norms and router stay bf16 (fp32 with --dtype fp32); int4 = 4-bit weights + one bf16 scale "
-         "per group of 128. KV: GQA heads split over tp, MLA latent replicated; batch split over dp = GPUs/tp replicas."},
+         "over all GPUs (ep ranks x expert-tp), E + redundant_experts expert copies per MoE layer; norms and router "
+         "replicated. Quantised dtypes apply to linear layers; embedding, head, norms and router stay bf16 (fp32 with "
+         "--dtype fp32); int4 = 4-bit weights + one bf16 scale per group of 128. KV: GQA heads split over tp, MLA "
+         "latent replicated; batch split over dp = GPUs/tp replicas."},
         {"capacity_bytes", round_bytes(mem.capacity_bytes)},
         {"per_gpu",
          {{"weights_bytes", round_bytes(mem.weights_bytes)},
@@ -201,6 +203,7 @@ json plan_to_json(const Plan& p) {
                    {"expert_dtype", to_string(p.in.precision.expert_weights)},
                    {"kv_dtype", to_string(p.in.precision.kv_cache)}, {"ep", par.moe_ep}, {"tp", par.attn_tp},
                    {"num_gpus", par.num_gpus()}, {"dp", par.attn_dp}, {"expert_tp", par.moe_tp},
+                   {"redundant_experts", par.redundant_experts},
                    {"batch", p.in.batch}, {"context", p.in.context}, {"include_mtp", p.in.include_mtp},
                    {"layout_auto", !p.layout_note.empty()}, {"layout_note", p.layout_note}};
     const ParamCounts& pc = p.params;
@@ -239,12 +242,15 @@ std::string plan_to_text(const Plan& p) {
     if (!p.layout_note.empty()) line("  NOTE: " + p.layout_note);
     if (m.unconfirmed) line(fmt::format("  NOTE: unconfirmed model shape. {}", m.notes));
     // Not "EP x TP": the expert and attention groups overlay the same GPUs (GPUs = max(ep, tp)).
-    line(fmt::format("  weights {}{}, KV {}, EP {} and TP {} on {} GPU{}, batch {}, context {}{}",
+    line(fmt::format("  weights {}{}, KV {}, EP {}{} and TP {} on {} GPU{}, batch {}, context {}{}",
                      to_string(p.in.precision.dense_weights),
                      p.in.precision.expert_weights != p.in.precision.dense_weights
                          ? fmt::format(" (experts {})", to_string(p.in.precision.expert_weights))
                          : std::string(),
-                     to_string(p.in.precision.kv_cache), par.moe_ep, par.attn_tp, par.num_gpus(),
+                     to_string(p.in.precision.kv_cache), par.moe_ep,
+                     par.redundant_experts > 0 ? fmt::format(" (+{} redundant experts)", par.redundant_experts)
+                                               : std::string(),
+                     par.attn_tp, par.num_gpus(),
                      par.num_gpus() > 1 ? "s" : "", p.in.batch, p.in.context, p.in.include_mtp ? ", MTP included" : ""));
     line("");
     line(fmt::format("{:<26} {:>12} {:>14}   {:>12}", "Parameters (counted)", "total", "active/token", "FLOPs/token"));

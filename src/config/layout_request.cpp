@@ -70,6 +70,25 @@ Layout resolve_layout(const LayoutRequest& r) {
                                  "both must be the same GPUs",
                                  l.attn_tp * l.attn_dp, l.moe_tp * l.moe_ep),
                      given, "leave attention_dp or moe_tp out (derived), or make the products equal");
+    // Redundant experts: replicas of hot experts in extra slots, the same number on every expert-parallel rank.
+    const std::string redundant = label("redundant_experts");
+    if (r.redundant_experts < 0)
+        config_error(redundant, "must be >= 0 (0 = no replicas)", std::to_string(r.redundant_experts),
+                     fmt::format("use 0 or a multiple of the expert-parallel size ({})", l.moe_ep));
+    if (r.redundant_experts > kMaxRedundantExperts)
+        config_error(redundant, fmt::format("is beyond {} expert slots", kMaxRedundantExperts),
+                     std::to_string(r.redundant_experts), "use a few per rank (DeepSeek-V3: 32 over 32 ranks)");
+    if (r.redundant_experts > 0 && l.moe_ep == 1)
+        config_error(redundant, "replicates experts on other expert-parallel ranks; this layout has one",
+                     std::to_string(r.redundant_experts), "add --ep N, or drop --redundant-experts");
+    if (r.redundant_experts % l.moe_ep != 0)
+        config_error(redundant,
+                     fmt::format("must be a multiple of the expert-parallel size {} (every rank holds as many expert "
+                                 "slots)", l.moe_ep),
+                     std::to_string(r.redundant_experts),
+                     fmt::format("use {} or {}", r.redundant_experts / l.moe_ep * l.moe_ep,
+                                 (r.redundant_experts / l.moe_ep + 1) * l.moe_ep));
+    l.redundant_experts = r.redundant_experts;
     return l;
 }
 
@@ -82,6 +101,7 @@ LayoutRequest layout_request_of(const Layout& l) {
     r.moe_ep = l.moe_ep;
     r.a2a = std::string(to_string(l.a2a));
     r.placement = l.placement;
+    r.redundant_experts = l.redundant_experts;
     return r;
 }
 
@@ -94,6 +114,13 @@ void check_layout_for_model(const ModelConfig& m, const Layout& l) {
     if (m.is_moe_model() && m.moe.num_experts % l.moe_ep != 0)
         config_error(label(ep_key), fmt::format("does not divide the {} routed experts of {}", m.moe.num_experts, m.name),
                      std::to_string(l.moe_ep), "use one of: " + divisors(m.moe.num_experts));
+    if (m.is_moe_model() && l.redundant_experts > m.moe.num_experts * (l.moe_ep - 1))
+        config_error(label("redundant_experts"),
+                     fmt::format("exceeds a copy of each of the {} experts of {} on every other rank ({})",
+                                 m.moe.num_experts, m.name, m.moe.num_experts * (l.moe_ep - 1)),
+                     std::to_string(l.redundant_experts),
+                     fmt::format("use at most {} (DeepSeek-V3 serves 256 experts with 32)",
+                                 m.moe.num_experts * (l.moe_ep - 1)));
     if (m.attn.num_heads > 0 && m.attn.num_heads % l.attn_tp != 0)
         config_error(label("tp"), fmt::format("does not divide the {} attention heads of {}", m.attn.num_heads, m.name),
                      std::to_string(l.attn_tp), "use one of: " + divisors(m.attn.num_heads));

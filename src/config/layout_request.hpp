@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a run, sweep or plan asks of the parallel layout (run fields ep, tp, attention_dp, moe_tp, moe_ep, a2a,
-// placement), resolved into the one Layout value (core/layout.hpp) and checked against a model: the only place where
-// divisibility and the layout's rules are checked. Errors name the run fields (run_field_label: "tp (--tp)").
+// placement, redundant_experts), resolved into the one Layout value (core/layout.hpp) and checked against a model: the
+// only place where divisibility and the layout's rules are checked. Errors name the run fields (run_field_label:
+// "tp (--tp)").
 #pragma once
 #include "core/layout.hpp"
 
@@ -21,22 +22,28 @@ struct LayoutRequest {
     int64_t moe_ep = 0;        // routed experts spread over moe_ep GPUs (whole experts); 0: ep
     std::string a2a = "dedup";
     std::string placement;
+    int64_t redundant_experts = 0;  // extra expert slots per MoE layer (replicas of the hottest experts)
     bool operator==(const LayoutRequest&) const = default;
 };
 
 /// The request as a Layout: GPUs = max(tp x attention_dp, moe_tp x moe_ep) over the given factors; attention_dp and
 /// moe_tp, when not given, take what is left (GPUs / tp, GPUs / moe_ep). ConfigError naming the field when a factor
-/// is out of range, the two sides cannot cover the same GPUs, ep and moe_ep disagree, or a2a is unknown.
+/// is out of range, the two sides cannot cover the same GPUs, ep and moe_ep disagree, a2a is unknown, or
+/// redundant_experts is negative, not a multiple of the expert-parallel size (every rank holds as many slots) or given
+/// without expert parallelism.
 Layout resolve_layout(const LayoutRequest& r);
 /// The resolved layout written back as a request whose every factor is given (what a report records, so that a
 /// re-run resolves to the same layout).
 LayoutRequest layout_request_of(const Layout& l);
 /// The layout against the model: the expert-parallel size divides the routed experts (and is 1 on a dense model),
 /// the attention tensor-parallel size divides the attention heads, the expert tensor-parallel size divides each
-/// expert's width. ConfigError naming the field, with the sizes that would.
+/// expert's width, the redundant experts are at most a copy of every expert on every other rank. ConfigError naming
+/// the field, with the sizes that would.
 void check_layout_for_model(const ModelConfig& m, const Layout& l);
 
 /// Upper bound of any layout factor and of the GPU count.
 inline constexpr int64_t kMaxLayoutGpus = 65536;
+/// Upper bound of redundant_experts (expert slots are counted in int32).
+inline constexpr int64_t kMaxRedundantExperts = 1 << 30;
 
 }  // namespace moebench

@@ -58,6 +58,10 @@ const std::vector<RunField> kRunFields = {
      false, MOEBENCH_FIELD(precision.dispatch_dtype)},
     {"placement", "--placement", "Expert placement file from `moebench place` (default: contiguous blocks)", false,
      false, MOEBENCH_FIELD(layout.placement)},
+    {"redundant_experts", "--redundant-experts",
+     "Extra expert slots per MoE layer (a multiple of the expert-parallel size): replicas of the layer's hottest "
+     "experts by the workload's expected load, on the least-loaded ranks (EPLB; 0 = none)", true, true,
+     MOEBENCH_FIELD(layout.redundant_experts)},
     {"expert_gemm", "--expert-gemm", "Expert GEMMs (the values each backend accepts)", false, false,
      MOEBENCH_FIELD(options.expert_gemm)},
     {"attention_kernel", "--attention-kernel", "Attention kernel (the values each backend accepts)", false, false,

@@ -15,7 +15,8 @@ std::string Layout::describe() const {
     std::string moe = moe_tp > 1 && moe_ep > 1 ? fmt::format("experts TP {} x EP {}", moe_tp, moe_ep)
                       : moe_tp > 1             ? fmt::format("experts TP {}", moe_tp)
                                                : fmt::format("experts EP {}", moe_ep);
-    return fmt::format("{} GPUs: {}, {}", num_gpus(), attn, moe);
+    const std::string redundant = redundant_experts > 0 ? fmt::format(", {} redundant experts", redundant_experts) : "";
+    return fmt::format("{} GPUs: {}, {}{}", num_gpus(), attn, moe, redundant);
 }
 
 Layout ep_layout(int64_t ep) {

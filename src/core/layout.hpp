@@ -28,10 +28,17 @@ struct Layout {
     int64_t moe_ep = 1;
     A2aMode a2a = A2aMode::dedup;
     std::string placement;  // expert placement file (moebench place); "" = contiguous blocks
+    int64_t redundant_experts = 0;  // extra expert slots per MoE layer, each a replica of a hot expert (EPLB); moe_ep
+                                    // divides it (workload/redundant_experts.hpp chooses the replicas)
 
     int64_t num_gpus() const { return attn_tp * attn_dp; }
     bool expert_parallel() const { return moe_ep > 1; }
-    /// "EP 8 (attention DP 8)", "attention TP 8, experts EP 8", "TP 8 (experts TP 8)": for reports and messages.
+    /// Copies of the routed experts' weights a MoE layer holds over all its GPUs, relative to one of each:
+    /// (E + redundant_experts) / E. What plan and the sim multiply the routed experts' bytes by.
+    double expert_copies(int64_t num_experts) const {
+        return num_experts > 0 ? 1.0 + static_cast<double>(redundant_experts) / static_cast<double>(num_experts) : 1.0;
+    }
+    /// "8 GPUs: attention DP 8, experts EP 8" (", 32 redundant experts" when there are): for reports and messages.
     std::string describe() const;
     bool operator==(const Layout&) const = default;
 };

@@ -25,6 +25,7 @@
 #include "metrics/roofline.hpp"
 #include "metrics/routing_stats.hpp"
 #include "metrics/stop_rule.hpp"
+#include "workload/redundant_experts.hpp"
 #include "workload/workload.hpp"
 
 #include <chrono>
@@ -105,6 +106,9 @@ Prepared prepare_point(const RunConfig& cfg) {
         topo = Topology{p.comm->rank(), p.comm->world_size(), p.comm, &p.placement};
     } else if (p.options.layout.moe_ep > 1 && p.model.is_moe_model()) {  // the ranks a backend models in one process
         p.placement = load_placement(cfg.layout.placement, p.model.moe.num_experts, p.options.layout.moe_ep);
+        if (p.options.layout.redundant_experts > 0)  // each layer's replicas, by the workload's expected load
+            p.placement = with_redundant_experts(p.placement, *p.workload, p.model, p.layers, cfg.shape,
+                                                 p.options.layout.redundant_experts);
         topo.placement = &p.placement;
     }
     p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
@@ -268,7 +272,7 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
     const Layout& l = p.options.layout;
     record["layout"] = {{"num_gpus", l.num_gpus()}, {"attn_tp", l.attn_tp}, {"attn_dp", l.attn_dp},
                         {"moe_tp", l.moe_tp},       {"moe_ep", l.moe_ep},   {"a2a", to_string(l.a2a)},
-                        {"describe", l.describe()}};
+                        {"redundant_experts", l.redundant_experts}, {"describe", l.describe()}};
     const Precision& pr = p.options.precision;
     record["precision"] = {{"dense_weights", to_string(pr.dense_weights)},
                            {"expert_weights", to_string(pr.expert_weights)},

@@ -92,6 +92,14 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
             config_error(run_field_label("", "check"),
                          "needs every expert's weights in one process; a rank holds only its own", "--ep " + std::to_string(ep),
                          "check the single-process run (same seed: the outputs match; --dump-tensors compares them)");
+        if (layout.redundant_experts > 0)
+            config_error(run_field_label("", "redundant_experts"),
+                         "replicates each layer's own hottest experts, so a rank's experts differ by layer; a process "
+                         "holds one set of experts for every layer",
+                         std::to_string(layout.redundant_experts) + " under mpirun",
+                         "model it in one process (--backend " + modeled + " --ep " + std::to_string(ep) +
+                             "), or replicate by a trace for every layer at once: moebench place --trace T --ep " +
+                             std::to_string(ep) + " --replicas R -o P.json, then --placement P.json");
         return;
     }
     if (ep > 1 && !t.expert_parallel) {

@@ -57,7 +57,7 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
     const int64_t T = shape.num_tokens(), E = model.moe.num_experts, k = acc.k;
     PhaseWorkOptions wopt;
     wopt.mla_form = basis.mla_form;
-    wopt.placement = basis.placement;
+    wopt.placement = basis.placement ? &basis.placement->of_layer(e.layer) : nullptr;  // the layer's replicas
     wopt.a2a_dedup = basis.a2a_dedup;
     wopt.dispatch_row_bytes = basis.dispatch_row_bytes;
     // The link-bound phases count the rows this step's routing sends (the sim's and the engine's traffic), not an

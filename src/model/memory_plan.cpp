@@ -45,7 +45,9 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     w[int(Component::norms)] = params(Component::norms) * hp;     // replicated, tiny
     w[int(Component::router)] = params(Component::router) * hp;   // replicated, tiny
     w[int(Component::dense_mlp)] = params(Component::dense_mlp) * lin / tp;
-    w[int(Component::routed_experts)] = params(Component::routed_experts) * experts / n;
+    // Redundant experts: E + R expert slots per MoE layer over the GPUs instead of E.
+    const double copies = m.is_moe_model() ? par.expert_copies(m.moe.num_experts) : 1.0;
+    w[int(Component::routed_experts)] = params(Component::routed_experts) * copies * experts / n;
     w[int(Component::shared_experts)] = params(Component::shared_experts) * lin / tp;
     if (in.include_mtp) {
         // The MTP module is one MoE decoder layer plus projections: its experts shard like routed experts, the rest over tp.
@@ -53,7 +55,8 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
                                                     double(routed_expert_params(m))
                                               : 0.0;
         mtp_experts = std::min(mtp_experts, params(Component::mtp));
-        w[int(Component::mtp)] = mtp_experts * experts / n + (params(Component::mtp) - mtp_experts) * lin / tp;
+        w[int(Component::mtp)] =
+            mtp_experts * copies * experts / n + (params(Component::mtp) - mtp_experts) * lin / tp;
     }
     for (double b : w) p.weights_bytes += b;
 

@@ -35,6 +35,13 @@ int64_t ExpertPlacement::dest_rank(int32_t expert, int64_t src_rank, int64_t tok
     return ranks[static_cast<size_t>(token % static_cast<int64_t>(ranks.size()))];
 }
 
+const ExpertPlacement& ExpertPlacement::of_layer(int64_t layer) const {
+    if (layer >= 0 && layer < static_cast<int64_t>(by_layer.size()) &&
+        !by_layer[static_cast<size_t>(layer)].experts_on_rank.empty())
+        return by_layer[static_cast<size_t>(layer)];
+    return *this;
+}
+
 int64_t ExpertPlacement::max_experts_per_rank() const {
     size_t m = 0;
     for (const auto& held : experts_on_rank) m = std::max(m, held.size());

@@ -16,6 +16,11 @@ struct ExpertPlacement {
     std::vector<std::vector<int32_t>> experts_on_rank;  // [rank]: global expert ids held, ascending
     std::vector<std::vector<int32_t>> ranks_of_expert;  // [expert]: ranks holding a replica, ascending
     std::string source = "contiguous";                   // "contiguous" or the file it was read from
+    /// With redundant experts (--redundant-experts), each MoE layer's own placement (the experts above plus that
+    /// layer's replicas), indexed by model layer; layers without an entry (empty experts_on_rank) use the one above.
+    std::vector<ExpertPlacement> by_layer;
+    /// The placement of model layer `layer`: its own when it has one, else this one.
+    const ExpertPlacement& of_layer(int64_t layer) const;
 
     /// Index of `expert` among the experts of `rank` (its weights' slot there); -1 when the rank does not hold it.
     int64_t local_index(int64_t rank, int32_t expert) const;

@@ -210,10 +210,11 @@ void check_sweep(const Checker& c, const json& doc, size_t num_runs) {
 
 // The point's identity and description: checked for every record, whatever its status.
 // Axes that reports of an earlier moebench do not carry take the value their run had: the layout of --ep (attention
-// data-parallel over the expert-parallel ranks), the backend's own number formats and the first layer (0). So such a report still matches
-// a new one of the same point in compare.
+// data-parallel over the expert-parallel ranks), the backend's own number formats, the first layer (0) and no redundant
+// experts (0). So such a report still matches a new one of the same point in compare.
 void fill_axes_added_later(json& axes) {
     if (!axes.contains("first_layer")) axes["first_layer"] = 0;  // runs started at layer 0 before it was a field
+    if (!axes.contains("redundant_experts")) axes["redundant_experts"] = 0;  // no replicas before it was a field
     if (!axes.contains("ep") || !axes["ep"].is_number_integer()) return;
     const json ep = axes["ep"];
     for (const auto& [k, v] : {std::pair<const char*, json>{"tp", 1}, {"attention_dp", ep}, {"moe_tp", 1}, {"moe_ep", ep},
@@ -248,7 +249,8 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
                                     {"tp", kMaxLayoutGpus}, {"attention_dp", kMaxLayoutGpus},
                                     {"moe_tp", kMaxLayoutGpus}, {"moe_ep", kMaxLayoutGpus},
                                     {"soft_topn", kMaxStepTokens}, {"layers", kMaxStepTokens},
-                                    {"first_layer", kMaxStepTokens}}) {
+                                    {"first_layer", kMaxStepTokens},
+                                    {"redundant_experts", kMaxRedundantExperts}}) {
             const json* v = Checker::opt(*where, k);
             if (!v || !v->is_number()) continue;  // an axis may hold text; the record's fields were type-checked above
             const std::string path = key_path(where == &r ? p : key_path(p, keys::kAxes), k);

@@ -53,7 +53,8 @@ enum class ReplicaRule {
 /// whose token lives on rank r; modeled under ExpertPlacement::dest_rank (a rank's own replica keeps its tokens' rows,
 /// the rest spread evenly over the replicas). `source` names the result (ExpertPlacement::source); `tick(n)` after
 /// replica n.
-/// `moebench place --replicas` tries both rules on each start.
+/// `moebench place --replicas` tries both rules on each start and keeps the better by replay; `--redundant-experts`
+/// (workload/redundant_experts.hpp) tries both on each layer's expected load and keeps the better.
 ExpertPlacement add_replicas(const std::vector<double>& expert_load, const std::vector<double>& home_load,
                              int64_t num_ranks, const std::vector<int32_t>& rank_of, int64_t replicas, ReplicaRule rule,
                              const std::string& source, const std::function<void(int64_t)>& tick = {});

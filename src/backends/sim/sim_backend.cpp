@@ -8,6 +8,7 @@
 #include "common/read_file.hpp"
 #include "config/run_fields.hpp"
 #include "core/moe_core.cuh"
+#include "core/report_keys.hpp"
 #include "metrics/rank_times.hpp"
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
@@ -43,8 +44,10 @@ public:
                 replicated += static_cast<double>(dense_mlp_params_per_layer(model));
             }
         }
+        // Redundant experts: (E + R) / ep expert slots per rank.
+        const double copies = model.is_moe_model() ? opt.layout.expert_copies(model.moe.num_experts) : 1.0;
         const double per_rank_bytes = replicated * opt.precision.dense_weight_bytes() +
-                                      experts / ep * opt.precision.expert_weight_bytes();
+                                      experts * copies / ep * opt.precision.expert_weight_bytes();
         if (per_rank_bytes <= hw_.memory_bytes) return "";
         return fmt::format("the {} layer(s) run need {:.1f} GiB of {} weights per GPU (EP {}), more than the {:.1f} "
                            "GiB of the profile: the modeled times assume they fit; size a real layout with moebench plan",
@@ -72,7 +75,58 @@ public:
                                       " bytes, combine rows of " + fmt::format("{:g}", combine_row_bytes_) +
                                       " bytes (payload only)"},
                     {"routing", routing_source_},
+                    {"ep_rank_load", rank_load_json()},
+                    {"redundant_experts", redundant_json()},
                     {"timing_source", "modeled"}};
+    }
+
+    // The replicas of each layer (--redundant-experts): [expert, rank] of every slot beyond the layer's base placement.
+    json redundant_json() const {
+        if (opt_.layout.redundant_experts <= 0 || placement_.by_layer.empty()) return nullptr;
+        json per_layer = json::array();
+        for (size_t l = 0; l < placement_.by_layer.size(); ++l) {
+            const ExpertPlacement& pl = placement_.by_layer[l];
+            if (pl.experts_on_rank.empty()) continue;
+            json added = json::array();
+            for (int64_t r = 0; r < pl.num_ranks; ++r)
+                for (int32_t e : pl.experts_on_rank[static_cast<size_t>(r)])
+                    if (placement_.local_index(r, e) < 0) added.push_back({e, r});
+            per_layer.push_back({{"layer", l}, {"rule", pl.source}, {"replicas", added}});
+        }
+        return {{"count", opt_.layout.redundant_experts},
+                {"rule", "per layer, one replica at a time by each of moebench place's two rules ('load per copy': the "
+                         "expert with the most expected load per copy onto the least-loaded rank with a free slot, "
+                         "EPLB's; 'heaviest rank': one of the busiest rank's experts where it leaves that rank "
+                         "lightest), keeping the one whose busiest rank expects less load"},
+                {"load", "the workload's expected load of the layer (docs/workloads.md), its tokens spread over the "
+                         "ranks as the step's sequences are"},
+                {"replicas_per_layer", per_layer}};
+    }
+
+    // Per MoE layer of the last modeled step: the assignments each rank's experts compute (replicas chosen by
+    // dest_rank), as max over mean of the ranks: what sets the expert phases' slowest rank.
+    json rank_load_json() const {
+        const int64_t ep = opt_.layout.moe_ep;
+        if (ep <= 1) return nullptr;
+        json per_layer = json::array();
+        double sum = 0;
+        for (const Slot& sl : slots_) {
+            if (sl.result.tokens_per_expert.empty()) continue;  // dense layer
+            std::vector<int64_t> rows(static_cast<size_t>(ep), 0);
+            for (int64_t q = 0; q < ep; ++q)
+                for (int64_t c : sl.expert_counts[static_cast<size_t>(q)]) rows[static_cast<size_t>(q)] += c;
+            int64_t total = 0, most = 0;
+            for (int64_t x : rows) total += x, most = std::max(most, x);
+            const double ratio =
+                total > 0 ? static_cast<double>(most) * static_cast<double>(ep) / static_cast<double>(total) : 0.0;
+            sum += ratio;
+            per_layer.push_back({{"layer", sl.layer}, {"assignments_per_rank", rows}, {"max_over_mean", ratio}});
+        }
+        return {{"source", "counted"},
+                {"basis", "assignments the experts of each modeled rank compute in the last step (replicas chosen "
+                          "as ExpertPlacement::dest_rank chooses), max over mean of the ranks"},
+                {"mean_max_over_mean", per_layer.empty() ? 0.0 : sum / static_cast<double>(per_layer.size())},
+                {keys::kPerLayer, per_layer}};
     }
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
@@ -201,18 +255,19 @@ private:
         const int64_t cap = core::expert_capacity(opt_.capacity_factor, T, static_cast<int>(r.k), static_cast<int>(E));
         sl.result.dropped = core::apply_capacity(r.ids.data(), r.weights.data(), T, static_cast<int>(r.k),
                                                  static_cast<int>(E), cap, sl.result.tokens_per_expert.data());
+        const ExpertPlacement& pl = placement_.of_layer(sl.layer);  // with redundant experts, the layer's own
         for (int64_t t = 0; t < T; ++t) {
             const int64_t home = token_home_rank(shape_, t, ep);
             for (int64_t j = 0; j < r.k; ++j) {
                 const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
                 if (e < 0) continue;
                 ++sl.home_counts[static_cast<size_t>(home)][static_cast<size_t>(e)];
-                const int64_t q = ep > 1 ? placement_.dest_rank(e, home, t) : 0;
+                const int64_t q = ep > 1 ? pl.dest_rank(e, home, t) : 0;
                 ++sl.expert_counts[static_cast<size_t>(q)][static_cast<size_t>(e)];
             }
         }
         if (ep > 1) {  // the same rows each way: dispatch in the dispatch dtype, combine in the activation dtype
-            sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, placement_, opt_.layout.a2a == A2aMode::dedup);
+            sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, pl, opt_.layout.a2a == A2aMode::dedup);
             sl.combine_traffic = sl.dispatch_traffic;
             for (double& b : sl.dispatch_traffic.bytes) b *= dispatch_row_bytes_;
             for (double& b : sl.combine_traffic.bytes) b *= combine_row_bytes_;
