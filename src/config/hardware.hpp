@@ -17,7 +17,8 @@ struct HardwareProfile {
     double memory_bytes = 0;              // device memory capacity
     double memory_bw_bytes_per_s = 0;     // HBM bandwidth
     double bf16_flops = 0;                // dense (no sparsity) peak FLOP/s
-    double fp8_flops = 0;
+    double fp8_flops = 0;                 // 0 = no fp8 units (fp8 and fp8-block weights refused)
+    double fp4_flops = 0;                 // NVFP4 / MXFP4 tensor peak; 0 = no fp4 units (nvfp4, mxfp4 refused)
     double fp32_flops = 0;
     double int4_flops = 0;                // 0 = not supported natively
     double scaleup_bw_bytes_per_s = 0;    // per GPU, per direction (NVLink / Infinity Fabric)
@@ -26,6 +27,9 @@ struct HardwareProfile {
     double pcie_bw_bytes_per_s = 0;       // per direction
     double network_bw_bytes_per_s = 0;    // scale-out per GPU per direction
     int64_t gpus_per_node = 8;
+    double tdp_w = 0;                     // board power (TDP / TGP / TBP), watts; 0 = not given
+    double price_per_gpu_hour = 0;        // USD per GPU-hour, a stated default; 0 = none public
+    std::string price_source;             // where the price comes from, and its date
 };
 
 /// Loads configs/hardware/<name>.json or a path. Unknown name -> ConfigError listing the available profiles.

@@ -95,8 +95,8 @@ HardwareField other(std::string key, std::string unit, K kind, bool recorded, Ha
 constexpr auto kEmpty = HardwareTextDefault::empty;
 
 // The plausible ranges lie far beyond any accelerator announced as of 2025 (H200: 4.8 TB/s, B200: 2.25 PFLOP/s dense
-// bf16, NVLink 5: 900 GB/s per direction), yet bounded, so that a typo such as 1e300 is refused by name instead of
-// turning every modeled time into 0 or inf.
+// bf16, GB300: 15 PFLOP/s dense fp4 and 1.4 kW, NVLink 5: 900 GB/s per direction), yet bounded, so that a typo such
+// as 1e300 is refused by name instead of turning every modeled time into 0 or inf.
 const std::vector<HardwareField> kHardwareFields = {
     other("schema", "", K::schema, true, {}, "\"moebench.hardware/1\""),
     text("name", HardwareTextDefault::file_stem, &P::name, "short name"),
@@ -114,10 +114,13 @@ const std::vector<HardwareField> kHardwareFields = {
                     "dense BF16 tensor/matrix peak (no 2:4 sparsity)"),
     optional_figure("fp8_tflops", "10^12 FLOP/s", kTera, 0.001, 200000, &P::fp8_flops,
                     "dense FP8 peak; 0 = no FP8 units"),
+    optional_figure("fp4_tflops", "10^12 FLOP/s", kTera, 0.001, 400000, &P::fp4_flops,
+                    "dense FP4 tensor peak (NVFP4 / MXFP4 block-scaled formats, no 2:4 sparsity); 0 = no FP4 units"),
     optional_figure("fp32_tflops", "10^12 FLOP/s", kTera, 0.001, 100000, &P::fp32_flops,
                     "FP32 (non-tensor / vector) peak"),
     optional_figure("int4_tops", "10^12 op/s", kTera, 0.001, 400000, &P::int4_flops,
-                    "dense INT4 tensor peak; 0 = not supported (FP4 is not INT4)"),
+                    "dense INT4 tensor peak; 0 = not supported (FP4 is not INT4; int4 weights are weight-only and compute at the "
+                    "bf16 peak)"),
     text("scaleup_name", kEmpty, &P::scaleup_name, "\"NVLink4\", \"Infinity Fabric\", ..."),
     optional_figure("scaleup_bw_gbps", "GB/s", kGB, 0.01, 100000, &P::scaleup_bw_bytes_per_s,
                     "scale-up bandwidth per GPU, per direction (NVLink total / 2)"),
@@ -128,6 +131,11 @@ const std::vector<HardwareField> kHardwareFields = {
                     "scale-out NIC bandwidth per GPU per direction (400 Gb/s = 50 GB/s)"),
     count("gpus_per_node", 1, 4096, 8, &P::gpus_per_node, "GPUs in one scale-up domain / node",
           "use the GPUs that share one scale-up domain (e.g. 8, or 72)"),
+    optional_figure("tdp_w", "W", 1, 1, 20000, &P::tdp_w,
+                    "board power: the most the GPU module draws (TDP / TGP / TBP); 0 = not given"),
+    optional_figure("price_per_gpu_hour", "USD per GPU-hour", 1, 0.001, 10000, &P::price_per_gpu_hour,
+                    "a default rental price, stated with its source and date in price_source; 0 = none public"),
+    text("price_source", kEmpty, &P::price_source, "where price_per_gpu_hour comes from, what kind of price, its date"),
     other("sim", "object", K::object, false, {},
           "the sim backend's efficiency settings (compute and memory efficiency, overheads): docs/sim-backend.md"),
 };
@@ -281,6 +289,10 @@ HardwareProfile hardware_from_fields(const json& j, const std::string& path) {
     HardwareProfile h;
     h.source = path;
     for (const HardwareField& f : kHardwareFields) read_field(r, f, h, path);
+    // A price means little without where and when it was quoted.
+    if (h.price_per_gpu_hour > 0 && h.price_source.empty())
+        config_error(r.field("price_source"), "is required with price_per_gpu_hour", "",
+                     "say where the price comes from, what kind of price it is (on-demand, reserved, TCO) and its date");
     return h;
 }
 

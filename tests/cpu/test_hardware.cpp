@@ -89,6 +89,18 @@ TEST_CASE("hardware JSON units convert to SI and round-trip", "[hardware]") {
     j.erase("memory_gib");
     j["memory_gb"] = 80;
     CHECK(hardware_from_json(j, "toy.json").memory_bytes == 80e9);
+    // FP4 peak, board power and a price with its source, in their units.
+    j["fp4_tflops"] = 9000;
+    j["tdp_w"] = 1000;
+    j["price_per_gpu_hour"] = 2.9;
+    j["price_source"] = "a dated quote";
+    const HardwareProfile priced = hardware_from_json(j, "toy.json");
+    CHECK(priced.fp4_flops == 9e15);
+    CHECK(priced.tdp_w == 1000);
+    CHECK(priced.price_per_gpu_hour == 2.9);
+    const json rec = hardware_to_json(priced);
+    CHECK(rec.at("fp4_tflops") == 9000.0);
+    CHECK(rec.at("price_source") == "a dated quote");
 
     HardwareProfile h200 = load_hardware("h200-sxm");
     HardwareProfile back = hardware_from_json(hardware_to_json(h200), "x.json");
@@ -124,6 +136,14 @@ TEST_CASE("bad hardware profiles are refused naming the field", "[hardware][bad_
     j = minimal_profile();
     j["fp8_tflops"] = -1;
     CHECK_THAT(error_of(j), Catch::Contains("fp8_tflops"));
+
+    j = minimal_profile();
+    j["fp4_tflops"] = 1e9;  // a unit slip (FLOP/s given as TFLOP/s)
+    CHECK_THAT(error_of(j), Catch::Contains("fp4_tflops") && Catch::Contains("plausible"));
+
+    j = minimal_profile();
+    j["price_per_gpu_hour"] = 2.5;  // a price without where and when it was quoted
+    CHECK_THAT(error_of(j), Catch::Contains("price_source") && Catch::Contains("price_per_gpu_hour"));
 
     CHECK_THAT(error_of(json::array()), Catch::Contains("object"));
 }
