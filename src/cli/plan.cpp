@@ -135,9 +135,10 @@ json memory_json(const Plan& p) {
         {"assumptions",
          "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
          "over all GPUs (ep ranks x expert-tp), E + redundant_experts expert copies per MoE layer; norms and router "
-         "replicated. Quantised dtypes apply to linear layers; embedding, head, norms and router stay bf16 (fp32 with "
-         "--dtype fp32); int4 = 4-bit weights + one bf16 scale per group of 128. KV: GQA heads split over tp, MLA "
-         "latent replicated; batch split over dp = GPUs/tp replicas."},
+         "replicated. Quantised dtypes apply to linear layers; "
+         "embedding, head, norms and router stay bf16 (fp32 with --dtype fp32); block scales counted (fp8-block 1 fp32 "
+         "per 128x128, nvfp4 1 fp8 per 16, mxfp4 1 e8m0 per 32, int4 1 bf16 per 128; per-tensor scales not). KV: GQA "
+         "heads split over tp, MLA latent replicated; batch split over dp = GPUs/tp replicas."},
         {"capacity_bytes", round_bytes(mem.capacity_bytes)},
         {"per_gpu",
          {{"weights_bytes", round_bytes(mem.weights_bytes)},
@@ -166,7 +167,9 @@ json decode_floor_json(const Plan& p) {
         {"assumptions",
          "Uniform routing, top-k without replacement per token; expected unique experts E*(1-(1-k/E)^B) per MoE layer; "
          "each GPU reads its non-expert weights, its share of the touched experts and the KV of its sequences once; "
-         "work spread evenly over GPUs; no communication, activation traffic or launch overhead (a lower bound). "
+         "work spread evenly over GPUs, each part's FLOPs at its format's peak (experts, dense weights, LM head and "
+         "router in high precision, attention over the context in the activations'); no communication, activation "
+         "traffic or launch overhead (a lower bound). "
          "MTP modules excluded."},
         {"batch", f.batch},
         {"context", f.context},
@@ -182,6 +185,7 @@ json decode_floor_json(const Plan& p) {
         {"kv_bytes_per_gpu", f.kv_bytes_per_gpu},
         {"mem_bw_bytes_per_s", f.mem_bw_bytes_per_s},
         {"peak_flops", f.peak_flops},
+        {"peak_flops_by_format", f.peak_flops_by_format},
         {"memory_time_us", f.memory_time_us},
         {"compute_time_us", f.compute_time_us},
         {"time_us", f.time_us},
@@ -304,9 +308,12 @@ std::string plan_to_text(const Plan& p) {
                      human_bytes(f.expert_bytes_per_gpu), human_bytes(f.kv_bytes_per_gpu)));
     line(fmt::format("  FLOPs per step                {}  ({} per GPU)", human_flops(f.flops_per_step),
                      human_flops(f.flops_per_gpu)));
-    line(fmt::format("  memory time {} at {:.0f} GB/s; compute time {} at {:.0f} TFLOP/s ({})",
+    std::string peaks;
+    for (const auto& [format, peak] : f.peak_flops_by_format)
+        peaks += fmt::format("{}{} {:.0f}", peaks.empty() ? "" : ", ", format, peak / 1e12);
+    line(fmt::format("  memory time {} at {:.0f} GB/s; compute time {} at {:.0f} TFLOP/s effective (peaks: {})",
                      human_time_us(f.memory_time_us), f.mem_bw_bytes_per_s / 1e9, human_time_us(f.compute_time_us),
-                     f.peak_flops / 1e12, to_string(p.in.precision.dense_weights)));
+                     f.peak_flops / 1e12, peaks));
     line(fmt::format("  floor {} per step, {}-bound: at most {:.0f} tokens/s per sequence, {:.0f} tokens/s total",
                      human_time_us(f.time_us), f.bound, 1e6 / f.time_us, double(f.batch) * 1e6 / f.time_us));
     line("  (a lower bound: no communication, activation traffic or kernel overheads; see docs/plan-schema.md)");
@@ -450,8 +457,9 @@ void add_plan_command(CLI::App& app) {
         "Expert-parallel GPUs; must divide the routed experts. GPUs = max(ep, tp). Default 1, or the fewest GPUs that "
         "fit when no layout flag is given and one GPU is too small");
     fields->option("dtype")->description(
-        "Weights: bf16 | fp8 | int4 | fp32 (default bf16; int4 = W4A16, 128-group bf16 scales; auto = bf16)");
-    fields->option("kv_dtype")->description("KV cache: bf16 | fp8 | fp32 (default bf16)");
+        "Weights: " + dtype_names_for(TensorClass::dense_weights) +
+        " (default bf16 = auto; bytes with scales and peak rates: docs/plan-schema.md)");
+    fields->option("kv_dtype")->description("KV cache: " + dtype_names_for(TensorClass::kv_cache) + " (default bf16)");
     cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
     cmd->add_option("--format", args->format, "Output: text|json (default text; json schema moebench.plan/1)");
     cmd->add_option("--out", args->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");

@@ -7,13 +7,24 @@ namespace moebench {
 
 namespace {
 
-// The one table of number formats: a new format is a row here (and, for the sim, the peak rate it computes at).
+// The one table of number formats: a new format is a row here (and, for the sim and plan's floor, the peak rate it
+// computes at: model/decode_floor.cpp maps each ComputeRate to the profile's field).
+// columns: dtype, name, value bytes, block elements, scale bytes, compute rate, weights, KV cache, dispatch, meaning
 constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
-    {DType::fp32, "fp32", 4.0, ComputeRate::fp32, true, true, true, "IEEE single precision"},
-    {DType::bf16, "bf16", 2.0, ComputeRate::bf16, true, true, true, "bfloat16"},
-    {DType::fp8, "fp8", 1.0, ComputeRate::fp8, true, true, true,
-     "fp8 e4m3 with per-tensor scales (dispatch rows: one fp32 scale per 128 channels, counted)"},
-    {DType::int4, "int4", 0.5 + 2.0 / static_cast<double>(kInt4GroupSize), ComputeRate::bf16, true, false, false,
+    {DType::fp32, "fp32", 4.0, 0, 0.0, ComputeRate::fp32, true, true, true, "IEEE single precision"},
+    {DType::bf16, "bf16", 2.0, 0, 0.0, ComputeRate::bf16, true, true, true, "bfloat16"},
+    {DType::fp8, "fp8", 1.0, 0, 0.0, ComputeRate::fp8, true, true, true,
+     "fp8 e4m3 with per-tensor scales (not counted); as dispatch rows one fp32 scale per 128 channels, counted"},
+    {DType::fp8_block, "fp8-block", 1.0, kFp8WeightBlock * kFp8WeightBlock, 4.0, ComputeRate::fp8, true, false, false,
+     "fp8 e4m3 weights in 128 x 128 blocks with one fp32 scale each (DeepSeek-V3's checkpoints), the GEMM inputs "
+     "quantised on the fly in 1 x 128 groups (on the wire: --dispatch-dtype fp8); fp8 rate"},
+    {DType::nvfp4, "nvfp4", 0.5, kNvfp4Block, 1.0, ComputeRate::fp4, true, false, false,
+     "4-bit e2m1 weights in blocks of 16 with one fp8 e4m3 scale each (the per-tensor fp32 scale not counted), "
+     "inputs quantised alike; fp4 tensor-core rate"},
+    {DType::mxfp4, "mxfp4", 0.5, kMxfp4Block, 1.0, ComputeRate::fp4, true, false, false,
+     "4-bit e2m1 weights in blocks of 32 with one e8m0 scale each (OCP MX; gpt-oss's checkpoints); fp4 tensor-core "
+     "rate"},
+    {DType::int4, "int4", 0.5, kInt4GroupSize, 2.0, ComputeRate::bf16, true, false, false,
      "4-bit weights in groups of 128 with one bf16 scale each, weight-only: computed in bf16 after dequantisation"},
 }};
 

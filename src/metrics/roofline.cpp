@@ -27,11 +27,16 @@ RooflineCeilings profile_ceilings(const std::string& profile, const Precision& p
         throw ConfigError("hardware (--hardware): " + what);
     }
     RooflineCeilings c;
-    c.peak_flops_per_s = peak_flops_for(hw, precision.dense_weights);
+    // The peak of the dense weights' format; 0 (unknown: no floors) where the profile does not give it.
+    const ComputeRate rate = dtype_info(precision.dense_weights).weight_compute;
+    c.peak_flops_per_s = profile_rate(hw, rate);
     c.mem_bw_bytes_per_s = hw.memory_bw_bytes_per_s;
     c.source = "hardware profile " + hw.name;
-    c.note = fmt::format("{} datasheet: {} peak and memory bandwidth", hw.display_name.empty() ? hw.name : hw.display_name,
-                         to_string(precision.dense_weights));
+    c.note = c.peak_flops_per_s > 0
+                 ? fmt::format("{} datasheet: {} peak and memory bandwidth",
+                               hw.display_name.empty() ? hw.name : hw.display_name, to_string(precision.dense_weights))
+                 : fmt::format("hardware {} gives no {} (the peak {} computes at): no floors", hw.name,
+                               rate_field(rate), to_string(precision.dense_weights));
     return c;
 }
 

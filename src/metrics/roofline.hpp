@@ -25,8 +25,8 @@ struct RooflineCeilings {
 };
 
 /// Ceilings from a hardware profile's datasheet: the peak of the dense weights' format (model/decode_floor.hpp
-/// peak_flops_for: fp32 for a backend that computes in fp32, bf16 for bf16, ...). A bad profile -> ConfigError naming
-/// --hardware.
+/// profile_rate: fp32 for a backend that computes in fp32, bf16 for bf16, ...; 0, unknown, where the profile does not
+/// give it). A bad profile -> ConfigError naming --hardware.
 RooflineCeilings profile_ceilings(const std::string& profile, const Precision& precision);
 
 /// How the backend that ran counts: the number formats it computed in, its MLA form and its name (for the report's

@@ -4,7 +4,9 @@
 #pragma once
 #include "model/memory_plan.hpp"
 
+#include <map>
 #include <string>
+#include <string_view>
 
 namespace moebench {
 
@@ -12,10 +14,23 @@ namespace moebench {
 /// without replacement: E * (1 - (1 - k/E)^B). (Each expert is missed by one token with probability 1 - k/E.)
 double expected_unique_experts(int64_t num_experts, int64_t top_k, int64_t batch);
 
-/// FLOP/s of a matrix product whose weights are stored in `d` (dtype_info(d).weight_compute): bf16 -> bf16 peak; fp8 ->
-/// fp8 peak (bf16 where the GPU has no fp8, i.e. weight-only); int4 -> bf16 peak (weight-only W4A16: weights are
-/// dequantised, the math runs in bf16); fp32 -> fp32 peak (bf16 where the profile gives none).
-double peak_flops_for(const HardwareProfile& hw, DType d);
+/// The hardware profile's field that holds the dense peak of a compute rate ("fp8_tflops", "fp4_tflops", ...), and
+/// that peak in FLOP/s: 0 where the profile does not give it (the GPU has no such units, or the profile is silent).
+std::string_view rate_field(ComputeRate r);
+double profile_rate(const HardwareProfile& hw, ComputeRate r);
+
+/// FLOP/s of a matrix product in format `d` (dtype_info(d).weight_compute): fp32 -> fp32 peak; bf16 -> bf16 peak;
+/// fp8 and fp8-block -> fp8 peak; nvfp4 and mxfp4 -> fp4 peak; int4 -> bf16 peak (weight-only W4A16: weights are
+/// dequantised, the math runs in bf16). A profile without that rate refuses the format: ConfigError naming `field`
+/// (the run field that chose the format), the format, the profile and its rate field, with the formats it does
+/// compute as the fix. No fallback: fp8 weights on a GPU without fp8 units run weight-only, which is int4's or bf16's
+/// row, not fp8's.
+double peak_flops_for(const HardwareProfile& hw, DType d, const std::string& field = "dtype");
+
+/// The peak of every format whose matrix products a step under `p` runs (the phase table's matmul operands: dense
+/// and expert weights, the high-precision and activation formats). A format the profile has no rate for is refused
+/// as peak_flops_for refuses it, naming --expert-dtype for the experts' format and --dtype for the others.
+std::map<DType, double> compute_peaks(const HardwareProfile& hw, const Precision& p);
 
 struct DecodeFloor {
     int64_t batch = 0;
@@ -33,14 +48,16 @@ struct DecodeFloor {
     double bytes_per_step = 0;
     double flops_per_step = 0;
     double mem_bw_bytes_per_s = 0;
-    double peak_flops = 0;
+    std::map<std::string, double> peak_flops_by_format;  // the peak of each format the step computes in
+    double peak_flops = 0;                  // effective: flops_per_gpu / compute time
     double memory_time_us = 0;              // bytes_per_gpu / mem_bw
-    double compute_time_us = 0;             // flops_per_gpu / peak
+    double compute_time_us = 0;             // each part's FLOPs per GPU at its format's peak, summed
     double time_us = 0;                     // max of the two
     std::string bound;                      // "memory" or "compute"
 };
 
-/// The MTP module is not part of a decode step here (it is a speculative-decoding draft), whatever in.include_mtp says.
+/// Refuses a precision whose formats the profile has no rate for (compute_peaks). The MTP module is not part
+/// of a decode step here (it is a speculative-decoding draft), whatever in.include_mtp says.
 DecodeFloor decode_floor(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);
 
 }  // namespace moebench

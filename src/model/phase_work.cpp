@@ -371,7 +371,7 @@ double A2aTraffic::total() const { return std::accumulate(bytes.begin(), bytes.e
 
 double dispatch_row_bytes(DType dispatch, int64_t hidden) {
     if (const auto wire = core::dispatch_wire(dispatch)) return d(core::dispatch_row_bytes(*wire, hidden));
-    return d(hidden) * dtype_info(dispatch).bytes_per_elem;
+    return d(hidden) * dtype_info(dispatch).bytes_per_elem();
 }
 
 A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,

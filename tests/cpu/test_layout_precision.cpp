@@ -6,6 +6,7 @@
 #include "config/layout_request.hpp"
 #include "config/model_config.hpp"
 #include "config/precision_request.hpp"
+#include "error_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/phase_work.hpp"
 #include "test_models.hpp"
@@ -93,7 +94,6 @@ TEST_CASE("precision: auto is the backend's own, and each class checks its forma
     CHECK(q.kv_cache == DType::fp8);
     CHECK(q.dispatch == DType::fp8);
     CHECK(q.combine == DType::bf16);
-    CHECK(dtype_info(DType::int4).bytes_per_elem == Approx(0.5 + 2.0 / 128));
 
     PrecisionRequest bad;
     bad.kv_dtype = "int4";  // weight-only
@@ -103,6 +103,43 @@ TEST_CASE("precision: auto is the backend's own, and each class checks its forma
     bad.dtype = "fp16";
     CHECK_THROWS_WITH(check_precision_request(bad), Catch::Contains("dtype (--dtype)") &&
                                                         Catch::Contains("unknown number format"));
+}
+
+TEST_CASE("precision: block-scaled formats count their scales, and each class takes its formats", "[precision]") {
+    // Storage per element: the value plus its share of one block scale (per-tensor scales are not counted).
+    CHECK(dtype_info(DType::fp8).bytes_per_elem() == 1.0);
+    CHECK(dtype_info(DType::fp8_block).bytes_per_elem() == 1.0 + 4.0 / 16384);  // fp32 scale per 128 x 128 block
+    CHECK(dtype_info(DType::nvfp4).bytes_per_elem() == 0.5625);                 // fp8 e4m3 scale per 16
+    CHECK(dtype_info(DType::mxfp4).bytes_per_elem() == 0.53125);                // e8m0 scale per 32
+    CHECK(dtype_info(DType::int4).bytes_per_elem() == 0.515625);                // bf16 scale per 128
+    // The rate each computes at: block-scaled fp8 at fp8; the fp4 formats at fp4; int4 weight-only at bf16.
+    CHECK(dtype_info(DType::fp8_block).weight_compute == ComputeRate::fp8);
+    CHECK(dtype_info(DType::nvfp4).weight_compute == ComputeRate::fp4);
+    CHECK(dtype_info(DType::mxfp4).weight_compute == ComputeRate::fp4);
+    CHECK(dtype_info(DType::int4).weight_compute == ComputeRate::bf16);
+
+    PrecisionRequest r;
+    r.dtype = "fp8-block";
+    r.expert_dtype = "nvfp4";
+    r.kv_dtype = "fp8";
+    r.dispatch_dtype = "fp8";
+    const Precision p = resolve_precision(r, uniform_precision(DType::bf16));
+    CHECK(p.dense_weights == DType::fp8_block);
+    CHECK(p.expert_weights == DType::nvfp4);
+    CHECK(p.activations == DType::bf16);
+    CHECK(p.combine == DType::bf16);
+    r.expert_dtype = "mxfp4";
+    CHECK(resolve_precision(r, uniform_precision(DType::bf16)).expert_weights == DType::mxfp4);
+    // The block formats are weight formats: not for the KV cache or the wire.
+    PrecisionRequest kv;
+    kv.kv_dtype = "nvfp4";
+    CHECK_THAT(test::config_error_of([&] { check_precision_request(kv); }),
+               Catch::Contains("kv_dtype (--kv-dtype)") && Catch::Contains("fp32 | bf16 | fp8"));
+    PrecisionRequest wire;
+    wire.dispatch_dtype = "fp8-block";
+    CHECK_THAT(test::config_error_of([&] { check_precision_request(wire); }),
+               Catch::Contains("dispatch_dtype (--dispatch-dtype)"));
+    CHECK(dtype_names_for(TensorClass::expert_weights) == "fp32 | bf16 | fp8 | fp8-block | nvfp4 | mxfp4 | int4");
 }
 
 TEST_CASE("precision: counted bytes follow each class", "[precision]") {
@@ -119,6 +156,11 @@ TEST_CASE("precision: counted bytes follow each class", "[precision]") {
           Approx(phase_work(m, Phase::expert_up, 0, s, tpe, bf16, 1).weight_bytes / 2));
     CHECK(phase_work(m, Phase::qkv_proj, 0, s, tpe, fp8_experts, 1).weight_bytes ==
           Approx(phase_work(m, Phase::qkv_proj, 0, s, tpe, bf16, 1).weight_bytes));
+    // nvfp4 experts: 0.5625 bytes per weight instead of 2.
+    Precision nvfp4_experts = bf16;
+    nvfp4_experts.expert_weights = DType::nvfp4;
+    CHECK(phase_work(m, Phase::expert_up, 0, s, tpe, nvfp4_experts, 1).weight_bytes ==
+          Approx(phase_work(m, Phase::expert_up, 0, s, tpe, bf16, 1).weight_bytes * 0.5625 / 2));
     // An fp8 KV cache halves the cache read of decode attention: 4 sequences x 64 cached tokens x (k and v of one
     // 4-wide head) elements, 2 bytes each in bf16 and 1 in fp8.
     Precision fp8_kv = bf16;

@@ -4,6 +4,7 @@
 #include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "common/error.hpp"
+#include "error_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
 #include "config/precision_request.hpp"
@@ -100,6 +101,21 @@ TEST_CASE("memory plan: toy GQA weights by dtype and sharding", "[plan]") {
     PlanInput int4 = toy_input(1, 1);
     int4.precision.dense_weights = int4.precision.expert_weights = DType::int4;
     CHECK(plan_memory(m, hw, int4).weights_bytes == Approx(295680));
+
+    // Block-scaled formats, their scales counted (attention 24576 + experts 49152 = 73728 linear weights; the rest
+    // 257664 B in bf16): fp8-block 1 + 4/(128*128) B -> 73728 + 18 = 73746; nvfp4 0.5 + 1/16 = 0.5625 B -> 41472;
+    // mxfp4 0.5 + 1/32 = 0.53125 B -> 39168.
+    for (const auto& [d, linear_bytes] : {std::pair{DType::fp8_block, 73746.0}, std::pair{DType::nvfp4, 41472.0},
+                                         std::pair{DType::mxfp4, 39168.0}}) {
+        INFO(to_string(d));
+        PlanInput q = toy_input(1, 1);
+        q.precision.dense_weights = q.precision.expert_weights = d;
+        CHECK(plan_memory(m, hw, q).weights_bytes == Approx(257664 + linear_bytes));
+    }
+    // nvfp4 experts beside fp8 dense weights (DeepSeek-R1's FP4 checkpoints): 24576 * 1 + 49152 * 0.5625 = 52224.
+    PlanInput mixed = fp8;
+    mixed.precision.expert_weights = DType::nvfp4;
+    CHECK(plan_memory(m, hw, mixed).weights_bytes == Approx(257664 + 52224));
 
     // fp32: everything 4 bytes.
     PlanInput fp32 = toy_input(1, 1);
@@ -248,12 +264,50 @@ TEST_CASE("decode floor: toy bytes, FLOPs and the dominating bound", "[plan]") {
     CHECK(f2.expert_bytes_per_gpu == Approx(43008));
     CHECK(f2.flops_per_gpu == Approx(3 * fpt / 2));
 
-    // fp8 uses the fp8 peak; int4 (weight-only) computes at the bf16 peak.
+    // fp8 and fp8-block use the fp8 peak; int4 (weight-only) computes at the bf16 peak; nvfp4 and mxfp4 at the fp4
+    // peak.
     CHECK(peak_flops_for(hw, DType::fp8) == 2e12);
+    CHECK(peak_flops_for(hw, DType::fp8_block) == 2e12);
     CHECK(peak_flops_for(hw, DType::int4) == 1e12);
+    HardwareProfile fp4 = hw;
+    fp4.fp4_flops = 4e12;
+    CHECK(peak_flops_for(fp4, DType::nvfp4) == 4e12);
+    CHECK(peak_flops_for(fp4, DType::mxfp4) == 4e12);
+    // A profile without a format's rate refuses it by name (no silent bf16 fallback): the field, the format, the rate
+    // field, and what the profile does compute.
     HardwareProfile no_fp8 = hw;
     no_fp8.fp8_flops = 0;
-    CHECK(peak_flops_for(no_fp8, DType::fp8) == 1e12);
+    CHECK_THAT(test::config_error_of([&] { (void)peak_flops_for(no_fp8, DType::fp8); }),
+               Catch::Contains("dtype (--dtype)") && Catch::Contains("fp8_tflops") &&
+                   Catch::Contains("use --dtype fp32, bf16 or int4"));
+    CHECK_THAT(test::config_error_of([&] { (void)peak_flops_for(hw, DType::nvfp4, "expert_dtype"); }),
+               Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("nvfp4") &&
+                   Catch::Contains("a profile with fp4_tflops"));
+}
+
+TEST_CASE("decode floor: each part's FLOPs at its format's peak; a missing rate refuses the plan", "[plan][precision]") {
+    ModelConfig m = toy_gqa();
+    HardwareProfile hw = toy_hw(2 * kGiB);  // bf16 1 TFLOP/s, fp8 2
+    hw.fp4_flops = 4e12;
+    PlanInput in = toy_input(1, 1);
+    in.precision = uniform_precision(DType::bf16);
+    in.precision.dense_weights = DType::fp8;
+    in.precision.expert_weights = DType::nvfp4;
+    // Per token at context 100 (3 tokens): experts 2 layers * top-2 * 3*64*32 MACs * 2 = 49152 FLOPs at 4 TFLOP/s;
+    // attention's projections 2 layers * 12288 MACs * 2 = 49152 at 2 (fp8); LM head 2*64000 = 128000 and router
+    // 2 layers * 2*256 = 1024 at 1 (bf16); the products over the context, 2 layers * 2 * 100 tokens * 4 heads *
+    // (16 + 16) MACs = 51200 FLOPs, at 1 (bf16 activations).
+    const double per_token_s = 49152 / 4e12 + 49152 / 2e12 + (128000 + 1024) / 1e12 + 51200 / 1e12;
+    const DecodeFloor f = decode_floor(m, hw, in);
+    CHECK(f.flops_per_step == Approx(3 * (49152 + 49152 + 128000 + 1024 + 51200)));
+    CHECK(f.compute_time_us == Approx(3 * per_token_s * 1e6));
+    CHECK(f.peak_flops_by_format.at("nvfp4") == 4e12);
+    CHECK(f.peak_flops_by_format.at("fp8") == 2e12);
+    CHECK(f.peak_flops_by_format.at("bf16") == 1e12);
+    // Without fp4 units the nvfp4 experts are refused, naming --expert-dtype.
+    hw.fp4_flops = 0;
+    CHECK_THAT(test::config_error_of([&] { (void)decode_floor(m, hw, in); }),
+               Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("fp4_tflops"));
 }
 
 TEST_CASE("weights that do not fit are refused naming the minimum number of GPUs", "[plan]") {

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "engine/engine.hpp"
+#include "error_helpers.hpp"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>
@@ -143,6 +144,38 @@ TEST_CASE("sim: each phase's FLOPs at the rate of its operands' format (fp8 weig
     CHECK(time_of(plan, t, Phase::router_gemm, 0) == Approx(1.256));
     CHECK(time_of(plan, t, Phase::lm_head, -1) == Approx(2.024));
     CHECK(time_of(plan, t, Phase::attention, 0) == Approx(1.512));
+}
+
+TEST_CASE("sim: nvfp4 experts at the fp4 peak; a profile without one refuses them by name", "[sim][precision]") {
+    // As above, with the experts in nvfp4 on a profile whose fp4 peak is 8x bf16: expert_up 768 / (8e9 x 0.5) =
+    // 0.192 us; the fp8 dense layers stay at fp8 (qkv_proj 0.256 us).
+    const ModelConfig m = tiny_gqa();
+    HardwareProfile hw = toy_hw();
+    hw.fp8_flops = 4e9;
+    hw.fp4_flops = 8e9;
+    hw.memory_bw_bytes_per_s = 1e18;
+    RunOptions opt;
+    opt.precision.dense_weights = DType::fp8;
+    opt.precision.expert_weights = DType::nvfp4;
+    auto be = make_sim_backend(hw, toy_params());
+    be->prepare(m, {0}, decode(2, 3), opt);
+    StepRouting r = same_routing(1, LayerRouting{2, 2, {0, 1, 1, 3}, {0.5f, 0.5f, 0.5f, 0.5f}});
+    be->set_routing_override(&r);
+    const auto plan = step_plan(m, {0}, 1, true);
+    const StepTimes t = run_step(*be, plan);
+    CHECK(time_of(plan, t, Phase::expert_up, 0) == Approx(1.192));
+    CHECK(time_of(plan, t, Phase::qkv_proj, 0) == Approx(1.256));
+    const json info = be->describe();
+    CHECK(info.at("peak_flops") == 4e9);  // the dense weights' format (fp8)
+    CHECK(info.at("peak_flops_by_format").at("nvfp4") == 8e9);
+    CHECK(info.at("peak_flops_by_format").at("bf16") == 1e9);
+
+    // No fp4 units: refused before anything is modeled, naming the flag, the format and the profile's field.
+    hw.fp4_flops = 0;
+    auto no_fp4 = make_sim_backend(hw, toy_params());
+    CHECK_THAT(test::config_error_of([&] { no_fp4->prepare(m, {0}, decode(2, 3), opt); }),
+               Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("nvfp4") &&
+                   Catch::Contains("fp4_tflops"));
 }
 
 TEST_CASE("sim: the uniform router is seeded and the capacity factor drops tokens", "[sim]") {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 namespace moebench {
 namespace {
@@ -57,7 +58,8 @@ public:
 
     json describe() const override {
         return json{{"hardware", hardware_to_json(hw_)},
-                    {"peak_flops", sim_peak_flops(hw_, p_)},
+                    {"peak_flops", peaks_.empty() ? sim_peak_flops(hw_, p_) : peaks_.at(opt_.precision.dense_weights)},
+                    {"peak_flops_by_format", peak_flops_by_format_},
                     {"dtype", to_string(opt_.precision.dense_weights)},
                     {"precision", opt_.precision.describe()},
                     {"mla_form", to_string(p_.mla_form)},
@@ -149,6 +151,10 @@ public:
                 config_error("ep", fmt::format("hardware {} has no scale-up or PCIe bandwidth", hw_.name),
                              std::to_string(ep), "add scaleup_bw_gbps or pcie_bw_gbps to the profile");
         }
+        // The peak of each format the step computes in; a format the profile has no peak for is refused by name.
+        peaks_ = compute_peaks(hw_, opt.precision);
+        peak_flops_by_format_ = json::object();
+        for (const auto& [d, peak] : peaks_) peak_flops_by_format_[std::string(to_string(d))] = peak;
         if (opt.soft_topn > 0)
             throw UnsupportedError("sim: --soft-topn is not modeled (the sim has no router probabilities); "
                                    "use the cpu or cuda backend, or drop --soft-topn");
@@ -308,7 +314,7 @@ private:
     }
 
     // The peak rate a phase's matrix products run at: the format of their operands (the phase table's matmul).
-    double peak_flops(Phase phase) const { return peak_flops_for(hw_, matmul_dtype(phase, opt_.precision)); }
+    double peak_flops(Phase phase) const { return peaks_.at(matmul_dtype(phase, opt_.precision)); }
 
     // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose).
     double link_us(Phase phase, const Slot& sl) const {
@@ -352,6 +358,8 @@ private:
     ExpertPlacement placement_;
     double dispatch_row_bytes_ = 0;
     double combine_row_bytes_ = 0;
+    std::map<DType, double> peaks_;  // FLOP/s of each format the step computes in
+    json peak_flops_by_format_;      // the same, by name, for the report
     std::array<double, kNumPhases> head_us_{};
     double clock_us_ = 0;
     std::vector<double> marks_;
@@ -500,7 +508,7 @@ SimParams sim_params_for(const HardwareProfile& hw) {
     return sim_params_from_json(j.at("sim"), hw.source + ": sim");
 }
 
-double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype); }
+double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype, "sim.dtype"); }
 
 double sim_phase_us(const PhaseWork& w, double peak_flops, const HardwareProfile& hw, const SimParams& p) {
     const double compute_s = w.flops / (peak_flops * p.compute_efficiency);
