@@ -271,8 +271,11 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;  // post-attention norm (Grok-1)
         return r;
     }
-    case Phase::router_gemm:
-        return {2.0 * T * H * E, d(router_params_per_layer(m)) * hp, T * H * a + T * E * kF32};
+    case Phase::router_gemm: {
+        // The gate matrix (and its bias); the selection bias of DeepSeek-V3's router is read by topk, not here.
+        const double correction = m.moe.router_correction_bias ? E : 0.0;
+        return {2.0 * T * H * E, (d(router_params_per_layer(m)) - correction) * hp, T * H * a + T * E * kF32};
+    }
     case Phase::topk: {
         PhaseWork r{0.0, 0.0, T * E * kF32 + T * k * (kI32 + kF32)};
         if (m.moe.router_correction_bias) r.weight_bytes = E * hp;

@@ -244,6 +244,17 @@ TEST_CASE("phase_work agrees with accounting.hpp on the whole step", "[phase_wor
     }
 }
 
+TEST_CASE("phase_work: a router's selection bias is read once per layer (by topk)", "[phase_work]") {
+    // DeepSeek-V3's e_score_correction_bias: E values the top-k selection adds, not the gate GEMM. The router's
+    // weights over its two phases are its parameters, once: H*E gate + E bias = 8*4 + 4 = 36 values, 72 bytes.
+    ModelConfig m = test::tiny_gqa_h8();
+    m.moe.router_correction_bias = true;
+    const StepShape s = decode(1, 5);
+    const double router = pw(m, Phase::router_gemm, s).weight_bytes + pw(m, Phase::topk, s).weight_bytes;
+    CHECK(router_params_per_layer(m) == 36);
+    CHECK(router == 72);
+}
+
 TEST_CASE("phase_floor_us is the larger of the compute and memory times", "[phase_work]") {
     PhaseWork w{2e12, 1e9, 1e9};  // 2 TFLOP, 2 GB
     CHECK(phase_floor_us(w, 1e15, 2e12) == Approx(2000.0));  // compute 2 ms > memory 1 ms
