@@ -32,7 +32,8 @@ std::string error_of(const json& j) {
 
 TEST_CASE("all shipped hardware profiles load with sane figures", "[hardware]") {
     auto names = list_configs("hardware");
-    for (const char* want : {"a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "mi300x"})
+    for (const char* want : {"a100-sxm-80gb", "h100-sxm", "h200-sxm", "h800", "h20", "b200", "b300", "gb200", "gb300",
+                             "mi300x", "mi355x"})
         CHECK(std::find(names.begin(), names.end(), want) != names.end());
     for (const auto& n : names) {
         INFO(n);
@@ -43,13 +44,20 @@ TEST_CASE("all shipped hardware profiles load with sane figures", "[hardware]") 
         CHECK(h.bf16_flops > 1e14);
         CHECK(h.fp32_flops > 0);
         CHECK(h.fp32_flops < h.bf16_flops);
-        // Where fp8 exists its dense peak is twice bf16 on every one of these parts.
+        // Where fp8 exists its dense peak is twice bf16 on every one of these parts; fp4, where it exists, is 2x
+        // (Blackwell, CDNA4) to about 3x (Blackwell Ultra: 14 / 4.5 PFLOPS) fp8.
         if (h.fp8_flops > 0) CHECK(h.fp8_flops == Approx(2 * h.bf16_flops).epsilon(0.001));
+        if (h.fp4_flops > 0) {
+            CHECK(h.fp4_flops >= 2 * h.fp8_flops);
+            CHECK(h.fp4_flops <= 3.5 * h.fp8_flops);
+        }
         CHECK(h.scaleup_bw_bytes_per_s > h.pcie_bw_bytes_per_s);
-        CHECK(h.scaleup_links > 0);
-        CHECK(h.network_bw_bytes_per_s > 0);
-        CHECK(h.gpus_per_node == 8);
-        CHECK(h.comment.find("datasheet") != std::string::npos);
+        // One 8-GPU board, or an NVL72 rack as one NVLink domain.
+        CHECK((h.gpus_per_node == 8 || h.gpus_per_node == 72));
+        // The figures are dense, and each file says where they come from.
+        CHECK(h.comment.find("ense (no") != std::string::npos);
+        CHECK(h.comment.find("Sources: ") != std::string::npos);
+        if (h.price_per_gpu_hour > 0) CHECK_FALSE(h.price_source.empty());
     }
 }
 
@@ -72,10 +80,48 @@ TEST_CASE("profiles carry the vendors' dense figures", "[hardware]") {
     HardwareProfile mi = load_hardware("mi300x");
     CHECK(mi.memory_bw_bytes_per_s == Approx(5.3e12));
     CHECK(mi.bf16_flops == Approx(1307.4e12));
-    // HGX B200: 8 TB/s, BF16 2.25 PFLOPS dense, NVLink 5 1.8 TB/s bidirectional.
+    // HGX B200: 8 TB/s, BF16 2.25 PFLOPS dense, NVLink 5 1.8 TB/s bidirectional, FP4 9 PFLOPS dense, 1000 W TGP.
     HardwareProfile b200 = load_hardware("b200");
     CHECK(b200.bf16_flops == Approx(2250e12));
     CHECK(b200.scaleup_bw_bytes_per_s == Approx(900e9));
+    CHECK(b200.fp4_flops == Approx(9000e12));
+    CHECK(b200.tdp_w == 1000);
+    CHECK(load_hardware("h100-sxm").fp4_flops == 0);  // Hopper has no FP4 units
+}
+
+TEST_CASE("profiles of what people deploy carry the sourced figures", "[hardware]") {
+    // Per the sources each file lists (dense figures; scale-up per direction; memory as the driver reports it).
+    // H800: H100 compute, NVLink cut to 400 GB/s bidirectional; 400 Gb/s InfiniBand per GPU.
+    const HardwareProfile h800 = load_hardware("h800");
+    CHECK(h800.bf16_flops == Approx(989.4e12));
+    CHECK(h800.scaleup_bw_bytes_per_s == Approx(200e9));
+    CHECK(h800.network_bw_bytes_per_s == Approx(50e9));
+    // H20: 148 TFLOPS BF16, 296 FP8, 96 GB at 4.0 TB/s (nvidia-smi 97871 MiB), full NVLink 4.
+    const HardwareProfile h20 = load_hardware("h20");
+    CHECK(h20.bf16_flops == Approx(148e12));
+    CHECK(h20.fp8_flops == Approx(296e12));
+    CHECK(h20.memory_bw_bytes_per_s == Approx(4.0e12));
+    CHECK(h20.memory_bytes / kGiB == Approx(97871.0 / 1024).epsilon(0.001));
+    CHECK(h20.scaleup_bw_bytes_per_s == Approx(450e9));
+    // B300: FP4 14 PFLOPS dense (NVIDIA's modeler), 800 Gb/s per GPU, nvidia-smi 275040 MiB.
+    const HardwareProfile b300 = load_hardware("b300");
+    CHECK(b300.fp4_flops == Approx(14000e12));
+    CHECK(b300.network_bw_bytes_per_s == Approx(100e9));
+    CHECK(b300.memory_bytes / kGiB == Approx(275040.0 / 1024).epsilon(0.001));
+    // GB200 / GB300 NVL72: 72 GPUs in one NVLink domain; FP4 10 and 15 PFLOPS dense; 1.2 and 1.4 kW per GPU.
+    const HardwareProfile gb200 = load_hardware("gb200"), gb300 = load_hardware("gb300");
+    CHECK(gb200.gpus_per_node == 72);
+    CHECK(gb300.gpus_per_node == 72);
+    CHECK(gb200.bf16_flops == Approx(2500e12));
+    CHECK(gb200.fp4_flops == Approx(10000e12));
+    CHECK(gb300.fp4_flops == Approx(15000e12));
+    CHECK(gb200.tdp_w == 1200);
+    CHECK(gb300.tdp_w == 1400);
+    // MI355X: BF16 2.5 PFLOPS, MXFP4 10.1 PFLOPS dense; 7 x 76.5 GB/s Infinity Fabric; rocm-smi 309220868096 B.
+    const HardwareProfile mi355 = load_hardware("mi355x");
+    CHECK(mi355.fp4_flops == Approx(10100e12));
+    CHECK(mi355.scaleup_bw_bytes_per_s == Approx(7 * 76.5e9));
+    CHECK(mi355.memory_bytes == 309220868096.0);
 }
 
 TEST_CASE("hardware JSON units convert to SI and round-trip", "[hardware]") {
@@ -180,6 +226,7 @@ json reference_hardware_block(const json& f, const std::string& stem) {
                 {"memory_bw_gbps", num("memory_bw_gbps")},
                 {"bf16_tflops", num("bf16_tflops")},
                 {"fp8_tflops", num("fp8_tflops")},
+                {"fp4_tflops", num("fp4_tflops")},
                 {"fp32_tflops", num("fp32_tflops")},
                 {"int4_tops", num("int4_tops")},
                 {"scaleup_name", f.value("scaleup_name", std::string())},
@@ -187,7 +234,10 @@ json reference_hardware_block(const json& f, const std::string& stem) {
                 {"scaleup_links", f.value("scaleup_links", int64_t{0})},
                 {"pcie_bw_gbps", num("pcie_bw_gbps")},
                 {"network_bw_gbps", num("network_bw_gbps")},
-                {"gpus_per_node", f.value("gpus_per_node", int64_t{8})}};
+                {"gpus_per_node", f.value("gpus_per_node", int64_t{8})},
+                {"tdp_w", num("tdp_w")},
+                {"price_per_gpu_hour", num("price_per_gpu_hour")},
+                {"price_source", f.value("price_source", std::string())}};
 }
 
 // The lines between a doc's generated-table markers, without the blank lines around the table.
