@@ -238,3 +238,67 @@ TEST_CASE("layout and precision flags: run, plan and sweep read the same ones", 
     REQUIRE(sweep["runs"].size() == 2);
     CHECK(sweep["runs"][1]["precision"]["dense_weights"] == "fp8");
 }
+
+TEST_CASE("plan and the sim count the same weight bytes per GPU in every format", "[precision][plan][sim][cli]") {
+    // The same model, layout, batch, context and formats through `moebench plan` and a sim run: the weights per GPU
+    // the plan reports and the sim's backend_info.memory_per_gpu agree (both block-scale counts included).
+    struct Case {
+        std::string model, layout, formats;
+    };
+    const std::vector<Case> cases = {
+        {"deepseek-v3", "--ep 8", "--dtype fp8"},
+        {"deepseek-v3", "--ep 8", "--dtype fp8-block"},
+        {"deepseek-v3", "--ep 8", "--dtype nvfp4"},
+        {"deepseek-v3", "--ep 8", "--dtype int4"},
+        {"deepseek-v3", "--ep 8", "--dtype fp8-block --expert-dtype nvfp4"},
+        {"qwen3-30b-a3b", "--ep 2", "--dtype fp8"},
+        {"qwen3-30b-a3b", "--ep 2", "--dtype fp8-block"},
+        {"qwen3-30b-a3b", "--ep 2", "--dtype nvfp4"},
+        {"qwen3-30b-a3b", "--ep 2", "--dtype mxfp4"},
+        {"qwen3-30b-a3b", "--ep 2", "--dtype int4"},
+    };
+    for (const Case& c : cases) {
+        const std::string point = "--hardware b200 --model " + c.model + " " + c.layout + " " + c.formats +
+                                  " --batch 16 --context 2048";
+        INFO(point);
+        const CliResult plan = run_cli("plan --format json " + point);
+        REQUIRE(plan.exit_code == 0);
+        const CliResult sim = run_cli("run --backend sim --layers 1 --iters 1 --warmup 0 --json - " + point);
+        REQUIRE(sim.exit_code == 0);
+        const json mem = json::parse(sim.out)["runs"][0]["backend_info"]["memory_per_gpu"];
+        const json per_gpu = json::parse(plan.out)["memory"]["per_gpu"];
+        CHECK(mem["weights_bytes"].get<double>() == Approx(per_gpu["weights_bytes"].get<double>()).margin(1));
+        for (const auto& [component, bytes] : per_gpu["weights_by_component_bytes"].items()) {
+            INFO(component);
+            CHECK(mem["weights_by_component_bytes"][component].get<double>() == Approx(bytes.get<double>()).margin(1));
+        }
+        CHECK(mem["kv_cache_bytes"].get<double>() == Approx(per_gpu["kv_cache_bytes"].get<double>()).margin(1));
+    }
+    // By hand: DeepSeek-V3's routed experts, 58 MoE layers x 256 experts x 3 x 7168 x 2048 = 653,908,770,816 weights,
+    // in nvfp4 (0.5 + 1/16 bytes each) over 8 GPUs: 45,977,960,448 bytes per GPU.
+    const CliResult nvfp4 = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --ep 8 --dtype nvfp4 "
+                                    "--layers 1 --iters 1 --warmup 0 --json -");
+    REQUIRE(nvfp4.exit_code == 0);
+    CHECK(json::parse(nvfp4.out)["runs"][0]["backend_info"]["memory_per_gpu"]["weights_by_component_bytes"]
+                                ["routed_experts"]
+                                    .get<double>() == Approx(45977960448.0));
+
+    // DeepSeek-V3 at EP 8 on H200s: fp8 fits; bf16 (about 180 GiB per GPU) does not, and the sim says so.
+    const std::string h200 = "run --backend sim --hardware h200-sxm --model deepseek-v3 --ep 8 --first-layer 3 "
+                             "--layers 1 --iters 1 --warmup 0 --json - ";
+    const CliResult fp8 = run_cli(h200 + "--dtype fp8");
+    REQUIRE(fp8.exit_code == 0);
+    CHECK_FALSE(json::parse(fp8.out)["runs"][0].contains("sim_fit_warning"));
+    const CliResult bf16 = run_cli(h200 + "--dtype bf16");
+    REQUIRE(bf16.exit_code == 0);
+    CHECK_THAT(json::parse(bf16.out)["runs"][0].value("sim_fit_warning", ""), Catch::Contains("GiB per GPU"));
+    // nvfp4 on a GPU without fp4 units: refused by name, with the formats it does compute.
+    const CliResult no_fp4 = run_cli(h200 + "--expert-dtype nvfp4");
+    CHECK(no_fp4.exit_code == 2);
+    CHECK_THAT(no_fp4.err, Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("fp4_tflops") &&
+                               Catch::Contains("fp8-block"));
+    const CliResult plan_no_fp4 = run_cli("plan --hardware h200-sxm --model deepseek-v3 --ep 8 --dtype fp8 "
+                                          "--expert-dtype mxfp4");
+    CHECK(plan_no_fp4.exit_code == 2);
+    CHECK_THAT(plan_no_fp4.err, Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("fp4_tflops"));
+}

@@ -87,13 +87,16 @@ TEST_CASE("a model of 20000 experts runs without an E x E table; its report keep
 
 TEST_CASE("the sim says when the layers it models would not fit the profile's GPUs", "[sim][slow]") {
     // Before: DeepSeek-V3's ~1.2 TiB of bf16 weights were modeled on one B200 without a word.
-    // Per GPU at EP 8: attention, norms, routers and shared experts of 61 layers plus 1/8 of the routed experts.
+    // Per GPU, as moebench plan counts it: at EP 16 the replicated weights of 61 layers, embedding and LM head plus
+    // 1/16 of the routed experts.
     const auto one = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
                              "--warmup 0 --json -");
     REQUIRE(one.exit_code == 0);
     const json r1 = json::parse(one.out)["runs"][0];
     REQUIRE(r1.contains("sim_fit_warning"));
-    CHECK_THAT(r1["sim_fit_warning"].get<std::string>(), Catch::Contains("EP 1") && Catch::Contains("moebench plan"));
+    CHECK_THAT(r1["sim_fit_warning"].get<std::string>(), Catch::Contains("1249.9 GiB per GPU") &&
+                                                                 Catch::Contains("1 GPU") &&
+                                                                 Catch::Contains("moebench plan"));
     CHECK_THAT(one.err, Catch::Contains("warning: sim:"));
     // EP 16 spreads the routed experts thin enough (moebench plan: 8 GPUs need TP 2 as well).
     const auto ep16 = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 16 --ep 16 "

@@ -12,6 +12,7 @@
 #include "metrics/rank_times.hpp"
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
+#include "model/memory_plan.hpp"
 #include "workload/workload.hpp"
 
 #include <algorithm>
@@ -28,32 +29,38 @@ public:
 
     BackendTraits traits() const override { return sim_backend_traits(hw_, p_); }
 
-    // The sim models times, not capacity: say when the layers it ran would not fit on the profile's GPUs (their
-    // weights per rank: everything but the routed experts replicated, the routed experts split over the EP ranks;
-    // the KV cache and activations come on top). "" when they fit or the profile gives no capacity.
+    // The sim models times, not capacity: say when the deployment it models would not fit on the profile's GPUs,
+    // counted as moebench plan counts it (memory_, set by prepare: the whole model's weights per GPU under the run's
+    // layout and formats, block scales included, plus the step's activations and workspace; whatever --layers ran).
+    // "" when they fit or the profile gives no capacity.
     std::string fit_warning(const ModelConfig& model, const std::vector<int64_t>& layers,
                             const RunOptions& opt) const override {
-        if (!(hw_.memory_bytes > 0)) return "";
-        const double ep = static_cast<double>(std::max<int64_t>(1, opt.layout.moe_ep));
-        double replicated = 0, experts = 0;
-        for (int64_t l : layers) {
-            replicated += static_cast<double>(attention_params_per_layer(model) + norm_params_per_layer(model));
-            if (model.is_moe_layer(l)) {
-                replicated += static_cast<double>(router_params_per_layer(model) + shared_expert_params(model));
-                experts += static_cast<double>(model.moe.num_experts) * static_cast<double>(routed_expert_params(model));
-            } else {
-                replicated += static_cast<double>(dense_mlp_params_per_layer(model));
-            }
-        }
-        // Redundant experts: (E + R) / ep expert slots per rank.
-        const double copies = model.is_moe_model() ? opt.layout.expert_copies(model.moe.num_experts) : 1.0;
-        const double per_rank_bytes = replicated * opt.precision.dense_weight_bytes() +
-                                      experts * copies / ep * opt.precision.expert_weight_bytes();
-        if (per_rank_bytes <= hw_.memory_bytes) return "";
-        return fmt::format("the {} layer(s) run need {:.1f} GiB of {} weights per GPU (EP {}), more than the {:.1f} "
-                           "GiB of the profile: the modeled times assume they fit; size a real layout with moebench plan",
-                           layers.size(), per_rank_bytes / 1073741824.0, opt.precision.describe(),
-                           static_cast<int64_t>(ep), hw_.memory_bytes / 1073741824.0);
+        if (!(hw_.memory_bytes > 0) || memory_.weights_fit) return "";
+        return fmt::format("{}'s weights need {:.1f} GiB per GPU ({}; {}), and its activations and workspace "
+                           "{:.1f} GiB more, over the {:.1f} GiB of the profile: the modeled times assume they fit; "
+                           "size a real layout with moebench plan",
+                           model.name, memory_.weights_bytes / 1073741824.0, opt.precision.describe(),
+                           opt.layout.describe(), memory_.activation_bytes / 1073741824.0,
+                           hw_.memory_bytes / 1073741824.0);
+    }
+
+    // What the deployment holds per GPU (model/memory_plan.cpp, as moebench plan counts it).
+    json memory_json() const {
+        json by_component = json::object();
+        for (int c = 0; c < kNumComponents; ++c)
+            by_component[std::string(kComponentNames[c])] = memory_.weights_by_component_bytes[static_cast<size_t>(c)];
+        return {{"source", "modeled"},
+                {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever "
+                          "--layers ran) under the run's layout and number formats (block scales included), the KV "
+                          "cache and activations of the step's batch and context"},
+                {"capacity_bytes", memory_.capacity_bytes},
+                {"weights_bytes", memory_.weights_bytes},
+                {"weights_by_component_bytes", by_component},
+                {"kv_cache_bytes", memory_.kv_cache_bytes},
+                {"activation_bytes", memory_.activation_bytes},
+                {"free_bytes", memory_.free_bytes},
+                {"weights_fit", memory_.weights_fit},
+                {"fits", memory_.fits}};
     }
 
     json describe() const override {
@@ -62,6 +69,7 @@ public:
                     {"peak_flops_by_format", peak_flops_by_format_},
                     {"dtype", to_string(opt_.precision.dense_weights)},
                     {"precision", opt_.precision.describe()},
+                    {"memory_per_gpu", memory_json()},
                     {"mla_form", to_string(p_.mla_form)},
                     {"compute_efficiency", p_.compute_efficiency},
                     {"memory_efficiency", p_.memory_efficiency},
@@ -155,6 +163,12 @@ public:
         peaks_ = compute_peaks(hw_, opt.precision);
         peak_flops_by_format_ = json::object();
         for (const auto& [d, peak] : peaks_) peak_flops_by_format_[std::string(to_string(d))] = peak;
+        PlanInput deployment;
+        deployment.precision = opt.precision;
+        deployment.layout = opt.layout;
+        deployment.batch = shape.batch;
+        deployment.context = shape.mode == Mode::prefill ? shape.seq_len : shape.context;
+        memory_ = plan_memory(model, hw_, deployment);
         if (opt.soft_topn > 0)
             throw UnsupportedError("sim: --soft-topn is not modeled (the sim has no router probabilities); "
                                    "use the cpu or cuda backend, or drop --soft-topn");
@@ -360,6 +374,7 @@ private:
     double combine_row_bytes_ = 0;
     std::map<DType, double> peaks_;  // FLOP/s of each format the step computes in
     json peak_flops_by_format_;      // the same, by name, for the report
+    MemoryPlan memory_;              // per GPU, as moebench plan counts it
     std::array<double, kNumPhases> head_us_{};
     double clock_us_ = 0;
     std::vector<double> marks_;
