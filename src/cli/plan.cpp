@@ -283,7 +283,11 @@ std::string plan_to_text(const Plan& p) {
     auto row = [&](const std::string& label, double bytes, const std::string& note) {
         line(fmt::format("  {:<30} {:>12}{}", label, human_bytes(bytes), note.empty() ? "" : "   " + note));
     };
-    row(fmt::format("weights ({})", to_string(p.in.precision.dense_weights)), mem.weights_bytes, "");
+    const Precision& pr = p.in.precision;
+    row(pr.expert_weights != pr.dense_weights && m.is_moe_model()
+            ? fmt::format("weights ({}, experts {})", to_string(pr.dense_weights), to_string(pr.expert_weights))
+            : fmt::format("weights ({})", to_string(pr.dense_weights)),
+        mem.weights_bytes, "");
     row(fmt::format("KV cache ({} seq x {} tok)", mem.sequences_per_gpu, p.in.context), mem.kv_cache_bytes,
         fmt::format("{}/token on this GPU, {}/token whole model", human_bytes(mem.kv_bytes_per_token_per_gpu),
                     human_bytes(mem.kv_bytes_per_token)));

@@ -283,6 +283,11 @@ TEST_CASE("plan and the sim count the same weight bytes per GPU in every format"
                                 ["routed_experts"]
                                     .get<double>() == Approx(45977960448.0));
 
+    // The plan's text names both weight formats.
+    const CliResult text = run_cli("plan --hardware b200 --model deepseek-v3 --ep 8 --dtype fp8-block --expert-dtype nvfp4");
+    REQUIRE(text.exit_code == 0);
+    CHECK_THAT(text.out, Catch::Contains("weights (fp8-block, experts nvfp4)") && Catch::Contains("nvfp4 9000"));
+
     // DeepSeek-V3 at EP 8 on H200s: fp8 fits; bf16 (about 180 GiB per GPU) does not, and the sim says so.
     const std::string h200 = "run --backend sim --hardware h200-sxm --model deepseek-v3 --ep 8 --first-layer 3 "
                              "--layers 1 --iters 1 --warmup 0 --json - ";
