@@ -7,6 +7,15 @@ namespace moebench {
 
 std::string_view to_string(A2aMode m) { return m == A2aMode::dedup ? "dedup" : "per-expert"; }
 
+std::string_view to_string(MoeExchange e) {
+    switch (e) {
+    case MoeExchange::local: return "local";
+    case MoeExchange::all_to_all: return "all_to_all";
+    case MoeExchange::gather: return "gather";
+    }
+    return "?";
+}
+
 std::string Layout::describe() const {
     if (num_gpus() == 1) return "1 GPU";
     std::string attn = attn_tp > 1 && attn_dp > 1 ? fmt::format("attention TP {} x DP {}", attn_tp, attn_dp)

@@ -17,6 +17,17 @@ enum class A2aMode {
 };
 std::string_view to_string(A2aMode m);
 
+/// How a MoE layer's tokens reach the GPUs that hold their routed experts, and the experts' outputs come back.
+enum class MoeExchange {
+    local,       // one GPU: nothing crosses
+    all_to_all,  // attention data-parallel only, experts expert-parallel only (attn_tp = moe_tp = 1): dispatch_a2a
+                 // sends each token's row to the ranks that hold its experts, combine_a2a brings it back (DeepEP's)
+    gather,      // any tensor parallelism: every GPU gathers the step's tokens (moe_allgather, only when attention has
+                 // more than one data-parallel replica), computes its own experts' share of them, and the partial
+                 // outputs are summed over the GPUs (moe_allreduce): vLLM's all-gather/reduce-scatter, TP MoE's all-reduce
+};
+std::string_view to_string(MoeExchange e);
+
 /// attn_tp x attn_dp GPUs run attention (and the dense layers, shared experts, embedding and LM head: split over
 /// attn_tp, replicated over attn_dp, each replica holding its share of the sequences); moe_tp x moe_ep GPUs run the
 /// routed experts (experts / moe_ep whole experts per EP rank, each split over moe_tp). Both products are the GPU
@@ -33,6 +44,11 @@ struct Layout {
 
     int64_t num_gpus() const { return attn_tp * attn_dp; }
     bool expert_parallel() const { return moe_ep > 1; }
+    bool tensor_parallel() const { return attn_tp > 1 || moe_tp > 1; }
+    MoeExchange moe_exchange() const {
+        if (num_gpus() == 1) return MoeExchange::local;
+        return tensor_parallel() ? MoeExchange::gather : MoeExchange::all_to_all;
+    }
     /// Copies of the routed experts' weights a MoE layer holds over all its GPUs, relative to one of each:
     /// (E + redundant_experts) / E. What plan and the sim multiply the routed experts' bytes by.
     double expert_copies(int64_t num_experts) const {

@@ -10,24 +10,37 @@
 
 namespace moebench {
 
-std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size) {
+std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, const Layout& layout) {
     // Hybrid models: linear_attention (a recurrent state, no KV cache) in place of attention on the layers that use it.
     const Phase attn = m.is_linear_attention_layer(layer) ? Phase::linear_attention : Phase::attention;
-    std::vector<Phase> p = {Phase::attn_norm, Phase::qkv_proj, attn, Phase::o_proj, Phase::ffn_norm};
+    const bool attn_tp = layout.attn_tp > 1;  // the attention output (and a dense MLP's) summed over the TP group
+    std::vector<Phase> p = {Phase::attn_norm, Phase::qkv_proj, attn, Phase::o_proj};
+    if (attn_tp) p.push_back(Phase::attn_allreduce);
+    p.push_back(Phase::ffn_norm);
     if (!m.is_moe_layer(layer)) {
         p.push_back(Phase::dense_mlp);
+        if (attn_tp) p.push_back(Phase::dense_allreduce);
         return p;
     }
-    p.insert(p.end(), {Phase::router_gemm, Phase::topk, Phase::permute});
-    if (ep_size > 1) p.push_back(Phase::dispatch_a2a);
+    const MoeExchange x = layout.moe_exchange();
+    const bool a2a = x == MoeExchange::all_to_all, gather = x == MoeExchange::gather;
+    p.insert(p.end(), {Phase::router_gemm, Phase::topk});
+    if (gather && layout.attn_dp > 1) p.push_back(Phase::moe_allgather);
+    p.push_back(Phase::permute);
+    if (a2a) p.push_back(Phase::dispatch_a2a);
     p.insert(p.end(), {Phase::expert_up, Phase::activation, Phase::expert_down});
     if (m.moe.num_shared_experts > 0) p.push_back(Phase::shared_expert);
-    if (ep_size > 1) p.push_back(Phase::combine_a2a);
+    if (a2a) p.push_back(Phase::combine_a2a);
     p.push_back(Phase::unpermute_reduce);
+    if (gather) p.push_back(Phase::moe_allreduce);
     return p;
 }
 
-std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t ep_size,
+std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size) {
+    return phases_for_layer(m, layer, ep_layout(ep_size));
+}
+
+std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, const Layout& layout,
                                   bool include_head) {
     std::vector<PhaseEntry> plan;
     // The once-per-step phases (the phase table's scope) around the layers, in table order.
@@ -38,10 +51,15 @@ std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_
     };
     once_per_step(PhaseScope::before_layers);
     for (size_t slot = 0; slot < layers.size(); ++slot)
-        for (Phase ph : phases_for_layer(m, layers[slot], ep_size))
+        for (Phase ph : phases_for_layer(m, layers[slot], layout))
             plan.push_back({ph, layers[slot], static_cast<int64_t>(slot)});
     once_per_step(PhaseScope::after_layers);
     return plan;
+}
+
+std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t ep_size,
+                                  bool include_head) {
+    return step_plan(m, layers, ep_layout(ep_size), include_head);
 }
 
 std::vector<PhaseEntry> moe_block_plan(const ModelConfig& m, int64_t layer, int64_t slot, int64_t ep_size) {

@@ -11,14 +11,21 @@
 
 namespace moebench {
 
-/// The phases of one decoder layer, in execution order:
-/// attn_norm, qkv_proj, attention, o_proj, then for a MoE layer ffn_norm, router_gemm, topk, permute, [dispatch_a2a],
-/// expert_up, activation, expert_down, [shared_expert], [combine_a2a], unpermute_reduce; for a dense layer ffn_norm,
-/// dense_mlp. The *_a2a phases appear only with ep_size > 1; shared_expert only when the model has shared experts.
+/// The phases of one decoder layer under `layout`, in execution order:
+/// attn_norm, qkv_proj, attention, o_proj, [attn_allreduce], then for a MoE layer ffn_norm, router_gemm, topk,
+/// [moe_allgather], permute, [dispatch_a2a], expert_up, activation, expert_down, [shared_expert], [combine_a2a],
+/// unpermute_reduce, [moe_allreduce]; for a dense layer ffn_norm, dense_mlp, [dense_allreduce].
+/// attn_allreduce and dense_allreduce appear with attention tensor parallelism (attn_tp > 1); the *_a2a phases with
+/// the all-to-all exchange, moe_allreduce with the gather exchange and moe_allgather with it when attention has more
+/// than one data-parallel replica (Layout::moe_exchange); shared_expert only when the model has shared experts.
+std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, const Layout& layout);
+/// `ep_size` ranks of data-parallel attention and expert-parallel experts (--ep N): ep_layout(ep_size).
 std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size);
 
 /// The whole step: [embed], every layer of `layers` (ascending model indices), [final_norm, lm_head].
 /// The once-per-step phases are included when `include_head` is true.
+std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, const Layout& layout,
+                                  bool include_head);
 std::vector<PhaseEntry> step_plan(const ModelConfig& m, const std::vector<int64_t>& layers, int64_t ep_size,
                                   bool include_head);
 

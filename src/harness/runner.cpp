@@ -113,7 +113,7 @@ Prepared prepare_point(const RunConfig& cfg) {
     }
     p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
     p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
-    p.plan = step_plan(p.model, p.layers, p.options.layout.moe_ep, cfg.include_lm_head);
+    p.plan = step_plan(p.model, p.layers, p.options.layout, cfg.include_lm_head);
     if (p.comm) {
         // Every rank ready before the first step: a rank slower to prepare (weights, ceilings) is waited for here,
         // under a deadline that allows for this rank's own preparation time (auto), not inside the first all-to-all.
@@ -324,13 +324,12 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {
         WorkBasis basis{p.options.precision, p.traits.mla_form, p.traits.name};
-        const int64_t ep = p.options.layout.moe_ep;
-        if (ep > 1) {  // the all-to-alls as the run moves them
+        basis.dispatch_row_bytes = dispatch_row_bytes(p.options.precision.dispatch, p.model.hidden_size);
+        if (p.options.layout.moe_ep > 1) {  // the all-to-alls as the run moves them
             basis.placement = &p.placement;
             basis.a2a_dedup = p.options.layout.a2a == A2aMode::dedup;
-            basis.dispatch_row_bytes = dispatch_row_bytes(p.options.precision.dispatch, p.model.hidden_size);
         }
-        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, ep, basis, source, p.plan,
+        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, p.options.layout, basis, source, p.plan,
                                                  m.steps, m.moe, latency.phase_stats, p.ceilings);
     } catch (const Error& e) {
         record[keys::kRoofline] = {{"source", "counted"}, {"unavailable", e.what()}};

@@ -61,10 +61,11 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
     const int64_t ep = layout.moe_ep;
     if ((layout.attn_tp > 1 || layout.moe_tp > 1) && !t.tensor_parallel) {
         const bool attn = layout.attn_tp > 1;
+        const std::string modeling = backends_where([](const BackendTraits& b) { return b.tensor_parallel; });
         config_error(run_field_label("", attn ? "tp" : "moe_tp"),
                      "splits layers over GPUs (tensor parallelism); the " + t.name + " backend runs none",
                      std::to_string(attn ? layout.attn_tp : layout.moe_tp) + " with backend " + t.name,
-                     "drop it (moebench plan models tensor-parallel memory: moebench plan --tp N); " + t.name +
+                     "model it with --backend " + modeling + ", or drop it: " + t.name +
                          " runs expert parallelism with data-parallel attention (--ep N)");
     }
     const Communicator* comm = process_group();

@@ -57,11 +57,12 @@ void add_work(PhaseWork& sum, const PhaseWork& w) {
 }
 
 // A MoE phase's work averaged over the measured steps, each at that step's tokens per expert.
-PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const StepShape& shape, int64_t ep_size,
+PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const StepShape& shape, const Layout& layout,
                         const WorkBasis& basis, const MoeLayerSamples& acc, int64_t num_steps) {
-    const int64_t T = shape.num_tokens(), E = model.moe.num_experts, k = acc.k;
+    const int64_t T = shape.num_tokens(), E = model.moe.num_experts, k = acc.k, ep_size = layout.moe_ep;
     PhaseWorkOptions wopt;
     wopt.mla_form = basis.mla_form;
+    wopt.layout = &layout;
     wopt.placement = basis.placement ? &basis.placement->of_layer(e.layer) : nullptr;  // the layer's replicas
     wopt.a2a_dedup = basis.a2a_dedup;
     wopt.dispatch_row_bytes = basis.dispatch_row_bytes;
@@ -92,15 +93,18 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
     return w;
 }
 
-CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t ep_size, const WorkBasis& basis,
+CountedWork count_work(const ModelConfig& model, const StepShape& shape, const Layout& layout, const WorkBasis& basis,
                        const std::vector<PhaseEntry>& plan, const std::vector<StepTimes>& steps,
                        const std::vector<MoeLayerSamples>& moe) {
+    const int64_t ep_size = layout.moe_ep;
     PhaseWorkOptions wopt;
     wopt.mla_form = basis.mla_form;
+    wopt.layout = &layout;
     const int64_t num_steps = static_cast<int64_t>(steps.size());
+    // The attention replicas (data-parallel) that hold tokens: each reads its own copy of the replicated weights.
+    const int64_t replicas = std::max<int64_t>(1, layout.attn_dp);
     int64_t ranks_with_tokens = 0;
-    for (int64_t r = 0; r < std::max<int64_t>(1, ep_size); ++r)
-        ranks_with_tokens += sequences_on_rank(shape, r, std::max<int64_t>(1, ep_size)) > 0 ? 1 : 0;
+    for (int64_t r = 0; r < replicas; ++r) ranks_with_tokens += sequences_on_rank(shape, r, replicas) > 0 ? 1 : 0;
     CountedWork c;
     for (size_t p = 0; p < plan.size(); ++p) {
         const PhaseEntry& e = plan[p];
@@ -109,9 +113,17 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, int64_t
         for (const MoeLayerSamples& a : moe)
             if (a.slot == e.slot) acc = &a;
         PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
-                                ? mean_moe_work(model, e, shape, ep_size, basis, *acc, num_steps)
+                                ? mean_moe_work(model, e, shape, layout, basis, *acc, num_steps)
                                 : phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt);
-        // Every rank that holds tokens reads its own copy of the replicated weights; the phase table says which
+        // Under tensor parallelism phase_work counts one GPU of a TP group (attention's on the token side, moe_tp's
+        // on the expert side): the group's GPUs together do tp times that (the link phases count every GPU already).
+        if (!is_link_bound(e.phase)) {
+            const double tp = static_cast<double>(is_routed_expert_phase(e.phase) ? layout.moe_tp : layout.attn_tp);
+            w.flops *= tp;
+            w.weight_bytes *= tp;
+            w.activation_bytes *= tp;
+        }
+        // Every replica that holds tokens reads its own copy of the replicated weights; the phase table says which
         // phases count theirs once for all ranks (the routed experts, split over the ranks; embed's rows).
         if (phase_info(e.phase).weights == PhaseWeights::replicated)
             w.weight_bytes *= static_cast<double>(ranks_with_tokens);
@@ -182,15 +194,15 @@ json moe_block_roofline(const CountedWork& c, int64_t num_moe_layers, double bw,
 
 }  // namespace
 
-json roofline_block(const ModelConfig& model, const StepShape& shape, int64_t ep_size, const WorkBasis& basis,
+json roofline_block(const ModelConfig& model, const StepShape& shape, const Layout& layout, const WorkBasis& basis,
                     const std::string& times_source, const std::vector<PhaseEntry>& plan,
                     const std::vector<StepTimes>& steps, const std::vector<MoeLayerSamples>& moe,
                     const std::map<Phase, TimingStats>& phase_stats, const RooflineCeilings& ceil) {
-    const CountedWork c = count_work(model, shape, ep_size, basis, plan, steps, moe);
-    // The work counts every rank (the whole step: each rank's copy of the replicated weights, the all-to-alls' rows
-    // as the run's placement and mode move them); with expert parallelism (modeled by sim, or processes) the ranks
-    // run side by side, so the floors and fractions use the ranks' summed ceilings.
-    const double ranks = static_cast<double>(std::max<int64_t>(1, ep_size));
+    const CountedWork c = count_work(model, shape, layout, basis, plan, steps, moe);
+    // The work counts every GPU (the whole step: each replica's copy of the replicated weights, each TP group's
+    // GPUs, the all-to-alls' rows as the run's placement and mode move them, the collectives' ring bytes); the GPUs
+    // run side by side (modeled by sim, or processes), so the floors and fractions use their summed ceilings.
+    const double ranks = static_cast<double>(std::max<int64_t>(1, layout.num_gpus()));
     const double peak = ceil.peak_flops_per_s * ranks, bw = ceil.mem_bw_bytes_per_s * ranks;
     json phases = json::object();
     for (const auto& [ph, w] : c.per_phase) {

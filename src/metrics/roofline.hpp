@@ -43,7 +43,7 @@ struct WorkBasis {
 
 /// Per-phase counted work summed over the layers run (MoE phases at each measured step's tokens per expert,
 /// averaged over the steps), achieved rates from the phase means, floors where the ceilings are known.
-json roofline_block(const ModelConfig& model, const StepShape& shape, int64_t ep_size, const WorkBasis& basis,
+json roofline_block(const ModelConfig& model, const StepShape& shape, const Layout& layout, const WorkBasis& basis,
                     const std::string& times_source, const std::vector<PhaseEntry>& plan,
                     const std::vector<StepTimes>& steps, const std::vector<MoeLayerSamples>& moe,
                     const std::map<Phase, TimingStats>& phase_stats, const RooflineCeilings& ceil);

@@ -235,6 +235,12 @@ double kv_bytes_per_token(const ModelConfig& m, double bytes_per_elem) {
            static_cast<double>(kv_elems_per_token_per_layer(m)) * bytes_per_elem;
 }
 
+double kv_shard_fraction(const ModelConfig& m, int64_t tp) {
+    if (m.attn.kind == AttentionKind::mla || m.attn.num_kv_heads <= 0 || tp <= 1) return 1.0;
+    const int64_t heads_per_gpu = (m.attn.num_kv_heads + tp - 1) / tp;
+    return static_cast<double>(heads_per_gpu) / static_cast<double>(m.attn.num_kv_heads);
+}
+
 double kv_bytes_per_sequence(const ModelConfig& m, int64_t context_len, double bytes_per_elem) {
     double tokens = 0;
     for (int64_t l = 0; l < m.num_layers; ++l)

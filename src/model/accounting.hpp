@@ -67,6 +67,11 @@ double kv_bytes_per_token(const ModelConfig& m, double bytes_per_elem);
 /// layers' fixed recurrent state (linear_state_bytes_per_sequence).
 double kv_bytes_per_sequence(const ModelConfig& m, int64_t context_len, double bytes_per_elem);
 
+/// Fraction of the per-token KV cache one GPU of an attention tensor-parallel group of `tp` stores: GQA splits the KV
+/// heads over tp (a GPU keeps at least one head, so tp > kv_heads replicates them); MLA's latent is shared by every
+/// head and kept whole on every tp rank. The memory plan's KV per GPU and the KV each TP rank's attention reads.
+double kv_shard_fraction(const ModelConfig& m, int64_t tp);
+
 /// Parameters of one MTP module (its decoder layer, enorm/hnorm, eh_proj, head norm), excluding the embedding and
 /// head it shares with the main model; `active` counts top_k routed experts instead of all.
 int64_t mtp_params_per_module(const ModelConfig& m, bool active);

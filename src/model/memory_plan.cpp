@@ -17,13 +17,6 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Fraction of the per-token KV one GPU stores: GQA splits KV heads over tp (a GPU keeps at least one head, so tp > kv_heads
-// replicates); MLA's latent is shared by all heads and is replicated on every tp rank.
-double kv_shard_fraction(const ModelConfig& m, int64_t tp) {
-    if (m.attn.kind == AttentionKind::mla || m.attn.num_kv_heads <= 0) return 1.0;
-    int64_t heads_per_gpu = ceil_div(m.attn.num_kv_heads, tp);
-    return double(heads_per_gpu) / double(m.attn.num_kv_heads);
-}
 }  // namespace
 
 MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in) {

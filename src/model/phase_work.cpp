@@ -62,8 +62,11 @@ PhaseWork norm_work(const ModelConfig& m, double T, double w, double a) {
     return {0.0, d(one_norm_elems(m)) * w, 2.0 * T * d(m.hidden_size) * a};
 }
 
+// Under attention tensor parallelism (tp > 1) one GPU's share: its heads (FLOPs, the sinks and kv_b weights, q and
+// output rows / tp) and its shard of the KV cache (GQA: kv_shard_fraction; MLA's latent whole on every rank, its
+// expanded per-head cache / tp); the indexer of DeepSeek-V3.2 reads its key cache whole on every rank.
 PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s, double w, double a, double kv,
-                         MlaForm form) {
+                         MlaForm form, int64_t tp) {
     const AttentionConfig& at = m.attn;
     const double T = d(s.num_tokens()), B = d(s.batch), nh = d(at.num_heads);
     // Prefill starts from an empty cache (the cpu and cuda backends ignore `context` there).
@@ -79,31 +82,36 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
     }
     const int64_t cached_all = L0 > 0 ? L0 - first_key(m, layer, L0) : 0, cached = std::min(cached_all, topk);
 
+    const double per_head = 1.0 / d(std::max<int64_t>(tp, 1));
+    // The share of the KV (new rows and the cache) one rank holds: per-head forms split with the heads.
+    const bool latent = is_mla(m) && form != MlaForm::expanded_cache;
+    const double kv_share = latent ? 1.0 : is_mla(m) ? per_head : kv_shard_fraction(m, tp);
     PhaseWork w_out;
-    w_out.flops = 2.0 * B * d(pairs) * d(attention_macs_per_pair(m, form));
-    w_out.weight_bytes = at.sinks ? nh * w : 0.0;
+    w_out.flops = 2.0 * B * d(pairs) * d(attention_macs_per_pair(m, form)) * per_head;
+    w_out.weight_bytes = at.sinks ? nh * w * per_head : 0.0;
     // New keys/values as qkv_proj left them: GQA k and v; MLA non-absorbed per-head k and v; absorbed the latent row.
     double new_kv_elems = d(kv_elems_per_token_per_layer(m));
-    if (is_mla(m) && form != MlaForm::absorbed) new_kv_elems = nh * d(qk_dim(m) + v_dim(m));
-    w_out.activation_bytes = (T * nh * d(qk_dim(m))              // q
-                              + T * new_kv_elems                 // k, v of the new tokens
-                              + T * nh * d(v_dim(m))) * a        // output
-                             + B * d(cached) * d(cache_elems_per_token(m, form)) * kv;  // the KV cache
+    double new_kv_share = kv_share;
+    if (is_mla(m) && form != MlaForm::absorbed) new_kv_elems = nh * d(qk_dim(m) + v_dim(m)), new_kv_share = per_head;
+    w_out.activation_bytes = (T * nh * d(qk_dim(m)) * per_head             // q
+                              + T * new_kv_elems * new_kv_share            // k, v of the new tokens
+                              + T * nh * d(v_dim(m)) * per_head) * a       // output
+                             + B * d(cached) * d(cache_elems_per_token(m, form)) * kv * kv_share;  // the KV cache
     if (at.indexer_heads > 0) {  // the indexer's scores, and its key cache read whole
-        w_out.flops += 2.0 * B * d(scored) * d(at.indexer_heads * at.indexer_head_dim);
+        w_out.flops += 2.0 * B * d(scored) * d(at.indexer_heads * at.indexer_head_dim) * per_head;
         w_out.activation_bytes += B * d(cached_all) * d(at.indexer_head_dim) * kv;
     }
     if (is_mla(m) && form == MlaForm::absorbed) {
         // q_nope x W_UK into the latent space, and W_UV on the latent output: per new token, kv_b's weights once.
-        w_out.flops += 2.0 * T * d(kv_b_elems(m));
-        w_out.weight_bytes += d(kv_b_elems(m)) * w;
+        w_out.flops += 2.0 * T * d(kv_b_elems(m)) * per_head;
+        w_out.weight_bytes += d(kv_b_elems(m)) * w * per_head;
     }
     if (is_mla(m) && form == MlaForm::latent_expand && cached > 0) {
         // Cached latents re-expanded through kv_b into per-head k_nope and v, written and read once.
         const double expanded = B * d(cached) * nh * d(at.qk_nope_head_dim + at.v_head_dim);
-        w_out.flops += 2.0 * B * d(cached) * d(kv_b_elems(m));
-        w_out.weight_bytes += d(kv_b_elems(m)) * w;
-        w_out.activation_bytes += 2.0 * expanded * a;
+        w_out.flops += 2.0 * B * d(cached) * d(kv_b_elems(m)) * per_head;
+        w_out.weight_bytes += d(kv_b_elems(m)) * w * per_head;
+        w_out.activation_bytes += 2.0 * expanded * a * per_head;
     }
     return w_out;
 }
@@ -166,8 +174,10 @@ PhaseWork add(PhaseWork x, const PhaseWork& y) {
     return x;
 }
 
-PhaseWork routed_expert_phase(const ModelConfig& m, Phase phase, const std::vector<int64_t>& tpe, double w, double a) {
-    const double H = d(m.hidden_size), I = d(m.moe.expert_intermediate_size);
+// moe_tp > 1: one GPU's slice of each expert (width I / moe_tp), on every row routed to the expert.
+PhaseWork routed_expert_phase(const ModelConfig& m, Phase phase, const std::vector<int64_t>& tpe, double w, double a,
+                              int64_t moe_tp) {
+    const double H = d(m.hidden_size), I = d(m.moe.expert_intermediate_size) / d(std::max<int64_t>(moe_tp, 1));
     PhaseWork r;
     for (int64_t n : tpe) {
         if (n <= 0) continue;  // an expert without tokens reads no weights
@@ -183,6 +193,18 @@ PhaseWork routed_expert_phase(const ModelConfig& m, Phase phase, const std::vect
         }
     }
     return r;
+}
+
+// One GPU's share of a phase split over a tensor-parallel group of `tp`: FLOPs and weights / tp, the activations
+// every GPU of the group holds whole (`whole_act_bytes`: its input, the residual, a partial output before the
+// all-reduce) unchanged and the rest / tp.
+PhaseWork tp_share(PhaseWork w, int64_t tp, double whole_act_bytes) {
+    if (tp <= 1) return w;
+    const double n = d(tp);
+    w.flops /= n;
+    w.weight_bytes /= n;
+    w.activation_bytes = std::max(0.0, w.activation_bytes - whole_act_bytes) / n + whole_act_bytes;
+    return w;
 }
 
 // Expected cross-rank rows without the ids: expert e's tokens come from each rank in proportion to its tokens.
@@ -237,10 +259,45 @@ int64_t cache_elems_per_token(const ModelConfig& m, MlaForm form) {
     return kv_elems_per_token_per_layer(m);
 }
 
+namespace {
+
+// The collectives of tensor parallelism for the whole step: every GPU's ring bytes, summed over the GPUs (the TP
+// groups' buffers are their replicas' tokens, which sum to the step's: the sum is linear in them).
+PhaseWork collective_work(const ModelConfig& m, Phase phase, const StepShape& shape, const Precision& prec,
+                          const PhaseWorkOptions& opt) {
+    if (!opt.layout) return {};
+    const Layout& L = *opt.layout;
+    const double T = d(shape.num_tokens()), H = d(m.hidden_size), a = prec.act_bytes();
+    const double n = d(L.num_gpus()), tp = d(L.attn_tp);
+    const bool gather = L.moe_exchange() == MoeExchange::gather;
+    switch (phase) {
+    case Phase::attn_allreduce:
+    case Phase::dense_allreduce:
+        return {0.0, 0.0, tp * ring_bytes_per_gpu(Collective::all_reduce, L.attn_tp, T * H * a)};
+    case Phase::moe_allgather: {
+        if (!gather || L.attn_dp <= 1) return {};
+        const double row = opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
+        return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::all_gather, L.num_gpus(), T * row)};
+    }
+    case Phase::moe_allreduce: {
+        if (!gather) return {};
+        if (L.attn_dp == 1) return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::all_reduce, L.num_gpus(), T * H * a)};
+        return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::reduce_scatter, L.num_gpus(), T * H * a) +
+                              tp * ring_bytes_per_gpu(Collective::all_gather, L.attn_tp, T * H * a)};
+    }
+    default: break;
+    }
+    MOEBENCH_CHECK(false, "collective_work: {} is no collective", phase_name(phase));
+    return {};
+}
+
+}  // namespace
+
 PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const StepShape& shape,
                      const std::vector<int64_t>& tpe, const Precision& prec, int64_t ep_size,
                      const PhaseWorkOptions& opt) {
     MOEBENCH_CHECK(ep_size >= 1, "phase_work: ep_size {} < 1", ep_size);
+    const int64_t tp = opt.layout ? opt.layout->attn_tp : 1, moe_tp = opt.layout ? opt.layout->moe_tp : 1;
     const double T = d(shape.num_tokens()), H = d(m.hidden_size), V = d(m.vocab_size), E = d(m.moe.num_experts);
     const double k = d(m.moe.top_k), A = d(total_assignments(tpe));
     // Bytes per element of each tensor class: the linear layers' weights (dense, or the routed experts'), the layers
@@ -249,27 +306,29 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     const double a = prec.act_bytes(), kv = prec.kv_bytes();
     switch (phase) {
     case Phase::embed:
-        // One table row per token (a repeated token id is not deduplicated: the ids are not known here).
-        return {0.0, std::min(T, V) * H * hp, T * kI32 + T * H * a};
+        // One table row per token (a repeated token id is not deduplicated: the ids are not known here); under TP
+        // each GPU holds V / tp rows and writes every token's row (zeros where another GPU holds it).
+        return tp_share({0.0, std::min(T, V) * H * hp, T * kI32 + T * H * a}, tp, T * kI32 + T * H * a);
     case Phase::attn_norm:
     case Phase::ffn_norm:
     case Phase::final_norm: return norm_work(m, T, hp, a);
-    case Phase::qkv_proj:
-        if (m.is_linear_attention_layer(layer)) return linear_qkv_work(m, shape, w, a);
-        return qkv_work(m, shape, w, a, opt.mla_form);
-    case Phase::attention: return attention_work(m, layer, shape, w, a, kv, opt.mla_form);
-    case Phase::linear_attention: return linear_attention_work(m, shape, w, a);
+    case Phase::qkv_proj:  // the input rows read whole by every GPU of a TP group
+        if (m.is_linear_attention_layer(layer)) return tp_share(linear_qkv_work(m, shape, w, a), tp, T * H * a);
+        return tp_share(qkv_work(m, shape, w, a, opt.mla_form), tp, T * H * a);
+    case Phase::attention: return attention_work(m, layer, shape, w, a, kv, opt.mla_form, tp);
+    case Phase::linear_attention: return tp_share(linear_attention_work(m, shape, w, a), tp, 0.0);  // heads split
     case Phase::o_proj: {
+        // Attention output in (split over TP); the residual read and written back whole (a partial sum under TP).
         if (m.is_linear_attention_layer(layer)) {
             const double in = d(m.linear_attn.num_value_heads * m.linear_attn.value_head_dim);
-            return {2.0 * T * in * H, in * H * w, (T * in + 2.0 * T * H) * a};
+            return tp_share({2.0 * T * in * H, in * H * w, (T * in + 2.0 * T * H) * a}, tp, 2.0 * T * H * a);
         }
         const double in = d(m.attn.num_heads * v_dim(m));
         PhaseWork r{2.0 * T * d(o_proj_matrix_elems(m)), d(o_proj_matrix_elems(m)) * w,
                     (T * in + 2.0 * T * H) * a};  // attention output in; residual read, written back
         if (m.attn.o_bias) r.weight_bytes += H * w;
         if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;  // post-attention norm (Grok-1)
-        return r;
+        return tp_share(r, tp, 2.0 * T * H * a);
     }
     case Phase::router_gemm: {
         // The gate matrix (and its bias); the selection bias of DeepSeek-V3's router is read by topk, not here.
@@ -286,7 +345,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         return {0.0, 0.0, T * H * a + T * k * kI32 + A * H * a};
     case Phase::dispatch_a2a:
     case Phase::combine_a2a: {
-        if (ep_size == 1) return {};
+        if (ep_size == 1 || (opt.layout && opt.layout->moe_exchange() != MoeExchange::all_to_all)) return {};
         const double row_bytes =
             phase == Phase::dispatch_a2a && opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
         if (!opt.routing) return {0.0, 0.0, expected_cross_rows(m, shape, tpe, ep_size) * row_bytes};
@@ -297,7 +356,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     }
     case Phase::expert_up:
     case Phase::activation:
-    case Phase::expert_down: return routed_expert_phase(m, phase, tpe, we, a);
+    case Phase::expert_down: return routed_expert_phase(m, phase, tpe, we, a, moe_tp);
     case Phase::shared_expert: {
         const double SI = d(m.moe.num_shared_experts * m.moe.shared_intermediate_size);
         if (SI <= 0) return {};
@@ -305,7 +364,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         PhaseWork r = add(add(ffn_up(T, H, SI, 0, a), ffn_act(T, SI, a)), ffn_down(T, H, SI, 0, a));
         r.weight_bytes = d(shared_expert_params(m)) * w;
         r.flops = 2.0 * T * d(shared_expert_params(m));
-        return r;
+        return tp_share(r, tp, 2.0 * T * H * a);  // split over the attention TP group: input and partial output whole
     }
     case Phase::unpermute_reduce: {
         // Expert rows and their weights in; the residual (plus the shared output when present) read, result written.
@@ -320,14 +379,18 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         r.weight_bytes = d(dense_mlp_params_per_layer(m)) * w;
         r.activation_bytes += T * H * a;  // residual read (the write is ffn_down's output)
         if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;
-        return r;
+        return tp_share(r, tp, 3.0 * T * H * a);  // under TP: input, residual and partial output whole
     }
     case Phase::lm_head: {
         // Prefill computes logits for the last token of each sequence only.
         const double rows = shape.mode == Mode::decode ? T : d(shape.batch);
         double params = V * H + (m.lm_head_bias ? V : 0.0);
-        return {2.0 * rows * V * H, params * hp, rows * H * a + rows * V * a};
+        return tp_share({2.0 * rows * V * H, params * hp, rows * H * a + rows * V * a}, tp, rows * H * a);  // V / tp
     }
+    case Phase::attn_allreduce:
+    case Phase::moe_allgather:
+    case Phase::moe_allreduce:
+    case Phase::dense_allreduce: return collective_work(m, phase, shape, prec, opt);
     case Phase::count_: break;
     }
     MOEBENCH_CHECK(false, "phase_work: invalid phase {}", static_cast<int>(phase));
@@ -358,6 +421,21 @@ int64_t sequences_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size)
 
 int64_t tokens_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size) {
     return sequences_on_rank(shape, rank, ep_size) * new_tokens_per_sequence(shape);
+}
+
+std::string_view to_string(Collective c) {
+    switch (c) {
+    case Collective::all_reduce: return "all-reduce";
+    case Collective::all_gather: return "all-gather";
+    case Collective::reduce_scatter: return "reduce-scatter";
+    }
+    return "?";
+}
+
+double ring_bytes_per_gpu(Collective c, int64_t n, double buffer_bytes) {
+    if (n <= 1) return 0.0;
+    const double share = d(n - 1) / d(n);
+    return (c == Collective::all_reduce ? 2.0 : 1.0) * share * buffer_bytes;
 }
 
 double A2aTraffic::sent(int64_t rank) const {

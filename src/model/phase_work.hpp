@@ -7,10 +7,12 @@
 #include "model/placement.hpp"
 #include "core/phase.hpp"
 #include "core/precision.hpp"
+#include "core/layout.hpp"
 #include "core/step.hpp"
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moebench {
@@ -48,6 +50,17 @@ struct PhaseWorkOptions {
     /// Bytes of one dispatch row on the wire (dispatch_row_bytes below); 0: hidden x the activations' bytes. The
     /// combine always returns rows in the activation format.
     double dispatch_row_bytes = 0;
+    /// The parallel layout (null: no tensor parallelism). With attn_tp > 1 the token-side phases that split over the
+    /// attention TP group (qkv_proj, attention, o_proj, shared_expert, dense_mlp, embed, lm_head) count one GPU's
+    /// share of the shape's tokens: FLOPs and weights / attn_tp, the activations the GPU holds whole (its input, the
+    /// residual, the partial output it writes before the all-reduce) whole and the rest / attn_tp, the KV cache by
+    /// its shard (GQA: ceil(kv_heads / attn_tp) of the KV heads; MLA's latent whole on every rank, as
+    /// kv_shard_fraction and the memory plan count it); the phases it does not split (norms, router, top-k,
+    /// permute, unpermute) count the shape's tokens whole, as each GPU of the group runs them. With moe_tp > 1 the
+    /// routed experts' phases count one GPU's slice of each expert (its width / moe_tp). The collectives
+    /// (attn_allreduce, moe_allgather, moe_allreduce, dense_allreduce) count the bytes every GPU sends, summed over
+    /// the GPUs, with the shape as the whole step (ring_bytes_per_gpu).
+    const Layout* layout = nullptr;
 };
 
 /// Bytes of one dispatched token row of `hidden` channels in `dispatch` (fp8 with its scales: core/dispatch_dtype.hpp;
@@ -102,6 +115,15 @@ A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const Layer
 /// dispatch mode: `dedup` counts a token once per destination rank, else once per assignment; `row_bytes` each.
 A2aTraffic a2a_traffic(const StepShape& shape, const LayerRouting& routing, double row_bytes,
                        const ExpertPlacement& placement, bool dedup);
+
+/// The collectives of tensor parallelism, each as a ring over a group of GPUs.
+enum class Collective { all_reduce, all_gather, reduce_scatter };
+std::string_view to_string(Collective c);
+/// Bytes one GPU sends (and receives) in a ring collective over `n` GPUs of a buffer of `buffer_bytes` (the whole
+/// result each GPU holds: the summed tensor of an all-reduce, the gathered tensor of an all-gather, the input of a
+/// reduce-scatter): all-reduce 2 (n - 1) / n x buffer (a reduce-scatter then an all-gather), all-gather and
+/// reduce-scatter (n - 1) / n x buffer; 0 for n <= 1. NCCL's bus bandwidth is these bytes over the time.
+double ring_bytes_per_gpu(Collective c, int64_t n, double buffer_bytes);
 
 /// Per-layer pieces accounting.hpp does not expose (matrix elements only: no biases, norms or sinks).
 int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form);   // absorbed MLA leaves kv_b out (it moves to attention)

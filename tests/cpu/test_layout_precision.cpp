@@ -179,7 +179,7 @@ TEST_CASE("precision: counted bytes follow each class", "[precision]") {
 TEST_CASE("layout and precision flags: run, plan and sweep read the same ones", "[layout][precision][cli]") {
     const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/conformance/models/tiny-mixtral-8x7b.json";
     const std::string dir = temp_dir("layoutcli");
-    // cpu computes fp32 only, and no tensor parallelism: refused by name, with the way out.
+    // cpu computes fp32 only, and no tensor parallelism: refused by name, with the way out (the sim models it).
     CliResult r = run_cli("run --backend cpu --model " + tiny + " --layers 1 --iters 1 --warmup 0 --dtype bf16 --out " +
                           dir + "/a.json");
     CHECK(r.exit_code == 2);
@@ -187,7 +187,7 @@ TEST_CASE("layout and precision flags: run, plan and sweep read the same ones", 
     r = run_cli("run --backend cpu --model " + tiny + " --layers 1 --iters 1 --warmup 0 --tp 2 --out " + dir +
                 "/b.json");
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Catch::Contains("tp (--tp)") && Catch::Contains("moebench plan"));
+    CHECK_THAT(r.err, Catch::Contains("tp (--tp)") && Catch::Contains("--backend sim"));
     r = run_cli("run --backend cpu --model " + tiny + " --kv-dtype int4 --out " + dir + "/c.json");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("kv_dtype (--kv-dtype)"));

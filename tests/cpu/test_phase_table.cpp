@@ -24,11 +24,12 @@ TEST_CASE("phase table: names and groups as the design notes and every report sp
     const std::vector<std::pair<std::string, std::string>> expected = {
         {"embed", "embed"},           {"attn_norm", "attention"},     {"qkv_proj", "attention"},
         {"attention", "attention"},   {"linear_attention", "attention"}, {"o_proj", "attention"},
-        {"ffn_norm", "router"},       {"router_gemm", "router"},      {"topk", "router"},
-        {"permute", "dispatch"},      {"dispatch_a2a", "dispatch"},   {"expert_up", "experts"},
-        {"activation", "experts"},    {"expert_down", "experts"},     {"shared_expert", "experts"},
-        {"combine_a2a", "combine"},   {"unpermute_reduce", "combine"}, {"dense_mlp", "dense"},
-        {"final_norm", "head"},       {"lm_head", "head"}};
+        {"attn_allreduce", "attention"}, {"ffn_norm", "router"},      {"router_gemm", "router"},
+        {"topk", "router"},           {"moe_allgather", "dispatch"},  {"permute", "dispatch"},
+        {"dispatch_a2a", "dispatch"}, {"expert_up", "experts"},       {"activation", "experts"},
+        {"expert_down", "experts"},   {"shared_expert", "experts"},   {"combine_a2a", "combine"},
+        {"unpermute_reduce", "combine"}, {"moe_allreduce", "combine"}, {"dense_mlp", "dense"},
+        {"dense_allreduce", "dense"}, {"final_norm", "head"},         {"lm_head", "head"}};
     int previous = -1;
     for (const auto& [name, group] : expected) {
         INFO(name);
@@ -52,12 +53,13 @@ TEST_CASE("phase table: names and groups as the design notes and every report sp
     CHECK(groups == std::vector<std::string>{"embed", "attention", "router", "dispatch", "experts", "combine", "dense",
                                              "head"});
     CHECK(block == std::vector<std::string>{"router", "dispatch", "experts", "combine"});
-    // The all-to-alls are bound by links; the routed experts' three phases run on the expert side, the rest of the
-    // vocabulary on the token side.
+    // The all-to-alls and the collectives of tensor parallelism are bound by links; the routed experts' three phases
+    // run on the expert side, the rest of the vocabulary on the token side.
     for (const auto& [name, group] : expected) {
         INFO(name);
         const Phase p = *phase_from_name(name);
-        CHECK(is_link_bound(p) == (name == "dispatch_a2a" || name == "combine_a2a"));
+        CHECK(is_link_bound(p) == (name == "dispatch_a2a" || name == "combine_a2a" || name == "attn_allreduce" ||
+                                   name == "moe_allgather" || name == "moe_allreduce" || name == "dense_allreduce"));
         CHECK(is_routed_expert_phase(p) == (name == "expert_up" || name == "activation" || name == "expert_down"));
     }
 }
@@ -69,11 +71,16 @@ TEST_CASE("phase table: the engine runs every shipped model's phases in table or
         if (f.path().extension() != ".json") continue;
         const ModelConfig m = load_model(f.path().string());
         ++models;
-        for (int64_t ep : {1, 2}) {
+        // One GPU, --ep 2, and TP 2 x DP 2 attention over EP 4 (every collective of tensor parallelism).
+        Layout tp_dp;
+        tp_dp.attn_tp = tp_dp.attn_dp = 2;
+        tp_dp.moe_ep = m.is_moe_model() ? 4 : 1;
+        tp_dp.moe_tp = 4 / tp_dp.moe_ep;
+        for (const Layout& layout : {Layout{}, m.is_moe_model() ? ep_layout(2) : Layout{}, tp_dp}) {
             std::vector<int64_t> layers(static_cast<size_t>(m.num_layers));
             for (int64_t l = 0; l < m.num_layers; ++l) layers[static_cast<size_t>(l)] = l;
-            const std::vector<PhaseEntry> plan = step_plan(m, layers, m.is_moe_model() ? ep : 1, true);
-            INFO(m.name << " ep " << ep);
+            const std::vector<PhaseEntry> plan = step_plan(m, layers, layout, true);
+            INFO(m.name << " " << layout.describe());
             // The once-per-step phases at the ends, each layer's phases ascending in table order.
             REQUIRE(plan.size() > 3);
             CHECK(phase_info(plan.front().phase).scope == PhaseScope::before_layers);
@@ -90,8 +97,8 @@ TEST_CASE("phase table: the engine runs every shipped model's phases in table or
 }
 
 TEST_CASE("phase table: every link-bound phase is priced by the sim", "[phase_table][sim]") {
-    // Two ranks of one node (the toy links of test_sim_backend.cpp): each link-bound row gets a finite time of at
-    // least the all-to-all latency, never an error.
+    // Four GPUs of one node, TP 2 x DP 2 attention over experts TP 2 x EP 2 (the toy links of test_sim_backend.cpp):
+    // each link-bound row gets a finite time of at least the collective latency, never an error.
     ModelConfig m = test::tiny_gqa_h8();
     m.dense_intermediate_size = 0;
     HardwareProfile hw;
@@ -104,7 +111,7 @@ TEST_CASE("phase table: every link-bound phase is priced by the sim", "[phase_ta
     p.a2a_latency_us = 10.0;
     auto be = make_sim_backend(hw, p);
     RunOptions opt;
-    opt.layout.moe_ep = 2;
+    opt.layout.attn_tp = opt.layout.attn_dp = opt.layout.moe_tp = opt.layout.moe_ep = 2;
     be->prepare(m, {0}, test::decode(4, 2), opt);
     int priced = 0;
     for (const PhaseInfo& row : kPhaseTable) {
@@ -120,7 +127,7 @@ TEST_CASE("phase table: every link-bound phase is priced by the sim", "[phase_ta
         CHECK(us[0] >= 10.0);
         ++priced;
     }
-    CHECK(priced >= 2);  // dispatch_a2a, combine_a2a
+    CHECK(priced >= 6);  // dispatch_a2a, combine_a2a, attn_allreduce, moe_allgather, moe_allreduce, dense_allreduce
 }
 
 TEST_CASE("phase table: the format each phase's matrix products compute in", "[phase_table]") {

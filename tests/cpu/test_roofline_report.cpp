@@ -104,7 +104,7 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
         WorkBasis basis{uniform_precision(DType::fp32), MlaForm::expanded_cache, "cpu"};
         basis.a2a_dedup = dedup;
         basis.dispatch_row_bytes = 100;  // e.g. an fp8 row with its scales; the combine returns H x 4 = 32 B rows
-        const json roof = roofline_block(m, shape, 2, basis, "modeled", plan, steps, {acc}, {}, ceil);
+        const json roof = roofline_block(m, shape, ep_layout(2), basis, "modeled", plan, steps, {acc}, {}, ceil);
         const double rows = dedup ? 3 : 5;
         CHECK(bytes_of(roof, "dispatch_a2a", "bytes") == Approx(rows * 100));
         CHECK(bytes_of(roof, "combine_a2a", "bytes") == Approx(rows * 32));
@@ -131,7 +131,7 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
     WorkBasis basis{uniform_precision(DType::fp32), MlaForm::expanded_cache, "cpu"};
     basis.placement = &moved;
     basis.a2a_dedup = false;
-    const json roof = roofline_block(m, shape, 2, basis, "modeled", plan, steps, {acc}, {}, ceil);
+    const json roof = roofline_block(m, shape, ep_layout(2), basis, "modeled", plan, steps, {acc}, {}, ceil);
     // Per assignment: t0 (rank 0) {0, 3} both local; t1 (rank 0) {2, 3}: expert 2 remote; t2 (rank 1) {0, 1}:
     // expert 0 remote; t3 (rank 1) {3, 2}: expert 3 remote. 3 rows of H x 4 bytes (no dispatch dtype given).
     CHECK(bytes_of(roof, "dispatch_a2a", "bytes") == Approx(3 * 32));

@@ -380,6 +380,11 @@ void CpuBackend::run_phase(Phase phase, int64_t slot) {
     case Phase::dense_mlp: phase_dense(slot); break;
     case Phase::final_norm: phase_final_norm(); break;
     case Phase::lm_head: phase_lm_head(); break;
+    case Phase::attn_allreduce:
+    case Phase::moe_allgather:
+    case Phase::moe_allreduce:
+    case Phase::dense_allreduce:  // tensor parallelism: traits().tensor_parallel is false, the harness refuses it first
+        MOEBENCH_CHECK(false, "cpu backend: {} needs tensor parallelism, which it does not run", phase_name(phase));
     case Phase::count_: MOEBENCH_CHECK(false, "cpu backend: invalid phase");
     }
 }

@@ -381,6 +381,11 @@ void CudaBackend::run_phase_eager(Phase phase, int64_t layer_slot) {
         case Phase::dense_mlp: phase_dense(*need()); break;
         case Phase::final_norm: phase_final_norm(); break;
         case Phase::lm_head: phase_lm_head(); break;
+        case Phase::attn_allreduce:
+        case Phase::moe_allgather:
+        case Phase::moe_allreduce:
+        case Phase::dense_allreduce:  // traits().tensor_parallel is false: the harness refuses tensor parallelism first
+            MOEBENCH_CHECK(false, "cuda backend: {} needs tensor parallelism, which it does not run", nm);
         case Phase::count_: MOEBENCH_CHECK(false, "invalid phase"); break;
     }
 }

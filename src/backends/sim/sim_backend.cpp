@@ -77,17 +77,62 @@ public:
                     {"phase_overhead_us", p_.phase_overhead_us},
                     {"a2a_latency_us", p_.a2a_latency_us},
                     {"a2a_network_latency_us", p_.a2a_network_latency_us},
-                    {"ep_layout", (placement_.source == "contiguous" ? std::string("experts contiguous per rank")
-                                                                     : "experts placed by " + placement_.source) +
-                                      "; sequences spread over ranks (data-parallel attention); --a2a " +
-                                      std::string(to_string(opt_.layout.a2a)) +
-                                      ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
-                                      " bytes, combine rows of " + fmt::format("{:g}", combine_row_bytes_) +
-                                      " bytes (payload only)"},
+                    {"parallel_layout", layout_json()},
+                    {"ep_layout", opt_.layout.moe_ep <= 1 ? json(nullptr)
+                                  : json((placement_.source == "contiguous" ? std::string("experts contiguous per rank")
+                                                                            : "experts placed by " + placement_.source) +
+                                         (opt_.layout.moe_exchange() == MoeExchange::all_to_all
+                                              ? "; sequences spread over ranks (data-parallel attention); --a2a " +
+                                                    std::string(to_string(opt_.layout.a2a)) + ", dispatch rows of " +
+                                                    fmt::format("{:g}", dispatch_row_bytes_) + " bytes, combine rows of " +
+                                                    fmt::format("{:g}", combine_row_bytes_) + " bytes (payload only)"
+                                              : "; every GPU computes its experts for the step's tokens (no "
+                                                "all-to-all: see parallel_layout)"))},
                     {"routing", routing_source_},
                     {"ep_rank_load", rank_load_json()},
                     {"redundant_experts", redundant_json()},
                     {"timing_source", "modeled"}};
+    }
+
+    // The layout as the sim models it: what runs on each GPU and which collectives move what (docs/sim-backend.md,
+    // "Parallel layouts").
+    json layout_json() const {
+        const Layout& L = opt_.layout;
+        const MoeExchange x = L.moe_exchange();
+        json collectives = json::array();
+        if (L.attn_tp > 1)
+            collectives.push_back(fmt::format("attn_allreduce (and dense_allreduce on dense layers): ring all-reduce "
+                                              "over each attention TP group of {} GPUs of its replica's tokens x "
+                                              "hidden in the activation format{}",
+                                              L.attn_tp, tp_groups_span_nodes(L, hw_.gpus_per_node)
+                                                             ? ", over the network (the group spans nodes)" : ""));
+        if (x == MoeExchange::all_to_all)
+            collectives.push_back("dispatch_a2a / combine_a2a: all-to-all of the rows each rank's tokens send to the "
+                                  "ranks holding their experts (see ep_layout)");
+        if (x == MoeExchange::gather && L.attn_dp > 1)
+            collectives.push_back(fmt::format("moe_allgather: ring all-gather over the {} GPUs of the step's token "
+                                              "rows (dispatch format)", L.num_gpus()));
+        if (x == MoeExchange::gather)
+            collectives.push_back(
+                L.attn_dp == 1 ? fmt::format("moe_allreduce: ring all-reduce over the {} GPUs of the experts' (and "
+                                             "shared experts') partial outputs, the step's tokens x hidden",
+                                             L.num_gpus())
+                               : fmt::format("moe_allreduce: ring reduce-scatter over the {} GPUs of the partial "
+                                             "outputs, then a ring all-gather within each attention TP group of {}",
+                                             L.num_gpus(), L.attn_tp));
+        return {{"describe", L.describe()},
+                {"num_gpus", L.num_gpus()},
+                {"moe_exchange", to_string(x)},
+                {"per_gpu", fmt::format("attention, dense layers, shared experts, embedding and LM head: 1/{} of the "
+                                        "heads and widths, for 1/{} of the sequences{}",
+                                        L.attn_tp, L.attn_dp,
+                                        model_.is_moe_model()
+                                            ? fmt::format("; routed experts: {} of the {} experts, 1/{} of each one's "
+                                                          "width",
+                                                          model_.moe.num_experts / std::max<int64_t>(L.moe_ep, 1),
+                                                          model_.moe.num_experts, L.moe_tp)
+                                            : std::string())},
+                {"collectives", collectives}};
     }
 
     // The replicas of each layer (--redundant-experts): [expert, rank] of every slot beyond the layer's base placement.
@@ -141,7 +186,7 @@ public:
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
                  const RunOptions& opt, const Topology& topo = Topology{}) override {  // one process models every rank
-        const int64_t ep = opt.layout.moe_ep;
+        const int64_t ep = opt.layout.moe_ep, gpus = opt.layout.num_gpus();
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
             config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
                          shape.seq_len), "use batch >= 1 (and seq_len >= 1 for prefill)");
@@ -151,13 +196,18 @@ public:
             if (model.moe.num_experts % ep != 0)
                 config_error("ep", fmt::format("must divide the {} experts", model.moe.num_experts),
                              std::to_string(ep), "use a divisor of the expert count");
-            if (ep > hw_.gpus_per_node && hw_.network_bw_bytes_per_s <= 0)
-                config_error("ep", fmt::format("spans nodes but hardware {} has no network_bw_gbps", hw_.name),
-                             std::to_string(ep),
-                             fmt::format("use ep <= {} or a profile with a network", hw_.gpus_per_node));
+        }
+        if (gpus > 1) {  // the GPUs' collectives need links: scale-up in a node, the network beyond
+            const std::string key = ep > 1 ? "ep" : "tp";
+            const std::string given = std::to_string(ep > 1 ? ep : opt.layout.attn_tp);
+            if (gpus > hw_.gpus_per_node && hw_.network_bw_bytes_per_s <= 0)
+                config_error(run_field_label("", key),
+                             fmt::format("makes {} GPUs, more than a node of hardware {}, which has no "
+                                         "network_bw_gbps", gpus, hw_.name),
+                             given, fmt::format("use at most {} GPUs or a profile with a network", hw_.gpus_per_node));
             if (hw_.scaleup_bw_bytes_per_s <= 0 && hw_.pcie_bw_bytes_per_s <= 0)
-                config_error("ep", fmt::format("hardware {} has no scale-up or PCIe bandwidth", hw_.name),
-                             std::to_string(ep), "add scaleup_bw_gbps or pcie_bw_gbps to the profile");
+                config_error(run_field_label("", key), fmt::format("hardware {} has no scale-up or PCIe bandwidth", hw_.name),
+                             given, "add scaleup_bw_gbps or pcie_bw_gbps to the profile");
         }
         // The peak of each format the step computes in; a format the profile has no peak for is refused by name.
         peaks_ = compute_peaks(hw_, opt.precision);
@@ -257,10 +307,10 @@ private:
         Slot& sl = slots_[s];
         sl.layer = layers_[s];
         sl.us.fill(-1.0);
-        const int64_t ep = opt_.layout.moe_ep, E = model_.moe.num_experts;
+        const int64_t ep = opt_.layout.moe_ep, dp = opt_.layout.attn_dp, E = model_.moe.num_experts;
         const auto num_experts = static_cast<size_t>(std::max<int64_t>(E, 0));
-        sl.home_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
-        sl.expert_counts = sl.home_counts;
+        sl.home_counts.assign(static_cast<size_t>(dp), std::vector<int64_t>(num_experts, 0));
+        sl.expert_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
         sl.dispatch_traffic = A2aTraffic{ep, std::vector<double>(static_cast<size_t>(ep * ep), 0.0)};
         sl.combine_traffic = sl.dispatch_traffic;
         if (given.k == 0) return;  // dense layer
@@ -276,17 +326,20 @@ private:
         sl.result.dropped = core::apply_capacity(r.ids.data(), r.weights.data(), T, static_cast<int>(r.k),
                                                  static_cast<int>(E), cap, sl.result.tokens_per_expert.data());
         const ExpertPlacement& pl = placement_.of_layer(sl.layer);  // with redundant experts, the layer's own
+        // A token's attention replica (home_counts) and, for the replica an expert copy is chosen by, its rank among
+        // the expert-parallel ranks (the same rank under --ep N's all-to-all: dp = ep).
         for (int64_t t = 0; t < T; ++t) {
-            const int64_t home = token_home_rank(shape_, t, ep);
+            const int64_t home = token_home_rank(shape_, t, dp), ep_home = dp == ep ? home : token_home_rank(shape_, t, ep);
             for (int64_t j = 0; j < r.k; ++j) {
                 const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
                 if (e < 0) continue;
                 ++sl.home_counts[static_cast<size_t>(home)][static_cast<size_t>(e)];
-                const int64_t q = ep > 1 ? pl.dest_rank(e, home, t) : 0;
+                const int64_t q = ep > 1 ? pl.dest_rank(e, ep_home, t) : 0;
                 ++sl.expert_counts[static_cast<size_t>(q)][static_cast<size_t>(e)];
             }
         }
-        if (ep > 1) {  // the same rows each way: dispatch in the dispatch dtype, combine in the activation dtype
+        if (opt_.layout.moe_exchange() == MoeExchange::all_to_all) {
+            // The same rows each way: dispatch in the dispatch dtype, combine in the activation dtype.
             sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, pl, opt_.layout.a2a == A2aMode::dedup);
             sl.combine_traffic = sl.dispatch_traffic;
             for (double& b : sl.dispatch_traffic.bytes) b *= dispatch_row_bytes_;
@@ -295,14 +348,15 @@ private:
         sl.result.routing = std::move(r);
     }
 
-    // Slowest rank's time for a phase that runs where the tokens live (attention side, router, permute, shared
-    // expert, combine, head): rank r runs its own sequences and the assignments of its tokens.
+    // Slowest GPU's time for a phase that runs where the tokens live (attention side, router, permute, shared
+    // expert, combine, head): each data-parallel replica runs its own sequences and the assignments of its tokens,
+    // each GPU of its tensor-parallel group its share (phase_work under the layout).
     double home_side_us(Phase phase, int64_t layer, const std::vector<std::vector<int64_t>>* counts) const {
-        const int64_t ep = opt_.layout.moe_ep;
-        std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
-        for (int64_t r = 0; r < ep; ++r) {
+        const int64_t dp = opt_.layout.attn_dp;
+        std::vector<double> rank_us(static_cast<size_t>(dp), 0.0);
+        for (int64_t r = 0; r < dp; ++r) {
             StepShape sr = shape_;
-            sr.batch = sequences_on_rank(shape_, r, ep);
+            sr.batch = sequences_on_rank(shape_, r, dp);
             if (sr.batch == 0) continue;
             static const std::vector<int64_t> kNone;
             const std::vector<int64_t>& tpe = counts ? (*counts)[static_cast<size_t>(r)] : kNone;
@@ -311,7 +365,8 @@ private:
         return across_ranks(rank_us).slowest_us;
     }
 
-    // Slowest rank's time for an expert phase: rank q runs its experts (the placement's) on the rows routed there.
+    // Slowest rank's time for an expert phase: rank q runs its experts (the placement's) on the rows routed there,
+    // each of its moe_tp GPUs a slice of every expert.
     double expert_side_us(Phase phase, const Slot& sl) const {
         const int64_t ep = opt_.layout.moe_ep;
         std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
@@ -324,16 +379,40 @@ private:
     PhaseWork work(Phase phase, int64_t layer, const StepShape& s, const std::vector<int64_t>& tpe) const {
         PhaseWorkOptions o;
         o.mla_form = p_.mla_form;
+        o.layout = &opt_.layout;
         return phase_work(model_, phase, layer, s, tpe, opt_.precision, opt_.layout.moe_ep, o);
     }
 
     // The peak rate a phase's matrix products run at: the format of their operands (the phase table's matmul).
     double peak_flops(Phase phase) const { return peaks_.at(matmul_dtype(phase, opt_.precision)); }
 
-    // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose).
+    // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose); the
+    // collectives of tensor parallelism as rings over their groups (sim_collective_us), the largest replica's tokens.
     double link_us(Phase phase, const Slot& sl) const {
         if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.dispatch_traffic, hw_, p_);
         if (phase == Phase::combine_a2a) return sim_a2a_us(sl.combine_traffic, hw_, p_, /*transpose=*/true);
+        const Layout& L = opt_.layout;
+        const double T = static_cast<double>(shape_.num_tokens()), H = static_cast<double>(model_.hidden_size);
+        int64_t replica_tokens = 0;  // the largest data-parallel replica's tokens
+        for (int64_t d = 0; d < L.attn_dp; ++d)
+            replica_tokens = std::max(replica_tokens, tokens_on_rank(shape_, d, L.attn_dp));
+        const double a = opt_.precision.act_bytes(), combine = dtype_info(opt_.precision.combine).bytes_per_elem();
+        const double replica_rows = static_cast<double>(replica_tokens) * H;
+        const bool tp_spans = tp_groups_span_nodes(L, hw_.gpus_per_node), all_span = L.num_gpus() > hw_.gpus_per_node;
+        switch (phase) {
+        case Phase::attn_allreduce:
+        case Phase::dense_allreduce:
+            return sim_collective_us(Collective::all_reduce, L.attn_tp, replica_rows * a, tp_spans, hw_, p_);
+        case Phase::moe_allgather:
+            return sim_collective_us(Collective::all_gather, L.num_gpus(), T * dispatch_row_bytes_, all_span, hw_, p_);
+        case Phase::moe_allreduce:
+            if (L.attn_dp == 1)  // one TP group: the partial outputs summed on every GPU
+                return sim_collective_us(Collective::all_reduce, L.num_gpus(), T * H * combine, all_span, hw_, p_);
+            // Summed and scattered to the replicas' GPUs, then gathered within each replica's TP group.
+            return sim_collective_us(Collective::reduce_scatter, L.num_gpus(), T * H * combine, all_span, hw_, p_) +
+                   sim_collective_us(Collective::all_gather, L.attn_tp, replica_rows * combine, tp_spans, hw_, p_);
+        default: break;
+        }
         throw UnsupportedError(fmt::format("sim: phase {} is bound by a link the sim has no traffic model for yet",
                                            phase_name(phase)));
     }
@@ -558,6 +637,25 @@ double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParam
     return worst_s * 1e6 + (crosses_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
 }
 
+bool tp_groups_span_nodes(const Layout& l, int64_t gpus_per_node) {
+    const int64_t node = std::max<int64_t>(gpus_per_node, 1);
+    for (int64_t d = 0; d < l.attn_dp; ++d) {
+        const int64_t first = d * l.attn_tp, last = first + l.attn_tp - 1;
+        if (first / node != last / node) return true;
+    }
+    return false;
+}
+
+double sim_collective_us(Collective c, int64_t n, double buffer_bytes, bool spans_nodes, const HardwareProfile& hw,
+                         const SimParams& p) {
+    if (n <= 1) return 0.0;
+    const double link_bw = spans_nodes ? hw.network_bw_bytes_per_s
+                                       : (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s
+                                                                        : hw.pcie_bw_bytes_per_s);
+    const double bytes = ring_bytes_per_gpu(c, n, buffer_bytes);
+    return bytes / (link_bw * p.link_efficiency) * 1e6 + (spans_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
+}
+
 BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) {
     BackendTraits t;
     t.name = "sim";
@@ -573,6 +671,7 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
     t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};
     t.mla_form = p.mla_form;
     t.expert_parallel = true;
+    t.tensor_parallel = true;
     t.default_hardware = hw.name;
     return t;
 }

@@ -46,6 +46,16 @@ double sim_phase_us(const PhaseWork& w, double peak_flops, const HardwareProfile
 /// node, else a2a_latency_us; it is paid even when no row crosses ranks.
 double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParams& p, bool transpose = false);
 
+/// Modeled time of one ring collective (model/phase_work.hpp ring_bytes_per_gpu) over `n` GPUs of a buffer of
+/// `buffer_bytes`: its bytes per GPU over one direction of the link (scale-up within a node, the network when the
+/// group spans nodes; at link_efficiency), plus the latency of the same kind as an all-to-all's (a2a_latency_us, or
+/// a2a_network_latency_us across nodes). 0 for n <= 1.
+double sim_collective_us(Collective c, int64_t n, double buffer_bytes, bool spans_nodes, const HardwareProfile& hw,
+                         const SimParams& p);
+/// Whether an attention tensor-parallel group of `l` (consecutive GPUs: group d holds GPUs d x attn_tp to
+/// (d + 1) x attn_tp - 1) spans nodes of `gpus_per_node`.
+bool tp_groups_span_nodes(const Layout& l, int64_t gpus_per_node);
+
 /// What the sim backend is and accepts, modeling `hw` with `p` (registry: the default profile and parameters).
 BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p);
 
