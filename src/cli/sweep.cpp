@@ -103,7 +103,8 @@ void print_summary(std::ostream& os, const SweepOutcome& o) {
         std::string label = r.value("sweep_label", point_label(r.value("sweep_point", json::object())));
         if (label.size() > 44) label = label.substr(0, 41) + "...";
         if (st == "ok") {
-            os << fmt::format("{:<44} {:>8} {:>12.3f} {:>12.3f} {:>14.1f}\n", label, st,
+            const bool fits = !r.contains("fits") || r["fits"] != false;  // a modeled point that does not fit its GPUs
+            os << fmt::format("{:<44} {:>8} {:>12.3f} {:>12.3f} {:>14.1f}\n", label, fits ? st : "no fit",
                               formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us}) / 1000.0,
                               formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0,
                               formats_detail::num_at(r, {keys::kThroughput, keys::kTokensPerS}));

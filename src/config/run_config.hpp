@@ -40,6 +40,7 @@ struct RunConfig {
     std::string dump_tensors;             // folder for moe_layer.safetensors ("" = off)
     bool check = false;                   // compare the first MoE block against the fp32 host reference (cuda, cpu)
     bool measure_ceilings = false;        // measure this machine's bandwidth and GEMM rate for the roofline block
+    bool allow_no_fit = false;            // model (sim) a deployment that does not fit the profile's memory anyway
     std::string rank_timeout = "auto";    // under mpirun: seconds a collective may wait for the other ranks, or auto
 };
 

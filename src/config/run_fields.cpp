@@ -93,6 +93,10 @@ const std::vector<RunField> kRunFields = {
     {"measure_ceilings", "--measure-ceilings",
      "Measure memory bandwidth and GEMM rate here for the roofline floors (seconds: cpu reads a buffer of "
      "max(4 x LLC, 1 GiB))", false, false, MOEBENCH_FIELD(measure_ceilings)},
+    {"allow_no_fit", "--allow-no-fit",
+     "sim: model a deployment whose weights, KV cache and activations do not fit the profile's memory anyway "
+     "(refused otherwise, naming a layout or format that fits; the report says fits: false)", false, false,
+     MOEBENCH_FIELD(allow_no_fit)},
     {"rank_timeout", "--rank-timeout",
      "Under mpirun: seconds a collective may wait for the other ranks before the job ends naming the rank it waited "
      "on (auto = max(30 s, 5 x the slowest step so far))", false, false, MOEBENCH_FIELD(rank_timeout)},

@@ -13,6 +13,7 @@
 #include "model/placement.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ struct CheckOptions {
     /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing;
     /// sparsemixer: also a logit whose band value lies within tie_epsilon of the band's edge (2 jitter).
     double tie_epsilon = 1e-3;
+};
+
+/// Whether the deployment a backend models fits the memory of the hardware it models (the sim, after prepare()): as
+/// plan counts it, weights + KV cache + activations and workspace per GPU. When it does not, the parts of the refusal
+/// (model/memory_plan.hpp fit_advice: the flags to change, what needs how much, the layout and formats given, and
+/// a layout or number format that fits).
+struct ModeledFit {
+    bool fits = true;
+    std::string field, what, value, fix;
 };
 
 /// What a backend is and accepts. The harness validates options, labels numbers and counts work from this alone.
@@ -118,9 +128,9 @@ public:
     virtual RooflineCeilings measure_ceilings(const RunOptions& opt) const;
     /// After the measured steps: a second look that may raise a measured ceiling (neighbours only ever lower one).
     virtual void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const {}
-    /// What the backend modeled would not fit the hardware it models (sim); "" when it fits, or where it measures.
-    virtual std::string fit_warning(const ModelConfig& model, const std::vector<int64_t>& layers,
-                                    const RunOptions& opt) const { return ""; }
+    /// Whether what the backend modeled fits the hardware it models (sim); nullopt where it runs on real hardware
+    /// (which decides by itself). The harness refuses a point that does not fit unless --allow-no-fit.
+    virtual std::optional<ModeledFit> modeled_fit() const { return std::nullopt; }
 };
 
 }  // namespace moebench

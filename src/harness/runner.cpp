@@ -54,6 +54,7 @@ struct Prepared {
     std::vector<PhaseEntry> plan;
     Communicator* comm = nullptr;  // expert parallelism over processes (nullptr: one process)
     ExpertPlacement placement;
+    std::optional<ModeledFit> fit;  // a modeled deployment against the memory of the hardware it models (sim)
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -113,6 +114,13 @@ Prepared prepare_point(const RunConfig& cfg) {
     }
     p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
     p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
+    // A modeled deployment that does not fit its GPUs is no answer: refused with a layout or format that fits,
+    // unless asked for anyway (then every record says fits: false, and a sweep never picks it).
+    p.fit = p.backend->modeled_fit();
+    if (p.fit && !p.fit->fits && !cfg.allow_no_fit)
+        config_error(p.fit->field, p.fit->what, p.fit->value,
+                     p.fit->fix + "; or " + find_run_field("allow_no_fit")->flag +
+                         " to model it anyway (the report says fits: false)");
     p.plan = step_plan(p.model, p.layers, p.options.layout, cfg.include_lm_head);
     if (p.comm) {
         // Every rank ready before the first step: a rank slower to prepare (weights, ceilings) is waited for here,
@@ -280,10 +288,15 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
                            {"activations", to_string(pr.activations)},
                            {"dispatch", to_string(pr.dispatch)},
                            {"combine", to_string(pr.combine)}};
-    const std::string fit = p.backend->fit_warning(p.model, p.layers, p.options);
-    if (!fit.empty()) {
-        record["sim_fit_warning"] = fit;
-        std::cerr << "warning: " << p.traits.name << ": " << fit << "\n";
+    if (p.fit) {  // modeled: whether it fits the memory of the hardware it models
+        record["fits"] = p.fit->fits;
+        if (!p.fit->fits) {
+            const std::string fit = p.fit->what + " (" + p.fit->value + "): the modeled times assume it fits; " +
+                                    p.fit->fix;
+            record["sim_fit_warning"] = fit;
+            std::cerr << "warning: " << p.traits.name << " (" << find_run_field("allow_no_fit")->flag << "): " << fit
+                      << "\n";
+        }
     }
     return record;
 }

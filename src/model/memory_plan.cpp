@@ -4,9 +4,11 @@
 
 #include "common/error.hpp"
 #include "config/run_fields.hpp"
+#include "model/decode_floor.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -110,7 +112,7 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     return p;
 }
 
-MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in) {
+MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, bool whole) {
     std::vector<int64_t> eps{1}, tps{1};
     if (m.is_moe_model())
         for (int64_t d = 2; d <= m.moe.num_experts; ++d)
@@ -130,7 +132,8 @@ MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw
             par.placement = in.layout.placement;
             PlanInput trial = in;
             trial.layout = par;
-            if (!plan_memory(m, hw, trial).weights_fit) continue;
+            const MemoryPlan trial_plan = plan_memory(m, hw, trial);
+            if (!(whole ? trial_plan.fits : trial_plan.weights_fit)) continue;
             auto rank = [&](const Layout& q) {
                 // fewest GPUs; then the user's tp; then more expert parallelism (less tensor parallelism)
                 return std::tuple(q.num_gpus(), q.attn_tp == in.layout.attn_tp ? 0 : 1, -q.moe_ep);
@@ -151,6 +154,116 @@ std::string layout_flags(const Layout& l) {
 }
 
 }  // namespace
+
+namespace {
+
+double gib(double bytes) { return bytes / kGiB; }
+
+// The largest value in [1, hi] for which `fits` holds (monotone), 0 when none.
+int64_t largest_fitting(int64_t hi, const std::function<bool(int64_t)>& fits) {
+    if (hi < 1 || !fits(1)) return 0;
+    int64_t lo = 1;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid)) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The weight formats smaller than `than` that the profile computes, largest first (the least lossy first).
+std::vector<DType> smaller_formats(const HardwareProfile& hw, DType than) {
+    std::vector<DType> out;
+    for (const DTypeInfo& i : dtype_table())
+        if (i.weights && i.bytes_per_elem() < dtype_info(than).bytes_per_elem() && profile_rate(hw, i.weight_compute) > 0)
+            out.push_back(i.dtype);
+    std::stable_sort(out.begin(), out.end(), [](DType a, DType b) {
+        return dtype_info(a).bytes_per_elem() > dtype_info(b).bytes_per_elem();
+    });
+    return out;
+}
+
+// "at least 16 GPUs in bf16: --ep 16 --tp 1 (62.1 GiB of weights per GPU)", or "" when no --ep/--tp layout fits.
+std::string more_gpus(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in) {
+    const MinLayout ml = min_layout_for_weights(m, hw, in, /*whole=*/true);
+    if (!ml.found || ml.layout.num_gpus() <= in.layout.num_gpus()) return "";
+    PlanInput at = in;
+    at.layout = ml.layout;
+    return fmt::format("at least {} GPUs in {}: {} ({:.1f} GiB of weights per GPU)", ml.layout.num_gpus(),
+                       to_string(in.precision.dense_weights), layout_flags(ml.layout),
+                       gib(plan_memory(m, hw, at).weights_bytes));
+}
+
+}  // namespace
+
+FitAdvice fit_advice(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan) {
+    FitAdvice a;
+    const Layout& l = in.layout;
+    a.value = fmt::format("{}; {}; batch {} at context {}", l.describe(), in.precision.describe(), in.batch, in.context);
+    const auto fits_with = [&](const PlanInput& trial) { return plan_memory(m, hw, trial).fits; };
+    std::vector<std::string> fixes;
+    if (plan.weights_fit) {
+        // The weights fit: the KV cache of this batch at this context is what does not.
+        a.field = flag("batch") + "/" + flag("context");
+        a.what = fmt::format("the KV cache of {} sequences at context {} needs {:.1f} GiB per GPU, {:.1f} GiB is left "
+                             "after {:.1f} GiB of weights and {:.1f} GiB of activations/workspace on {} ({:.1f} GiB)",
+                             in.batch, in.context, gib(plan.kv_cache_bytes),
+                             gib(std::max(0.0, plan.free_bytes + plan.kv_cache_bytes)), gib(plan.weights_bytes),
+                             gib(plan.activation_bytes), hw.name, gib(plan.capacity_bytes));
+        const int64_t batch = largest_fitting(in.batch, [&](int64_t b) {
+            PlanInput t = in;
+            t.batch = b;
+            return fits_with(t);
+        });
+        if (batch > 0) fixes.push_back(fmt::format("{} {} or less", flag("batch"), batch));
+        if (in.precision.kv_cache != DType::fp8 && dtype_info(in.precision.kv_cache).bytes_per_elem() > 1.0) {
+            PlanInput t = in;
+            t.precision.kv_cache = DType::fp8;
+            if (fits_with(t)) fixes.push_back(flag("kv_dtype") + " fp8");
+        }
+    } else {
+        a.field = flag("dtype") + "/" + flag("ep") + "/" + flag("tp");
+        a.what = fmt::format("{}'s weights need {:.1f} GiB per GPU, with {:.1f} GiB of KV cache and {:.1f} GiB of "
+                             "activations/workspace, over the {:.1f} GiB of {}",
+                             m.name, gib(plan.weights_bytes), gib(plan.kv_cache_bytes), gib(plan.activation_bytes),
+                             gib(plan.capacity_bytes), hw.name);
+        // A smaller weight format on these GPUs: every linear layer's, else the routed experts' alone.
+        const bool experts_follow = in.precision.expert_weights == in.precision.dense_weights;
+        std::string format_fix;
+        for (DType d : smaller_formats(hw, in.precision.dense_weights)) {
+            PlanInput t = in;
+            t.precision.dense_weights = d;
+            if (experts_follow) t.precision.expert_weights = d;
+            t.precision.activations = activation_dtype_for(d);
+            if (!fits_with(t)) continue;
+            format_fix = fmt::format("{} {} on these {} GPUs ({:.1f} GiB of weights per GPU)", flag("dtype"),
+                                     to_string(d), l.num_gpus(), gib(plan_memory(m, hw, t).weights_bytes));
+            break;
+        }
+        if (format_fix.empty() && m.is_moe_model())
+            for (DType d : smaller_formats(hw, in.precision.expert_weights)) {
+                PlanInput t = in;
+                t.precision.expert_weights = d;
+                if (!fits_with(t)) continue;
+                format_fix = fmt::format("{} {} on these {} GPUs ({:.1f} GiB of weights per GPU)", flag("expert_dtype"),
+                                         to_string(d), l.num_gpus(), gib(plan_memory(m, hw, t).weights_bytes));
+                break;
+            }
+        if (!format_fix.empty()) fixes.push_back(format_fix);
+    }
+    const std::string gpus = more_gpus(m, hw, in);
+    if (!gpus.empty()) fixes.push_back(gpus);
+    if (fixes.empty())
+        a.fix = fmt::format("no smaller weight format {} computes and no --ep/--tp layout of up to {} GPUs fits {} "
+                            "(pipeline parallelism is not modeled); use a larger GPU",
+                            hw.name, std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads),
+                            m.name);
+    else {
+        a.fix = "use " + fixes[0];
+        for (size_t i = 1; i < fixes.size(); ++i) a.fix += ", or " + fixes[i];
+    }
+    return a;
+}
 
 void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan) {
     if (plan.weights_fit) return;

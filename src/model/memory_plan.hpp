@@ -54,14 +54,25 @@ struct MemoryPlan {
 
 MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);
 
-/// The smallest layout (fewest GPUs) whose weights + activation fit, searching ep over divisors of the expert count
-/// and tp over divisors of the heads (the layouts of --ep and --tp alone). found = false when none up to
-/// max(experts, heads) GPUs fits.
+/// The smallest layout (fewest GPUs) whose weights + activation fit (with `whole`: weights, KV cache and activations,
+/// MemoryPlan::fits), searching ep over divisors of the expert count and tp over divisors of the heads (the layouts
+/// of --ep and --tp alone). found = false when none up to max(experts, heads) GPUs fits.
 struct MinLayout {
     bool found = false;
     Layout layout;
 };
-MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);
+MinLayout min_layout_for_weights(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in,
+                                 bool whole = false);
+
+/// Why a deployment does not fit (plan.fits false: weights + KV cache + activations and workspace over the
+/// capacity) and what would, as the parts of a refusal (config_error): the flags to change, what needs how much, the
+/// layout and formats given, and the fix: when the weights fit, the largest batch that fits, the fp8 KV cache or
+/// more GPUs; else the largest weight format the profile computes that fits these GPUs (--dtype, else
+/// --expert-dtype), and the fewest GPUs of an --ep/--tp layout that fit in the formats given.
+struct FitAdvice {
+    std::string field, what, value, fix;
+};
+FitAdvice fit_advice(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan);
 
 /// Throws ConfigError (naming the layout's fields: "use at least N GPUs: --ep A --tp B") when the weights do not fit.
 void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan);

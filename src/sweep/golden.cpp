@@ -98,6 +98,7 @@ struct Series {
     std::map<std::string, std::vector<CurvePoint>> by_key;
     std::map<std::string, json> fixed_of;
     std::vector<std::string> order;
+    std::vector<size_t> not_fitting;  // ok points modeled on GPUs whose memory they do not fit (fits: false)
 };
 
 Series group_series(const json& runs) {
@@ -105,6 +106,11 @@ Series group_series(const json& runs) {
     for (size_t i = 0; runs.is_array() && i < runs.size(); ++i) {
         const json& r = runs[i];
         if (r.value(keys::kStatus, "ok") != "ok") continue;
+        // A deployment that does not fit its GPUs is no candidate: it is on no curve, never a knee or golden.
+        if (r.contains("fits") && r["fits"].is_boolean() && !r["fits"].get<bool>()) {
+            g.not_fitting.push_back(i);
+            continue;
+        }
         CurvePoint p;
         p.run_index = i;
         p.batch = num_at(r, {"batch"});
@@ -204,16 +210,23 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
     out["knee_rule"] = fmt::format("knee = smallest batch whose throughput reaches {} of the best throughput of its "
                                    "series (series: points sharing every axis but batch)",
                                    pct(knee_fraction));
-    out["golden_rule"] = slo_p95_ms ? fmt::format("golden = highest throughput with step p95 <= {} ms", *slo_p95_ms)
-                                    : std::string("golden = knee of the series holding the peak throughput "
-                                                  "(no --slo-p95-ms given)");
+    out["golden_rule"] = (slo_p95_ms ? fmt::format("golden = highest throughput with step p95 <= {} ms", *slo_p95_ms)
+                                     : std::string("golden = knee of the series holding the peak throughput "
+                                                   "(no --slo-p95-ms given)")) +
+                         "; points modeled with fits: false (their deployment does not fit its GPUs' memory) are "
+                         "left out of every series";
     out["slo_p95_ms"] = slo_p95_ms ? json(*slo_p95_ms) : json(nullptr);
     out["source"] = times_source(runs);  // the curves' times: modeled for a sim sweep
     const Series g = group_series(runs);
+    out["not_fitting"] = g.not_fitting;
     if (g.all.empty()) {
         out["series"] = json::array();
         out["golden"] = nullptr;
-        out["golden_reason"] = "no point finished ok, so there is no golden point";
+        out["golden_reason"] = g.not_fitting.empty()
+                                   ? "no point finished ok, so there is no golden point"
+                                   : fmt::format("no point that fits its GPUs' memory finished ok ({} modeled points "
+                                                 "do not fit: not_fitting), so there is no golden point",
+                                                 g.not_fitting.size());
         return out;
     }
     const CurvePoint* global_peak = &g.all[0];

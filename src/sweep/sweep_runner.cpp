@@ -72,7 +72,8 @@ std::string outcome_text(const json& rec) {
     std::string st = rec.value(keys::kStatus, "ok");
     if (st == "skipped") return "skipped: " + rec.value("skip_reason", "");
     if (st == "failed") return "FAILED: " + rec.value("error", "");
-    return fmt::format("ok, {:.0f} tok/s, step p95 {:.3f} ms", get_num(rec, {keys::kThroughput, keys::kTokensPerS}, 0),
+    return fmt::format("ok{}, {:.0f} tok/s, step p95 {:.3f} ms", rec.value("fits", true) ? "" : " (does not fit its GPUs)",
+                       get_num(rec, {keys::kThroughput, keys::kTokensPerS}, 0),
                        get_num(rec, {keys::kLatency, keys::kStep, keys::kP95Us}, 0) / 1000.0);
 }
 
@@ -133,6 +134,9 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
     PointInputs inputs;
     for (const auto& p : plan.points) {
         plan.configs.push_back(apply_point(spec.base_run, p));
+        // A modeled point that does not fit its GPUs is still modeled, to show where memory runs out: its record
+        // says fits: false, and the analysis never picks it (golden.cpp).
+        plan.configs.back().allow_no_fit = true;
         inputs.check(plan.configs.back(), p);
     }
     // What each point reads, by content: a resumed point whose model file (trace, profile, placement) was edited

@@ -268,7 +268,7 @@ TEST_CASE("hybrid models through the binary: plan, sim and cpu run them; cuda re
                                       "--check --out -");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("\"linear_attention\""));
-    r = test::run_cli("run --backend sim --model " + q + " --layers 4 --batch 4 --iters 2 --warmup 0 --out -");
+    r = test::run_cli("run --backend sim --model " + q + " --dtype fp8 --layers 4 --batch 4 --iters 2 --warmup 0 --out -");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("\"linear_attention\""));
     r = test::run_cli("plan --model " + kHf + "minimax-m1.json --batch 8 --context 4096");

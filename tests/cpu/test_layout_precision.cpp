@@ -295,8 +295,8 @@ TEST_CASE("plan and the sim count the same weight bytes per GPU in every format"
     REQUIRE(fp8.exit_code == 0);
     CHECK_FALSE(json::parse(fp8.out)["runs"][0].contains("sim_fit_warning"));
     const CliResult bf16 = run_cli(h200 + "--dtype bf16");
-    REQUIRE(bf16.exit_code == 0);
-    CHECK_THAT(json::parse(bf16.out)["runs"][0].value("sim_fit_warning", ""), Catch::Contains("GiB per GPU"));
+    CHECK(bf16.exit_code == 2);
+    CHECK_THAT(bf16.err, Catch::Contains("GiB per GPU") && Catch::Contains("use --dtype fp8"));
     // nvfp4 on a GPU without fp4 units: refused by name, with the formats it does compute.
     const CliResult no_fp4 = run_cli(h200 + "--expert-dtype nvfp4");
     CHECK(no_fp4.exit_code == 2);

@@ -169,8 +169,9 @@ TEST_CASE("redundant experts: the sim's counted rank loads fall as hand-computed
     // mixtral-8x7b (8 experts, top-2) at EP 2 on hot:1:0.45, 8192 decode tokens: counted max/mean of the ranks'
     // assignments 2 x 4.8/7 = 1.371 without replicas, 1.0 with 2 (the case above), within sampling noise.
     const std::string dir = moebench::test::temp_dir("redundant");
+    // At context 64: the KV cache of 4096 sequences per GPU fits beside the weights (at the default 1024 it does not).
     const std::string base = "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8192 "
-                             "--ep 2 --routing hot:1:0.45 --iters 1 --warmup 0 ";
+                             "--context 64 --ep 2 --routing hot:1:0.45 --iters 1 --warmup 0 ";
     json rec[2];
     for (int i = 0; i < 2; ++i) {
         const std::string out = dir + "/r" + std::to_string(i) + ".json";
@@ -250,11 +251,14 @@ TEST_CASE("redundant experts: their weights count in plan's and the sim's memory
     INFO(fits.err);
     REQUIRE(fits.exit_code == 0);
     CHECK_FALSE(load_json_file(dir + "/r.json")["runs"][0].contains("sim_fit_warning"));
+    CHECK(load_json_file(dir + "/r.json")["runs"][0]["fits"] == true);
     const CliResult over = run_cli(base + "--redundant-experts 2");
-    INFO(over.err);
-    REQUIRE(over.exit_code == 0);
-    CHECK_THAT(load_json_file(dir + "/r.json")["runs"][0].value("sim_fit_warning", ""),
-               Catch::Contains("GiB of the profile"));
+    CHECK(over.exit_code == 2);
+    CHECK_THAT(over.err, Catch::Contains("GiB per GPU") && Catch::Contains("50.0 GiB"));
+    const CliResult anyway = run_cli(base + "--redundant-experts 2 --allow-no-fit");
+    INFO(anyway.err);
+    REQUIRE(anyway.exit_code == 0);
+    CHECK(load_json_file(dir + "/r.json")["runs"][0]["fits"] == false);
 }
 
 TEST_CASE("redundant experts: bad values are refused naming the field, the value and the fix",

@@ -55,7 +55,7 @@ TEST_CASE("with expert parallelism on sim the floors use all ranks' ceilings", "
     // Before: the whole step's work (all 8 ranks) was held to ONE GPU's bandwidth, so the modeled block came out at
     // 0.17x of its "floor", with a warning that a ceiling was under-measured (nothing is measured on sim).
     const auto r = run_cli("run --backend sim --model deepseek-v3 --layers 4 --batch 256 --context 4096 --hardware b200 "
-                           "--ep 8 --iters 2 --warmup 0 --json -");
+                           "--ep 8 --dtype fp8 --iters 2 --warmup 0 --json -");
     REQUIRE(r.exit_code == 0);
     const json roof = json::parse(r.out)["runs"][0]["roofline"];
     CHECK(roof["ranks"] == 8);
@@ -85,24 +85,32 @@ TEST_CASE("a model of 20000 experts runs without an E x E table; its report keep
     CHECK(pairs == 128);
 }
 
-TEST_CASE("the sim says when the layers it models would not fit the profile's GPUs", "[sim][slow]") {
-    // Before: DeepSeek-V3's ~1.2 TiB of bf16 weights were modeled on one B200 without a word.
+TEST_CASE("the sim refuses a deployment that does not fit the profile's GPUs", "[sim][slow]") {
+    // Before: DeepSeek-V3's ~1.2 TiB of bf16 weights were modeled on one B200 without a word; then with a warning
+    // and exit 0. Now refused, naming what would fit; --allow-no-fit models it anyway and says so.
     // Per GPU, as moebench plan counts it: at EP 16 the replicated weights of 61 layers, embedding and LM head plus
     // 1/16 of the routed experts.
-    const auto one = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
-                             "--warmup 0 --json -");
+    const std::string one_b200 = "run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
+                                 "--warmup 0 --json -";
+    const auto refused = run_cli(one_b200);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("1249.9 GiB per GPU") && Catch::Contains("1 GPU") &&
+                                Catch::Contains("at least") && Catch::Contains("--allow-no-fit"));
+    const auto one = run_cli(one_b200 + " --allow-no-fit");
     REQUIRE(one.exit_code == 0);
     const json r1 = json::parse(one.out)["runs"][0];
+    CHECK(r1["fits"] == false);
     REQUIRE(r1.contains("sim_fit_warning"));
     CHECK_THAT(r1["sim_fit_warning"].get<std::string>(), Catch::Contains("1249.9 GiB per GPU") &&
                                                                  Catch::Contains("1 GPU") &&
-                                                                 Catch::Contains("moebench plan"));
-    CHECK_THAT(one.err, Catch::Contains("warning: sim:"));
+                                                                 Catch::Contains("modeled times assume"));
+    CHECK_THAT(one.err, Catch::Contains("warning: sim"));
     // EP 16 spreads the routed experts thin enough (moebench plan: 8 GPUs need TP 2 as well).
     const auto ep16 = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 16 --ep 16 "
                               "--iters 1 --warmup 0 --json -");
     REQUIRE(ep16.exit_code == 0);
     CHECK_FALSE(json::parse(ep16.out)["runs"][0].contains("sim_fit_warning"));
+    CHECK(json::parse(ep16.out)["runs"][0]["fits"] == true);
     // A small model on one H200 fits.
     const auto small = run_cli("run --backend sim --model " + kTiny + " --iters 1 --warmup 0 --json -");
     REQUIRE(small.exit_code == 0);

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tensor parallelism and the layouts built from it: the ring bytes of each collective and their modeled times by
 // hand, the phases each layout runs, one GPU's share of each phase, the sim on hand-worked layouts, plan and the sim
-// agreeing on the weights per GPU.
+// agreeing on the weights per GPU, DeepSeek-V3 on 8 H200s (fp8 at EP 8 and TP 8 x EP 8 run, bf16 is refused), and a
+// sweep that never picks a point that does not fit.
 #include "backends/sim/sim_backend.hpp"
 #include "cli_helpers.hpp"
 #include "config/layout_request.hpp"
 #include "engine/engine.hpp"
 #include "model/phase_work.hpp"
+#include "sweep/golden.hpp"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>
@@ -67,6 +69,8 @@ double time_of(const std::vector<PhaseEntry>& plan, const StepTimes& t, Phase p,
     FAIL("phase " << phase_name(p) << " not in plan");
     return 0;
 }
+
+bool has_phase(const json& run, const std::string& name) { return run["latency"]["phases"].contains(name); }
 
 }  // namespace
 
@@ -283,8 +287,121 @@ TEST_CASE("tp: plan and the sim count the same weights per GPU under tensor-para
     }
 }
 
+TEST_CASE("tp: DeepSeek-V3 on 8 H200s: fp8 runs at EP 8 and at TP 8 x EP 8, bf16 is refused",
+          "[tp][sim][fit][cli]") {
+    const std::string base = "run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 "
+                             "--context 4096 --iters 1 --warmup 0 --json - ";
+    const CliResult ep = run_cli(base + "--dtype fp8 --ep 8");
+    REQUIRE(ep.exit_code == 0);
+    const json ep_run = json::parse(ep.out)["runs"][0];
+    CHECK(ep_run["fits"] == true);
+    CHECK(ep_run["layout"]["describe"] == "8 GPUs: attention DP 8, experts EP 8");
+    CHECK(has_phase(ep_run, "dispatch_a2a"));
+    CHECK_FALSE(has_phase(ep_run, "attn_allreduce"));
+
+    const CliResult tp = run_cli(base + "--dtype fp8 --tp 8 --ep 8");
+    REQUIRE(tp.exit_code == 0);
+    const json tp_run = json::parse(tp.out)["runs"][0];
+    CHECK(tp_run["fits"] == true);
+    CHECK(tp_run["layout"]["describe"] == "8 GPUs: attention TP 8, experts EP 8");
+    CHECK(tp_run["backend_info"]["parallel_layout"]["moe_exchange"] == "gather");
+    for (const char* p : {"attn_allreduce", "moe_allreduce", "dense_allreduce"}) CHECK(has_phase(tp_run, p));
+    CHECK_FALSE(has_phase(tp_run, "dispatch_a2a"));
+    CHECK_FALSE(has_phase(tp_run, "moe_allgather"));
+    CHECK(tp_run["roofline"]["ranks"] == 8);
+    CHECK_FALSE(tp_run["roofline"].contains("unavailable"));
+    // TP 8 holds an eighth of the attention weights, so it holds more KV room; the MLA latent cache is kept whole on
+    // every TP rank: the same KV per GPU for all 64 sequences as DP 8 holds for its 8.
+    const json ep_mem = ep_run["backend_info"]["memory_per_gpu"], tp_mem = tp_run["backend_info"]["memory_per_gpu"];
+    CHECK(tp_mem["weights_by_component_bytes"]["attention"].get<double>() ==
+          Approx(ep_mem["weights_by_component_bytes"]["attention"].get<double>() / 8));
+    CHECK(tp_mem["kv_cache_bytes"].get<double>() == Approx(ep_mem["kv_cache_bytes"].get<double>() * 8));
+
+    // bf16 fits neither: refused before anything is modeled, naming a format and a layout that fit.
+    for (const std::string layout : {"--ep 8", "--tp 8 --ep 8"}) {
+        INFO(layout);
+        const CliResult bf16 = run_cli(base + "--dtype bf16 " + layout);
+        CHECK(bf16.exit_code == 2);
+        CHECK(bf16.out.empty());
+        CHECK_THAT(bf16.err, Catch::Contains("--dtype/--ep/--tp") && Catch::Contains("GiB per GPU") &&
+                                 Catch::Contains("use --dtype fp8") && Catch::Contains("at least 16 GPUs") &&
+                                 Catch::Contains("--allow-no-fit"));
+    }
+    // Modeled anyway when asked: the report says it does not fit.
+    const CliResult anyway = run_cli(base + "--dtype bf16 --ep 8 --allow-no-fit");
+    REQUIRE(anyway.exit_code == 0);
+    const json anyway_run = json::parse(anyway.out)["runs"][0];
+    CHECK(anyway_run["fits"] == false);
+    CHECK_THAT(anyway_run.value("sim_fit_warning", ""), Catch::Contains("GiB per GPU"));
+    CHECK_THAT(anyway.err, Catch::Contains("--allow-no-fit"));
+}
+
+TEST_CASE("tp: a KV cache that does not fit is refused with the batch that does", "[tp][sim][fit][cli]") {
+    const CliResult r = run_cli("run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 --ep 8 "
+                                "--first-layer 3 --layers 1 --batch 4096 --context 32768 --iters 1 --warmup 0 --json -");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--batch/--context") && Catch::Contains("KV cache") &&
+                          Catch::Contains("--batch ") && Catch::Contains("or less"));
+}
+
 TEST_CASE("tp: a backend without tensor parallelism names the one that models it", "[tp][cli]") {
     const CliResult r = run_cli("run --backend cpu --model olmoe-1b-7b --layers 1 --batch 2 --tp 2");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("tp (--tp)") && Catch::Contains("--backend sim"));
+}
+
+TEST_CASE("tp: a sweep marks points that do not fit and never picks one", "[tp][sweep][fit]") {
+    // By hand: the point that does not fit has the best throughput and the lowest p95, and is left out.
+    json runs = json::array();
+    auto point = [&](int batch, double tps, double p95_us, bool fits) {
+        runs.push_back({{"status", "ok"},
+                        {"batch", batch},
+                        {"axes", {{"batch", batch}}},
+                        {"fits", fits},
+                        {"throughput", {{"tokens_per_s", tps}}},
+                        {"latency", {{"step", {{"p95_us", p95_us}}}}}});
+    };
+    point(1, 100, 1000, true);
+    point(2, 180, 1100, true);
+    point(4, 900, 900, false);
+    for (const std::optional<double> slo : {std::optional<double>{}, std::optional<double>{5.0}}) {
+        const json a = analyze_sweep(runs, slo, 0.9);
+        REQUIRE(a["golden"].is_object());
+        CHECK(a["golden"]["run_index"] == 1);
+        CHECK(a["not_fitting"] == json::array({2}));
+        CHECK(a["series"][0]["points"] == json::array({0, 1}));
+    }
+    const json none = analyze_sweep(json::array({runs[2]}), std::nullopt, 0.9);
+    CHECK(none["golden"].is_null());
+    CHECK_THAT(none["golden_reason"].get<std::string>(), Catch::Contains("do not fit"));
+
+    // Through the CLI: DeepSeek-V3's first MoE layer on 8 H200s in bf16 and fp8: the bf16 point is modeled, marked
+    // and not golden.
+    const std::string dir = temp_dir("tp-sweep");
+    const CliResult r = run_cli("sweep --backend sim --set hardware=h200-sxm --model deepseek-v3 --ep 8 "
+                                "--set first_layer=3 --layers 1 --batch 64 --iters 1 --warmup 0 --dtype bf16,fp8 --out " + dir +
+                                "/s.json --journal " + dir + "/s.jsonl");
+    REQUIRE(r.exit_code == 0);
+    const json s = json::parse(read_text(dir + "/s.json"));
+    REQUIRE(s["runs"].size() == 2);
+    CHECK(s["runs"][0]["status"] == "ok");
+    CHECK(s["runs"][0]["fits"] == false);
+    CHECK(s["runs"][1]["fits"] == true);
+    CHECK(s["sweep"]["not_fitting"] == json::array({0}));
+    CHECK(s["sweep"]["golden"]["run_index"] == 1);
+}
+
+TEST_CASE("tp: the README's sim examples fit their GPUs", "[tp][sim][fit][cli]") {
+    // README, "What would this cost on hardware I do not have?", the layouts row (--tp 8 added) and the skew row.
+    for (const std::string& cmd :
+         {std::string("run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 --ep 8 --dtype fp8"),
+          std::string("run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 --ep 8 --dtype fp8 "
+                      "--tp 8"),
+          std::string("run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 --ep 8 --mode prefill "
+                      "--batch 8 --seq-len 4096 --first-layer 3 --layers 1")}) {
+        INFO(cmd);
+        const CliResult r = run_cli(cmd + " --iters 1 --warmup 0 --json -");
+        REQUIRE(r.exit_code == 0);
+        CHECK(json::parse(r.out)["runs"][0]["fits"] == true);
+    }
 }

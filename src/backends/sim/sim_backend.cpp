@@ -29,19 +29,20 @@ public:
 
     BackendTraits traits() const override { return sim_backend_traits(hw_, p_); }
 
-    // The sim models times, not capacity: say when the deployment it models would not fit on the profile's GPUs,
-    // counted as moebench plan counts it (memory_, set by prepare: the whole model's weights per GPU under the run's
-    // layout and formats, block scales included, plus the step's activations and workspace; whatever --layers ran).
-    // "" when they fit or the profile gives no capacity.
-    std::string fit_warning(const ModelConfig& model, const std::vector<int64_t>& layers,
-                            const RunOptions& opt) const override {
-        if (!(hw_.memory_bytes > 0) || memory_.weights_fit) return "";
-        return fmt::format("{}'s weights need {:.1f} GiB per GPU ({}; {}), and its activations and workspace "
-                           "{:.1f} GiB more, over the {:.1f} GiB of the profile: the modeled times assume they fit; "
-                           "size a real layout with moebench plan",
-                           model.name, memory_.weights_bytes / 1073741824.0, opt.precision.describe(),
-                           opt.layout.describe(), memory_.activation_bytes / 1073741824.0,
-                           hw_.memory_bytes / 1073741824.0);
+    // Whether the deployment it models fits the profile's GPUs, counted as moebench plan counts it (memory_, set by
+    // prepare: the whole model's weights per GPU under the run's layout and formats, block scales included, the KV
+    // cache of the step's batch and context, its activations and workspace; whatever --layers ran). A profile
+    // without a capacity fits anything.
+    std::optional<ModeledFit> modeled_fit() const override {
+        ModeledFit f;
+        f.fits = !(hw_.memory_bytes > 0) || memory_.fits;
+        if (f.fits) return f;
+        const FitAdvice a = fit_advice(model_, hw_, deployment_, memory_);
+        f.field = a.field;
+        f.what = a.what;
+        f.value = a.value;
+        f.fix = a.fix;
+        return f;
     }
 
     // What the deployment holds per GPU (model/memory_plan.cpp, as moebench plan counts it).
@@ -219,6 +220,7 @@ public:
         deployment.batch = shape.batch;
         deployment.context = shape.mode == Mode::prefill ? shape.seq_len : shape.context;
         memory_ = plan_memory(model, hw_, deployment);
+        deployment_ = deployment;
         if (opt.soft_topn > 0)
             throw UnsupportedError("sim: --soft-topn is not modeled (the sim has no router probabilities); "
                                    "use the cpu or cuda backend, or drop --soft-topn");
@@ -454,6 +456,7 @@ private:
     std::map<DType, double> peaks_;  // FLOP/s of each format the step computes in
     json peak_flops_by_format_;      // the same, by name, for the report
     MemoryPlan memory_;              // per GPU, as moebench plan counts it
+    PlanInput deployment_;           // what memory_ counts: the formats, layout, batch and context of the step
     std::array<double, kNumPhases> head_us_{};
     double clock_us_ = 0;
     std::vector<double> marks_;
