@@ -110,17 +110,19 @@ public:
         if (x == MoeExchange::all_to_all)
             collectives.push_back("dispatch_a2a / combine_a2a: all-to-all of the rows each rank's tokens send to the "
                                   "ranks holding their experts (see ep_layout)");
+        const std::string all_link =
+            L.num_gpus() > hw_.gpus_per_node ? ", over the network (the GPUs span nodes)" : "";
         if (x == MoeExchange::gather && L.attn_dp > 1)
             collectives.push_back(fmt::format("moe_allgather: ring all-gather over the {} GPUs of the step's token "
-                                              "rows (dispatch format)", L.num_gpus()));
+                                              "rows (dispatch format){}", L.num_gpus(), all_link));
         if (x == MoeExchange::gather)
             collectives.push_back(
                 L.attn_dp == 1 ? fmt::format("moe_allreduce: ring all-reduce over the {} GPUs of the experts' (and "
-                                             "shared experts') partial outputs, the step's tokens x hidden",
-                                             L.num_gpus())
+                                             "shared experts') partial outputs, the step's tokens x hidden{}",
+                                             L.num_gpus(), all_link)
                                : fmt::format("moe_allreduce: ring reduce-scatter over the {} GPUs of the partial "
-                                             "outputs, then a ring all-gather within each attention TP group of {}",
-                                             L.num_gpus(), L.attn_tp));
+                                             "outputs{}, then a ring all-gather within each attention TP group of {}",
+                                             L.num_gpus(), all_link, L.attn_tp));
         return {{"describe", L.describe()},
                 {"num_gpus", L.num_gpus()},
                 {"moe_exchange", to_string(x)},
