@@ -172,7 +172,7 @@ public:
             if (sl.result.tokens_per_expert.empty()) continue;  // dense layer
             std::vector<int64_t> rows(static_cast<size_t>(ep), 0);
             for (int64_t q = 0; q < ep; ++q)
-                for (int64_t c : sl.expert_counts[static_cast<size_t>(q)]) rows[static_cast<size_t>(q)] += c;
+                for (int64_t c : sl.rank_rows[static_cast<size_t>(q)]) rows[static_cast<size_t>(q)] += c;
             int64_t total = 0, most = 0;
             for (int64_t x : rows) total += x, most = std::max(most, x);
             const double ratio =
@@ -299,24 +299,24 @@ public:
 private:
     struct Slot {
         int64_t layer = 0;
-        MoeLayerResult result;                          // routing after capacity, counts, drops
-        std::vector<std::vector<int64_t>> home_counts;  // [rank][E]: kept assignments of the rank's tokens
-        std::vector<std::vector<int64_t>> expert_counts;  // [rank][E]: assignments the rank's experts compute
-        A2aTraffic dispatch_traffic;  // rows in the dispatch dtype
-        A2aTraffic combine_traffic;   // the same rows back, in the activation dtype
+        MoeLayerResult result;                         // routing after capacity, counts, drops
+        std::vector<int64_t> home_rows;                // [rank]: kept assignments of the rank's tokens
+        std::vector<std::vector<int64_t>> rank_rows;   // [rank][expert slot of the rank]: assignments it computes
+        A2aLinkBytes dispatch_rows;                    // rows of the dispatch per rank and link (combine: transposed)
         std::array<double, kNumPhases> us;
     };
 
+    // A MoE layer's per-rank state from its routing (per token): each kept assignment counts at its token's rank
+    // (home_rows) and at the expert slot that computes it (rank_rows, the replica ExpertPlacement::dest_rank picks),
+    // and the all-to-all rows go by a2a_traffic.
     void build_slot(size_t s, const LayerRouting& given) {
         Slot& sl = slots_[s];
         sl.layer = layers_[s];
         sl.us.fill(-1.0);
         const int64_t ep = opt_.layout.moe_ep, dp = opt_.layout.attn_dp, E = model_.moe.num_experts;
-        const auto num_experts = static_cast<size_t>(std::max<int64_t>(E, 0));
-        sl.home_counts.assign(static_cast<size_t>(dp), std::vector<int64_t>(num_experts, 0));
-        sl.expert_counts.assign(static_cast<size_t>(ep), std::vector<int64_t>(num_experts, 0));
-        sl.dispatch_traffic = A2aTraffic{ep, std::vector<double>(static_cast<size_t>(ep * ep), 0.0)};
-        sl.combine_traffic = sl.dispatch_traffic;
+        sl.home_rows.assign(static_cast<size_t>(dp), 0);
+        sl.rank_rows.assign(static_cast<size_t>(ep), {});
+        sl.dispatch_rows = A2aLinkBytes(ep);
         if (given.k == 0) return;  // dense layer
         const int64_t T = shape_.num_tokens();
         MOEBENCH_CHECK(given.num_tokens == T && given.ids.size() == static_cast<size_t>(T * given.k),
@@ -330,53 +330,66 @@ private:
         sl.result.dropped = core::apply_capacity(r.ids.data(), r.weights.data(), T, static_cast<int>(r.k),
                                                  static_cast<int>(E), cap, sl.result.tokens_per_expert.data());
         const ExpertPlacement& pl = placement_.of_layer(sl.layer);  // with redundant experts, the layer's own
-        // A token's attention replica (home_counts) and, for the replica an expert copy is chosen by, its rank among
+        for (int64_t q = 0; q < ep; ++q)
+            sl.rank_rows[static_cast<size_t>(q)].assign(ep > 1 ? pl.experts_on_rank[static_cast<size_t>(q)].size()
+                                                               : static_cast<size_t>(E), 0);
+        // A token's attention replica (home_rows) and, for the replica an expert copy is chosen by, its rank among
         // the expert-parallel ranks (the same rank under --ep N's all-to-all: dp = ep).
         for (int64_t t = 0; t < T; ++t) {
             const int64_t home = token_home_rank(shape_, t, dp), ep_home = dp == ep ? home : token_home_rank(shape_, t, ep);
             for (int64_t j = 0; j < r.k; ++j) {
                 const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
                 if (e < 0) continue;
-                ++sl.home_counts[static_cast<size_t>(home)][static_cast<size_t>(e)];
+                ++sl.home_rows[static_cast<size_t>(home)];
                 const int64_t q = ep > 1 ? pl.dest_rank(e, ep_home, t) : 0;
-                ++sl.expert_counts[static_cast<size_t>(q)][static_cast<size_t>(e)];
+                const int64_t slot = ep > 1 ? pl.local_index(q, e) : e;
+                ++sl.rank_rows[static_cast<size_t>(q)][static_cast<size_t>(slot)];
             }
         }
-        if (opt_.layout.moe_exchange() == MoeExchange::all_to_all) {
-            // The same rows each way: dispatch in the dispatch dtype, combine in the activation dtype.
-            sl.dispatch_traffic = a2a_traffic(shape_, r, 1.0, pl, opt_.layout.a2a == A2aMode::dedup);
-            sl.combine_traffic = sl.dispatch_traffic;
-            for (double& b : sl.dispatch_traffic.bytes) b *= dispatch_row_bytes_;
-            for (double& b : sl.combine_traffic.bytes) b *= combine_row_bytes_;
-        }
+        if (opt_.layout.moe_exchange() == MoeExchange::all_to_all)
+            // The same rows each way: dispatch in the dispatch dtype, combine (transposed) in the activation dtype.
+            sl.dispatch_rows = a2a_link_bytes(a2a_traffic(shape_, r, 1.0, pl, opt_.layout.a2a == A2aMode::dedup),
+                                              hw_.gpus_per_node);
         sl.result.routing = std::move(r);
     }
 
     // Slowest GPU's time for a phase that runs where the tokens live (attention side, router, permute, shared
     // expert, combine, head): each data-parallel replica runs its own sequences and the assignments of its tokens,
-    // each GPU of its tensor-parallel group its share (phase_work under the layout).
-    double home_side_us(Phase phase, int64_t layer, const std::vector<std::vector<int64_t>>* counts) const {
+    // each GPU of its tensor-parallel group its share (phase_work under the layout). Replicas with the same
+    // sequences and assignments do the same work: each distinct pair is modeled once.
+    double home_side_us(Phase phase, int64_t layer, const std::vector<int64_t>* home_rows) const {
         const int64_t dp = opt_.layout.attn_dp;
         std::vector<double> rank_us(static_cast<size_t>(dp), 0.0);
+        std::vector<std::array<double, 3>> seen;  // (sequences, assignments, us)
         for (int64_t r = 0; r < dp; ++r) {
             StepShape sr = shape_;
             sr.batch = sequences_on_rank(shape_, r, dp);
             if (sr.batch == 0) continue;
-            static const std::vector<int64_t> kNone;
-            const std::vector<int64_t>& tpe = counts ? (*counts)[static_cast<size_t>(r)] : kNone;
-            rank_us[static_cast<size_t>(r)] = sim_phase_us(work(phase, layer, sr, tpe), peak_flops(phase), hw_, p_);
+            const int64_t rows = home_rows ? (*home_rows)[static_cast<size_t>(r)] : -1;
+            const auto hit = std::find_if(seen.begin(), seen.end(), [&](const std::array<double, 3>& x) {
+                return x[0] == static_cast<double>(sr.batch) && x[1] == static_cast<double>(rows);
+            });
+            if (hit != seen.end()) {
+                rank_us[static_cast<size_t>(r)] = (*hit)[2];
+                continue;
+            }
+            // Home-side phases read only the total of the tokens per expert (their assignments).
+            const std::vector<int64_t> tpe = rows >= 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
+            const double us = sim_phase_us(work(phase, layer, sr, tpe), peak_flops(phase), hw_, p_);
+            seen.push_back({static_cast<double>(sr.batch), static_cast<double>(rows), us});
+            rank_us[static_cast<size_t>(r)] = us;
         }
         return across_ranks(rank_us).slowest_us;
     }
 
-    // Slowest rank's time for an expert phase: rank q runs its experts (the placement's) on the rows routed there,
-    // each of its moe_tp GPUs a slice of every expert.
+    // Slowest rank's time for an expert phase: rank q runs its expert slots on the rows routed there, each of its
+    // moe_tp GPUs a slice of every expert.
     double expert_side_us(Phase phase, const Slot& sl) const {
         const int64_t ep = opt_.layout.moe_ep;
         std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
         for (int64_t q = 0; q < ep; ++q)
             rank_us[static_cast<size_t>(q)] = sim_phase_us(
-                work(phase, sl.layer, shape_, sl.expert_counts[static_cast<size_t>(q)]), peak_flops(phase), hw_, p_);
+                work(phase, sl.layer, shape_, sl.rank_rows[static_cast<size_t>(q)]), peak_flops(phase), hw_, p_);
         return across_ranks(rank_us).slowest_us;
     }
 
@@ -393,8 +406,9 @@ private:
     // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose); the
     // collectives of tensor parallelism as rings over their groups (sim_collective_us), the largest replica's tokens.
     double link_us(Phase phase, const Slot& sl) const {
-        if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.dispatch_traffic, hw_, p_);
-        if (phase == Phase::combine_a2a) return sim_a2a_us(sl.combine_traffic, hw_, p_, /*transpose=*/true);
+        if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.dispatch_rows.scaled(dispatch_row_bytes_), hw_, p_);
+        if (phase == Phase::combine_a2a)
+            return sim_a2a_us(sl.dispatch_rows.transposed().scaled(combine_row_bytes_), hw_, p_);
         const Layout& L = opt_.layout;
         const double T = static_cast<double>(shape_.num_tokens()), H = static_cast<double>(model_.hidden_size);
         int64_t replica_tokens = 0;  // the largest data-parallel replica's tokens
@@ -438,7 +452,7 @@ private:
         else if (row.side == PhaseSide::experts)
             us = expert_side_us(phase, sl);
         else
-            us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.home_counts);
+            us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.home_rows);
         sl.us[idx] = us;
         return us;
     }
@@ -615,28 +629,47 @@ double sim_phase_us(const PhaseWork& w, double peak_flops, const HardwareProfile
     return std::max(compute_s, memory_s) * 1e6 + p.phase_overhead_us;
 }
 
-double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParams& p, bool transpose) {
-    const int64_t R = t.num_ranks, node = std::max<int64_t>(hw.gpus_per_node, 1);
-    const double intra_bw = (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s) *
-                            p.link_efficiency;
-    const double inter_bw = hw.network_bw_bytes_per_s * p.link_efficiency;
-    auto bytes = [&](int64_t src, int64_t dst) { return transpose ? t.at(dst, src) : t.at(src, dst); };
-    double worst_s = 0;
-    // A collective whose ranks span nodes pays the network latency even where few rows leave the node.
-    const bool crosses_nodes = R > node;
-    for (int64_t r = 0; r < R; ++r) {
-        // Each direction of each link carries its own bytes: sending and receiving bound the rank separately, and
-        // the scale-up links and the network work side by side.
-        double intra_out = 0, intra_in = 0, inter_out = 0, inter_in = 0;
+A2aLinkBytes a2a_link_bytes(const A2aTraffic& t, int64_t gpus_per_node) {
+    const int64_t R = t.num_ranks, node = std::max<int64_t>(gpus_per_node, 1);
+    A2aLinkBytes l(R);
+    for (int64_t r = 0; r < R; ++r)
         for (int64_t o = 0; o < R; ++o) {
             if (o == r) continue;
             const bool same_node = o / node == r / node;
-            (same_node ? intra_out : inter_out) += bytes(r, o);
-            (same_node ? intra_in : inter_in) += bytes(o, r);
+            (same_node ? l.intra_out : l.inter_out)[static_cast<size_t>(r)] += t.at(r, o);
+            (same_node ? l.intra_in : l.inter_in)[static_cast<size_t>(r)] += t.at(o, r);
         }
+    return l;
+}
+
+A2aLinkBytes A2aLinkBytes::transposed() const {
+    A2aLinkBytes l = *this;
+    std::swap(l.intra_out, l.intra_in);
+    std::swap(l.inter_out, l.inter_in);
+    return l;
+}
+
+A2aLinkBytes A2aLinkBytes::scaled(double f) const {
+    A2aLinkBytes l = *this;
+    for (auto* v : {&l.intra_out, &l.intra_in, &l.inter_out, &l.inter_in})
+        for (double& x : *v) x *= f;
+    return l;
+}
+
+double sim_a2a_us(const A2aLinkBytes& l, const HardwareProfile& hw, const SimParams& p) {
+    const int64_t R = l.num_ranks, node = std::max<int64_t>(hw.gpus_per_node, 1);
+    const double intra_bw = (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s) *
+                            p.link_efficiency;
+    const double inter_bw = hw.network_bw_bytes_per_s * p.link_efficiency;
+    double worst_s = 0;
+    // A collective whose ranks span nodes pays the network latency even where few rows leave the node.
+    const bool crosses_nodes = R > node;
+    for (size_t r = 0; r < static_cast<size_t>(R); ++r) {
+        // Each direction of each link carries its own bytes: sending and receiving bound the rank separately, and
+        // the scale-up links and the network work side by side.
         double s = 0;
-        if (intra_out + intra_in > 0) s = std::max(intra_out, intra_in) / intra_bw;
-        if (inter_out + inter_in > 0) s = std::max(s, std::max(inter_out, inter_in) / inter_bw);
+        if (l.intra_out[r] + l.intra_in[r] > 0) s = std::max(l.intra_out[r], l.intra_in[r]) / intra_bw;
+        if (l.inter_out[r] + l.inter_in[r] > 0) s = std::max(s, std::max(l.inter_out[r], l.inter_in[r]) / inter_bw);
         worst_s = std::max(worst_s, s);
     }
     return worst_s * 1e6 + (crosses_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
@@ -659,6 +692,11 @@ double sim_collective_us(Collective c, int64_t n, double buffer_bytes, bool span
                                                                         : hw.pcie_bw_bytes_per_s);
     const double bytes = ring_bytes_per_gpu(c, n, buffer_bytes);
     return bytes / (link_bw * p.link_efficiency) * 1e6 + (spans_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
+}
+
+double sim_a2a_us(const A2aTraffic& t, const HardwareProfile& hw, const SimParams& p, bool transpose) {
+    const A2aLinkBytes l = a2a_link_bytes(t, hw.gpus_per_node);
+    return sim_a2a_us(transpose ? l.transposed() : l, hw, p);
 }
 
 BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) {

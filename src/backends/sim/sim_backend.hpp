@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace moebench {
 
@@ -55,6 +56,21 @@ double sim_collective_us(Collective c, int64_t n, double buffer_bytes, bool span
 /// Whether an attention tensor-parallel group of `l` (consecutive GPUs: group d holds GPUs d x attn_tp to
 /// (d + 1) x attn_tp - 1) spans nodes of `gpus_per_node`.
 bool tp_groups_span_nodes(const Layout& l, int64_t gpus_per_node);
+/// What one all-to-all moves per rank over each kind of link: to and from the ranks of its own node (scale-up links;
+/// nodes of gpus_per_node consecutive ranks) and of other nodes (the network). What sim_a2a_us reads of the traffic.
+struct A2aLinkBytes {
+    A2aLinkBytes() = default;
+    explicit A2aLinkBytes(int64_t ranks)
+        : num_ranks(ranks), intra_out(static_cast<size_t>(ranks), 0.0), intra_in(intra_out), inter_out(intra_out),
+          inter_in(intra_out) {}
+    int64_t num_ranks = 1;
+    std::vector<double> intra_out, intra_in, inter_out, inter_in;  // [rank]
+    A2aLinkBytes transposed() const;  // the same exchange the other way round (combine after dispatch)
+    A2aLinkBytes scaled(double factor) const;
+};
+A2aLinkBytes a2a_link_bytes(const A2aTraffic& t, int64_t gpus_per_node);
+/// sim_a2a_us of traffic already summed per rank and link.
+double sim_a2a_us(const A2aLinkBytes& l, const HardwareProfile& hw, const SimParams& p);
 
 /// What the sim backend is and accepts, modeling `hw` with `p` (registry: the default profile and parameters).
 BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p);
