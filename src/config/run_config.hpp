@@ -26,6 +26,7 @@ struct RunConfig {
     int64_t layers = 0;                   // run N layers from first_layer on (0 = all from there)
     int64_t first_layer = 0;              // the model layer the run starts at (0-based)
     std::string routing = "router";       // workload spec, see docs/workloads.md
+    std::string routing_path = "auto";    // auto | per-token | statistical (harness/routing_path.hpp)
     RunOptions options;                   // seed, capacity factor, soft top-N, threads, ... (layout and precision:
                                           // resolved from the two requests below)
     LayoutRequest layout;                 // ep, tp, attention_dp, moe_tp, moe_ep, a2a, placement

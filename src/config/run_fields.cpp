@@ -27,6 +27,10 @@ const std::vector<RunField> kRunFields = {
      "alone", false, true, MOEBENCH_FIELD(first_layer)},
     {"routing", "--routing", "Workload: router, uniform, zipf:1.2, hot:4:0.6, trace:FILE ...", true, true,
      MOEBENCH_FIELD(routing)},
+    {"routing_path", "--routing-path",
+     "auto | per-token | statistical: how a backend that models (sim) routes: every token's experts, or each layer's "
+     "counts drawn from the workload's shares (auto: statistical where the run allows it; docs/sim-backend.md)",
+     true, false, MOEBENCH_FIELD(routing_path)},
     {"seed", "--seed", "Seed for weights, inputs and synthetic routing", false, false, MOEBENCH_FIELD(options.seed)},
     {"capacity_factor", "--capacity-factor", "Expert capacity factor (0 = dropless)", true, true,
      MOEBENCH_FIELD(options.capacity_factor)},

@@ -40,6 +40,8 @@ struct RunOptions {
     bool cuda_graph = false;
     bool cold_l2 = false;
     bool expert_times = false;           // cuda: per-expert GEMM times (events inside the step; loop variant)
+    bool routing_statistics = false;     // the harness chose the statistical routing path: set_routing_statistics
+                                         // follows prepare() (harness/routing_path.hpp)
 };
 
 /// Routing of one layer: row-major [num_tokens, k] expert ids and combine weights.
@@ -80,6 +82,9 @@ struct MoeLayerResult {
     std::vector<float> router_logits;        // [T, E] as computed by the router GEMM (before any override)
     std::vector<double> expert_gemm_us;      // per expert, measured; empty when the backend cannot split it
     RankTraffic traffic;                     // expert parallelism over processes only (empty otherwise)
+    /// Rows that crossed ranks in each all-to-all (dispatch; combine returns them) of a step without ids: the sim's
+    /// statistical routing path draws them with tokens_per_expert. -1: count them from routing.ids.
+    double a2a_rows = -1;
 };
 
 /// One entry of a step: `layer` is the model layer index (-1 for embed, final_norm, lm_head), `slot` indexes the

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/backend.hpp"
 
+#include "common/error.hpp"
+
 #include <algorithm>
 
 namespace moebench {
@@ -12,6 +14,10 @@ bool BackendTraits::accepts_switch(const std::string& key) const {
 bool BackendTraits::accepts(std::vector<std::string> BackendTraits::*values, const std::string& value) const {
     const std::vector<std::string>& list = this->*values;
     return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+void Backend::set_routing_statistics(const RoutingStatistics&) {
+    throw UnsupportedError("backend " + name() + " needs routing per token (it has no statistical routing path)");
 }
 
 RooflineCeilings Backend::measure_ceilings(const RunOptions&) const {

@@ -49,6 +49,17 @@ struct ModeledFit {
     std::string field, what, value, fix;
 };
 
+/// A step's routing as statistics instead of ids (the statistical routing path, docs/sim-backend.md): tokens that
+/// pick their k experts independently of each other with the same probabilities, so that a backend that models (the
+/// sim) can draw each MoE layer's tokens per expert and all-to-all rows in O(experts + ranks) per layer, whatever the
+/// number of tokens. Workload::independent_shares and popularity_permutation fill it.
+struct RoutingStatistics {
+    std::vector<double> shares_by_rank;              // popularity shares, summing to 1 (empty: the backend's own router)
+    std::vector<std::vector<int32_t>> permutation;   // [slot]: expert perm[r] takes rank r's share (empty: dense slot
+                                                     // or the backend's own router)
+    std::string source;                              // what they describe, for the report
+};
+
 /// What a backend is and accepts. The harness validates options, labels numbers and counts work from this alone.
 struct BackendTraits {
     std::string name;                                // "cpu", "cuda", "sim": the report's `backend`
@@ -74,6 +85,7 @@ struct BackendTraits {
     std::string default_hardware;                    // profile its ceilings come from without --hardware ("" = none)
     bool linear_attention = false;                   // runs linear-attention layers (hybrid models: Qwen3-Next, MiniMax)
     bool attention_output_gate = false;              // runs the gated attention output (Qwen3-Next)
+    bool routing_statistics = false;                 // models a step from RoutingStatistics (set_routing_statistics)
     CheckOptions check;                              // --check tolerances for its precision
     bool accepts_switch(const std::string& key) const;
     /// `value` is one of the values it lists in `values` (expert_gemm, attention_kernel).
@@ -98,6 +110,9 @@ public:
                          const RunOptions& opt, const Topology& topo = Topology{}) = 0;
     /// Routing imposed on the next steps (nullptr: the router decides). The router GEMM and top-k still run and are timed.
     virtual void set_routing_override(const StepRouting* routing) = 0;
+    /// Routing given as statistics for every following step (traits().routing_statistics; the harness chooses the
+    /// path, harness/routing_path.hpp). moe_result then has tokens per expert and all-to-all rows but no ids.
+    virtual void set_routing_statistics(const RoutingStatistics& statistics);
 
     virtual void begin_step() = 0;
     /// Runs one phase. layer_slot indexes `layers` from prepare(); -1 for embed, final_norm and lm_head.

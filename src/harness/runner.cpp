@@ -17,6 +17,7 @@
 #include "harness/moe_dump.hpp"
 #include "harness/rank_merge.hpp"
 #include "harness/rank_settings.hpp"
+#include "harness/routing_path.hpp"
 #include "harness/validate.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/host_conditions.hpp"
@@ -55,6 +56,7 @@ struct Prepared {
     Communicator* comm = nullptr;  // expert parallelism over processes (nullptr: one process)
     ExpertPlacement placement;
     std::optional<ModeledFit> fit;  // a modeled deployment against the memory of the hardware it models (sim)
+    RoutingPath routing_path;      // per token, or statistical (harness/routing_path.hpp)
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -112,7 +114,11 @@ Prepared prepare_point(const RunConfig& cfg) {
                                                  p.options.layout.redundant_experts);
         topo.placement = &p.placement;
     }
+    p.routing_path = choose_routing_path(cfg, p.traits, *p.workload, p.model, p.placement, p.comm != nullptr);
+    p.options.routing_statistics = p.routing_path.statistical;
     p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
+    if (p.routing_path.statistical)  // once: every step models the same statistics
+        p.backend->set_routing_statistics(routing_statistics_of(*p.workload, p.model, p.layers));
     p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
     // A modeled deployment that does not fit its GPUs is no answer: refused with a layout or format that fits,
     // unless asked for anyway (then every record says fits: false, and a sweep never picks it).
@@ -147,6 +153,8 @@ struct Measured {
 void gather_moe(const Backend& backend, int64_t num_experts, int64_t num_tokens, MoeLayerSamples& a) {
     MoeLayerResult r = backend.moe_result(a.slot);
     a.k = r.routing.k;
+    if (r.routing.ids.empty() && r.a2a_rows >= 0)  // routed by statistics: counts, no ids
+        add_counted_step(a, r.tokens_per_expert, r.a2a_rows);
     a.ids.insert(a.ids.end(), r.routing.ids.begin(), r.routing.ids.end());
     a.backend_dropped += r.dropped;
     if (!r.router_logits.empty() && (a.logit_tokens + num_tokens) * num_experts <= kMaxLogitFloatsPerLayer) {
@@ -180,8 +188,10 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     // steps of T tokens in order; warm-up steps consume it too, then it restarts at 0 so that the measured steps see
     // the stream from its beginning (the same ids as `moebench trace gen`).
     auto one_step = [&]() {
-        m.last_routing = p.workload->next_step(cfg.shape.num_tokens(), p.layers);  // the whole step's
-        backend.set_routing_override(m.last_routing ? &*m.last_routing : nullptr);
+        if (!p.routing_path.statistical) {  // the statistical path set its routing once, in prepare_point
+            m.last_routing = p.workload->next_step(cfg.shape.num_tokens(), p.layers);  // the whole step's
+            backend.set_routing_override(m.last_routing ? &*m.last_routing : nullptr);
+        }
         StepTimes t = run_step(backend, p.plan);
         if (p.comm) p.comm->rank_deadline().note_step_s(t.wall_us * 1e-6);  // auto deadlines follow the slowest step
         return t;
@@ -242,19 +252,33 @@ json routing_record(const RunConfig& cfg, const Prepared& p, const json& backend
         : !computes ? "the " + p.traits.name + " backend (no router): " +
                           backend_info.value("routing", std::string("its own routing"))
                     : "the model's router (" + std::string(to_string(p.model.moe.routing)) + ")";
-    return {{"source", "counted"},
+    json r = {{"source", "counted"},
             {"workload", cfg.routing},
+            {"path", p.routing_path.name()},
+            {"path_reason", p.routing_path.reason},
             {"ids_from", ids_from},
             {"logits_from", computes ? "router GEMM on the step's hidden states (before any override)"
                                      : "none: the " + p.traits.name + " backend runs no router GEMM"},
             {"switch_order", p.workload->token_order(cfg.shape.mode == Mode::decode)},
             {keys::kPerLayer, std::move(per_layer)}};
+    if (p.routing_path.statistical) {
+        r["source"] = "modeled";
+        r["ids_from"] = "none: the statistical routing path draws each layer's counts, not ids (" + ids_from + ")";
+        r["switches"] = "not available: switch rates need every token's experts (routing_path per-token)";
+    }
+    return r;
 }
 
 json expert_load_record(const Prepared& p, const Measured& m, const std::string& source, int64_t T) {
     json layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
         layers.push_back(expert_load_layer(a, p.model.moe.num_experts, T, static_cast<int64_t>(m.steps.size()), source));
+    if (p.routing_path.statistical)
+        return {{"source", "modeled"},
+                {"basis", "tokens per expert drawn by the statistical routing path (docs/sim-backend.md): each MoE "
+                          "layer's counts drawn once from the workload's shares and repeated in every modeled step; "
+                          "no windows or co-activation (they need every token's experts)"},
+                {keys::kPerLayer, layers}};
     std::string basis = "final expert ids of the measured steps (after override, soft top-N, capacity)";
     if (!p.workload->overrides_routing() && p.traits.computes_tensors)
         basis += "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
@@ -332,7 +356,8 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
     record[keys::kExpertLoad] = expert_load_record(p, m, source, T);
     json routing_layers = json::array();
-    for (const MoeLayerSamples& a : m.moe) routing_layers.push_back(routing_layer(a, p.model.moe.num_experts, cfg.shape));
+    for (const MoeLayerSamples& a : m.moe)
+        if (!a.ids.empty()) routing_layers.push_back(routing_layer(a, p.model.moe.num_experts, cfg.shape));
     record["routing"] = routing_record(cfg, p, backend_info, std::move(routing_layers));
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {

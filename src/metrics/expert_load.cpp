@@ -185,29 +185,44 @@ json to_json(const LoadWindows& w) {
 json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t num_tokens, int64_t num_steps,
                        const std::string& times_source) {
     const int64_t E = num_experts;
-    const int64_t n_tok = s.k > 0 ? static_cast<int64_t>(s.ids.size()) / s.k : 0;
-    json l = to_json(expert_load(s.ids.data(), n_tok, s.k, E));
-    l.erase("source");
-    l["layer"] = s.layer;
-    l["num_tokens"] = n_tok;
-    l["capacity_dropped"] = s.backend_dropped;  // the backend's count; `dropped` also counts -1 ids of a trace
-    l["k"] = s.k;
-    const int64_t steps_per_window = std::max<int64_t>(1, (num_steps + 31) / 32);
-    l["windows"] = to_json(load_windows(s.ids.data(), n_tok, s.k, E, steps_per_window * num_tokens));
-    if (E <= kCoactivationMatrixMaxExperts) {
-        const std::vector<int64_t> coact = coactivation_counts(s.ids.data(), n_tok, s.k, E);
-        json cm = json::array();
-        for (int64_t i = 0; i < E; ++i)
-            cm.push_back(std::vector<int64_t>(coact.begin() + i * E, coact.begin() + (i + 1) * E));
-        l["coactivation"] = cm;
+    json l;
+    if (s.ids.empty() && !s.counted.empty()) {
+        // Routed by counts (the sim's statistical path): the load of the counts; windows and co-activation need ids.
+        std::vector<int64_t> counts(static_cast<size_t>(E), 0);
+        for (const MoeLayerSamples::CountedSteps& c : s.counted)
+            for (size_t e = 0; e < counts.size() && e < c.tokens_per_expert.size(); ++e)
+                counts[e] += c.tokens_per_expert[e] * c.steps;
+        l = to_json(expert_load_from_counts(std::move(counts)));
+        l.erase("source");
+        l["layer"] = s.layer;
+        l["num_tokens"] = num_tokens * s.counted_steps();
+        l["capacity_dropped"] = s.backend_dropped;
+        l["k"] = s.k;
     } else {
-        json pairs = json::array();
-        for (const ExpertPair& p : top_coactivation_pairs(s.ids.data(), n_tok, s.k, 256))
-            pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
-        l["coactivation_top_pairs"] = pairs;
-        l["coactivation_omitted"] = fmt::format("{} experts: the E x E matrix is written up to {} experts; "
-                                                "coactivation_top_pairs holds the 256 most frequent pairs",
-                                                E, kCoactivationMatrixMaxExperts);
+        const int64_t n_tok = s.k > 0 ? static_cast<int64_t>(s.ids.size()) / s.k : 0;
+        l = to_json(expert_load(s.ids.data(), n_tok, s.k, E));
+        l.erase("source");
+        l["layer"] = s.layer;
+        l["num_tokens"] = n_tok;
+        l["capacity_dropped"] = s.backend_dropped;  // the backend's count; `dropped` also counts -1 ids of a trace
+        l["k"] = s.k;
+        const int64_t steps_per_window = std::max<int64_t>(1, (num_steps + 31) / 32);
+        l["windows"] = to_json(load_windows(s.ids.data(), n_tok, s.k, E, steps_per_window * num_tokens));
+        if (E <= kCoactivationMatrixMaxExperts) {
+            const std::vector<int64_t> coact = coactivation_counts(s.ids.data(), n_tok, s.k, E);
+            json cm = json::array();
+            for (int64_t i = 0; i < E; ++i)
+                cm.push_back(std::vector<int64_t>(coact.begin() + i * E, coact.begin() + (i + 1) * E));
+            l["coactivation"] = cm;
+        } else {
+            json pairs = json::array();
+            for (const ExpertPair& p : top_coactivation_pairs(s.ids.data(), n_tok, s.k, 256))
+                pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
+            l["coactivation_top_pairs"] = pairs;
+            l["coactivation_omitted"] = fmt::format("{} experts: the E x E matrix is written up to {} experts; "
+                                                    "coactivation_top_pairs holds the 256 most frequent pairs",
+                                                    E, kCoactivationMatrixMaxExperts);
+        }
     }
     l["expert_gemm_us"] = json::array();
     if (s.gemm_steps > 0) {

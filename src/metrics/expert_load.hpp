@@ -73,7 +73,8 @@ json to_json(const LoadWindows& windows);
 
 /// One MoE layer of a run report's expert_load.per_layer: the load of the measured steps' ids, windows over the
 /// stream (about 32, whole steps of `num_tokens`), co-activation, and per-expert GEMM times when the backend split
-/// them (`times_source` labels them).
+/// them (`times_source` labels them). Steps routed by counts without ids (MoeLayerSamples::counted) give the load of
+/// their counts, without windows or co-activation.
 json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t num_tokens, int64_t num_steps,
                        const std::string& times_source);
 

@@ -24,4 +24,19 @@ void add_traffic(RankTraffic& sum, const RankTraffic& step) {
     sum.combine_exchange_us += step.combine_exchange_us;
 }
 
+void add_counted_step(MoeLayerSamples& s, const std::vector<int64_t>& tokens_per_expert, double a2a_rows) {
+    if (!s.counted.empty() && s.counted.back().a2a_rows == a2a_rows &&
+        s.counted.back().tokens_per_expert == tokens_per_expert) {
+        ++s.counted.back().steps;
+        return;
+    }
+    s.counted.push_back({tokens_per_expert, a2a_rows, 1});
+}
+
+int64_t MoeLayerSamples::counted_steps() const {
+    int64_t n = 0;
+    for (const CountedSteps& c : counted) n += c.steps;
+    return n;
+}
+
 }  // namespace moebench

@@ -21,7 +21,20 @@ struct MoeLayerSamples {
     int64_t backend_dropped = 0;         // capacity drops as the backend counted them
     RankTraffic traffic;                 // expert parallelism over processes: this rank's, summed over traffic_steps
     int64_t traffic_steps = 0;
+    /// Steps routed by counts alone, without ids (the sim's statistical routing path), consecutive equal steps as one
+    /// entry: what the load and roofline derivations read in place of ids (per-token figures, such as windows,
+    /// co-activation and switches, need ids and are left out).
+    struct CountedSteps {
+        std::vector<int64_t> tokens_per_expert;  // [E] of one step
+        double a2a_rows = 0;                     // rows across ranks in each all-to-all of one step
+        int64_t steps = 0;
+    };
+    std::vector<CountedSteps> counted;
+    int64_t counted_steps() const;
 };
+
+/// Appends one step routed by counts (merged into the last entry when equal).
+void add_counted_step(MoeLayerSamples& s, const std::vector<int64_t>& tokens_per_expert, double a2a_rows);
 
 /// Adds one step's traffic of a layer into a running sum (the byte rows element by element).
 void add_traffic(RankTraffic& sum, const RankTraffic& step);

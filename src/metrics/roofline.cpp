@@ -73,8 +73,22 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
     step_routing.num_tokens = T;
     step_routing.k = k;
     PhaseWork w;
+    auto add_step = [&](const PhaseWork& wi, double weight) {
+        w.flops += wi.flops * weight;
+        w.weight_bytes += wi.weight_bytes * weight;
+        w.activation_bytes += wi.activation_bytes * weight;
+    };
+    // Steps routed by counts (the sim's statistical path): each distinct step once, weighted by how often it ran.
+    int64_t from_ids = num_steps;
+    for (const MoeLayerSamples::CountedSteps& c : acc.counted) {
+        PhaseWorkOptions copt = wopt;
+        copt.cross_rank_rows = c.a2a_rows;
+        add_step(phase_work(model, e.phase, e.layer, shape, c.tokens_per_expert, basis.precision, ep_size, copt),
+                 static_cast<double>(c.steps) / static_cast<double>(num_steps));
+        from_ids -= c.steps;
+    }
     std::vector<int64_t> tpe(static_cast<size_t>(E));
-    for (int64_t i = 0; i < num_steps; ++i) {
+    for (int64_t i = 0; i < from_ids; ++i) {
         std::fill(tpe.begin(), tpe.end(), 0);
         for (int64_t a = i * T * k; a < (i + 1) * T * k && a < static_cast<int64_t>(acc.ids.size()); ++a)
             if (acc.ids[a] >= 0 && acc.ids[a] < E) ++tpe[static_cast<size_t>(acc.ids[a])];
@@ -85,10 +99,8 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
         } else {
             wopt.routing = nullptr;
         }
-        PhaseWork wi = phase_work(model, e.phase, e.layer, shape, tpe, basis.precision, ep_size, wopt);
-        w.flops += wi.flops / num_steps;
-        w.weight_bytes += wi.weight_bytes / num_steps;
-        w.activation_bytes += wi.activation_bytes / num_steps;
+        add_step(phase_work(model, e.phase, e.layer, shape, tpe, basis.precision, ep_size, wopt),
+                 1.0 / static_cast<double>(num_steps));
     }
     return w;
 }

@@ -348,6 +348,7 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         if (ep_size == 1 || (opt.layout && opt.layout->moe_exchange() != MoeExchange::all_to_all)) return {};
         const double row_bytes =
             phase == Phase::dispatch_a2a && opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
+        if (opt.cross_rank_rows >= 0) return {0.0, 0.0, opt.cross_rank_rows * row_bytes};
         if (!opt.routing) return {0.0, 0.0, expected_cross_rows(m, shape, tpe, ep_size) * row_bytes};
         if (opt.placement)
             return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, *opt.placement, opt.a2a_dedup).total()};

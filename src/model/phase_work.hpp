@@ -61,6 +61,9 @@ struct PhaseWorkOptions {
     /// (attn_allreduce, moe_allgather, moe_allreduce, dense_allreduce) count the bytes every GPU sends, summed over
     /// the GPUs, with the shape as the whole step (ring_bytes_per_gpu).
     const Layout* layout = nullptr;
+    /// Rows that cross ranks when known without ids (the sim's statistical routing path): dispatch_a2a /
+    /// combine_a2a count these rows; -1: from `routing`, or the estimate.
+    double cross_rank_rows = -1;
 };
 
 /// Bytes of one dispatched token row of `hidden` channels in `dispatch` (fp8 with its scales: core/dispatch_dtype.hpp;

@@ -131,6 +131,12 @@ public:
         : ModelWorkload(spec, model, seed), shares_(std::move(shares)), description_(std::move(description)) {}
     std::string describe() const override { return description_; }
     std::vector<double> expected_load(int64_t layer) const override { return permuted_shares(layer, shares_); }
+    // Each token draws from its own stream (seed, layer, position) with the same shares: independent tokens.
+    std::vector<double> independent_shares() const override { return shares_; }
+    std::vector<int32_t> popularity_permutation(int64_t layer) const override {
+        if (!is_moe(layer)) return {};
+        return sampling::permutation(num_experts_, stream_key(seed_, sampling::kTagPerm, static_cast<uint64_t>(layer)));
+    }
 
 protected:
     void fill_layer(int64_t layer, int64_t, int64_t num_tokens, LayerRouting& r) override {

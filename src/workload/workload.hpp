@@ -53,6 +53,14 @@ public:
     /// --redundant-experts balances (workload/redundant_experts.hpp).
     virtual std::vector<double> expected_load(int64_t layer) const { return {}; }
 
+    /// For a workload whose tokens pick their experts independently of each other and of their place in the stream,
+    /// with the same probabilities at every position (uniform, zipf/powerlaw, hot, imbalance): the popularity shares
+    /// by rank (summing to 1, each at most 1/k); layer `layer`'s expert perm[r] takes rank r's share
+    /// (popularity_permutation). Empty for the others (balanced, domains and trace depend on the position; router: the
+    /// model decides). What the statistical routing path draws from (workload/routing_statistics.hpp).
+    virtual std::vector<double> independent_shares() const { return {}; }
+    virtual std::vector<int32_t> popularity_permutation(int64_t layer) const { return {}; }
+
     /// Tokens handed out so far (the position of the next token).
     int64_t position() const { return position_; }
     /// Restarts the stream at `position` (0 = the beginning); the stream is the same as if it had run there.

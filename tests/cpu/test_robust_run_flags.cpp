@@ -310,8 +310,10 @@ TEST_CASE("infinite option values and negative trace seeds are refused", "[robus
     const std::string slash_dir = temp_dir("out-slash") + "/new";
     expect_refused("run --model " + kTiny + " --backend sim --out " + slash_dir + "/", {"is a folder"});
     CHECK_FALSE(std::filesystem::exists(slash_dir));
-    // Before: the sim allocated routing for 2^26 tokens x 58 layers until bad_alloc (or the OOM killer).
-    expect_refused("run --backend sim --model deepseek-v3 --layers 0 --batch 67108864 --iters 1 --warmup 0 --out -",
+    // Before: the sim allocated routing for 2^26 tokens x 58 layers until bad_alloc (or the OOM killer). (Per token:
+    // the statistical path, the default here, holds no per-token state.)
+    expect_refused("run --backend sim --model deepseek-v3 --layers 0 --batch 67108864 --iters 1 --warmup 0 "
+                   "--routing-path per-token --out -",
                    {"batch (--batch)", "67108864", "host memory", "fewer --layers"});
     // Before: a newline or a right-to-left override in a model's name went into every report and broke the tables.
     for (const std::string name : {"bad\\nname", "evil\u202Eslug"})

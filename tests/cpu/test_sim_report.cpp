@@ -72,7 +72,7 @@ TEST_CASE("a model of 20000 experts runs without an E x E table; its report keep
         "vocab_size": 100, "hidden_size": 64, "num_layers": 1,
         "attention": {"kind": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 16},
         "moe": {"num_experts": 20000, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})");
-    const auto r = run_cli("run --backend sim --model " + model +
+    const auto r = run_cli("run --backend sim --model " + model + " --routing-path per-token" +
                            " --layers 1 --batch 64 --iters 2 --warmup 0 --min-time 0 --out " + dir + "/r.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);

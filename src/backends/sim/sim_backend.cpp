@@ -2,6 +2,7 @@
 // The sim backend: no weights, no data; each phase's time is modeled from its counted work (phase_work) and the
 // hardware profile. Under expert parallelism every phase is modeled per rank and the slowest rank sets the time.
 #include "backends/sim/sim_backend.hpp"
+#include "backends/sim/sim_routing.hpp"
 
 #include "common/error.hpp"
 #include "common/host_memory.hpp"
@@ -90,6 +91,7 @@ public:
                                               : "; every GPU computes its experts for the step's tokens (no "
                                                 "all-to-all: see parallel_layout)"))},
                     {"routing", routing_source_},
+                    {"routing_path", routing_path_},
                     {"ep_rank_load", rank_load_json()},
                     {"redundant_experts", redundant_json()},
                     {"timing_source", "modeled"}};
@@ -172,7 +174,7 @@ public:
             if (sl.result.tokens_per_expert.empty()) continue;  // dense layer
             std::vector<int64_t> rows(static_cast<size_t>(ep), 0);
             for (int64_t q = 0; q < ep; ++q)
-                for (int64_t c : sl.rank_rows[static_cast<size_t>(q)]) rows[static_cast<size_t>(q)] += c;
+                for (int64_t c : sl.routing.rank_rows[static_cast<size_t>(q)]) rows[static_cast<size_t>(q)] += c;
             int64_t total = 0, most = 0;
             for (int64_t x : rows) total += x, most = std::max(most, x);
             const double ratio =
@@ -236,6 +238,10 @@ public:
                                     : ExpertPlacement{};
         dispatch_row_bytes_ = dispatch_row_bytes(opt.precision.dispatch, model.hidden_size);
         combine_row_bytes_ = dispatch_row_bytes(opt.precision.combine, model.hidden_size);  // the activation format
+        expert_linear_.clear();
+        routing_path_ = opt.routing_statistics ? "statistical" : "per-token";
+        // The statistical path's routing comes with set_routing_statistics, next: no per-token state at all.
+        if (opt.routing_statistics) return;
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
         // likely, drawn from the run's seed (the "uniform" workload).
         check_host_memory();
@@ -246,6 +252,40 @@ public:
             default_routing_.per_layer.assign(layers_.size(), LayerRouting{});
         }
         set_routing_override(nullptr);
+    }
+
+    // The statistical routing path (harness/routing_path.hpp): each MoE layer's counts and all-to-all rows drawn once
+    // from the shares (SimStatisticalRouting), and repeated in every modeled step.
+    void set_routing_statistics(const RoutingStatistics& stats) override {
+        MOEBENCH_CHECK(opt_.routing_statistics, "sim: routing statistics for a step prepared per token");
+        MOEBENCH_CHECK(stats.permutation.size() == layers_.size(), "sim: statistics for {} layers, prepared {}",
+                       stats.permutation.size(), layers_.size());
+        routing_source_ = stats.source.empty()
+                              ? "uniform router (k distinct experts per token, seeded), drawn as statistics"
+                              : stats.source;
+        slots_.assign(layers_.size(), Slot{});
+        std::unique_ptr<SimStatisticalRouting> draws;
+        if (model_.is_moe_model())
+            draws = std::make_unique<SimStatisticalRouting>(model_, shape_, opt_.layout, hw_.gpus_per_node,
+                                                            stats.shares_by_rank, opt_.seed);
+        for (size_t s = 0; s < layers_.size(); ++s) {
+            Slot& sl = slots_[s];
+            sl.layer = layers_[s];
+            sl.us.fill(-1.0);
+            if (!model_.is_moe_layer(sl.layer)) {
+                sl.routing = SimLayerRouting{};
+                sl.routing.home_rows.assign(static_cast<size_t>(opt_.layout.attn_dp), 0);
+                sl.routing.rank_rows.assign(static_cast<size_t>(opt_.layout.moe_ep), {});
+                sl.routing.dispatch_rows = A2aLinkBytes(opt_.layout.moe_ep);
+                continue;
+            }
+            sl.routing = draws->draw(sl.layer, stats.permutation[s], placement_.of_layer(sl.layer));
+            sl.result.tokens_per_expert = sl.routing.tokens_per_expert;
+            sl.result.routing.num_tokens = shape_.num_tokens();
+            sl.result.routing.k = model_.moe.top_k;
+            sl.result.a2a_rows = sl.routing.cross_rank_rows;  // 0 without an all-to-all
+        }
+        head_us_.fill(-1.0);
     }
 
     // The sim keeps each MoE layer's routing (ids and weights: 8 bytes per assignment) three times: the default
@@ -299,10 +339,8 @@ public:
 private:
     struct Slot {
         int64_t layer = 0;
-        MoeLayerResult result;                         // routing after capacity, counts, drops
-        std::vector<int64_t> home_rows;                // [rank]: kept assignments of the rank's tokens
-        std::vector<std::vector<int64_t>> rank_rows;   // [rank][expert slot of the rank]: assignments it computes
-        A2aLinkBytes dispatch_rows;                    // rows of the dispatch per rank and link (combine: transposed)
+        MoeLayerResult result;    // routing after capacity, counts, drops (no ids on the statistical path)
+        SimLayerRouting routing;  // per rank: what the phases are priced from
         std::array<double, kNumPhases> us;
     };
 
@@ -314,9 +352,10 @@ private:
         sl.layer = layers_[s];
         sl.us.fill(-1.0);
         const int64_t ep = opt_.layout.moe_ep, dp = opt_.layout.attn_dp, E = model_.moe.num_experts;
-        sl.home_rows.assign(static_cast<size_t>(dp), 0);
-        sl.rank_rows.assign(static_cast<size_t>(ep), {});
-        sl.dispatch_rows = A2aLinkBytes(ep);
+        SimLayerRouting& lr = sl.routing;
+        lr.home_rows.assign(static_cast<size_t>(dp), 0);
+        lr.rank_rows.assign(static_cast<size_t>(ep), {});
+        lr.dispatch_rows = A2aLinkBytes(ep);
         if (given.k == 0) return;  // dense layer
         const int64_t T = shape_.num_tokens();
         MOEBENCH_CHECK(given.num_tokens == T && given.ids.size() == static_cast<size_t>(T * given.k),
@@ -329,9 +368,10 @@ private:
         const int64_t cap = core::expert_capacity(opt_.capacity_factor, T, static_cast<int>(r.k), static_cast<int>(E));
         sl.result.dropped = core::apply_capacity(r.ids.data(), r.weights.data(), T, static_cast<int>(r.k),
                                                  static_cast<int>(E), cap, sl.result.tokens_per_expert.data());
+        lr.tokens_per_expert = sl.result.tokens_per_expert;
         const ExpertPlacement& pl = placement_.of_layer(sl.layer);  // with redundant experts, the layer's own
         for (int64_t q = 0; q < ep; ++q)
-            sl.rank_rows[static_cast<size_t>(q)].assign(ep > 1 ? pl.experts_on_rank[static_cast<size_t>(q)].size()
+            lr.rank_rows[static_cast<size_t>(q)].assign(ep > 1 ? pl.experts_on_rank[static_cast<size_t>(q)].size()
                                                                : static_cast<size_t>(E), 0);
         // A token's attention replica (home_rows) and, for the replica an expert copy is chosen by, its rank among
         // the expert-parallel ranks (the same rank under --ep N's all-to-all: dp = ep).
@@ -340,16 +380,18 @@ private:
             for (int64_t j = 0; j < r.k; ++j) {
                 const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
                 if (e < 0) continue;
-                ++sl.home_rows[static_cast<size_t>(home)];
+                ++lr.home_rows[static_cast<size_t>(home)];
                 const int64_t q = ep > 1 ? pl.dest_rank(e, ep_home, t) : 0;
                 const int64_t slot = ep > 1 ? pl.local_index(q, e) : e;
-                ++sl.rank_rows[static_cast<size_t>(q)][static_cast<size_t>(slot)];
+                ++lr.rank_rows[static_cast<size_t>(q)][static_cast<size_t>(slot)];
             }
         }
-        if (opt_.layout.moe_exchange() == MoeExchange::all_to_all)
+        if (opt_.layout.moe_exchange() == MoeExchange::all_to_all) {
             // The same rows each way: dispatch in the dispatch dtype, combine (transposed) in the activation dtype.
-            sl.dispatch_rows = a2a_link_bytes(a2a_traffic(shape_, r, 1.0, pl, opt_.layout.a2a == A2aMode::dedup),
-                                              hw_.gpus_per_node);
+            const A2aTraffic rows = a2a_traffic(shape_, r, 1.0, pl, opt_.layout.a2a == A2aMode::dedup);
+            lr.dispatch_rows = a2a_link_bytes(rows, hw_.gpus_per_node);
+            lr.cross_rank_rows = rows.total();
+        }
         sl.result.routing = std::move(r);
     }
 
@@ -383,14 +425,54 @@ private:
     }
 
     // Slowest rank's time for an expert phase: rank q runs its expert slots on the rows routed there, each of its
-    // moe_tp GPUs a slice of every expert.
-    double expert_side_us(Phase phase, const Slot& sl) const {
+    // moe_tp GPUs a slice of every expert. The expert phases' work is linear in the rows and the experts that have
+    // any (phase_work: each such expert reads its weights once, each row costs the same), so a rank is priced from
+    // those two numbers, from the work of one expert with one row and with two rows; checked against phase_work once
+    // per phase and layer, and where it does not hold each rank's counts go through phase_work.
+    double expert_side_us(Phase phase, const Slot& sl) {
         const int64_t ep = opt_.layout.moe_ep;
+        const auto& rank_rows = sl.routing.rank_rows;
         std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
-        for (int64_t q = 0; q < ep; ++q)
-            rank_us[static_cast<size_t>(q)] = sim_phase_us(
-                work(phase, sl.layer, shape_, sl.rank_rows[static_cast<size_t>(q)]), peak_flops(phase), hw_, p_);
+        const ExpertLinear& lin = expert_linear(phase, sl.layer);
+        const double peak = peak_flops(phase);
+        for (int64_t q = 0; q < ep; ++q) {
+            const std::vector<int64_t>& counts = rank_rows[static_cast<size_t>(q)];
+            if (!lin.linear) {
+                rank_us[static_cast<size_t>(q)] = sim_phase_us(work(phase, sl.layer, shape_, counts), peak, hw_, p_);
+                continue;
+            }
+            double rows = 0, active = 0;
+            for (int64_t c : counts)
+                if (c > 0) rows += static_cast<double>(c), active += 1;
+            PhaseWork w;
+            w.flops = active * lin.per_expert.flops + rows * lin.per_row.flops;
+            w.weight_bytes = active * lin.per_expert.weight_bytes + rows * lin.per_row.weight_bytes;
+            w.activation_bytes = active * lin.per_expert.activation_bytes + rows * lin.per_row.activation_bytes;
+            rank_us[static_cast<size_t>(q)] = sim_phase_us(w, peak, hw_, p_);
+        }
         return across_ranks(rank_us).slowest_us;
+    }
+
+    struct ExpertLinear {
+        bool linear = false;
+        PhaseWork per_expert, per_row;
+    };
+    const ExpertLinear& expert_linear(Phase phase, int64_t layer) {
+        const auto key = std::make_pair(static_cast<int>(phase), layer);
+        auto it = expert_linear_.find(key);
+        if (it != expert_linear_.end()) return it->second;
+        const PhaseWork one = work(phase, layer, shape_, {1}), two = work(phase, layer, shape_, {2});
+        ExpertLinear lin;
+        lin.per_row = {two.flops - one.flops, two.weight_bytes - one.weight_bytes,
+                       two.activation_bytes - one.activation_bytes};
+        lin.per_expert = {one.flops - lin.per_row.flops, one.weight_bytes - lin.per_row.weight_bytes,
+                          one.activation_bytes - lin.per_row.activation_bytes};
+        const PhaseWork check = work(phase, layer, shape_, {3, 0, 5});  // 2 experts, 8 rows
+        const auto near = [](double got, double want) { return std::abs(got - want) <= 1e-9 * std::max(1.0, std::abs(want)); };
+        lin.linear = near(check.flops, 2 * lin.per_expert.flops + 8 * lin.per_row.flops) &&
+                     near(check.weight_bytes, 2 * lin.per_expert.weight_bytes + 8 * lin.per_row.weight_bytes) &&
+                     near(check.activation_bytes, 2 * lin.per_expert.activation_bytes + 8 * lin.per_row.activation_bytes);
+        return expert_linear_.emplace(key, lin).first->second;
     }
 
     PhaseWork work(Phase phase, int64_t layer, const StepShape& s, const std::vector<int64_t>& tpe) const {
@@ -406,9 +488,9 @@ private:
     // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose); the
     // collectives of tensor parallelism as rings over their groups (sim_collective_us), the largest replica's tokens.
     double link_us(Phase phase, const Slot& sl) const {
-        if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.dispatch_rows.scaled(dispatch_row_bytes_), hw_, p_);
+        if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.routing.dispatch_rows.scaled(dispatch_row_bytes_), hw_, p_);
         if (phase == Phase::combine_a2a)
-            return sim_a2a_us(sl.dispatch_rows.transposed().scaled(combine_row_bytes_), hw_, p_);
+            return sim_a2a_us(sl.routing.dispatch_rows.transposed().scaled(combine_row_bytes_), hw_, p_);
         const Layout& L = opt_.layout;
         const double T = static_cast<double>(shape_.num_tokens()), H = static_cast<double>(model_.hidden_size);
         int64_t replica_tokens = 0;  // the largest data-parallel replica's tokens
@@ -452,7 +534,7 @@ private:
         else if (row.side == PhaseSide::experts)
             us = expert_side_us(phase, sl);
         else
-            us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.home_rows);
+            us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.routing.home_rows);
         sl.us[idx] = us;
         return us;
     }
@@ -474,6 +556,8 @@ private:
     MemoryPlan memory_;              // per GPU, as moebench plan counts it
     PlanInput deployment_;           // what memory_ counts: the formats, layout, batch and context of the step
     std::array<double, kNumPhases> head_us_{};
+    std::map<std::pair<int, int64_t>, ExpertLinear> expert_linear_;  // (phase, layer)
+    std::string routing_path_ = "per-token";
     double clock_us_ = 0;
     std::vector<double> marks_;
 };
@@ -657,21 +741,21 @@ A2aLinkBytes A2aLinkBytes::scaled(double f) const {
 }
 
 double sim_a2a_us(const A2aLinkBytes& l, const HardwareProfile& hw, const SimParams& p) {
-    const int64_t R = l.num_ranks, node = std::max<int64_t>(hw.gpus_per_node, 1);
+    const int64_t node = std::max<int64_t>(hw.gpus_per_node, 1);
     const double intra_bw = (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s) *
                             p.link_efficiency;
     const double inter_bw = hw.network_bw_bytes_per_s * p.link_efficiency;
+    // Each direction of each link carries its own bytes: sending and receiving bound a rank separately, and the
+    // scale-up links and the network work side by side, so the slowest rank's time is the largest of the four kinds'
+    // largest entries, each over its link.
+    const auto largest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+    const double intra = std::max(largest(l.intra_out), largest(l.intra_in));
+    const double inter = std::max(largest(l.inter_out), largest(l.inter_in));
     double worst_s = 0;
+    if (intra > 0) worst_s = intra / intra_bw;
+    if (inter > 0) worst_s = std::max(worst_s, inter / inter_bw);
     // A collective whose ranks span nodes pays the network latency even where few rows leave the node.
-    const bool crosses_nodes = R > node;
-    for (size_t r = 0; r < static_cast<size_t>(R); ++r) {
-        // Each direction of each link carries its own bytes: sending and receiving bound the rank separately, and
-        // the scale-up links and the network work side by side.
-        double s = 0;
-        if (l.intra_out[r] + l.intra_in[r] > 0) s = std::max(l.intra_out[r], l.intra_in[r]) / intra_bw;
-        if (l.inter_out[r] + l.inter_in[r] > 0) s = std::max(s, std::max(l.inter_out[r], l.inter_in[r]) / inter_bw);
-        worst_s = std::max(worst_s, s);
-    }
+    const bool crosses_nodes = l.num_ranks > node;
     return worst_s * 1e6 + (crosses_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
 }
 
@@ -715,6 +799,7 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
     t.mla_form = p.mla_form;
     t.expert_parallel = true;
     t.tensor_parallel = true;
+    t.routing_statistics = true;  // the statistical routing path (harness/routing_path.hpp)
     t.default_hardware = hw.name;
     return t;
 }

@@ -57,19 +57,22 @@ double sim_collective_us(Collective c, int64_t n, double buffer_bytes, bool span
 /// (d + 1) x attn_tp - 1) spans nodes of `gpus_per_node`.
 bool tp_groups_span_nodes(const Layout& l, int64_t gpus_per_node);
 /// What one all-to-all moves per rank over each kind of link: to and from the ranks of its own node (scale-up links;
-/// nodes of gpus_per_node consecutive ranks) and of other nodes (the network). What sim_a2a_us reads of the traffic.
+/// nodes of gpus_per_node consecutive ranks) and of other nodes (the network). What sim_a2a_us reads of the traffic:
+/// the largest entry of each kind, so an entry may also stand for a class of alike ranks (the statistical routing
+/// path's maxima, backends/sim/sim_routing.hpp), and the four lists may differ in length.
 struct A2aLinkBytes {
     A2aLinkBytes() = default;
     explicit A2aLinkBytes(int64_t ranks)
         : num_ranks(ranks), intra_out(static_cast<size_t>(ranks), 0.0), intra_in(intra_out), inter_out(intra_out),
           inter_in(intra_out) {}
-    int64_t num_ranks = 1;
-    std::vector<double> intra_out, intra_in, inter_out, inter_in;  // [rank]
+    int64_t num_ranks = 1;  // the ranks of the exchange (its latency: one node or several)
+    std::vector<double> intra_out, intra_in, inter_out, inter_in;
     A2aLinkBytes transposed() const;  // the same exchange the other way round (combine after dispatch)
     A2aLinkBytes scaled(double factor) const;
 };
 A2aLinkBytes a2a_link_bytes(const A2aTraffic& t, int64_t gpus_per_node);
-/// sim_a2a_us of traffic already summed per rank and link.
+/// sim_a2a_us of traffic already summed per rank and link: the largest entry of each link's two directions over its
+/// bandwidth, the slower link, plus the latency.
 double sim_a2a_us(const A2aLinkBytes& l, const HardwareProfile& hw, const SimParams& p);
 
 /// What the sim backend is and accepts, modeling `hw` with `p` (registry: the default profile and parameters).
