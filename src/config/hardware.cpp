@@ -3,6 +3,7 @@
 // schema in docs/hardware-schema.md) and converts them to the SI HardwareProfile (bytes, bytes/s, FLOP/s).
 #include "config/hardware.hpp"
 
+#include "common/file_memo.hpp"
 #include "common/paths.hpp"
 #include "config/hardware_fields.hpp"
 
@@ -11,8 +12,9 @@ namespace moebench {
 HardwareProfile hardware_from_json(const json& j, const std::string& path) { return hardware_from_fields(j, path); }
 
 HardwareProfile load_hardware(const std::string& name_or_path) {
-    std::string path = resolve_config("hardware", name_or_path, "--hardware");
-    return hardware_from_json(load_json_file(path, kMaxConfigBytes), path);
+    const std::string path = resolve_config("hardware", name_or_path, "--hardware");
+    static FileMemo<HardwareProfile> memo;  // read once while unchanged (a sweep loads it for every point)
+    return memo.get(path, [&] { return hardware_from_json(load_json_file(path, kMaxConfigBytes), path); });
 }
 
 json hardware_to_json(const HardwareProfile& h) { return hardware_fields_to_json(h); }

@@ -4,6 +4,7 @@
 #include "config/model_config.hpp"
 
 #include "common/error.hpp"
+#include "common/file_memo.hpp"
 #include "common/names.hpp"
 #include "common/paths.hpp"
 #include "config/model_ranges.hpp"
@@ -630,20 +631,24 @@ void validate(const ModelConfig& m, const std::string& path) {
 }
 
 ModelConfig load_model(const std::string& name_or_path) {
-    std::string path = resolve_config("models", name_or_path, "model");
-    json j = load_json_file(path, kMaxConfigBytes);
-    ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
-    m.source = path;
-    if (m.name.empty()) {
-        // An HF config.json is named after its folder (".../Mixtral-8x7B-v0.1/config.json"), else after the file.
-        std::filesystem::path p(path);
-        std::string stem = p.stem().string();
-        if (stem == "config" && p.has_parent_path() && !p.parent_path().filename().empty())
-            stem = p.parent_path().filename().string();
-        m.name = stem;
-    }
-    validate(m, path);
-    return m;
+    const std::string path = resolve_config("models", name_or_path, "model");
+    // Read, parsed and checked once while the file is unchanged (a sweep loads it for every point).
+    static FileMemo<ModelConfig> memo;
+    return memo.get(path, [&] {
+        json j = load_json_file(path, kMaxConfigBytes);
+        ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
+        m.source = path;
+        if (m.name.empty()) {
+            // An HF config.json is named after its folder (".../Mixtral-8x7B-v0.1/config.json"), else after the file.
+            std::filesystem::path p(path);
+            std::string stem = p.stem().string();
+            if (stem == "config" && p.has_parent_path() && !p.parent_path().filename().empty())
+                stem = p.parent_path().filename().string();
+            m.name = stem;
+        }
+        validate(m, path);
+        return m;
+    });
 }
 
 }  // namespace moebench

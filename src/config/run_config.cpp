@@ -118,6 +118,9 @@ void validate(const RunConfig& c) {
                      fmt::format("{}", c.options.capacity_factor), "use 0 for dropless, or a factor such as 1.25");
     parse_rank_timeout(c.rank_timeout, label("", "rank_timeout"));
     if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
+    if (c.record != "full" && c.record != "brief")
+        config_error(label("", "record"), "is not full or brief", c.record,
+                     "use full (per-layer and per-expert tables) or brief (without them)");
     if (c.routing_path != "auto" && c.routing_path != "per-token" && c.routing_path != "statistical")
         config_error(label("", "routing_path"), "is not auto, per-token or statistical", c.routing_path,
                      "use auto (statistical where the run allows it), per-token or statistical");

@@ -38,6 +38,7 @@ struct RunConfig {
     int64_t max_iters = 1000;
     bool include_lm_head = true;          // embed/final_norm/lm_head run once per step
     std::string out;                      // report path ("" = results/run-<time>.json, "-" = stdout)
+    std::string record = "full";          // full | brief: the record's per-layer and per-expert tables, or not
     std::string dump_tensors;             // folder for moe_layer.safetensors ("" = off)
     bool check = false;                   // compare the first MoE block against the fp32 host reference (cuda, cpu)
     bool measure_ceilings = false;        // measure this machine's bandwidth and GEMM rate for the roofline block

@@ -89,6 +89,10 @@ const std::vector<RunField> kRunFields = {
     {"max_iters", "", "", false, false, MOEBENCH_FIELD(max_iters)},
     {"include_lm_head", "", "", false, false, MOEBENCH_FIELD(include_lm_head)},
     {"out", "--out", "Report file (default results/run-<UTC time>.json)", false, false, MOEBENCH_FIELD(out)},
+    {"record", "--record",
+     "full | brief: a point's record with its per-layer and per-expert tables (latency, expert load, routing, "
+     "ranks), or without them (the step, phases, groups, whole model and summaries; for sweeps of thousands of points)",
+     true, false, MOEBENCH_FIELD(record)},
     {"dump_tensors", "--dump-tensors", "Folder for moe_layer.safetensors (first MoE layer)", false, false,
      MOEBENCH_FIELD(dump_tensors)},
     {"check", "--check",

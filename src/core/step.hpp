@@ -42,6 +42,7 @@ struct RunOptions {
     bool expert_times = false;           // cuda: per-expert GEMM times (events inside the step; loop variant)
     bool routing_statistics = false;     // the harness chose the statistical routing path: set_routing_statistics
                                          // follows prepare() (harness/routing_path.hpp)
+    bool per_layer_detail = true;        // run field record "full": describe() may list per-layer tables
 };
 
 /// Routing of one layer: row-major [num_tokens, k] expert ids and combine weights.

@@ -114,6 +114,7 @@ Prepared prepare_point(const RunConfig& cfg) {
                                                  p.options.layout.redundant_experts);
         topo.placement = &p.placement;
     }
+    p.options.per_layer_detail = cfg.record == "full";
     p.routing_path = choose_routing_path(cfg, p.traits, *p.workload, p.model, p.placement, p.comm != nullptr);
     p.options.routing_statistics = p.routing_path.statistical;
     p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
@@ -287,6 +288,38 @@ json expert_load_record(const Prepared& p, const Measured& m, const std::string&
     return {{"source", "counted"}, {"basis", basis}, {keys::kPerLayer, layers}};
 }
 
+// A brief record's expert load (run field record brief): per MoE layer only its max over mean, summarised over the
+// layers; the per-layer table (tokens per expert, Gini, ...) is left out.
+json expert_load_brief(const Prepared& p, const Measured& m) {
+    double sum = 0, most = 0;
+    int64_t n = 0;
+    for (const MoeLayerSamples& a : m.moe) {
+        std::vector<int64_t> counts;
+        if (a.ids.empty()) {
+            counts.assign(static_cast<size_t>(p.model.moe.num_experts), 0);
+            for (const MoeLayerSamples::CountedSteps& c : a.counted)
+                for (size_t e = 0; e < counts.size() && e < c.tokens_per_expert.size(); ++e)
+                    counts[e] += c.tokens_per_expert[e] * c.steps;
+        } else {
+            counts = count_tokens_per_expert(a.ids.data(), static_cast<int64_t>(a.ids.size()) / std::max<int64_t>(a.k, 1),
+                                             a.k, p.model.moe.num_experts);
+        }
+        int64_t total = 0, top = 0;
+        for (int64_t c : counts) total += c, top = std::max(top, c);
+        if (total <= 0) continue;
+        const double ratio = static_cast<double>(top) * static_cast<double>(counts.size()) / static_cast<double>(total);
+        sum += ratio;
+        most = std::max(most, ratio);
+        ++n;
+    }
+    return {{"source", p.routing_path.statistical ? "modeled" : "counted"},
+            {"basis", "record brief: per MoE layer the busiest expert's assignments over the mean, summarised over "
+                      "the layers (record full has the per-layer table)"},
+            {"layers", n},
+            {"max_over_mean_mean", n > 0 ? sum / static_cast<double>(n) : 0.0},
+            {"max_over_mean_max", most}};
+}
+
 json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
     json record;
     record[keys::kStatus] = "ok";
@@ -329,7 +362,9 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     const std::string source = p.backend->timing_source();
     const int64_t T = cfg.shape.num_tokens(), num_steps = static_cast<int64_t>(m.steps.size());
     const int64_t num_run = static_cast<int64_t>(p.layers.size());
-    const Latency latency = derive_latency(p.model, p.layers, p.plan, m.steps, source, cfg.include_lm_head, T);
+    const bool detail = cfg.record == "full";
+    const Latency latency =
+        derive_latency(p.model, p.layers, p.plan, m.steps, source, cfg.include_lm_head, T, detail);
     const json backend_info = p.backend->describe();
 
     json record = identity_record(cfg, p, num_run);
@@ -354,10 +389,10 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
                             {keys::kTokensPerS,
                              latency.step.mean_us > 0 ? static_cast<double>(T) / (latency.step.mean_us * 1e-6) : 0.0},
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
-    record[keys::kExpertLoad] = expert_load_record(p, m, source, T);
+    record[keys::kExpertLoad] = detail ? expert_load_record(p, m, source, T) : expert_load_brief(p, m);
     json routing_layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
-        if (!a.ids.empty()) routing_layers.push_back(routing_layer(a, p.model.moe.num_experts, cfg.shape));
+        if (detail && !a.ids.empty()) routing_layers.push_back(routing_layer(a, p.model.moe.num_experts, cfg.shape));
     record["routing"] = routing_record(cfg, p, backend_info, std::move(routing_layers));
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {

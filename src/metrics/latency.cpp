@@ -37,24 +37,33 @@ void phase_and_group_blocks(const std::map<Phase, TimingStats>& stats, double ph
         groups[g] = {{keys::kMeanUs, group_us[g]}, {"share", phase_sum_us > 0 ? group_us[g] / phase_sum_us : 0.0}};
 }
 
-// Per layer: the mean of each phase of that layer and the layer's total; `totals_by_kind` collects the totals.
+// Per layer: the mean of each phase of that layer and the layer's total (one pass over the plan); `totals_by_kind`
+// collects the totals. Without `detail` only the totals are made (no JSON, no percentiles).
 json per_layer_block(const ModelConfig& model, const std::vector<int64_t>& layers, const std::vector<PhaseEntry>& plan,
-                     const std::vector<StepTimes>& steps, std::map<std::string, std::vector<double>>& totals_by_kind) {
+                     const std::vector<StepTimes>& steps, std::map<std::string, std::vector<double>>& totals_by_kind,
+                     bool detail) {
+    std::vector<json> phases(detail ? layers.size() : 0, json::object());
+    std::vector<double> totals(layers.size(), 0.0);
+    std::vector<double> samples(steps.size());
+    for (size_t p = 0; p < plan.size(); ++p) {
+        const int64_t s = plan[p].slot;
+        if (s < 0 || s >= static_cast<int64_t>(layers.size())) continue;
+        double mean = 0;
+        for (size_t i = 0; i < steps.size(); ++i) mean += samples[i] = steps[i].phase_us[p];
+        mean = steps.empty() ? 0.0 : mean / static_cast<double>(steps.size());
+        totals[static_cast<size_t>(s)] += mean;
+        if (!detail) continue;
+        const TimingStats st = summarize(samples);
+        phases[static_cast<size_t>(s)][std::string(phase_name(plan[p].phase))] = {{keys::kMeanUs, st.mean_us},
+                                                                                 {keys::kP50Us, st.p50_us}};
+    }
     json per_layer = json::array();
     for (size_t s = 0; s < layers.size(); ++s) {
-        json lp = json::object();
-        double total = 0;
-        for (size_t p = 0; p < plan.size(); ++p) {
-            if (plan[p].slot != static_cast<int64_t>(s)) continue;
-            std::vector<double> samples(steps.size());
-            for (size_t i = 0; i < steps.size(); ++i) samples[i] = steps[i].phase_us[p];
-            TimingStats st = summarize(samples);
-            lp[std::string(phase_name(plan[p].phase))] = {{keys::kMeanUs, st.mean_us}, {keys::kP50Us, st.p50_us}};
-            total += st.mean_us;
-        }
         std::string kind = layer_kind(model, layers[s]);
-        totals_by_kind[kind].push_back(total);
-        per_layer.push_back({{"layer", layers[s]}, {"kind", kind}, {keys::kMeanUs, total}, {keys::kPhases, lp}});
+        totals_by_kind[kind].push_back(totals[s]);
+        if (detail)
+            per_layer.push_back(
+                {{"layer", layers[s]}, {"kind", kind}, {keys::kMeanUs, totals[s]}, {keys::kPhases, phases[s]}});
     }
     return per_layer;
 }
@@ -100,7 +109,7 @@ json whole_model_block(const ModelConfig& model, int64_t num_run, const std::vec
 
 Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& layers, const std::vector<PhaseEntry>& plan,
                        const std::vector<StepTimes>& steps, const std::string& times_source, bool includes_head,
-                       int64_t num_tokens) {
+                       int64_t num_tokens, bool per_layer) {
     Latency out;
     out.phase_stats = phase_stats_of(plan, steps);
     double phase_sum_us = 0;
@@ -108,7 +117,7 @@ Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& lay
     json phases, groups;
     phase_and_group_blocks(out.phase_stats, phase_sum_us, phases, groups);
     std::map<std::string, std::vector<double>> totals_by_kind;
-    json per_layer = per_layer_block(model, layers, plan, steps, totals_by_kind);
+    json layer_block = per_layer_block(model, layers, plan, steps, totals_by_kind, per_layer);
     json whole = whole_model_block(model, static_cast<int64_t>(layers.size()), plan, out.phase_stats, totals_by_kind,
                                    times_source, includes_head, num_tokens);
 
@@ -130,9 +139,9 @@ Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& lay
                  {"step_minus_phase_sum_us", out.step.mean_us - phase_sum_us},
                  {keys::kPhases, phases},
                  {"groups", groups},
-                 {keys::kPerLayer, per_layer},
                  {"step_samples_us", step_samples},
                  {keys::kWholeModel, whole}};
+    if (per_layer) out.block[keys::kPerLayer] = std::move(layer_block);
     return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 using moebench::test::run_cli;
@@ -115,4 +116,43 @@ TEST_CASE("the sim refuses a deployment that does not fit the profile's GPUs", "
     const auto small = run_cli("run --backend sim --model " + kTiny + " --iters 1 --warmup 0 --json -");
     REQUIRE(small.exit_code == 0);
     CHECK_FALSE(json::parse(small.out)["runs"][0].contains("sim_fit_warning"));
+}
+
+TEST_CASE("a brief record leaves out the per-layer and per-expert tables and keeps every other figure", "[sim][report]") {
+    // The tables are most of a record (DeepSeek-V3 at EP 8: 140 KB of 165 KB, built and written per point); a sweep
+    // of thousands of points asks for --record brief.
+    const std::string dir = moebench::test::temp_dir("brief");
+    const std::string common = "run --backend sim --model deepseek-v3 --layers 0 --batch 64 --ep 8 --iters 2 --warmup 0 ";
+    const auto full = run_cli(common + "--out " + dir + "/full.json");
+    const auto brief = run_cli(common + "--record brief --out " + dir + "/brief.json");
+    INFO(full.err << brief.err);
+    REQUIRE(full.exit_code == 0);
+    REQUIRE(brief.exit_code == 0);
+    const json f = load_json_file(dir + "/full.json")["runs"][0], b = load_json_file(dir + "/brief.json")["runs"][0];
+    CHECK(f["latency"].contains("per_layer"));
+    CHECK_FALSE(b["latency"].contains("per_layer"));
+    CHECK(f["expert_load"]["per_layer"].size() == 58);
+    CHECK_FALSE(b["expert_load"].contains("per_layer"));
+    CHECK(b["expert_load"]["layers"] == 58);
+    CHECK_FALSE(b["backend_info"]["ep_rank_load"].contains("per_layer"));
+    CHECK(b["backend_info"]["ep_rank_load"]["mean_max_over_mean"] == f["backend_info"]["ep_rank_load"]["mean_max_over_mean"]);
+    // The same seeded draws: every other figure is the same.
+    CHECK(b["latency"]["step"] == f["latency"]["step"]);
+    CHECK(b["latency"]["phases"] == f["latency"]["phases"]);
+    CHECK(b["latency"]["whole_model"] == f["latency"]["whole_model"]);
+    CHECK(b["roofline"] == f["roofline"]);
+    double most = 0, sum = 0;
+    for (const json& l : f["expert_load"]["per_layer"]) {
+        most = std::max(most, l["max_over_mean"].get<double>());
+        sum += l["max_over_mean"].get<double>();
+    }
+    CHECK(b["expert_load"]["max_over_mean_max"].get<double>() == Approx(most));
+    CHECK(b["expert_load"]["max_over_mean_mean"].get<double>() == Approx(sum / 58));
+    // It reads back as a report, and shows as one.
+    const auto shown = run_cli("report " + dir + "/brief.json --format md");
+    INFO(shown.err);
+    CHECK(shown.exit_code == 0);
+    const auto bad = run_cli("run --backend sim --model " + kTiny + " --record briefly --out -");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("record") && Catch::Contains("briefly") && Catch::Contains("brief"));
 }

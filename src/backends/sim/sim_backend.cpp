@@ -5,6 +5,7 @@
 #include "backends/sim/sim_routing.hpp"
 
 #include "common/error.hpp"
+#include "common/file_memo.hpp"
 #include "common/host_memory.hpp"
 #include "common/read_file.hpp"
 #include "config/run_fields.hpp"
@@ -170,6 +171,7 @@ public:
         if (ep <= 1) return nullptr;
         json per_layer = json::array();
         double sum = 0;
+        int64_t layers = 0;
         for (const Slot& sl : slots_) {
             if (sl.result.tokens_per_expert.empty()) continue;  // dense layer
             std::vector<int64_t> rows(static_cast<size_t>(ep), 0);
@@ -180,13 +182,16 @@ public:
             const double ratio =
                 total > 0 ? static_cast<double>(most) * static_cast<double>(ep) / static_cast<double>(total) : 0.0;
             sum += ratio;
-            per_layer.push_back({{"layer", sl.layer}, {"assignments_per_rank", rows}, {"max_over_mean", ratio}});
+            ++layers;
+            if (opt_.per_layer_detail)
+                per_layer.push_back({{"layer", sl.layer}, {"assignments_per_rank", rows}, {"max_over_mean", ratio}});
         }
-        return {{"source", "counted"},
-                {"basis", "assignments the experts of each modeled rank compute in the last step (replicas chosen "
-                          "as ExpertPlacement::dest_rank chooses), max over mean of the ranks"},
-                {"mean_max_over_mean", per_layer.empty() ? 0.0 : sum / static_cast<double>(per_layer.size())},
-                {keys::kPerLayer, per_layer}};
+        json j = {{"source", routing_path_ == "statistical" ? "modeled" : "counted"},
+                  {"basis", "assignments the experts of each modeled rank compute in the last step (replicas chosen "
+                            "as ExpertPlacement::dest_rank chooses), max over mean of the ranks"},
+                  {"mean_max_over_mean", layers == 0 ? 0.0 : sum / static_cast<double>(layers)}};
+        if (opt_.per_layer_detail) j[keys::kPerLayer] = per_layer;  // record brief: the mean alone
+        return j;
     }
 
     void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
@@ -240,6 +245,19 @@ public:
         combine_row_bytes_ = dispatch_row_bytes(opt.precision.combine, model.hidden_size);  // the activation format
         expert_linear_.clear();
         routing_path_ = opt.routing_statistics ? "statistical" : "per-token";
+        // Each attention replica's sequences and tokens, and one replica for each distinct count (home-side phases
+        // price a class once).
+        const int64_t dp = std::max<int64_t>(opt.layout.attn_dp, 1);
+        rank_batch_.assign(static_cast<size_t>(dp), 0);
+        rank_tokens_ = rank_batch_;
+        batch_classes_.clear();
+        for (int64_t r = 0; r < dp; ++r) {
+            rank_batch_[static_cast<size_t>(r)] = sequences_on_rank(shape_, r, dp);
+            rank_tokens_[static_cast<size_t>(r)] = tokens_on_rank(shape_, r, dp);
+            if (std::none_of(batch_classes_.begin(), batch_classes_.end(),
+                             [&](int64_t c) { return rank_batch_[static_cast<size_t>(c)] == rank_batch_[static_cast<size_t>(r)]; }))
+                batch_classes_.push_back(r);
+        }
         // The statistical path's routing comes with set_routing_statistics, next: no per-token state at all.
         if (opt.routing_statistics) return;
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
@@ -400,26 +418,36 @@ private:
     // each GPU of its tensor-parallel group its share (phase_work under the layout). Replicas with the same
     // sequences and assignments do the same work: each distinct pair is modeled once.
     double home_side_us(Phase phase, int64_t layer, const std::vector<int64_t>* home_rows) const {
-        const int64_t dp = opt_.layout.attn_dp;
-        std::vector<double> rank_us(static_cast<size_t>(dp), 0.0);
+        // Where each replica's assignments are its tokens x k (no drops), the replicas with as many sequences are
+        // alike: one per class of batch_classes_.
+        const int64_t k = model_.moe.top_k;
+        bool by_class = home_rows == nullptr;
+        if (!by_class) {
+            by_class = true;
+            for (size_t r = 0; r < rank_batch_.size() && by_class; ++r)
+                by_class = (*home_rows)[r] == rank_tokens_[r] * k;
+        }
+        const size_t n = by_class ? batch_classes_.size() : rank_batch_.size();
+        std::vector<double> rank_us(n, 0.0);
         std::vector<std::array<double, 3>> seen;  // (sequences, assignments, us)
-        for (int64_t r = 0; r < dp; ++r) {
+        for (size_t i = 0; i < n; ++i) {
+            const int64_t r = by_class ? batch_classes_[i] : static_cast<int64_t>(i);
             StepShape sr = shape_;
-            sr.batch = sequences_on_rank(shape_, r, dp);
+            sr.batch = rank_batch_[static_cast<size_t>(r)];
             if (sr.batch == 0) continue;
             const int64_t rows = home_rows ? (*home_rows)[static_cast<size_t>(r)] : -1;
             const auto hit = std::find_if(seen.begin(), seen.end(), [&](const std::array<double, 3>& x) {
                 return x[0] == static_cast<double>(sr.batch) && x[1] == static_cast<double>(rows);
             });
             if (hit != seen.end()) {
-                rank_us[static_cast<size_t>(r)] = (*hit)[2];
+                rank_us[i] = (*hit)[2];
                 continue;
             }
             // Home-side phases read only the total of the tokens per expert (their assignments).
             const std::vector<int64_t> tpe = rows >= 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
             const double us = sim_phase_us(work(phase, layer, sr, tpe), peak_flops(phase), hw_, p_);
             seen.push_back({static_cast<double>(sr.batch), static_cast<double>(rows), us});
-            rank_us[static_cast<size_t>(r)] = us;
+            rank_us[i] = us;
         }
         return across_ranks(rank_us).slowest_us;
     }
@@ -558,6 +586,9 @@ private:
     std::array<double, kNumPhases> head_us_{};
     std::map<std::pair<int, int64_t>, ExpertLinear> expert_linear_;  // (phase, layer)
     std::string routing_path_ = "per-token";
+    std::vector<int64_t> rank_batch_;     // [attention replica]: its sequences
+    std::vector<int64_t> rank_tokens_;    // [attention replica]: its tokens
+    std::vector<int64_t> batch_classes_;  // one replica per distinct count of sequences
     double clock_us_ = 0;
     std::vector<double> marks_;
 };
@@ -700,9 +731,12 @@ std::string sim_fields_table(const std::string& format) {
 SimParams sim_params_for(const HardwareProfile& hw) {
     std::error_code ec;
     if (hw.source.empty() || !std::filesystem::is_regular_file(hw.source, ec)) return SimParams{};
-    json j = load_json_file(hw.source, kMaxConfigBytes);
-    if (!j.is_object() || !j.contains("sim") || j.at("sim").is_null()) return SimParams{};
-    return sim_params_from_json(j.at("sim"), hw.source + ": sim");
+    static FileMemo<SimParams> memo;  // read once while unchanged (a sweep makes a backend for every point)
+    return memo.get(hw.source, [&] {
+        json j = load_json_file(hw.source, kMaxConfigBytes);
+        if (!j.is_object() || !j.contains("sim") || j.at("sim").is_null()) return SimParams{};
+        return sim_params_from_json(j.at("sim"), hw.source + ": sim");
+    });
 }
 
 double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype, "sim.dtype"); }

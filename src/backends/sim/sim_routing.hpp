@@ -30,8 +30,9 @@ struct SimLayerRouting {
 /// - dedup (a token once per rank holding any of its experts): a token reaches rank q with probability
 ///   h_q = 1 - P(no pick on q) (GroupMissProbability), independently of the other tokens, so the rows q receives from
 ///   n other tokens are Binomial(n, h_q) (exact marginal), split by the sender's node; the rows a rank sends to the
-///   m ranks of a kind (same node, other nodes) are taken as Binomial(tokens x m, mean h) (exact mean; the picks of
-///   one token on different ranks are treated as independent);
+///   ranks of a kind (same node, other nodes) sum its tokens' hits there: mean tokens x sum h, variance tokens x
+///   (sum h (1 - h) + the pairs' covariance of two misses, c m_q m_q' with c from the uniform closed forms at E / ep
+///   experts per rank: exact for uniform shares), drawn as the binomial of that mean and variance;
 /// - per-expert (a row per assignment): the assignments to q's experts come from the ranks in proportion to their
 ///   tokens: q keeps Binomial(R_q, T_q / T) of its R_q, the rest split by node; a rank sends Binomial(sum R, T_r / T)
 ///   to each kind.
