@@ -20,6 +20,7 @@
 #include "report/report_reader.hpp"
 #include "sweep/axes.hpp"
 #include "comm/process_group.hpp"
+#include "sweep/journal.hpp"
 #include "sweep/journal_lock.hpp"
 #include "sweep/sweep_runner.hpp"
 
@@ -214,19 +215,41 @@ void sweep_settings(const SweepFlags& f, const json& sweep_opts, SweepSpec& spec
 }
 
 // The report (same document as a run, every point in runs[], and the sweep block), its other formats, the summary.
+// The report is written piece by piece: each point run now is read back from the journal (SweepOutcome::spans), so
+// that a sweep of any length never holds its records; only the views (--format) load them all.
 void write_sweep_outputs(const SweepFlags& f, const json& context, const json& base_json, const SweepOutcome& o,
                          const std::string& out, const std::string& journal, const std::vector<std::string>& formats) {
-    std::vector<json> runs(o.runs.begin(), o.runs.end());
     json config = {{"run", base_json}, {"sweep", {{keys::kAxes, o.sweep[keys::kAxes]}, {"slo_p95_ms", o.sweep["slo_p95_ms"]}}}};
-    json report = make_report(context, config, runs);
-    report["sweep"] = o.sweep;
-    write_report(out, report);
+    const auto record_text = [&](size_t i) {
+        return o.spans[i].length > 0 ? read_journal_span(journal, o.spans[i]) : o.runs[i].dump();
+    };
+    json head = make_report(context, config, o.runs.empty() ? std::vector<json>{} : std::vector<json>{o.runs.front()});
+    head[keys::kRuns] = json::array();
+    head["sweep"] = o.sweep;
+    const std::string text = head.dump(2) + "\n";
+    const std::string marker = "\n  \"" + std::string(keys::kRuns) + "\": []";
+    const size_t at = text.find(marker);
+    MOEBENCH_CHECK(at != std::string::npos, "sweep report: no runs array to fill");
+    write_file_atomic_pieces(out, [&](const EmitText& emit) {
+        emit(std::string_view(text).substr(0, at + marker.size() - 1));  // up to the empty array's "]"
+        for (size_t i = 0; i < o.runs.size(); ++i) {
+            emit(i == 0 ? "\n    " : ",\n    ");
+            emit(record_text(i));
+        }
+        emit(o.runs.empty() ? "]" : "\n  ]");
+        emit(std::string_view(text).substr(at + marker.size()));
+    });
     std::vector<std::string> written;
-    for (const auto& fmt_name : formats) {
-        std::string path = strip_json_ext(out) + "." + format_extension(fmt_name);
-        if (fmt_name == "json") continue;  // the report itself
-        write_file_atomic(path, render_report(report, fmt_name));
-        written.push_back(path);
+    if (std::any_of(formats.begin(), formats.end(), [](const std::string& f) { return f != "json"; })) {
+        json report = head;  // the views read every record
+        for (size_t i = 0; i < o.runs.size(); ++i)
+            report[keys::kRuns].push_back(o.spans[i].length > 0 ? json::parse(record_text(i)) : o.runs[i]);
+        for (const auto& fmt_name : formats) {
+            if (fmt_name == "json") continue;  // the report itself
+            std::string path = strip_json_ext(out) + "." + format_extension(fmt_name);
+            write_file_atomic(path, render_report(report, fmt_name));
+            written.push_back(path);
+        }
     }
     if (!f.quiet) {
         print_summary(std::cout, o);
@@ -276,6 +299,7 @@ void run_sweep_command(SweepFlags& f) {
     spec.base_run = base_json;
     spec.axes = axes;
     spec.journal_path = journal;
+    spec.keep_records = false;  // the report is written from the journal (write_sweep_outputs)
     sweep_settings(f, sweep_opts, spec);
     const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
     refuse_sweep_outputs_over_inputs(f, plan, out, journal, formats);

@@ -18,7 +18,7 @@
 namespace moebench {
 
 // `tmp`: the temporary file to remove on failure, so that a failed write leaves no half file behind.
-static void write_all(int fd, const std::string& content, const std::string& path, const std::string& tmp = "") {
+static void write_all(int fd, std::string_view content, const std::string& path, const std::string& tmp = "") {
     size_t done = 0;
     while (done < content.size()) {
         ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -79,8 +79,12 @@ static void remove_stale_temporaries(const std::filesystem::path& target) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+    write_file_atomic_pieces(path, [&](const EmitText& emit) { emit(content); });
+}
+
+void write_file_atomic_pieces(const std::string& path, const std::function<void(const EmitText&)>& produce) {
     if (path == "-") {
-        std::cout << content;
+        produce([](std::string_view piece) { std::cout << piece; });
         if (const std::string why = take_stdout_failure(); !why.empty())
             throw Error("writing to stdout failed: " + why);  // exit 1, as main() reports a failed stdout
         return;
@@ -90,7 +94,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     if (is_special_file(path)) {
         const int fd = ::open(path.c_str(), O_WRONLY);
         if (fd < 0) config_error(path, "cannot open for writing", std::strerror(errno), "check the path and permissions");
-        write_all(fd, content, path);
+        produce([&](std::string_view piece) { write_all(fd, piece, path); });
         if (::close(fd) != 0) config_error(path, "write failed", std::strerror(errno), "check the path and permissions");
         return;
     }
@@ -103,7 +107,20 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     std::string tmp = target + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) config_error(path, "cannot create output file", std::strerror(errno), "check the folder exists and is writable");
-    write_all(fd, content, path, tmp);
+    try {
+        produce([&](std::string_view piece) {
+            for (size_t done = 0; done < piece.size();) {
+                const ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
+                if (n < 0 && errno == EINTR) continue;
+                if (n < 0) config_error(path, "write failed", std::strerror(errno), "check disk space and permissions");
+                done += static_cast<size_t>(n);
+            }
+        });
+    } catch (...) {  // a failed write, or the producer's own error: nothing is left behind
+        ::close(fd);
+        std::remove(tmp.c_str());
+        throw;
+    }
     const bool synced = ::fsync(fd) == 0;
     const std::string sync_why = synced ? "" : std::strerror(errno);
     if (::close(fd) != 0 || !synced) {

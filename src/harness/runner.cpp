@@ -197,7 +197,10 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
         if (p.comm) p.comm->rank_deadline().note_step_s(t.wall_us * 1e-6);  // auto deadlines follow the slowest step
         return t;
     };
-    for (int64_t w = 0; w < cfg.warmup; ++w) one_step();
+    // On the statistical routing path a modeled step is a function of draws made once (prepare_point): every step
+    // is the same, so the first is modeled and the others repeat it (and warm-up steps would change nothing).
+    const bool repeat = !p.traits.measures && p.routing_path.statistical;
+    for (int64_t w = 0; w < (repeat ? 0 : cfg.warmup); ++w) one_step();
     p.workload->seek(0);
 
     std::vector<double> wall_us;
@@ -205,13 +208,17 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     const HostSample host_before = sample_host();
     StopRule stop(StopTargets{cfg.iters, cfg.max_iters, cfg.min_time_s, cfg.max_noise});
     while (true) {
-        m.steps.push_back(one_step());
+        const bool again = repeat && !m.steps.empty();
+        m.steps.push_back(again ? m.steps.front() : one_step());
         wall_us.push_back(m.steps.back().wall_us);
         if (m.steps.size() == 1 && !cfg.dump_tensors.empty() && !m.moe.empty()) {
             const ScopedCommContext dumping("--dump-tensors (every rank's rows to rank 0)");
             dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer, p.comm);
         }
-        for (MoeLayerSamples& a : m.moe) gather_moe(backend, p.model.moe.num_experts, T, a);
+        for (MoeLayerSamples& a : m.moe) {
+            if (again && !a.counted.empty()) ++a.counted.back().steps;  // the same counts again
+            else gather_moe(backend, p.model.moe.num_experts, T, a);
+        }
         const bool done = stop.done(wall_us);
         // Every rank runs the same steps (the all-to-alls pair them): rank 0's stop rule decides for all.
         const ScopedCommContext deciding("the stop rule's broadcast after a step");

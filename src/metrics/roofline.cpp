@@ -8,6 +8,7 @@
 #include "metrics/ceilings.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace moebench {
 
@@ -118,12 +119,13 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, const L
     int64_t ranks_with_tokens = 0;
     for (int64_t r = 0; r < replicas; ++r) ranks_with_tokens += sequences_on_rank(shape, r, replicas) > 0 ? 1 : 0;
     CountedWork c;
+    std::map<int64_t, const MoeLayerSamples*> by_slot;  // (a scan per plan entry made this layers squared)
+    for (const MoeLayerSamples& a : moe) by_slot[a.slot] = &a;
     for (size_t p = 0; p < plan.size(); ++p) {
         const PhaseEntry& e = plan[p];
         const bool in_block = phase_group_info(phase_group(e.phase)).moe_block;
-        const MoeLayerSamples* acc = nullptr;
-        for (const MoeLayerSamples& a : moe)
-            if (a.slot == e.slot) acc = &a;
+        const auto found = by_slot.find(e.slot);
+        const MoeLayerSamples* acc = found != by_slot.end() ? found->second : nullptr;
         PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
                                 ? mean_moe_work(model, e, shape, layout, basis, *acc, num_steps)
                                 : phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt);

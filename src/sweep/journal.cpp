@@ -10,6 +10,8 @@
 #include "harness/run_inputs.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -101,11 +103,102 @@ std::vector<JournalEntry> load_journal(const std::string& path, const JournalExp
     return entries;
 }
 
-void append_journal(const std::string& path, const std::string& fingerprint, const JournalEntry& entry) {
+namespace {
+
+// One journal line in two pieces, the record last: `head` + record + "}". The record's place in the line is then
+// known without searching it.
+std::string journal_line_head(const std::string& fingerprint, const JournalEntry& entry) {
     json j = {{"journal", kJournalSchema}, {"fingerprint", fingerprint}, {"key", entry.key},
-              {"point", entry.point},      {"inputs", entry.inputs},    {"finished_utc", utc_now_iso()},
-              {"record", entry.record}};
-    append_line_durable(path, j.dump());
+              {"point", entry.point},      {"inputs", entry.inputs},    {"finished_utc", utc_now_iso()}};
+    std::string head = j.dump();
+    head.pop_back();  // the closing brace
+    return head + ",\"record\":";
+}
+
+double now_s() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+void append_journal(const std::string& path, const std::string& fingerprint, const JournalEntry& entry) {
+    append_line_durable(path, journal_line_head(fingerprint, entry) + entry.record.dump() + "}");
+}
+
+JournalWriter::JournalWriter(std::string path, std::string fingerprint)
+    : path_(std::move(path)), fingerprint_(std::move(fingerprint)) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path p(path_);
+    if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) config_error(path_, "cannot open the journal for appending", std::strerror(errno),
+                              "check the folder is writable");
+    struct stat st {};
+    size_ = ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+    last_sync_s_ = now_s();
+}
+
+JournalWriter::~JournalWriter() {
+    if (fd_ < 0) return;
+    if (dirty_) ::fsync(fd_);
+    ::close(fd_);
+}
+
+JournalSpan JournalWriter::append(const JournalEntry& entry) {
+    MOEBENCH_CHECK(fd_ >= 0, "journal {} is closed", path_);
+    const std::string head = journal_line_head(fingerprint_, entry);
+    const std::string line = head + entry.record.dump() + "}\n";
+    for (size_t done = 0; done < line.size();) {
+        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) config_error(path_, "write failed", std::strerror(errno), "check disk space and permissions");
+        done += static_cast<size_t>(n);
+    }
+    const JournalSpan span{size_ + static_cast<int64_t>(head.size()),
+                           static_cast<int64_t>(line.size() - head.size() - 2)};  // less "}\n"
+    size_ += static_cast<int64_t>(line.size());
+    dirty_ = true;
+    if (now_s() - last_sync_s_ >= kSyncIntervalS) sync();
+    return span;
+}
+
+void JournalWriter::sync() {
+    if (fd_ < 0 || !dirty_) return;
+    if (::fsync(fd_) != 0)
+        config_error(path_, "write failed", std::strerror(errno), "check disk space and permissions");
+    dirty_ = false;
+    last_sync_s_ = now_s();
+}
+
+void JournalWriter::close() {
+    if (fd_ < 0) return;
+    sync();
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) config_error(path_, "write failed", std::strerror(errno), "check disk space and permissions");
+}
+
+std::string read_journal_span(const std::string& path, const JournalSpan& span) {
+    std::string text(static_cast<size_t>(span.length), '\0');
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) config_error(path, "cannot read the journal back", std::strerror(errno), "check the journal is readable");
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(span.offset) +
+                                                                                  static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    if (done != text.size())
+        config_error(path, "changed while the sweep ran: a point's record is no longer where it was written",
+                     fmt::format("bytes {}..{}", span.offset, span.offset + span.length),
+                     "leave the journal alone while its sweep runs; the journal holds every finished point");
+    return text;
 }
 
 std::string utc_now_iso() {

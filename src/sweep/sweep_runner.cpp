@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <optional>
 #include <set>
 
 namespace moebench {
@@ -78,6 +79,28 @@ std::string outcome_text(const json& rec) {
 }
 
 }  // namespace
+
+json record_summary(const json& rec) {
+    const auto find_path = [](const json& j, std::initializer_list<const char*> path) -> const json* {
+        const json* cur = &j;
+        for (const char* k : path) {
+            if (!cur->is_object() || !cur->contains(k)) return nullptr;
+            cur = &cur->at(k);
+        }
+        return cur;
+    };
+    json s = json::object();
+    for (const char* key : {keys::kStatus, "skip_reason", "skip_kind", "error", keys::kAxes, "batch", "sweep_point",
+                            "sweep_label", "sweep_point_s", "backend", "backend_note", "model"})
+        if (rec.contains(key)) s[key] = rec.at(key);
+    if (const json* v = find_path(rec, {keys::kThroughput, keys::kTokensPerS})) s[keys::kThroughput][keys::kTokensPerS] = *v;
+    if (const json* src = find_path(rec, {keys::kLatency, "source"})) s[keys::kLatency]["source"] = *src;
+    if (const json* st = find_path(rec, {keys::kLatency, keys::kStep}))
+        for (const char* key : {keys::kMeanUs, keys::kP50Us, keys::kP95Us})
+            if (st->contains(key)) s[keys::kLatency][keys::kStep][key] = st->at(key);
+    if (const json* g = find_path(rec, {keys::kBackendInfo, "gpus"})) s[keys::kBackendInfo]["gpus"] = *g;
+    return s;
+}
 
 json sweep_block_of(const json& raw) {
     if (!raw.contains("sweep")) return json::object();
@@ -304,11 +327,14 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
 
     SweepOutcome out;
     SignalGuard guard;
+    std::optional<JournalWriter> journal;
+    if (root) journal.emplace(spec.journal_path, plan.fingerprint);
     for (size_t i = 0; i < points.size(); ++i) {
         const json& point = points[i];
         const std::string key = point_key(point), label = label_of(point);
         auto hit = done_by_key.find(key);
         json rec;
+        JournalSpan span;
         if (hit != done_by_key.end()) {
             rec = hit->second->record;
             rec["sweep_label"] = label;  // the axes that vary now may differ from when it ran
@@ -334,15 +360,17 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
             rec["sweep_label"] = label;
             st.last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             rec["sweep_point_s"] = st.last_point_s;
-            if (root) append_journal(spec.journal_path, plan.fingerprint, JournalEntry{key, point, rec, plan.inputs[i]});
+            if (root) span = journal->append(JournalEntry{key, point, rec, plan.inputs[i]});
             progress.finish(i, label, outcome_text(rec), st.last_point_s);
         }
         std::string status = rec.value(keys::kStatus, "ok");
         if (status == "ok") ++out.num_ok;
         else if (status == "skipped") ++out.num_skipped;
         else ++out.num_failed;
-        out.runs.push_back(std::move(rec));
+        out.spans.push_back(span);
+        out.runs.push_back(spec.keep_records || span.length == 0 ? std::move(rec) : record_summary(rec));
     }
+    if (journal) journal->close();  // every point on the disk before the report is written
     progress.close();
     out.stop_signal = g_stop_signal;  // also when it came during the last point: the caller exits non-zero
     out.sweep = sweep_block(spec, plan, out, st, varying, done.size());

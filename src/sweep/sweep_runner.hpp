@@ -6,6 +6,7 @@
 #include "common/json_util.hpp"
 #include "config/run_config.hpp"
 #include "sweep/axes.hpp"
+#include "sweep/journal.hpp"
 #include "sweep/progress.hpp"
 
 #include <functional>
@@ -24,6 +25,9 @@ struct SweepSpec {
     std::optional<double> slo_p95_ms;  // for the golden point
     double knee_fraction = 0.9;
     ProgressMode progress = ProgressMode::quiet;
+    /// false: SweepOutcome::runs keeps each new point's summary (record_summary) and `spans` where its whole record
+    /// lies in the journal, so that memory does not grow with the records (the CLI writes the report from the journal).
+    bool keep_records = true;
 };
 
 /// Executes one point and returns its runs[] record; throws UnsupportedError / ConfigError / bad_alloc for a point
@@ -31,7 +35,9 @@ struct SweepSpec {
 using PointExecutor = std::function<json(const RunConfig&)>;
 
 struct SweepOutcome {
-    json runs = json::array();  // one record per point that has a result, in expansion order
+    json runs = json::array();  // one record per point that has a result, in expansion order (keep_records false:
+                                // the summary of each point run now, the whole record of each resumed one)
+    std::vector<JournalSpan> spans;  // [i]: where runs[i]'s whole record lies in the journal (length 0: runs[i] is it)
     json sweep;                 // the report's "sweep" block
     size_t num_ok = 0, num_skipped = 0, num_failed = 0, num_resumed = 0, num_not_run = 0;
     std::string first_config_error;  // message of the first point skipped for a ConfigError
@@ -46,6 +52,10 @@ struct SweepPlan {
     std::vector<json> inputs;        // one per point: the files it reads, by content (InputDigests)
     std::string fingerprint;         // of the fixed fields, files by content (sweep_fingerprint)
 };
+
+/// What of a record the golden-point analysis and the summary table read: status and why, axes, batch, the sweep's
+/// point, label and time, throughput, the step's latency and its source, backend (note, gpus) and model.
+json record_summary(const json& record);
 
 /// The "sweep" block of a sweep config ({} when absent), checked: an object whose keys are slo_p95_ms, knee_fraction
 /// and time_budget_s, each a number; anything else -> ConfigError naming "sweep" or "sweep.<key>".

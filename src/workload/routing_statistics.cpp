@@ -50,8 +50,16 @@ BinomialDraw::BinomialDraw(int64_t n, double p) : n_(std::max<int64_t>(n, 0)), p
     mean_ = static_cast<double>(n_) * pr;
     exact_ = mean_ < kBinomialExactMean;
     if (exact_) {
-        q0_ = pr <= 0 ? 1.0 : std::exp(static_cast<double>(n_) * std::log1p(-pr));
-        odds_ = pr < 1 ? pr / (1.0 - pr) : 0.0;
+        // P(x + 1) = P(x) (n - x) / (x + 1) odds, from P(0) = (1 - p)^n, until the tail is below 1e-15.
+        auto cdf = std::make_shared<std::vector<double>>();
+        double prob = pr <= 0 ? 1.0 : std::exp(static_cast<double>(n_) * std::log1p(-pr)), sum = prob;
+        const double odds = pr < 1 ? pr / (1.0 - pr) : 0.0;
+        cdf->push_back(sum);
+        for (int64_t x = 0; x < n_ && sum < 1.0 - 1e-15 && prob > 0; ++x) {
+            prob *= static_cast<double>(n_ - x) / static_cast<double>(x + 1) * odds;
+            cdf->push_back(sum += prob);
+        }
+        cdf_ = std::move(cdf);
     } else {
         sd_ = std::sqrt(mean_ * (1.0 - pr));
         skew_ = (1.0 - 2.0 * pr) / sd_;
@@ -60,14 +68,10 @@ BinomialDraw::BinomialDraw(int64_t n, double p) : n_(std::max<int64_t>(n, 0)), p
 
 int64_t BinomialDraw::at_quantile(double u) const {
     int64_t x = 0;
-    if (exact_) {
-        // Inversion from 0: P(x + 1) = P(x) (n - x) / (x + 1) odds; about mean + 1 steps.
-        double prob = q0_, cdf = q0_;
-        while (u > cdf && x < n_ && prob > 0) {
-            prob *= static_cast<double>(n_ - x) / static_cast<double>(x + 1) * odds_;
-            ++x;
-            cdf += prob;
-        }
+    if (exact_) {  // inversion from 0: about mean + 1 steps
+        const std::vector<double>& cdf = *cdf_;
+        const int64_t last = static_cast<int64_t>(cdf.size()) - 1;
+        while (x < last && u > cdf[static_cast<size_t>(x)]) ++x;
         return x;
     }
     const double z = normal_quantile(u);

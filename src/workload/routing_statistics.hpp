@@ -8,6 +8,7 @@
 #include "workload/sampling.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace moebench {
@@ -38,8 +39,8 @@ private:
     double p_ = 0;           // as given
     bool flip_ = false;      // drew the complement (p > 1/2)
     bool exact_ = true;
-    double q0_ = 1;          // P(0) of the rarer outcome (exact)
-    double odds_ = 0;        // p / (1 - p) of the rarer outcome (exact)
+    std::shared_ptr<const std::vector<double>> cdf_;  // exact: P(X <= x) of the rarer outcome, x = 0, 1, ... until
+                                                      // 1 - 1e-15 (copies of a draw share it)
     double mean_ = 0, sd_ = 0, skew_ = 0;  // of the rarer outcome (normal)
     int64_t at_quantile(double u) const;   // the draw at quantile u of the rarer outcome
 };

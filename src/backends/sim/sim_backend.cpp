@@ -176,7 +176,9 @@ public:
             if (sl.result.tokens_per_expert.empty()) continue;  // dense layer
             std::vector<int64_t> rows(static_cast<size_t>(ep), 0);
             for (int64_t q = 0; q < ep; ++q)
-                for (int64_t c : sl.routing.rank_rows[static_cast<size_t>(q)]) rows[static_cast<size_t>(q)] += c;
+                for (int64_t i = sl.routing.rank_first[static_cast<size_t>(q)];
+                     i < sl.routing.rank_first[static_cast<size_t>(q) + 1]; ++i)
+                    rows[static_cast<size_t>(q)] += sl.routing.slot_rows[static_cast<size_t>(i)];
             int64_t total = 0, most = 0;
             for (int64_t x : rows) total += x, most = std::max(most, x);
             const double ratio =
@@ -293,7 +295,7 @@ public:
             if (!model_.is_moe_layer(sl.layer)) {
                 sl.routing = SimLayerRouting{};
                 sl.routing.home_rows.assign(static_cast<size_t>(opt_.layout.attn_dp), 0);
-                sl.routing.rank_rows.assign(static_cast<size_t>(opt_.layout.moe_ep), {});
+                sl.routing.no_slots(opt_.layout.moe_ep);
                 sl.routing.dispatch_rows = A2aLinkBytes(opt_.layout.moe_ep);
                 continue;
             }
@@ -372,7 +374,7 @@ private:
         const int64_t ep = opt_.layout.moe_ep, dp = opt_.layout.attn_dp, E = model_.moe.num_experts;
         SimLayerRouting& lr = sl.routing;
         lr.home_rows.assign(static_cast<size_t>(dp), 0);
-        lr.rank_rows.assign(static_cast<size_t>(ep), {});
+        lr.no_slots(ep);
         lr.dispatch_rows = A2aLinkBytes(ep);
         if (given.k == 0) return;  // dense layer
         const int64_t T = shape_.num_tokens();
@@ -389,8 +391,10 @@ private:
         lr.tokens_per_expert = sl.result.tokens_per_expert;
         const ExpertPlacement& pl = placement_.of_layer(sl.layer);  // with redundant experts, the layer's own
         for (int64_t q = 0; q < ep; ++q)
-            lr.rank_rows[static_cast<size_t>(q)].assign(ep > 1 ? pl.experts_on_rank[static_cast<size_t>(q)].size()
-                                                               : static_cast<size_t>(E), 0);
+            lr.rank_first[static_cast<size_t>(q) + 1] =
+                lr.rank_first[static_cast<size_t>(q)] +
+                (ep > 1 ? static_cast<int64_t>(pl.experts_on_rank[static_cast<size_t>(q)].size()) : E);
+        lr.slot_rows.assign(static_cast<size_t>(lr.rank_first.back()), 0);
         // A token's attention replica (home_rows) and, for the replica an expert copy is chosen by, its rank among
         // the expert-parallel ranks (the same rank under --ep N's all-to-all: dp = ep).
         for (int64_t t = 0; t < T; ++t) {
@@ -401,7 +405,7 @@ private:
                 ++lr.home_rows[static_cast<size_t>(home)];
                 const int64_t q = ep > 1 ? pl.dest_rank(e, ep_home, t) : 0;
                 const int64_t slot = ep > 1 ? pl.local_index(q, e) : e;
-                ++lr.rank_rows[static_cast<size_t>(q)][static_cast<size_t>(slot)];
+                ++lr.slot_rows[static_cast<size_t>(lr.rank_first[static_cast<size_t>(q)] + slot)];
             }
         }
         if (opt_.layout.moe_exchange() == MoeExchange::all_to_all) {
@@ -459,19 +463,21 @@ private:
     // per phase and layer, and where it does not hold each rank's counts go through phase_work.
     double expert_side_us(Phase phase, const Slot& sl) {
         const int64_t ep = opt_.layout.moe_ep;
-        const auto& rank_rows = sl.routing.rank_rows;
         std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
         const ExpertLinear& lin = expert_linear(phase, sl.layer);
         const double peak = peak_flops(phase);
         for (int64_t q = 0; q < ep; ++q) {
-            const std::vector<int64_t>& counts = rank_rows[static_cast<size_t>(q)];
             if (!lin.linear) {
-                rank_us[static_cast<size_t>(q)] = sim_phase_us(work(phase, sl.layer, shape_, counts), peak, hw_, p_);
+                rank_us[static_cast<size_t>(q)] =
+                    sim_phase_us(work(phase, sl.layer, shape_, sl.routing.rank_rows(q)), peak, hw_, p_);
                 continue;
             }
             double rows = 0, active = 0;
-            for (int64_t c : counts)
+            for (int64_t i = sl.routing.rank_first[static_cast<size_t>(q)];
+                 i < sl.routing.rank_first[static_cast<size_t>(q) + 1]; ++i) {
+                const int64_t c = sl.routing.slot_rows[static_cast<size_t>(i)];
                 if (c > 0) rows += static_cast<double>(c), active += 1;
+            }
             PhaseWork w;
             w.flops = active * lin.per_expert.flops + rows * lin.per_row.flops;
             w.weight_bytes = active * lin.per_expert.weight_bytes + rows * lin.per_row.weight_bytes;

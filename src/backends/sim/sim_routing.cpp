@@ -13,6 +13,13 @@ namespace moebench {
 
 using sampling::Rng;
 
+const BinomialDraw& BinomialSetups::of(int64_t n, double p) {
+    if (by_law_.size() > 4096) by_law_.clear();
+    auto it = by_law_.find({n, p});
+    if (it == by_law_.end()) it = by_law_.emplace(std::make_pair(n, p), BinomialDraw(n, p)).first;
+    return it->second;
+}
+
 namespace {
 
 // Rank classes of at most this many distinct (n, p) per kind are drawn as maxima; the rest one by one.
@@ -28,8 +35,8 @@ struct RowsLaw {
         return binomial == o.binomial && n == o.n && p == o.p && mean == o.mean && var == o.var && hi == o.hi;
     }
     bool empty() const { return binomial ? n <= 0 || p <= 0 : hi <= 0 || mean <= 0; }
-    double max_of(int64_t count, Rng& rng) const {
-        if (binomial) return static_cast<double>(BinomialDraw(n, p).max_of(count, rng));
+    double max_of(int64_t count, Rng& rng, BinomialSetups& setups) const {
+        if (binomial) return static_cast<double>(setups.of(n, p).max_of(count, rng));
         const double u = count > 1 ? std::pow(rng.uniform(), 1.0 / static_cast<double>(count)) : rng.uniform();
         return std::clamp(std::floor(mean + std::sqrt(std::max(var, 0.0)) * normal_quantile(u) + 0.5), 0.0, hi);
     }
@@ -37,16 +44,16 @@ struct RowsLaw {
 
 // The largest draw over the ranks of each rank's law, for each distinct law one draw of the maximum of its ranks:
 // appended to `out`, one value per class.
-void push_maxima(const std::vector<RowsLaw>& laws, Rng& rng, std::vector<double>& out) {
+void push_maxima(const std::vector<RowsLaw>& laws, Rng& rng, std::vector<double>& out, BinomialSetups& setups) {
     std::vector<std::pair<RowsLaw, int64_t>> classes;
     for (const RowsLaw& x : laws) {
         if (x.empty()) continue;  // sends or receives nothing
         auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return c.first == x; });
         if (it != classes.end()) ++it->second;
         else if (classes.size() < kMaxClasses) classes.push_back({x, 1});
-        else out.push_back(x.max_of(1, rng));
+        else out.push_back(x.max_of(1, rng, setups));
     }
-    for (const auto& [law, count] : classes) out.push_back(law.max_of(count, rng));
+    for (const auto& [law, count] : classes) out.push_back(law.max_of(count, rng, setups));
 }
 
 // P(a token misses one group of `g` experts) and P(it misses two) when its k picks are uniform over E: the
@@ -106,20 +113,23 @@ SimLayerRouting SimStatisticalRouting::draw(int64_t layer, const std::vector<int
     for (int64_t d = 0; d < dp_; ++d) out.home_rows[static_cast<size_t>(d)] = tokens_on_rank(shape_, d, dp_) * k_;
     out.dispatch_rows = A2aLinkBytes(ep_);
     if (ep_ == 1) {
-        out.rank_rows = {out.tokens_per_expert};
+        out.slot_rows = out.tokens_per_expert;
+        out.rank_first = {0, E_};
         return out;
     }
     MOEBENCH_CHECK(placement.num_ranks == ep_ && placement.experts_on_rank.size() == R,
                    "sim: a placement over {} ranks for ep {}", placement.num_ranks, ep_);
-    out.rank_rows.resize(R);
+    out.rank_first.assign(R + 1, 0);
+    out.slot_rows.clear();
+    out.slot_rows.reserve(E);
     std::vector<int64_t> assigned(R, 0);
     for (size_t q = 0; q < R; ++q) {
-        const auto& held = placement.experts_on_rank[q];
-        out.rank_rows[q].resize(held.size());
-        for (size_t i = 0; i < held.size(); ++i) {
-            MOEBENCH_CHECK(static_cast<size_t>(held[i]) < E, "sim: expert {} beyond {}", held[i], E);
-            assigned[q] += out.rank_rows[q][i] = out.tokens_per_expert[static_cast<size_t>(held[i])];
+        for (int32_t e : placement.experts_on_rank[q]) {
+            MOEBENCH_CHECK(static_cast<size_t>(e) < E, "sim: expert {} beyond {}", e, E);
+            out.slot_rows.push_back(out.tokens_per_expert[static_cast<size_t>(e)]);
+            assigned[q] += out.slot_rows.back();
         }
+        out.rank_first[q + 1] = static_cast<int64_t>(out.slot_rows.size());
     }
     if (!a2a_) return out;  // no all-to-all: the experts' GPUs gather the tokens (the layout's collectives)
     const double T = static_cast<double>(total_tokens_);
@@ -176,10 +186,10 @@ SimLayerRouting SimStatisticalRouting::draw(int64_t layer, const std::vector<int
                                  all_m2 - node_m2[q]);
             out.cross_rank_rows += h * (T - static_cast<double>(tokens_[q]));
         }
-        push_maxima(intra_out, rng, l.intra_out);
-        push_maxima(intra_in, rng, l.intra_in);
-        push_maxima(inter_out, rng, l.inter_out);
-        push_maxima(inter_in, rng, l.inter_in);
+        push_maxima(intra_out, rng, l.intra_out, setups_);
+        push_maxima(intra_in, rng, l.intra_in, setups_);
+        push_maxima(inter_out, rng, l.inter_out, setups_);
+        push_maxima(inter_in, rng, l.inter_in, setups_);
         return out;
     }
     // Per-expert rows: each of q's assignments comes from rank r with probability T_r / T.

@@ -7,15 +7,36 @@
 #include "workload/routing_statistics.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
 namespace moebench {
 
+/// Binomial setups by (n, p), made once: the layers of a run draw the same laws again and again (every layer of a
+/// uniform routing has the same).
+class BinomialSetups {
+public:
+    const BinomialDraw& of(int64_t n, double p);
+
+private:
+    std::map<std::pair<int64_t, double>, BinomialDraw> by_law_;
+};
+
 /// One MoE layer of one step, per rank.
 struct SimLayerRouting {
     std::vector<int64_t> home_rows;               // [rank]: kept assignments of the rank's tokens
-    std::vector<std::vector<int64_t>> rank_rows;  // [rank][expert slot of the rank]: assignments it computes
+    std::vector<int64_t> slot_rows;               // each rank's expert slots, rank after rank: assignments each computes
+    std::vector<int64_t> rank_first;              // [rank + 1]: rank q's slots are [rank_first[q], rank_first[q + 1])
+    /// The slots of rank q as a vector (what phase_work reads).
+    std::vector<int64_t> rank_rows(int64_t q) const {
+        return {slot_rows.begin() + rank_first[static_cast<size_t>(q)], slot_rows.begin() + rank_first[static_cast<size_t>(q) + 1]};
+    }
+    /// Empty ranks (a dense layer).
+    void no_slots(int64_t ranks) {
+        slot_rows.clear();
+        rank_first.assign(static_cast<size_t>(ranks) + 1, 0);
+    }
     std::vector<int64_t> tokens_per_expert;       // [E] after drops
     A2aLinkBytes dispatch_rows;                   // the dispatch's rows per rank and link (combine: transposed)
     double cross_rank_rows = 0;                   // dispatch rows that cross ranks (the combine returns them)
@@ -58,6 +79,7 @@ private:
     int64_t total_tokens_ = 0;
     std::unique_ptr<ExpertCountDraw> counts_;
     std::unique_ptr<GroupMissProbability> miss_;
+    mutable BinomialSetups setups_;  // the rows' laws, shared by the layers
     double miss_covariance_ = 0;  // c of cov(miss q, miss q') = c m_q m_q' (dedup sends)
 };
 
