@@ -54,7 +54,7 @@ struct SweepPlan {
 };
 
 /// What of a record the golden-point analysis and the summary table read: status and why, axes, batch, the sweep's
-/// point, label and time, throughput, the step's latency and its source, backend (note, gpus) and model.
+/// point, label and time, throughput, the step's latency and its source, backend (note, gpus), model and fits.
 json record_summary(const json& record);
 
 /// The "sweep" block of a sweep config ({} when absent), checked: an object whose keys are slo_p95_ms, knee_fraction

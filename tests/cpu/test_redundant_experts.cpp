@@ -182,7 +182,11 @@ TEST_CASE("redundant experts: the sim's counted rank loads fall as hand-computed
     }
     const json& load0 = rec[0]["backend_info"]["ep_rank_load"];
     const json& load2 = rec[1]["backend_info"]["ep_rank_load"];
-    CHECK(load0["source"] == "counted");
+    // Without replicas the statistical routing path draws the counts (modeled); with them every token is routed.
+    CHECK(load0["source"] == "modeled");
+    CHECK(load2["source"] == "counted");
+    CHECK(rec[0]["routing"]["path"] == "statistical");
+    CHECK(rec[1]["routing"]["path"] == "per-token");
     CHECK(load0["mean_max_over_mean"].get<double>() == Approx(2 * 4.8 / 7).margin(0.03));
     CHECK(load2["mean_max_over_mean"].get<double>() == Approx(1.0).margin(0.03));
     // The experts' GEMMs are compute-bound at 8192 rows per rank: their modeled time falls with the busiest rank.

@@ -198,7 +198,10 @@ TEST_CASE("the largest rows a rank sends and receives: drawn as the per-token di
         StepShape shape;
         shape.batch = T;
         const ExpertPlacement pl = contiguous_placement(E, ep);
-        const SimStatisticalRouting draws(model, shape, ep, /*dedup=*/true, node, {}, 42);
+        Layout layout;  // --ep N: attention DP N, experts EP N, dedup dispatch
+        layout.attn_dp = ep;
+        layout.moe_ep = ep;
+        const SimStatisticalRouting draws(model, shape, layout, node, {}, 42);
         std::map<std::string, std::vector<double>> drawn, counted;
         const auto largest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
         for (int64_t i = 0; i < reps; ++i) {
@@ -255,6 +258,8 @@ json run_sim(const std::string& routing, int64_t batch, int64_t ep, const std::s
     RunConfig cfg = run_config_from_json(json{{"backend", "sim"},
                                               {"hardware", "h200-sxm"},
                                               {"model", "deepseek-v3"},
+                                              {"dtype", "fp8"},
+                                              {"allow_no_fit", true},
                                               {"first_layer", 3},
                                               {"layers", 6},
                                               {"batch", batch},

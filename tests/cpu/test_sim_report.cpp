@@ -122,7 +122,8 @@ TEST_CASE("a brief record leaves out the per-layer and per-expert tables and kee
     // The tables are most of a record (DeepSeek-V3 at EP 8: 140 KB of 165 KB, built and written per point); a sweep
     // of thousands of points asks for --record brief.
     const std::string dir = moebench::test::temp_dir("brief");
-    const std::string common = "run --backend sim --model deepseek-v3 --layers 0 --batch 64 --ep 8 --iters 2 --warmup 0 ";
+    const std::string common =
+        "run --backend sim --model deepseek-v3 --dtype fp8 --layers 0 --batch 64 --ep 8 --iters 2 --warmup 0 ";
     const auto full = run_cli(common + "--out " + dir + "/full.json");
     const auto brief = run_cli(common + "--record brief --out " + dir + "/brief.json");
     INFO(full.err << brief.err);

@@ -273,5 +273,18 @@ TEST_CASE("a sweep's report is written from its journal: the same records, in or
     const auto again = test::run_cli("report " + dir + "/s.jsonl --format json");
     REQUIRE(again.exit_code == 0);
     CHECK(json::parse(again.out)["runs"] == report["runs"]);
+    // The analysis made from the points' summaries is the one the whole records give, points that do not fit their
+    // GPUs (DeepSeek-V3 in bf16 on 8 H200s) left out as before.
+    const auto fit = test::run_cli("sweep --backend sim --model deepseek-v3 --layers 4 --batch 1,64 --ep 8 "
+                                   "--dtype bf16,fp8 --iters 2 --warmup 0 --quiet --out " + dir + "/f.json");
+    INFO(fit.err);
+    REQUIRE(fit.exit_code == 0);
+    const json f = load_json_file(dir + "/f.json");
+    const json whole = analyze_sweep(f["runs"], std::nullopt, 0.9);
+    for (const char* key : {"golden", "series", "not_fitting", "source"}) {
+        INFO(key);
+        CHECK(f["sweep"].value(key, json()) == whole.value(key, json()));
+    }
+    CHECK_FALSE(f["sweep"]["not_fitting"].empty());
     std::filesystem::remove_all(dir);
 }
