@@ -4,7 +4,9 @@
 #include "cli/commands.hpp"
 #include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
+#include "backends/registry.hpp"
 #include "common/blas_kernels.hpp"
+#include "common/host_cpus.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
@@ -44,10 +46,11 @@ struct SweepFlags {
     std::vector<std::string> sets;
     bool resume = false, quiet = false;
     double time_budget_s = 0, slo_p95_ms = 0, knee_fraction = 0.9;
+    int64_t jobs = 0;  // 0: auto
     int64_t warmup = 0, iters = 0;
     // Which flags were given (set once parsed), and the axis flags' values by run config field.
     const CLI::Option *o_warmup = nullptr, *o_iters = nullptr, *o_journal = nullptr, *o_budget = nullptr,
-                      *o_slo = nullptr, *o_knee = nullptr;
+                      *o_slo = nullptr, *o_knee = nullptr, *o_jobs = nullptr;
     std::map<std::string, std::string> axis_values;
     std::vector<std::pair<const CLI::Option*, std::string>> axis_opts;
 };
@@ -258,6 +261,25 @@ void write_sweep_outputs(const SweepFlags& f, const json& context, const json& b
     }
 }
 
+// How many points run side by side: several only when every point is modeled (its backend measures nothing, so
+// neighbours cannot disturb its times); --jobs N asks for N, 0 (default) for this process's CPUs.
+int64_t sweep_jobs(const SweepFlags& f, const SweepPlan& plan) {
+    if (f.jobs < 0 || f.jobs > 1024)
+        config_error("--jobs", "must be 0 (this process's CPUs) or from 1 to 1024", std::to_string(f.jobs),
+                     "use e.g. --jobs 2, or leave it out");
+    for (const RunConfig& cfg : plan.configs) {
+        const BackendTraits* t = find_backend_traits(cfg.backend);  // nullptr for "auto": cpu or cuda, measured
+        if (t == nullptr || t->measures) {
+            if (f.jobs > 1)
+                config_error("--jobs", "runs measured points one at a time (side by side they would disturb each "
+                             "other's timings)", std::to_string(f.jobs),
+                             "leave --jobs out, or sweep only modeled points (--backend sim)");
+            return 1;
+        }
+    }
+    return f.jobs > 0 ? f.jobs : usable_cpus();
+}
+
 // Every file the sweep writes (report, journal, views) against every file it reads (the config, each point's model,
 // profile, trace and placement): one that is the same file would destroy that input. And the report and the journal
 // must be two files: the report written over the journal would lose the finished points.
@@ -302,6 +324,7 @@ void run_sweep_command(SweepFlags& f) {
     spec.keep_records = false;  // the report is written from the journal (write_sweep_outputs)
     sweep_settings(f, sweep_opts, spec);
     const SweepPlan plan = plan_sweep(spec);  // a bad axis value stops here, before any file or folder exists
+    spec.jobs = sweep_jobs(f, plan);
     refuse_sweep_outputs_over_inputs(f, plan, out, journal, formats);
 
     // Files: one process, or rank 0 of a multi-process job (every rank runs every point).
@@ -352,6 +375,9 @@ void add_sweep_command(CLI::App& app) {
     f->o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
     f->o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
     cmd->add_flag("--quiet", f->quiet, "No progress and no summary");
+    f->o_jobs = cmd->add_option("--jobs", f->jobs,
+                                "Points computed side by side when every point is modeled (sim): 0 = this process's "
+                                "CPUs (default), 1 = one at a time; measured points always run one at a time");
     cmd->add_option("--format", f->format, "Also write " + format_names_help(",", false) + " next to the report");
     cmd->callback([f] { run_sweep_command(*f); });
 }

@@ -6,7 +6,7 @@
 namespace moebench {
 
 CommContext& comm_context() {
-    static CommContext c;
+    thread_local CommContext c;  // each thread's own (a sweep computes modeled points side by side)
     return c;
 }
 

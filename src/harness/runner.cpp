@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <optional>
 
 namespace moebench {
@@ -88,9 +89,14 @@ Prepared prepare_point(const RunConfig& cfg) {
     // Its own ConfigError (a bad hardware profile for sim, no device for cuda) names the real cause.
     p.backend = make_backend(cfg.backend, &p.backend_note, cfg.hardware);
     // Once per process: a sweep would repeat the same line for every point (each report keeps it as backend_note).
-    static std::string said;
-    if (!p.backend_note.empty() && p.backend_note != said) std::cerr << p.backend_note << "\n";
-    said = p.backend_note;
+    // (A sweep of modeled points runs several at once: one line, written whole.)
+    {
+        static std::mutex mu;
+        static std::string said;
+        std::lock_guard<std::mutex> lock(mu);
+        if (!p.backend_note.empty() && p.backend_note != said) std::cerr << (p.backend_note + "\n");
+        said = p.backend_note;
+    }
     p.traits = p.backend->traits();
     check_backend_accepts(p.traits, cfg);  // "auto" is checked here, once it has picked
     check_backend_runs_model(p.traits, p.model, p.layers);
@@ -205,7 +211,10 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
 
     std::vector<double> wall_us;
     const json device_before = backend.read_device_counters();
-    const HostSample host_before = sample_host();
+    // Whether the host was quiet while measuring: nothing to ask when nothing is measured (its reading of /proc and
+    // /sys cost more than a modeled point's steps).
+    const bool measures = p.traits.measures;
+    const HostSample host_before = measures ? sample_host() : HostSample{};
     StopRule stop(StopTargets{cfg.iters, cfg.max_iters, cfg.min_time_s, cfg.max_noise});
     while (true) {
         const bool again = repeat && !m.steps.empty();
@@ -224,10 +233,14 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
         const ScopedCommContext deciding("the stop rule's broadcast after a step");
         if (p.comm ? p.comm->broadcast(done, 0) : done) break;
     }
-    const HostSample host_after = sample_host();
+    const HostSample host_after = measures ? sample_host() : HostSample{};
     const json device_after = backend.read_device_counters();
     const int64_t tokens = T * static_cast<int64_t>(m.steps.size());
-    m.conditions = {{"host", host_conditions(host_before, host_after, tokens)}};
+    m.conditions = {{"host", measures ? host_conditions(host_before, host_after, tokens)
+                                      : json{{"source", "counter"},
+                                             {"contended", false},
+                                             {"not_sampled", "the times are modeled: nothing was timed on this host, "
+                                                             "so its load cannot change them"}}}};
     if (!device_before.is_null()) m.conditions["device"] = backend.device_conditions(device_before, device_after, tokens);
     if (cfg.measure_ceilings) backend.remeasure_ceilings(p.ceilings, p.options);
     m.stop_reason = stop.reason();
@@ -358,8 +371,8 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
             const std::string fit = p.fit->what + " (" + p.fit->value + "): the modeled times assume it fits; " +
                                     p.fit->fix;
             record["sim_fit_warning"] = fit;
-            std::cerr << "warning: " << p.traits.name << " (" << find_run_field("allow_no_fit")->flag << "): " << fit
-                      << "\n";
+            std::cerr << ("warning: " + p.traits.name + " (" + find_run_field("allow_no_fit")->flag + "): " + fit +
+                          "\n");  // one write: points may run side by side
         }
     }
     return record;

@@ -121,14 +121,23 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, const L
     CountedWork c;
     std::map<int64_t, const MoeLayerSamples*> by_slot;  // (a scan per plan entry made this layers squared)
     for (const MoeLayerSamples& a : moe) by_slot[a.slot] = &a;
+    std::map<std::pair<int, int64_t>, PhaseWork> by_class;  // the work of a phase on alike layers, counted once
     for (size_t p = 0; p < plan.size(); ++p) {
         const PhaseEntry& e = plan[p];
         const bool in_block = phase_group_info(phase_group(e.phase)).moe_block;
         const auto found = by_slot.find(e.slot);
         const MoeLayerSamples* acc = found != by_slot.end() ? found->second : nullptr;
-        PhaseWork w = acc && in_block && acc->k > 0 && model.moe.num_experts > 0
-                                ? mean_moe_work(model, e, shape, layout, basis, *acc, num_steps)
-                                : phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt);
+        PhaseWork w;
+        if (acc && in_block && acc->k > 0 && model.moe.num_experts > 0) {
+            w = mean_moe_work(model, e, shape, layout, basis, *acc, num_steps);
+        } else {
+            const auto key = std::make_pair(static_cast<int>(e.phase), layer_work_class(model, e.layer));
+            auto it = by_class.find(key);
+            if (it == by_class.end())
+                it = by_class.emplace(key, phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt))
+                         .first;
+            w = it->second;
+        }
         // Under tensor parallelism phase_work counts one GPU of a TP group (attention's on the token side, moe_tp's
         // on the expert side): the group's GPUs together do tp times that (the link phases count every GPU already).
         if (!is_link_bound(e.phase)) {

@@ -397,6 +397,12 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     MOEBENCH_CHECK(false, "phase_work: invalid phase {}", static_cast<int>(phase));
 }
 
+int64_t layer_work_class(const ModelConfig& m, int64_t layer) {
+    if (layer < 0 || layer >= m.num_layers) return -1;
+    const bool local = layer < static_cast<int64_t>(m.layer_sliding.size()) && m.layer_sliding[static_cast<size_t>(layer)] != 0;
+    return (m.is_moe_layer(layer) ? 1 : 0) | (m.is_linear_attention_layer(layer) ? 2 : 0) | (local ? 4 : 0);
+}
+
 double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes_per_s) {
     double compute_s = peak_flops > 0 ? w.flops / peak_flops : 0.0;
     double memory_s = mem_bw_bytes_per_s > 0 ? w.bytes() / mem_bw_bytes_per_s : 0.0;

@@ -82,6 +82,13 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
                      const std::vector<int64_t>& tokens_per_expert, const Precision& precision, int64_t ep_size,
                      const PhaseWorkOptions& opt = {});
 
+/// What phase_work reads of a layer: whether it is MoE, whether its attention is linear, whether it attends to a local
+/// window (sliding or chunked). Layers of one class have the same work in every phase for the same shape, tokens per
+/// expert and options, so a caller may count it once per class (the sim's pricing, the roofline: a model's dozens of
+/// alike layers). -1 for the once-per-step phases' layer -1. Keep in step with phase_work's uses of `layer`
+/// (tests/cpu/test_phase_work.cpp compares the layers of every shipped model).
+int64_t layer_work_class(const ModelConfig& m, int64_t layer);
+
 /// Roofline floor of `w` in microseconds: max(flops / peak_flops, bytes / mem_bw). A rate <= 0 leaves its term out.
 double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes_per_s);
 

@@ -23,7 +23,11 @@
 #include <csignal>
 #include <filesystem>
 #include <map>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <new>
+#include <thread>
 #include <optional>
 #include <set>
 
@@ -197,27 +201,101 @@ std::vector<std::string> varying_axes(const SweepSpec& spec) {
     return varying;
 }
 
-// One point through the executor: its record, or a skipped/failed record saying why (never throws for the point).
-json execute_point(const RunConfig& cfg, const PointExecutor& exec, SweepOutcome& out) {
+// One point's outcome: its record, or a skipped/failed record saying why, and how long it took.
+struct PointResult {
     json rec;
+    std::string config_error;  // the message when a ConfigError skipped it
+    double seconds = 0;
+};
+
+// One point through the executor (never throws for the point).
+PointResult execute_point(const RunConfig& cfg, const PointExecutor& exec) {
+    PointResult r;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
-        rec = exec(cfg);
-        if (!rec.is_object()) throw Error("run_point returned no record");
-        if (!rec.contains(keys::kStatus)) rec[keys::kStatus] = "ok";
+        r.rec = exec(cfg);
+        if (!r.rec.is_object()) throw Error("run_point returned no record");
+        if (!r.rec.contains(keys::kStatus)) r.rec[keys::kStatus] = "ok";
     } catch (const UnsupportedError& e) {
-        rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
+        r.rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
     } catch (const ConfigError& e) {
-        rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
-        rec["skip_kind"] = "config";
-        if (out.first_config_error.empty()) out.first_config_error = e.what();
-        ++out.num_config_errors;
+        r.rec = not_run_record(cfg, "skipped", "skip_reason", e.what());
+        r.rec["skip_kind"] = "config";
+        r.config_error = e.what();
     } catch (const std::bad_alloc&) {
-        rec = not_run_record(cfg, "skipped", "skip_reason", "out of host memory");
+        r.rec = not_run_record(cfg, "skipped", "skip_reason", "out of host memory");
     } catch (const std::exception& e) {
-        rec = not_run_record(cfg, "failed", "error", e.what());
+        r.rec = not_run_record(cfg, "failed", "error", e.what());
     }
-    return rec;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
 }
+
+// Points computed ahead of the sweep's loop on `threads` threads (SweepSpec::jobs); the loop takes each result in
+// expansion order.
+class PointWorkers {
+public:
+    PointWorkers(size_t threads, const PointExecutor& exec) : exec_(exec) {
+        for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+    }
+    ~PointWorkers() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        work_cv_.notify_all();
+        for (std::thread& t : threads_) t.join();
+    }
+    void submit(size_t index, const RunConfig& cfg) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            queue_.push_back({index, &cfg});
+            ++in_flight_;
+        }
+        work_cv_.notify_one();
+    }
+    PointResult take(size_t index) {
+        std::unique_lock<std::mutex> lock(mu_);
+        done_cv_.wait(lock, [&] { return done_.count(index) > 0; });
+        PointResult r = std::move(done_.at(index));
+        done_.erase(index);
+        --in_flight_;
+        return r;
+    }
+    size_t in_flight() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return in_flight_;
+    }
+
+private:
+    void work() {
+        while (true) {
+            std::pair<size_t, const RunConfig*> job;
+            {
+                std::unique_lock<std::mutex> lock(mu_);
+                work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+                if (stop_) return;
+                job = queue_.front();
+                queue_.pop_front();
+            }
+            PointResult r = execute_point(*job.second, exec_);
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                done_[job.first] = std::move(r);
+            }
+            done_cv_.notify_all();
+        }
+    }
+
+    const PointExecutor& exec_;
+    std::mutex mu_;
+    std::condition_variable work_cv_, done_cv_;
+    std::deque<std::pair<size_t, const RunConfig*>> queue_;
+    std::map<size_t, PointResult> done_;
+    size_t in_flight_ = 0;  // submitted and not yet taken
+    bool stop_ = false;
+    std::vector<std::thread> threads_;
+};
 
 // Where a sweep stands, point after point.
 struct SweepState {
@@ -329,9 +407,33 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
     SignalGuard guard;
     std::optional<JournalWriter> journal;
     if (root) journal.emplace(spec.journal_path, plan.fingerprint);
+    std::vector<std::string> point_keys(points.size());
+    for (size_t i = 0; i < points.size(); ++i) point_keys[i] = point_key(points[i]);
+    // Side by side (SweepSpec::jobs): up to `jobs` points are computed ahead of this loop, each started when the
+    // time budget and the signals allow it, as the loop would have started it.
+    const size_t jobs = comm ? 1 : static_cast<size_t>(std::max<int64_t>(spec.jobs, 1));
+    std::optional<PointWorkers> workers;
+    if (jobs > 1) workers.emplace(jobs, exec);
+    std::vector<char> started(points.size(), 0);
+    size_t next = 0;
+    bool stopped = false;
+    const auto fill = [&] {
+        while (workers && !stopped && next < points.size() && workers->in_flight() < jobs) {
+            const size_t j = next++;
+            if (done_by_key.count(point_keys[j])) continue;
+            if (!st.may_run(spec, progress.mean_point_s())) {
+                stopped = true;
+                break;
+            }
+            workers->submit(j, plan.configs[j]);
+            started[j] = 1;
+        }
+    };
     for (size_t i = 0; i < points.size(); ++i) {
+        fill();
         const json& point = points[i];
-        const std::string key = point_key(point), label = label_of(point);
+        const std::string& key = point_keys[i];
+        const std::string label = label_of(point);
         auto hit = done_by_key.find(key);
         json rec;
         JournalSpan span;
@@ -341,16 +443,20 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
             ++out.num_resumed;
             ++st.used_from_journal;
         } else {
-            const bool may = st.may_run(spec, progress.mean_point_s());
+            const bool may = workers ? started[i] != 0 : st.may_run(spec, progress.mean_point_s());
             if (!(comm ? comm->broadcast(may, 0) : may)) {
                 st.not_run.push_back(point);
                 ++out.num_not_run;
                 continue;
             }
             progress.start(i, label);
-            const auto t0 = std::chrono::steady_clock::now();
             const RunConfig& cfg = plan.configs[i];
-            rec = execute_point(cfg, exec, out);
+            PointResult r = workers ? workers->take(i) : execute_point(cfg, exec);
+            if (!r.config_error.empty()) {
+                if (out.first_config_error.empty()) out.first_config_error = r.config_error;
+                ++out.num_config_errors;
+            }
+            rec = std::move(r.rec);
             // The record's axes gain every sweep axis it lacks (a model axis, threads, ...), never overriding the
             // resolved values the engine wrote (backend "auto" -> "cpu").
             if (!rec.contains(keys::kAxes) || !rec[keys::kAxes].is_object()) rec[keys::kAxes] = run_axes(cfg);
@@ -358,7 +464,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
                 if (!rec[keys::kAxes].contains(k)) rec[keys::kAxes][k] = v;
             rec["sweep_point"] = point;
             rec["sweep_label"] = label;
-            st.last_point_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            st.last_point_s = r.seconds;
             rec["sweep_point_s"] = st.last_point_s;
             if (root) span = journal->append(JournalEntry{key, point, rec, plan.inputs[i]});
             progress.finish(i, label, outcome_text(rec), st.last_point_s);
@@ -370,6 +476,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
         out.spans.push_back(span);
         out.runs.push_back(spec.keep_records || span.length == 0 ? std::move(rec) : record_summary(rec));
     }
+    workers.reset();
     if (journal) journal->close();  // every point on the disk before the report is written
     progress.close();
     out.stop_signal = g_stop_signal;  // also when it came during the last point: the caller exits non-zero

@@ -28,6 +28,11 @@ struct SweepSpec {
     /// false: SweepOutcome::runs keeps each new point's summary (record_summary) and `spans` where its whole record
     /// lies in the journal, so that memory does not grow with the records (the CLI writes the report from the journal).
     bool keep_records = true;
+    /// Points computed side by side, on this many threads (1: one after the other). Only for points that measure
+    /// nothing (their times are modeled, so a neighbour cannot disturb them): the CLI sets it for such sweeps. The
+    /// journal, the progress and the report still take the points in expansion order; the time budget and a stop
+    /// signal let the points already started finish. Ignored under mpirun.
+    int64_t jobs = 1;
 };
 
 /// Executes one point and returns its runs[] record; throws UnsupportedError / ConfigError / bad_alloc for a point

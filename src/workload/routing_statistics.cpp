@@ -51,15 +51,23 @@ BinomialDraw::BinomialDraw(int64_t n, double p) : n_(std::max<int64_t>(n, 0)), p
     exact_ = mean_ < kBinomialExactMean;
     if (exact_) {
         // P(x + 1) = P(x) (n - x) / (x + 1) odds, from P(0) = (1 - p)^n, until the tail is below 1e-15.
-        auto cdf = std::make_shared<std::vector<double>>();
+        auto t = std::make_shared<Table>();
         double prob = pr <= 0 ? 1.0 : std::exp(static_cast<double>(n_) * std::log1p(-pr)), sum = prob;
         const double odds = pr < 1 ? pr / (1.0 - pr) : 0.0;
-        cdf->push_back(sum);
+        t->cdf.push_back(sum);
         for (int64_t x = 0; x < n_ && sum < 1.0 - 1e-15 && prob > 0; ++x) {
             prob *= static_cast<double>(n_ - x) / static_cast<double>(x + 1) * odds;
-            cdf->push_back(sum += prob);
+            t->cdf.push_back(sum += prob);
         }
-        cdf_ = std::move(cdf);
+        // A guide table (Chen and Asau): a draw starts its search where its quantile's bucket does, about one step.
+        t->guide.resize(4 * t->cdf.size());
+        uint32_t x = 0;
+        for (size_t g = 0; g < t->guide.size(); ++g) {
+            const double at = static_cast<double>(g) / static_cast<double>(t->guide.size());
+            while (x + 1 < t->cdf.size() && t->cdf[x] < at) ++x;
+            t->guide[g] = x;
+        }
+        table_ = std::move(t);
     } else {
         sd_ = std::sqrt(mean_ * (1.0 - pr));
         skew_ = (1.0 - 2.0 * pr) / sd_;
@@ -68,8 +76,10 @@ BinomialDraw::BinomialDraw(int64_t n, double p) : n_(std::max<int64_t>(n, 0)), p
 
 int64_t BinomialDraw::at_quantile(double u) const {
     int64_t x = 0;
-    if (exact_) {  // inversion from 0: about mean + 1 steps
-        const std::vector<double>& cdf = *cdf_;
+    if (exact_) {  // inversion, from the guide table's start
+        const std::vector<double>& cdf = table_->cdf;
+        const size_t G = table_->guide.size();
+        x = table_->guide[std::min(G - 1, static_cast<size_t>(u * static_cast<double>(G)))];
         const int64_t last = static_cast<int64_t>(cdf.size()) - 1;
         while (x < last && u > cdf[static_cast<size_t>(x)]) ++x;
         return x;
@@ -95,17 +105,18 @@ int64_t binomial_draw(int64_t n, double p, Rng& rng) { return BinomialDraw(n, p)
 
 ExpertCountDraw::ExpertCountDraw(std::vector<double> inclusion, int64_t k, int64_t num_tokens)
     : inclusion_(std::move(inclusion)), k_(k), num_tokens_(num_tokens) {
-    by_rank_.reserve(inclusion_.size());
+    setup_of_rank_.reserve(inclusion_.size());
     var_cum_.reserve(inclusion_.size());
     double cum = 0;
     for (size_t r = 0; r < inclusion_.size(); ++r) {
         const double pi = std::clamp(inclusion_[r], 0.0, 1.0);
         // Equal neighbours (uniform, hot, a capped zipf head) share one setup.
-        if (r > 0 && inclusion_[r] == inclusion_[r - 1]) by_rank_.push_back(by_rank_.back());
-        else by_rank_.emplace_back(num_tokens, pi);
+        if (r == 0 || inclusion_[r] != inclusion_[r - 1]) setups_.emplace_back(num_tokens, pi);
+        setup_of_rank_.push_back(static_cast<uint32_t>(setups_.size() - 1));
         cum += pi * (1.0 - pi);
         var_cum_.push_back(cum);
     }
+    equal_ = setups_.size() == 1;
 }
 
 void ExpertCountDraw::draw(const std::vector<int32_t>& perm, Rng& rng, std::vector<int64_t>& counts) const {
@@ -113,14 +124,14 @@ void ExpertCountDraw::draw(const std::vector<int32_t>& perm, Rng& rng, std::vect
     MOEBENCH_CHECK(perm.size() == E, "expert count draw: a permutation of {} for {} experts", perm.size(), E);
     counts.assign(E, 0);
     int64_t sum = 0;
-    for (size_t r = 0; r < E; ++r) sum += counts[static_cast<size_t>(perm[r])] = by_rank_[r](rng);
+    for (size_t r = 0; r < E; ++r) sum += counts[static_cast<size_t>(perm[r])] = setups_[setup_of_rank_[r]](rng);
     // The sum back to T k, one assignment at a time: added to an expert drawn by its variance inclusion (1 -
     // inclusion), removed from one drawn by its count times (1 - inclusion). For small inclusions the two hit an
     // expert at its edge (0 before an addition, 1 before a removal) equally often (P(0) = P(1) / mean), so the
     // correction leaves the expected number of experts with tokens as it was; an expert of inclusion 1 is never moved.
     int64_t diff = num_tokens_ * k_ - sum;
     if (diff == 0) return;
-    std::vector<double> cum;
+    thread_local std::vector<double> cum;  // (a scratch: this runs once per layer)
     if (diff > 0) {
         cum = var_cum_;
     } else {
@@ -132,8 +143,11 @@ void ExpertCountDraw::draw(const std::vector<int32_t>& perm, Rng& rng, std::vect
     const double total = cum.empty() ? 0.0 : cum.back();
     int64_t misses = 0;
     while (diff != 0 && total > 0) {
-        const size_t r = std::min(E - 1, static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(),
-                                                                               rng.uniform() * total) - cum.begin()));
+        const size_t r = diff > 0 && equal_
+                             ? static_cast<size_t>(rng.below(static_cast<int64_t>(E)))  // equal weights
+                             : std::min(E - 1, static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(),
+                                                                                    rng.uniform() * total) -
+                                                                   cum.begin()));
         int64_t& c = counts[static_cast<size_t>(perm[r])];
         if (diff > 0 && c < num_tokens_) {
             ++c;

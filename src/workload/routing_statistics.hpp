@@ -39,8 +39,11 @@ private:
     double p_ = 0;           // as given
     bool flip_ = false;      // drew the complement (p > 1/2)
     bool exact_ = true;
-    std::shared_ptr<const std::vector<double>> cdf_;  // exact: P(X <= x) of the rarer outcome, x = 0, 1, ... until
-                                                      // 1 - 1e-15 (copies of a draw share it)
+    struct Table {
+        std::vector<double> cdf;      // P(X <= x) of the rarer outcome, x = 0, 1, ... until 1 - 1e-15
+        std::vector<uint32_t> guide;  // guide[g]: the first x with cdf[x] >= g / guide.size() (where to start)
+    };
+    std::shared_ptr<const Table> table_;  // exact branch (copies of a draw share it)
     double mean_ = 0, sd_ = 0, skew_ = 0;  // of the rarer outcome (normal)
     int64_t at_quantile(double u) const;   // the draw at quantile u of the rarer outcome
 };
@@ -68,8 +71,10 @@ public:
 
 private:
     std::vector<double> inclusion_;   // by popularity rank
-    std::vector<BinomialDraw> by_rank_;
+    std::vector<BinomialDraw> setups_;      // one per distinct inclusion
+    std::vector<uint32_t> setup_of_rank_;   // by popularity rank: its setup
     std::vector<double> var_cum_;     // cumulative inclusion (1 - inclusion) by rank, for the sum's correction
+    bool equal_ = false;              // every inclusion the same (uniform): the correction adds to any expert
     int64_t k_ = 0, num_tokens_ = 0;
 };
 

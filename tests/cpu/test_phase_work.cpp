@@ -2,11 +2,15 @@
 // phase_work on tiny models against hand-computed FLOPs and bytes (the arithmetic is written out beside each
 // check), its consistency with accounting.hpp, and the all-to-all traffic under expert parallelism.
 #include "model/phase_work.hpp"
+#include "common/paths.hpp"
+#include "config/model_config.hpp"
 
 #include "model/accounting.hpp"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <map>
 
 using namespace moebench;
 
@@ -291,4 +295,41 @@ TEST_CASE("a2a traffic: placement, home ranks and a hand-counted case", "[phase_
     // A dropped assignment (-1) moves nothing.
     LayerRouting dropped{2, 2, {0, 1, -1, 3}, {0.5f, 0.5f, 0.0f, 0.5f}};
     CHECK(a2a_traffic(m, decode(2, 3), dropped, 2.0, 2).total() == 0);
+}
+
+TEST_CASE("layers of one work class have the same work in every phase, for every shipped model", "[phase_work]") {
+    // The sim prices a token-side phase and the roofline counts a phase once per layer_work_class; a layer whose work
+    // differed from its class's (a new per-layer attribute phase_work reads) would take another layer's figures.
+    for (const std::string& name : list_configs("models")) {
+        const ModelConfig m = load_model(name);
+        INFO(name);
+        std::vector<int64_t> tpe(static_cast<size_t>(std::max<int64_t>(m.moe.num_experts, 0)));
+        for (size_t e = 0; e < tpe.size(); ++e) tpe[e] = static_cast<int64_t>((e * 7) % 5);
+        StepShape decode;
+        decode.batch = 8;
+        decode.context = 9000;  // beyond every sliding window and attention chunk shipped
+        StepShape prefill;
+        prefill.mode = Mode::prefill;
+        prefill.batch = 2;
+        prefill.seq_len = 5000;
+        std::map<int64_t, int64_t> first_of_class;
+        for (int64_t l = 0; l < m.num_layers; ++l) first_of_class.emplace(layer_work_class(m, l), l);
+        for (int64_t l = 0; l < m.num_layers; ++l) {
+            const int64_t ref = first_of_class.at(layer_work_class(m, l));
+            if (ref == l) continue;
+            for (int p = 0; p < kNumPhases; ++p)
+                for (const StepShape& s : {decode, prefill}) {
+                    const Phase ph = static_cast<Phase>(p);
+                    const std::vector<int64_t> counts = m.is_moe_layer(l) ? tpe : std::vector<int64_t>{};
+                    const PhaseWork a = phase_work(m, ph, l, s, counts, uniform_precision(DType::bf16), 4);
+                    const PhaseWork b = phase_work(m, ph, ref, s, counts, uniform_precision(DType::bf16), 4);
+                    INFO("layer " << l << " vs " << ref << ", phase " << phase_name(ph));
+                    CHECK(a.flops == b.flops);
+                    CHECK(a.weight_bytes == b.weight_bytes);
+                    CHECK(a.activation_bytes == b.activation_bytes);
+                }
+        }
+    }
+    // The once-per-step phases' layer -1 is a class of its own.
+    CHECK(layer_work_class(load_model("deepseek-v3"), -1) == -1);
 }

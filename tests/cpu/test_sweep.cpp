@@ -288,3 +288,34 @@ TEST_CASE("a sweep's report is written from its journal: the same records, in or
     CHECK_FALSE(f["sweep"]["not_fitting"].empty());
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("modeled points run side by side give the same sweep as one by one; measured ones refuse --jobs", "[sweep][cli]") {
+    // A modeled point's times cannot be disturbed by a neighbour, so a sim sweep computes --jobs points at once (by
+    // default this process's CPUs); the journal, the report and the analysis take them in expansion order.
+    std::string dir = test::temp_dir("sweep-jobs");
+    const std::string common = "sweep --backend sim --model " + kTinyModel +
+                               " --batch 1..64 --ep 1,2 --routing router,zipf:1.2 --iters 2 --warmup 0 --quiet ";
+    const auto one = test::run_cli(common + "--jobs 1 --out " + dir + "/one.json");
+    const auto three = test::run_cli(common + "--jobs 3 --out " + dir + "/three.json");
+    INFO(one.err << three.err);
+    REQUIRE(one.exit_code == 0);
+    REQUIRE(three.exit_code == 0);
+    const json a = load_json_file(dir + "/one.json"), b = load_json_file(dir + "/three.json");
+    REQUIRE(a["runs"].size() == 28);
+    REQUIRE(b["runs"].size() == 28);
+    for (size_t i = 0; i < a["runs"].size(); ++i) {
+        json x = a["runs"][i], y = b["runs"][i];
+        for (json* r : {&x, &y}) r->erase("sweep_point_s");  // how long each took
+        CHECK(x == y);
+    }
+    for (const char* key : {"golden", "series", "ok", "num_points"}) CHECK(a["sweep"][key] == b["sweep"][key]);
+    const auto entries = load_journal(dir + "/three.jsonl", b["sweep"]["fingerprint"].get<std::string>(), nullptr);
+    REQUIRE(entries.size() == 28);
+    for (size_t i = 0; i < entries.size(); ++i) CHECK(entries[i].point == b["runs"][i]["sweep_point"]);
+    // Measured points run one at a time: --jobs 2 on the cpu backend is refused, naming the flag and why.
+    const auto cpu = test::run_cli("sweep --backend cpu --model " + kTinyModel + " --batch 1,2 --jobs 2 --quiet --out " +
+                                   dir + "/cpu.json");
+    CHECK(cpu.exit_code == 2);
+    CHECK_THAT(cpu.err, Catch::Contains("--jobs") && Catch::Contains("one at a time"));
+    std::filesystem::remove_all(dir);
+}

@@ -246,6 +246,7 @@ public:
         dispatch_row_bytes_ = dispatch_row_bytes(opt.precision.dispatch, model.hidden_size);
         combine_row_bytes_ = dispatch_row_bytes(opt.precision.combine, model.hidden_size);  // the activation format
         expert_linear_.clear();
+        token_side_by_class_.clear();
         routing_path_ = opt.routing_statistics ? "statistical" : "per-token";
         // Each attention replica's sequences and tokens, and one replica for each distinct count (home-side phases
         // price a class once).
@@ -306,6 +307,7 @@ public:
             sl.result.a2a_rows = sl.routing.cross_rank_rows;  // 0 without an all-to-all
         }
         head_us_.fill(-1.0);
+        by_tokens_of_ = nullptr;  // the slots are new
     }
 
     // The sim keeps each MoE layer's routing (ids and weights: 8 bytes per assignment) three times: the default
@@ -334,6 +336,7 @@ public:
         slots_.assign(layers_.size(), Slot{});
         for (size_t s = 0; s < layers_.size(); ++s) build_slot(s, r.per_layer[s]);
         head_us_.fill(-1.0);
+        by_tokens_of_ = nullptr;  // the slots are new
     }
 
     void begin_step() override {
@@ -424,16 +427,12 @@ private:
     double home_side_us(Phase phase, int64_t layer, const std::vector<int64_t>* home_rows) const {
         // Where each replica's assignments are its tokens x k (no drops), the replicas with as many sequences are
         // alike: one per class of batch_classes_.
-        const int64_t k = model_.moe.top_k;
-        bool by_class = home_rows == nullptr;
-        if (!by_class) {
-            by_class = true;
-            for (size_t r = 0; r < rank_batch_.size() && by_class; ++r)
-                by_class = (*home_rows)[r] == rank_tokens_[r] * k;
-        }
+        const bool by_class = home_rows == nullptr || home_rows_by_tokens(*home_rows);
         const size_t n = by_class ? batch_classes_.size() : rank_batch_.size();
-        std::vector<double> rank_us(n, 0.0);
-        std::vector<std::array<double, 3>> seen;  // (sequences, assignments, us)
+        std::vector<double>& rank_us = rank_us_;  // scratch: priced over a thousand times per step
+        rank_us.assign(n, 0.0);
+        std::vector<std::array<double, 3>>& seen = seen_;  // (sequences, assignments, us)
+        seen.clear();
         for (size_t i = 0; i < n; ++i) {
             const int64_t r = by_class ? batch_classes_[i] : static_cast<int64_t>(i);
             StepShape sr = shape_;
@@ -448,12 +447,23 @@ private:
                 continue;
             }
             // Home-side phases read only the total of the tokens per expert (their assignments).
-            const std::vector<int64_t> tpe = rows >= 0 ? std::vector<int64_t>{rows} : std::vector<int64_t>{};
-            const double us = sim_phase_us(work(phase, layer, sr, tpe), peak_flops(phase), hw_, p_);
+            tpe_.assign(rows >= 0 ? 1 : 0, rows);
+            const double us = sim_phase_us(work(phase, layer, sr, tpe_), peak_flops(phase), hw_, p_);
             seen.push_back({static_cast<double>(sr.batch), static_cast<double>(rows), us});
             rank_us[i] = us;
         }
         return across_ranks(rank_us).slowest_us;
+    }
+
+    // Whether each replica's assignments are its tokens x k (no drops): then replicas alike in sequences are alike.
+    // Asked once per layer (the last answer is kept).
+    bool home_rows_by_tokens(const std::vector<int64_t>& home_rows) const {
+        if (&home_rows == by_tokens_of_ && home_rows.size() == rank_tokens_.size()) return by_tokens_;
+        by_tokens_of_ = &home_rows;
+        by_tokens_ = home_rows.size() == rank_tokens_.size();
+        for (size_t r = 0; r < rank_tokens_.size() && by_tokens_; ++r)
+            by_tokens_ = home_rows[r] == rank_tokens_[r] * model_.moe.top_k;
+        return by_tokens_;
     }
 
     // Slowest rank's time for an expert phase: rank q runs its expert slots on the rows routed there, each of its
@@ -463,7 +473,8 @@ private:
     // per phase and layer, and where it does not hold each rank's counts go through phase_work.
     double expert_side_us(Phase phase, const Slot& sl) {
         const int64_t ep = opt_.layout.moe_ep;
-        std::vector<double> rank_us(static_cast<size_t>(ep), 0.0);
+        std::vector<double>& rank_us = rank_us_;
+        rank_us.assign(static_cast<size_t>(ep), 0.0);
         const ExpertLinear& lin = expert_linear(phase, sl.layer);
         const double peak = peak_flops(phase);
         for (int64_t q = 0; q < ep; ++q) {
@@ -568,9 +579,20 @@ private:
         else if (row.side == PhaseSide::experts)
             us = expert_side_us(phase, sl);
         else
-            us = home_side_us(phase, sl.layer, sl.result.tokens_per_expert.empty() ? nullptr : &sl.routing.home_rows);
+            us = token_side_us(phase, sl);
         sl.us[idx] = us;
         return us;
+    }
+
+    // A token-side phase of a layer. Where each replica's assignments are its tokens x k (no drops), its time is the
+    // same on alike layers (layer_work_class): priced once per class.
+    double token_side_us(Phase phase, const Slot& sl) {
+        const std::vector<int64_t>* home = sl.result.tokens_per_expert.empty() ? nullptr : &sl.routing.home_rows;
+        if (home != nullptr && !home_rows_by_tokens(*home)) return home_side_us(phase, sl.layer, home);
+        const auto key = std::make_pair(static_cast<int>(phase), layer_work_class(model_, sl.layer));
+        auto it = token_side_by_class_.find(key);
+        if (it == token_side_by_class_.end()) it = token_side_by_class_.emplace(key, home_side_us(phase, sl.layer, home)).first;
+        return it->second;
     }
 
     HardwareProfile hw_;
@@ -591,10 +613,16 @@ private:
     PlanInput deployment_;           // what memory_ counts: the formats, layout, batch and context of the step
     std::array<double, kNumPhases> head_us_{};
     std::map<std::pair<int, int64_t>, ExpertLinear> expert_linear_;  // (phase, layer)
+    std::map<std::pair<int, int64_t>, double> token_side_by_class_;   // (phase, layer_work_class): token-side times
     std::string routing_path_ = "per-token";
     std::vector<int64_t> rank_batch_;     // [attention replica]: its sequences
     std::vector<int64_t> rank_tokens_;    // [attention replica]: its tokens
     std::vector<int64_t> batch_classes_;  // one replica per distinct count of sequences
+    mutable std::vector<double> rank_us_;                 // scratch of the pricing
+    mutable std::vector<std::array<double, 3>> seen_;     // scratch of home_side_us
+    mutable std::vector<int64_t> tpe_;                    // scratch of home_side_us
+    mutable const std::vector<int64_t>* by_tokens_of_ = nullptr;  // home_rows_by_tokens' last question and answer
+    mutable bool by_tokens_ = false;
     double clock_us_ = 0;
     std::vector<double> marks_;
 };

@@ -13,6 +13,12 @@ namespace moebench {
 
 using sampling::Rng;
 
+double RowsLaw::max_of(int64_t count, Rng& rng, BinomialSetups& setups) const {
+    if (binomial) return static_cast<double>(setups.of(n, p).max_of(count, rng));
+    const double u = count > 1 ? std::pow(rng.uniform(), 1.0 / static_cast<double>(count)) : rng.uniform();
+    return std::clamp(std::floor(mean + std::sqrt(std::max(var, 0.0)) * normal_quantile(u) + 0.5), 0.0, hi);
+}
+
 const BinomialDraw& BinomialSetups::of(int64_t n, double p) {
     if (by_law_.size() > 4096) by_law_.clear();
     auto it = by_law_.find({n, p});
@@ -22,37 +28,29 @@ const BinomialDraw& BinomialSetups::of(int64_t n, double p) {
 
 namespace {
 
-// Rank classes of at most this many distinct (n, p) per kind are drawn as maxima; the rest one by one.
+// Rank classes of at most this many distinct laws per kind are drawn as maxima; the rest one by one.
 constexpr size_t kMaxClasses = 16;
 
-// What one rank sends or receives over one kind of link: Binomial(n, p), or (sums of dependent indicators) a normal
-// of the given mean and variance, rounded and clamped to [0, hi].
-struct RowsLaw {
-    bool binomial = true;
-    int64_t n = 0;
-    double p = 0, mean = 0, var = 0, hi = 0;
-    bool operator==(const RowsLaw& o) const {
-        return binomial == o.binomial && n == o.n && p == o.p && mean == o.mean && var == o.var && hi == o.hi;
-    }
-    bool empty() const { return binomial ? n <= 0 || p <= 0 : hi <= 0 || mean <= 0; }
-    double max_of(int64_t count, Rng& rng, BinomialSetups& setups) const {
-        if (binomial) return static_cast<double>(setups.of(n, p).max_of(count, rng));
-        const double u = count > 1 ? std::pow(rng.uniform(), 1.0 / static_cast<double>(count)) : rng.uniform();
-        return std::clamp(std::floor(mean + std::sqrt(std::max(var, 0.0)) * normal_quantile(u) + 0.5), 0.0, hi);
-    }
-};
-
-// The largest draw over the ranks of each rank's law, for each distinct law one draw of the maximum of its ranks:
-// appended to `out`, one value per class.
-void push_maxima(const std::vector<RowsLaw>& laws, Rng& rng, std::vector<double>& out, BinomialSetups& setups) {
-    std::vector<std::pair<RowsLaw, int64_t>> classes;
+// Ranks alike (the same law) grouped into the first kMaxClasses classes; any other law is a class of one.
+void group_laws(const std::vector<RowsLaw>& laws, std::vector<std::pair<RowsLaw, int64_t>>& classes) {
+    classes.clear();
+    size_t grouped = 0;  // classes [0, grouped) take alike ranks
     for (const RowsLaw& x : laws) {
         if (x.empty()) continue;  // sends or receives nothing
-        auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return c.first == x; });
-        if (it != classes.end()) ++it->second;
-        else if (classes.size() < kMaxClasses) classes.push_back({x, 1});
-        else out.push_back(x.max_of(1, rng, setups));
+        const auto end = classes.begin() + static_cast<std::ptrdiff_t>(grouped);
+        const auto it = std::find_if(classes.begin(), end, [&](const auto& c) { return c.first == x; });
+        if (it != end) {
+            ++it->second;
+            continue;
+        }
+        classes.push_back({x, 1});
+        if (grouped < kMaxClasses && grouped + 1 == classes.size()) ++grouped;
     }
+}
+
+// The largest draw of each class: one value per class, appended to `out`.
+void push_maxima(const std::vector<std::pair<RowsLaw, int64_t>>& classes, Rng& rng, std::vector<double>& out,
+                 BinomialSetups& setups) {
     for (const auto& [law, count] : classes) out.push_back(law.max_of(count, rng, setups));
 }
 
@@ -68,6 +66,16 @@ std::pair<double, double> uniform_misses(int64_t E, int64_t k, int64_t g) {
 }
 
 }  // namespace
+
+SimLayerRouting SimStatisticalRouting::draw_dispatch(Rng& rng, SimLayerRouting& out) const {
+    A2aLinkBytes& l = out.dispatch_rows;
+    push_maxima(laws_.intra_out, rng, l.intra_out, setups_);
+    push_maxima(laws_.intra_in, rng, l.intra_in, setups_);
+    push_maxima(laws_.inter_out, rng, l.inter_out, setups_);
+    push_maxima(laws_.inter_in, rng, l.inter_in, setups_);
+    out.cross_rank_rows = laws_.cross_rank_rows;
+    return std::move(out);
+}
 
 SimStatisticalRouting::SimStatisticalRouting(const ModelConfig& model, const StepShape& shape, const Layout& layout,
                                              int64_t gpus_per_node, std::vector<double> shares_by_rank, uint64_t seed)
@@ -139,6 +147,9 @@ SimLayerRouting SimStatisticalRouting::draw(int64_t layer, const std::vector<int
     if (dedup_) {
         std::vector<double> miss;
         miss_->miss(perm, placement.experts_on_rank, miss);
+        // Layers whose ranks have the same miss probabilities (every layer of a uniform routing) have the same laws:
+        // made once, drawn for each layer.
+        if (!laws_.miss.empty() && laws_.miss == miss) return draw_dispatch(rng, out);
         // Per node, and over all ranks: the sums of h, of the misses and of their squares.
         std::vector<double> node_h(R, 0.0), node_m(R, 0.0), node_m2(R, 0.0);
         double all_h = 0, all_m = 0, all_m2 = 0;
@@ -176,6 +187,7 @@ SimLayerRouting SimStatisticalRouting::draw(int64_t layer, const std::vector<int
             return law;
         };
         std::vector<RowsLaw> intra_out(R), intra_in(R), inter_out(R), inter_in(R);
+        double cross = 0;
         for (size_t q = 0; q < R; ++q) {
             const double h = 1.0 - miss[q], m = miss[q];
             const int64_t node_size = std::min<int64_t>(node_, ep_ - static_cast<int64_t>(q) / node_ * node_);
@@ -184,13 +196,15 @@ SimLayerRouting SimStatisticalRouting::draw(int64_t layer, const std::vector<int
             intra_out[q] = sends(tokens_[q], node_size - 1, node_h[q] - h, node_m[q] - m, node_m2[q] - m * m);
             inter_out[q] = sends(tokens_[q], ep_ - node_size, all_h - node_h[q], all_m - node_m[q],
                                  all_m2 - node_m2[q]);
-            out.cross_rank_rows += h * (T - static_cast<double>(tokens_[q]));
+            cross += h * (T - static_cast<double>(tokens_[q]));
         }
-        push_maxima(intra_out, rng, l.intra_out, setups_);
-        push_maxima(intra_in, rng, l.intra_in, setups_);
-        push_maxima(inter_out, rng, l.inter_out, setups_);
-        push_maxima(inter_in, rng, l.inter_in, setups_);
-        return out;
+        laws_.miss = miss;
+        laws_.cross_rank_rows = cross;
+        group_laws(intra_out, laws_.intra_out);
+        group_laws(intra_in, laws_.intra_in);
+        group_laws(inter_out, laws_.inter_out);
+        group_laws(inter_in, laws_.inter_in);
+        return draw_dispatch(rng, out);
     }
     // Per-expert rows: each of q's assignments comes from rank r with probability T_r / T.
     std::vector<int64_t> node_assigned(R, 0);

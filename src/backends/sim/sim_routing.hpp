@@ -23,6 +23,20 @@ private:
     std::map<std::pair<int64_t, double>, BinomialDraw> by_law_;
 };
 
+// What one rank sends or receives over one kind of link: Binomial(n, p), or (sums of dependent indicators) a normal
+// of the given mean and variance, rounded and clamped to [0, hi].
+struct RowsLaw {
+    bool binomial = true;
+    int64_t n = 0;
+    double p = 0, mean = 0, var = 0, hi = 0;
+    bool operator==(const RowsLaw& o) const {
+        return binomial == o.binomial && n == o.n && p == o.p && mean == o.mean && var == o.var && hi == o.hi;
+    }
+    bool empty() const { return binomial ? n <= 0 || p <= 0 : hi <= 0 || mean <= 0; }
+    /// The largest of `count` draws.
+    double max_of(int64_t count, sampling::Rng& rng, BinomialSetups& setups) const;
+};
+
 /// One MoE layer of one step, per rank.
 struct SimLayerRouting {
     std::vector<int64_t> home_rows;               // [rank]: kept assignments of the rank's tokens
@@ -80,6 +94,14 @@ private:
     std::unique_ptr<ExpertCountDraw> counts_;
     std::unique_ptr<GroupMissProbability> miss_;
     mutable BinomialSetups setups_;  // the rows' laws, shared by the layers
+    // The dispatch's laws of the last miss probabilities: classes of alike ranks per kind, and the expected rows.
+    struct DispatchLaws {
+        std::vector<double> miss;
+        std::vector<std::pair<RowsLaw, int64_t>> intra_out, intra_in, inter_out, inter_in;
+        double cross_rank_rows = 0;
+    };
+    mutable DispatchLaws laws_;
+    SimLayerRouting draw_dispatch(sampling::Rng& rng, SimLayerRouting& out) const;
     double miss_covariance_ = 0;  // c of cov(miss q, miss q') = c m_q m_q' (dedup sends)
 };
 
