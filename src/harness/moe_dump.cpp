@@ -32,8 +32,10 @@ std::vector<NamedTensor> join_rows(Communicator& comm, std::vector<NamedTensor> 
 
 void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelConfig& model, const RunConfig& cfg,
                     int64_t slot, int64_t layer, Communicator* comm) {
+    const TensorAccess* tensors = backend.capability<TensorAccess>();
+    MOEBENCH_CHECK(tensors != nullptr, "dump: backend {} offers no tensors (validation refuses this)", backend.name());
     TensorFile file;
-    file.tensors = backend.moe_block_tensors(slot);
+    file.tensors = tensors->moe_block_tensors(slot);
     if (comm) {
         file.tensors = join_rows(*comm, std::move(file.tensors));
         if (comm->rank() != 0) return;

@@ -71,10 +71,10 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
     const Communicator* comm = process_group();
     const int64_t world = comm ? comm->world_size() : 1;
     const std::string field = run_field_label("", "ep");
-    const std::string multi = backends_where([](const BackendTraits& b) { return b.multi_process_ep; });
-    const std::string modeled = backends_where([](const BackendTraits& b) { return b.expert_parallel; });
+    const std::string multi = backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_processes); });
+    const std::string modeled = backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_modeled_ranks); });
     if (world > 1) {
-        if (!t.multi_process_ep)
+        if (!t.offers(Capability::ep_processes))
             config_error(run_field_label("", "backend"), fmt::format("runs in one process, but {} processes were launched", world),
                          t.name, "use --backend " + multi + " under mpirun (or run " + t.name + " without mpirun)");
         if (ep != world)
@@ -103,8 +103,8 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
                              std::to_string(ep) + " --replicas R -o P.json, then --placement P.json");
         return;
     }
-    if (ep > 1 && !t.expert_parallel) {
-        if (t.multi_process_ep)
+    if (ep > 1 && !t.offers(Capability::ep_modeled_ranks)) {
+        if (t.offers(Capability::ep_processes))
             config_error(field, fmt::format("runs {} ranks as {} processes, but this is one process", ep, ep),
                          std::to_string(ep),
                          mpi_built() ? fmt::format("launch it with `mpirun -np {} moebench run --ep {} ...` (or srun), "
@@ -206,19 +206,19 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
         }
     check_expert_parallel(t, cfg);
     check_precision(t, cfg.precision);
-    const std::string computing = backends_where([](const BackendTraits& b) { return b.computes_tensors; });
-    if (cfg.check && !t.computes_tensors)
+    const std::string computing = backends_where([](const BackendTraits& b) { return b.offers(Capability::tensors); });
+    if (cfg.check && !t.offers(Capability::tensors))
         config_error(run_field_label("", "check"),
                      "compares computed tensors against the fp32 reference; the " + t.name + " backend computes none",
                      "backend " + t.name, "use --check with --backend " + computing);
-    if (!cfg.dump_tensors.empty() && !t.computes_tensors)
+    if (!cfg.dump_tensors.empty() && !t.offers(Capability::tensors))
         config_error(run_field_label("", "dump_tensors"), "writes computed tensors; the " + t.name + " backend computes none",
                      "backend " + t.name, "use --dump-tensors with --backend " + computing);
-    if (cfg.measure_ceilings && !t.measures_ceilings)
+    if (cfg.measure_ceilings && !t.offers(Capability::ceilings))
         config_error(run_field_label("", "measure_ceilings"),
                      "measures this machine; the " + t.name + " backend measures nothing", "backend " + t.name,
                      "drop --measure-ceilings (--hardware gives datasheet ceilings), or use --backend " +
-                         backends_where([](const BackendTraits& b) { return b.measures_ceilings; }));
+                         backends_where([](const BackendTraits& b) { return b.offers(Capability::ceilings); }));
 }
 
 RunOptions resolved_options(const RunConfig& cfg, const BackendTraits& t) {

@@ -74,10 +74,8 @@ BackendTraits cpu_backend_traits() {
     t.weight_dtypes = {DType::fp32};
     t.kv_dtypes = {DType::fp32};
     t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};  // rows encoded on the wire (core/dispatch_dtype.hpp)
-    t.mla_form = MlaForm::expanded_cache;
+    t.capabilities = {Capability::ceilings, Capability::tensors, Capability::ep_processes};
     t.expert_gemm = {"auto", "panel", "blas"};
-    t.measures_ceilings = true;
-    t.multi_process_ep = true;
     t.linear_attention = true;
     t.attention_output_gate = true;
     t.check = {1e-4, 1e-5};  // fp32 against the fp32 reference: only summation order differs
@@ -246,8 +244,8 @@ void CpuBackend::init_tokens(const ModelConfig& model, const StepShape& shape, u
     rope_table(rope_cs_.data(), num_pos, d_.rot_dim, model.attn.rope_theta);
 }
 
-void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt, const Topology& topo) {
+PreparedStep CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                                 const RunOptions& opt, const Topology& topo) {
     m_ = model;
     opt_ = opt;
     layers_ = layers;
@@ -283,6 +281,11 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     x0_.alloc(T_ * d_.H);
     phase_embed();
     std::memcpy(x0_.data(), x_.data(), sizeof(float) * T_ * d_.H);
+    PreparedStep step;
+    step.mla_form = MlaForm::expanded_cache;  // MLA keys and values expanded per head into the cache
+    if (d_.E > 0) step.kernels.emplace_back("expert_gemm", plan_.experts ? "panel" : "blas");
+    step.kernels.emplace_back("dense_gemm", plan_.dense ? "panel" : "blas");
+    return step;
 }
 
 void CpuBackend::ensure_routing_capacity(int64_t k) {

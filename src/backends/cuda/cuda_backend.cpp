@@ -31,11 +31,7 @@ CudaBackend::~CudaBackend() {
     if (stream_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaStreamSynchronize(stream_->get()));
 }
 
-BackendTraits CudaBackend::traits() const {
-    BackendTraits t = cuda_backend_traits();
-    if (mla_expand_) t.mla_form = MlaForm::latent_expand;  // prepared for expanded MLA (flash): counted as such
-    return t;
-}
+BackendTraits CudaBackend::traits() const { return cuda_backend_traits(); }
 
 RooflineCeilings CudaBackend::measure_ceilings(const RunOptions&) const {
     RooflineCeilings c;

@@ -78,8 +78,9 @@ int64_t CudaBackend::plan_bytes() const {
     return bytes;
 }
 
-void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                          const RunOptions& opt, const Topology& /*topo: one GPU; expert parallelism is issue 16*/) {
+PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers,
+                                  const StepShape& shape, const RunOptions& opt,
+                                  const Topology& /*topo: one GPU; expert parallelism is issue 16*/) {
     m_ = model;
     shape_ = shape;
     opt_ = opt;
@@ -241,6 +242,19 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     }
     kernels::launch_embed(token_ids_.get(), embed_.get(), x0_.get(), T_, H_, s());
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return prepared_step();
+}
+
+PreparedStep CudaBackend::prepared_step() const {
+    PreparedStep step;
+    // Expanded MLA (flash) is counted as such; absorbed otherwise (mla_expand_).
+    step.mla_form = mla_expand_ ? MlaForm::latent_expand : MlaForm::absorbed;
+    if (m_.moe.num_experts > 0)
+        step.kernels.emplace_back("expert_gemm", expert_path_ == ExpertPath::gemv    ? "gemv"
+                                                 : expert_path_ == ExpertPath::tiled ? "tiled"
+                                                                                     : "cublas");
+    if (m_.attn.kind == AttentionKind::mla) step.kernels.emplace_back("mla", mla_expand_ ? "expanded" : "absorbed");
+    return step;
 }
 
 void CudaBackend::allocate_layer(Layer& L) {

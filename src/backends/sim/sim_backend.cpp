@@ -33,7 +33,7 @@ public:
     // prepare: the whole model's weights per GPU under the run's layout and formats, block scales included, the KV
     // cache of the step's batch and context, its activations and workspace; whatever --layers ran). A profile
     // without a capacity fits anything.
-    std::optional<ModeledFit> modeled_fit() const override {
+    ModeledFit modeled_fit() const {
         ModeledFit f;
         f.fits = !(hw_.memory_bytes > 0) || memory_.fits;
         if (f.fits) return f;
@@ -187,8 +187,8 @@ public:
                 {keys::kPerLayer, per_layer}};
     }
 
-    void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt, const Topology& topo = Topology{}) override {  // one process models every rank
+    PreparedStep prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                         const RunOptions& opt, const Topology& topo = Topology{}) override {  // models every rank
         const int64_t ep = opt.layout.moe_ep, gpus = opt.layout.num_gpus();
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
             config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
@@ -246,6 +246,10 @@ public:
             default_routing_.per_layer.assign(layers_.size(), LayerRouting{});
         }
         set_routing_override(nullptr);
+        PreparedStep step;
+        step.mla_form = p_.mla_form;
+        step.fit = modeled_fit();
+        return step;
     }
 
     // The sim keeps each MoE layer's routing (ids and weights: 8 bytes per assignment) three times: the default
@@ -294,8 +298,6 @@ public:
         MOEBENCH_CHECK(slot >= 0 && slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
         return slots_[static_cast<size_t>(slot)].result;
     }
-    std::vector<NamedTensor> moe_block_tensors(int64_t) const override { return {}; }  // no weights, no data
-
 private:
     struct Slot {
         int64_t layer = 0;
@@ -665,7 +667,7 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
     BackendTraits t;
     t.name = "sim";
     t.measures = false;
-    t.computes_tensors = false;
+    t.capabilities = {Capability::ep_modeled_ranks};  // no weights, no data: no tensors to hand out
     t.linear_attention = true;
     t.attention_output_gate = true;
     t.native_precision = uniform_precision(p.dtype);  // the profile's sim.dtype: bf16 unless it says fp32
@@ -674,8 +676,6 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
         if (i.weights) t.weight_dtypes.push_back(i.dtype);
     t.kv_dtypes = {DType::fp32, DType::bf16, DType::fp8};
     t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};
-    t.mla_form = p.mla_form;
-    t.expert_parallel = true;
     t.tensor_parallel = true;
     t.default_hardware = hw.name;
     return t;
