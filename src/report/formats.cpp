@@ -154,11 +154,15 @@ bool run_ok(const json& run) { return run.value(keys::kStatus, "ok") == "ok"; }
 
 
 std::vector<std::string> run_phases(const json& run) {
-    std::vector<std::string> out;
     const json* phases = find_path(run, {keys::kLatency, keys::kPhases});
-    if (!phases || !phases->is_object()) return out;
+    return phases ? phases_in_order(*phases) : std::vector<std::string>{};
+}
+
+std::vector<std::string> phases_in_order(const json& phases) {
+    std::vector<std::string> out;
+    if (!phases.is_object()) return out;
     for (auto name : kPhaseNames)
-        if (phases->contains(std::string(name))) out.emplace_back(name);
+        if (phases.contains(std::string(name))) out.emplace_back(name);
     return out;
 }
 

@@ -55,6 +55,8 @@ std::string scalar_text(const json& v);
 bool run_ok(const json& run);
 /// Phases present in the run's latency.phases, in the vocabulary's order.
 std::vector<std::string> run_phases(const json& run);
+/// The keys of an object of per-phase values that name phases, in the vocabulary's order.
+std::vector<std::string> phases_in_order(const json& phases);
 /// Short label for a point: the sweep axes when present, else "batch=8" (plus context when nonzero).
 std::string run_label(const json& run);
 /// Index of the golden point in runs[] from the sweep block, or -1.
