@@ -8,6 +8,8 @@
 
 namespace moebench {
 
+/// moebench.plan/1: parameters and FLOPs per component, memory per GPU, the decode-step floor.
+std::string render_plan_text(const json& doc);
 /// moebench.bench_moe/1: the phases of the block, the ceilings, the counted work and the floor.
 std::string render_bench_moe_text(const json& doc);
 /// moebench.bench_a2a/1: moebench's exchanges against the bare calls, cold and warm.
