@@ -9,7 +9,7 @@
 #include "common/paths.hpp"
 #include "config/run_config.hpp"
 #include "harness/bench_moe.hpp"
-#include "report/text_views.hpp"
+#include "report/formats.hpp"
 
 #include <iostream>
 #include <memory>
@@ -62,7 +62,7 @@ void run_bench_moe(const BenchFlags& f) {
     if (f.model.empty()) config_error("--model", "is required", "", "use e.g. --model olmoe-1b-7b");
     const BenchMoeRequest request = bench_request(f);
     check_bench_moe_request(request);
-    if (f.format != "text" && f.format != "json") config_error("--format", "unknown format", f.format, "use text or json");
+    const std::string format = parse_format(f.format, DocKind::bench_moe, "--format");
     check_output_path(f.out);  // bad outputs fail now, not after the measurement
     check_output_path(f.dump_routing);
     std::vector<FileArg> inputs = {{"--model", resolve_config("models", f.model, "--model")}};
@@ -71,11 +71,8 @@ void run_bench_moe(const BenchFlags& f) {
 
     const json doc = bench_moe(request);
     if (!f.out.empty()) write_file_atomic(f.out, doc.dump(2) + "\n");
-    if (f.format == "json") {
-        std::cout << doc.dump(2) << "\n";
-        return;
-    }
-    std::cout << render_bench_moe_text(doc);
+    std::cout << render_view(doc, DocKind::bench_moe, format);
+    if (format == "json") return;  // stdout is the document
     if (!f.out.empty()) std::cout << "json: " << f.out << "\n";
     if (!f.dump_routing.empty()) std::cout << "routing: " << f.dump_routing << "\n";
 }
@@ -102,7 +99,7 @@ void add_bench_command(CLI::App& app) {
     moe->add_option("--iters", f->iters, "Measured iterations");
     moe->add_option("--warmup", f->warmup, "Warm-up iterations (not measured)");
     moe->add_option("--seed", f->seed, "Seed for weights, inputs and synthetic routing");
-    moe->add_option("--format", f->format, "text | json (to stdout)");
+    moe->add_option("--format", f->format, format_names_help(DocKind::bench_moe) + " (to stdout; default text)");
     moe->add_option("--out", f->out, "Also write the JSON result to this file");
     moe->add_option("--dump-routing", f->dump_routing, "Write the routing used (safetensors) to this file");
     moe->add_flag("--warm-cache", f->warm_cache, "Do not evict the LLC between iterations");

@@ -7,7 +7,7 @@
 #include "common/blas_kernels.hpp"
 #include "config/run_fields.hpp"
 #include "harness/bench_a2a.hpp"
-#include "report/text_views.hpp"
+#include "report/formats.hpp"
 
 #include <iostream>
 #include <memory>
@@ -18,21 +18,22 @@ namespace {
 
 struct A2aFlags {
     int64_t baseline_iters = 50;
-    std::string out;
+    std::string out, format = "text";
 };
 
 void run_bench_a2a(const A2aFlags& f, const RunFieldFlags& fields) {
     ensure_blas_kernels("moebench bench a2a");
+    const std::string format = parse_format(f.format, DocKind::bench_a2a, "--format");
     BenchA2aRequest request;
     request.run = bench_a2a_run_config();
     fields.apply(request.run);
     request.baseline_iters = f.baseline_iters;
     const json doc = bench_a2a(request);
     if (doc.is_null()) return;  // not the rank that writes
-    std::cout << render_bench_a2a_text(doc);
+    std::cout << render_view(doc, DocKind::bench_a2a, format);
     if (!f.out.empty()) {
         write_file_atomic(f.out, doc.dump(2) + "\n");
-        std::cout << "result: " << f.out << "\n";
+        if (format != "json") std::cout << "result: " << f.out << "\n";  // json: stdout is the document
     }
 }
 
@@ -52,6 +53,7 @@ void add_bench_a2a_command(CLI::App* bench) {
     });
     cmd->add_option("--baseline-iters", f->baseline_iters, "Repetitions of the bare calls");
     cmd->add_option("--out", f->out, "Write the result (JSON) to this file");
+    cmd->add_option("--format", f->format, format_names_help(DocKind::bench_a2a) + " (to stdout; default text)");
     cmd->callback([f, fields] { run_bench_a2a(*f, *fields); });
 }
 

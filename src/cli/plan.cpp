@@ -9,7 +9,7 @@
 #include "common/paths.hpp"
 #include "core/precision.hpp"
 #include "harness/plan_point.hpp"
-#include "report/text_views.hpp"
+#include "report/formats.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -35,8 +35,7 @@ bool plan_field(const RunField& f) {
 }
 
 void run_plan(const PlanArgs& a, const RunFieldFlags& fields) {
-    if (a.format != "text" && a.format != "json")
-        config_error("--format", "unknown output format", a.format, "use text or json");
+    const std::string format = parse_format(a.format, DocKind::plan, "--format");
     // Plan's own defaults, then the flags given (parsed and checked as `run` parses them).
     RunConfig cfg;
     PlanRequest r;
@@ -60,7 +59,7 @@ void run_plan(const PlanArgs& a, const RunFieldFlags& fields) {
     refuse_output_over_input({{"--out", a.out}}, {{"--model", r.model}, {"--hardware", r.hardware}});
 
     const json doc = plan_document(r);
-    std::string text = a.format == "json" ? doc.dump(2) + "\n" : render_plan_text(doc);
+    const std::string text = render_view(doc, DocKind::plan, format);
     if (a.out.empty() || a.out == "-") {
         std::cout << text;
     } else {
@@ -93,7 +92,8 @@ void add_plan_command(CLI::App& app) {
         " (default bf16 = auto; bytes with scales and peak rates: docs/plan-schema.md)");
     fields->option("kv_dtype")->description("KV cache: " + dtype_names_for(TensorClass::kv_cache) + " (default bf16)");
     cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
-    cmd->add_option("--format", args->format, "Output: text|json (default text; json schema moebench.plan/1)");
+    cmd->add_option("--format", args->format,
+                    "Output: " + format_names_help(DocKind::plan) + " (default text; json schema moebench.plan/1)");
     cmd->add_option("--out", args->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
     cmd->callback([args, fields] { run_plan(*args, *fields); });
 }

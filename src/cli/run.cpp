@@ -16,7 +16,6 @@
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
 #include "harness/validate.hpp"
-#include "report/console_table.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
 
@@ -130,7 +129,7 @@ void run_command(const RunFlags& f, const RunFieldFlags& fields) {
     // as well. Whatever owns stdout, the terminal summary goes to stderr.
     std::string format;
     if (f.format_given) {
-        format = parse_format_list(f.format, "--format", false).front();
+        format = parse_format(f.format, DocKind::report, "--format");
         if (cfg.out == "-")
             config_error("--format", "stdout already carries the JSON report (--json - / --out -)", f.format,
                          "drop --json - (the report is then written to --out), or drop --format");
@@ -149,7 +148,7 @@ void run_command(const RunFlags& f, const RunFieldFlags& fields) {
         std::cout.flush();
     }
 
-    term << console_summary(record);
+    term << render_report(report, "text");  // the terminal view of the report (its one run)
     if (out_path != "-") term << "report: " << out_path << "\n";
     if (!cfg.dump_tensors.empty())
         term << "tensors: " << (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string() << "\n";
@@ -178,7 +177,7 @@ void add_run_command(CLI::App& app) {
     fields->option("expert_gemm")->description("Expert GEMMs: " + choice_help(&BackendTraits::expert_gemm));
     fields->option("attention_kernel")->description("Attention kernel: " + choice_help(&BackendTraits::attention_kernel));
     auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
-    auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as " + format_names_help());
+    auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as " + format_names_help(DocKind::report));
 
     cmd->callback([=] {
         f->config_given = o_config->count() > 0;

@@ -96,42 +96,6 @@ json set_value(const std::string& text) {
     }
 }
 
-void print_summary(std::ostream& os, const SweepOutcome& o) {
-    os << fmt::format("{:<44} {:>8} {:>12} {:>12} {:>14}\n", "point", keys::kStatus, "p50 ms", "p95 ms", "tokens/s");
-    for (const auto& r : o.runs) {
-        std::string st = r.value(keys::kStatus, "ok");
-        std::string label = r.value("sweep_label", point_label(r.value("sweep_point", json::object())));
-        if (label.size() > 44) label = label.substr(0, 41) + "...";
-        if (st == "ok") {
-            const bool fits = !r.contains("fits") || r["fits"] != false;  // a modeled point that does not fit its GPUs
-            os << fmt::format("{:<44} {:>8} {:>12.3f} {:>12.3f} {:>14.1f}\n", label, fits ? st : "no fit",
-                              formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us}) / 1000.0,
-                              formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0,
-                              formats_detail::num_at(r, {keys::kThroughput, keys::kTokensPerS}));
-        } else {
-            std::string why = r.value(st == "skipped" ? "skip_reason" : "error", "");
-            if (why.size() > 70) why = why.substr(0, 67) + "...";
-            os << fmt::format("{:<44} {:>8}  {}\n", label, st, why);
-        }
-    }
-    const json& s = o.sweep;
-    if (s.contains("series"))
-        for (const auto& series : s["series"])
-            if (series.contains("knee") && !series["knee"].is_null()) {
-                std::string fixed;
-                for (const auto& [k, v] : series["fixed"].items())
-                    if (std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
-                        fixed += (fixed.empty() ? "" : " ") + k + "=" + formats_detail::scalar_text(v);
-                os << "knee" << (fixed.empty() ? "" : " [" + fixed + "]") << ": " << series["knee"].value("reason", "") << "\n";
-            }
-    if (s.contains("golden") && !s["golden"].is_null())
-        os << "golden point: " << s["golden"].value("reason", "") << "\n";
-    else if (s.contains("golden_reason"))
-        os << "golden point: none (" << s.value("golden_reason", "") << ")\n";
-    if (s.value("stop_reason", "done") != "done")
-        os << fmt::format("stopped early ({}): {} point(s) not run\n", s.value("stop_reason", ""), o.num_not_run);
-}
-
 // The base run config (the config file's fields, --warmup/--iters, one-valued --set) and the axes (the config's
 // "axes", many-valued --set, the axis flags), in canonical order; `sweep_opts` gets the config's "sweep" block.
 std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f, json& sweep_opts, RunConfig& base) {
@@ -229,7 +193,7 @@ void write_sweep_outputs(const SweepFlags& f, const json& context, const json& b
         written.push_back(path);
     }
     if (!f.quiet) {
-        print_summary(std::cout, o);
+        std::cout << render_report(report, "text");  // the terminal view of a sweep report: its points, knees, golden
         std::cout << "report: " << out << "\njournal: " << journal << "\n";
         for (const auto& w : written) std::cout << "wrote: " << w << "\n";
     }
@@ -270,7 +234,7 @@ void run_sweep_command(SweepFlags& f) {
     base_json["out"] = "";
     std::string journal = f.o_journal->count() ? f.journal : strip_json_ext(out) + ".jsonl";
     std::vector<std::string> formats;
-    if (!f.format.empty()) formats = parse_format_list(f.format, "--format", true);
+    if (!f.format.empty()) formats = parse_format_list(f.format, DocKind::report, "--format", true);
 
     SweepSpec spec;
     spec.base_run = base_json;
@@ -328,7 +292,7 @@ void add_sweep_command(CLI::App& app) {
     f->o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
     f->o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
     cmd->add_flag("--quiet", f->quiet, "No progress and no summary");
-    cmd->add_option("--format", f->format, "Also write " + format_names_help(",", false) + " next to the report");
+    cmd->add_option("--format", f->format, "Also write " + format_names_help(DocKind::report, ",", false) + " next to the report");
     cmd->callback([f] { run_sweep_command(*f); });
 }
 

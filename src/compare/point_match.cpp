@@ -113,12 +113,6 @@ void require_unique(const ReadReport& r, const std::vector<json>& keys, const Po
 
 }  // namespace
 
-std::string key_text(const json& v) {
-    if (v.is_null()) return "-";
-    if (v.is_string()) return v.get<std::string>();
-    return v.dump();
-}
-
 std::string PointMatch::label(const json& key) const {
     std::string s;
     for (const auto& [k, v] : key.items()) {

@@ -2,14 +2,10 @@
 // The terminal views of `bench moe` and `bench a2a` (their documents: harness/bench_moe.hpp, harness/bench_a2a.hpp).
 #include "core/report_keys.hpp"
 #include "report/formats.hpp"
-#include "report/text_views.hpp"
 
 #include <fmt/format.h>
 
-namespace moebench {
-
-using formats_detail::num_at;
-using formats_detail::str_at;
+namespace moebench::formats_detail {
 
 std::string render_bench_moe_text(const json& j) {
     std::string o;
@@ -26,7 +22,7 @@ std::string render_bench_moe_text(const json& j) {
                      warm ? "warm" : "cold");
     o += fmt::format("{:<18} {:>12} {:>12} {:>7}\n", "phase", "p50 us", "min us", "share");
     const json& phases = j["time"][keys::kPhases];
-    for (const std::string& name : formats_detail::phases_in_order(phases)) {
+    for (const std::string& name : phases_in_order(phases)) {
         const double p50_us = phases[name][keys::kP50Us].get<double>(), min_us = phases[name]["min_us"].get<double>();
         o += fmt::format("{:<18} {:>12.1f} {:>12.1f} {:>6.1f}%\n", name, p50_us, min_us,
                          block_p50_us > 0 ? 100.0 * p50_us / block_p50_us : 0.0);
@@ -81,4 +77,4 @@ std::string render_bench_a2a_text(const json& j) {
     return o;
 }
 
-}  // namespace moebench
+}  // namespace moebench::formats_detail

@@ -4,11 +4,10 @@
 #include "common/human_units.hpp"
 #include "model/accounting.hpp"
 #include "report/formats.hpp"
-#include "report/text_views.hpp"
 
 #include <fmt/format.h>
 
-namespace moebench {
+namespace moebench::formats_detail {
 
 std::string render_plan_text(const json& j) {
     const json& m = j["model"];
@@ -116,4 +115,4 @@ std::string render_plan_text(const json& j) {
     return s;
 }
 
-}  // namespace moebench
+}  // namespace moebench::formats_detail

@@ -4,7 +4,7 @@
 // ratio against the run's best pass (a pass next to an iteration is one of the passes the best is taken over).
 #include "test_paths.hpp"
 #include "cli_helpers.hpp"
-#include "report/text_views.hpp"
+#include "report/formats.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -69,9 +69,9 @@ TEST_CASE("bench moe: the terminal view is a view of the document, then where th
     REQUIRE(r.exit_code == 0);
     const json doc = json::parse(moebench::test::read_text(out));
     CHECK(doc["schema"] == "moebench.bench_moe/1");
-    CHECK(r.out == moebench::render_bench_moe_text(doc) + "json: " + out + "\nrouting: " + routing + "\n");
+    CHECK(r.out == moebench::render_view(doc, moebench::DocKind::bench_moe, "text") + "json: " + out + "\nrouting: " + routing + "\n");
     // The phases in the engine's order, each with its share of the block.
-    const std::string view = moebench::render_bench_moe_text(doc);
+    const std::string view = moebench::render_view(doc, moebench::DocKind::bench_moe, "text");
     CHECK(view.find("router_gemm") < view.find("expert_up"));
     CHECK(view.find("expert_up") < view.find("unpermute_reduce"));
     CHECK(view.find("cold cache") != std::string::npos);

@@ -9,7 +9,7 @@
 #include "model/decode_floor.hpp"
 #include "config/precision_request.hpp"
 #include "model/memory_plan.hpp"
-#include "report/text_views.hpp"
+#include "report/formats.hpp"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>
@@ -434,11 +434,11 @@ TEST_CASE("plan: the terminal view is a view of the document", "[plan][cli]") {
         const auto doc = test::run_cli("plan " + args + " --format json");
         REQUIRE(text.exit_code == 0);
         REQUIRE(doc.exit_code == 0);
-        CHECK(text.out == render_plan_text(json::parse(doc.out)));
+        CHECK(text.out == render_view(json::parse(doc.out), DocKind::plan, "text"));
     }
     const json next = json::parse(test::run_cli("plan --model " + qwen_next + " --format json").out);
     CHECK(next["model"]["num_linear_attention_layers"] == 36);  // 48 layers, every fourth full attention
-    const std::string view = render_plan_text(next);
+    const std::string view = render_view(next, DocKind::plan, "text");
     CHECK_THAT(view, Catch::Contains("of which recurrent state") && Catch::Contains("(36 linear-attention layers"));
 }
 

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// `moebench devices`: the GPUs found (or plainly why none), the CPU and host memory (from /proc), and, in CUDA builds,
+// the toolkit/runtime/driver versions, as the document "moebench.devices/1". Its views are the format table's.
+#pragma once
+#include "common/json_util.hpp"
+
+namespace moebench {
+
+/// The moebench.devices/1 document; `measure`: also each GPU's copy/read bandwidth and bf16 GEMM rate (~1 s each).
+json devices_document(bool measure);
+
+}  // namespace moebench
