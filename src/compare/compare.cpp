@@ -5,6 +5,7 @@
 #include "core/report_keys.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "compare/environment_diff.hpp"
 #include "compare/point_match.hpp"
 #include "core/phase.hpp"
@@ -43,8 +44,9 @@ std::string rerun_advice(const Verdict& v, double mean_a, double n_now, const Co
         const double pct = mean_a > 0 ? 100 * v.spread_us / mean_a : INFINITY;
         s += fmt::format("{}the step-to-step spread itself ({:g} pooled standard deviations = {:.1f}% of A's mean) is "
                          "wider than the threshold, and iterations narrow it only when it came from a few cold or "
-                         "disturbed steps: warm up (--warmup) on a quieter machine, or raise --threshold above {:.1f}%",
-                         s.empty() ? "rerun with more iterations after a warm-up: " : "; ", o.spread_z, pct, pct);
+                         "disturbed steps: warm up ({}) on a quieter machine, or raise {} above {:.1f}%",
+                         s.empty() ? "rerun with more iterations after a warm-up: " : "; ", o.spread_z, pct,
+                         flag_of("warmup"), flag_of("threshold"), pct);
     }
     if (s.empty()) s = "rerun with more iterations";  // a threshold of 0: nothing but a spread of 0 fits it
     return s;
@@ -171,9 +173,11 @@ json compare_reports(const json& a, const json& b, const CompareOptions& o, cons
 
 json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOptions& o) {
     if (o.noise_floor > o.threshold)
-        config_error("--noise-floor",
-                     fmt::format("is wider than --threshold ({:g}%): every point would be inconclusive", 100 * o.threshold),
-                     fmt::format("{:g}%", 100 * o.noise_floor), "lower --noise-floor or raise --threshold");
+        config_error(flag_of("noise_floor"),
+                     fmt::format("is wider than {} ({:g}%): every point would be inconclusive", flag_of("threshold"),
+                                 100 * o.threshold),
+                     fmt::format("{:g}%", 100 * o.noise_floor),
+                     fmt::format("lower {} or raise {}", flag_of("noise_floor"), flag_of("threshold")));
     const PointMatch m = match_points(a, b, o.match_keys);
     json points = json::array(), unmatched_a = json::array(), unmatched_b = json::array();
     int n_faster = 0, n_slower = 0, n_same = 0, n_inconclusive = 0, n_regress = 0, n_not_ok = 0, n_failed_b = 0,
@@ -207,13 +211,13 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
                          fmt::format("times are {} (A) vs {} (B): a model is not a run of the same thing, so a verdict "
                                      "would call a modeled figure faster or slower than a measured one",
                                      pa.timing_source, pb.timing_source),
-                         "", "compare measured with measured (or modeled with modeled), or pass --allow-modeled to "
-                             "compare them anyway (the verdict then says so)");
+                         "", "compare measured with measured (or modeled with modeled), or pass " +
+                                 flag_of("allow_modeled") + " to compare them anyway (the verdict then says so)");
         p.update(compare_point(pa, pb, a.name, b.name, o));
         if (mixed) {
             p["sources"] = {{"a", pa.timing_source}, {"b", pb.timing_source}};
-            p["note"] = fmt::format("A {} vs B {}: this verdict compares a model with a measurement (--allow-modeled)",
-                                    pa.timing_source, pb.timing_source);
+            p["note"] = fmt::format("A {} vs B {}: this verdict compares a model with a measurement ({})",
+                                    pa.timing_source, pb.timing_source, flag_of("allow_modeled"));
             ++n_mixed;
         }
         const std::string verdict = p["verdict"];
@@ -246,14 +250,14 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
                                             "errors to the threshold)", rerun_max, o.k_sigma);
         else s += "rerun with more iterations";
         if (spread_too_wide)
-            s += "; the step-to-step spread alone is wider than the threshold: warm up (--warmup) on a quieter machine, "
-                 "or raise --threshold (see each point's why)";
+            s += fmt::format("; the step-to-step spread alone is wider than the threshold: warm up ({}) on a quieter "
+                             "machine, or raise {} (see each point's why)", flag_of("warmup"), flag_of("threshold"));
         failures.push_back(s);
     }
     if (n_failed_b > 0) failures.push_back(fmt::format("{} point(s) failed in B", n_failed_b));
     if (n_missing_b > 0 && !o.allow_missing)
-        failures.push_back(fmt::format("{} point(s) of A missing from B (--allow-missing lets absent or skipped points pass)",
-                                       n_missing_b));
+        failures.push_back(fmt::format("{} point(s) of A missing from B ({} lets absent or skipped points pass)",
+                                       n_missing_b, flag_of("allow_missing")));
 
     json out;
     out["a"] = a.name;

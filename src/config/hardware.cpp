@@ -3,6 +3,7 @@
 // schema in docs/hardware-schema.md) and converts them to the SI HardwareProfile (bytes, bytes/s, FLOP/s).
 #include "config/hardware.hpp"
 
+#include "common/flag_names.hpp"
 #include "common/paths.hpp"
 #include "config/hardware_fields.hpp"
 
@@ -11,7 +12,7 @@ namespace moebench {
 HardwareProfile hardware_from_json(const json& j, const std::string& path) { return hardware_from_fields(j, path); }
 
 HardwareProfile load_hardware(const std::string& name_or_path) {
-    std::string path = resolve_config("hardware", name_or_path, "--hardware");
+    std::string path = resolve_config("hardware", name_or_path, flag_of("hardware"));
     return hardware_from_json(load_json_file(path, kMaxConfigBytes), path);
 }
 

@@ -4,6 +4,7 @@
 #include "config/run_config.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/overloaded.hpp"
 #include "config/run_fields.hpp"
 
@@ -98,7 +99,7 @@ void validate(const RunConfig& c) {
     at_most("seq_len", c.shape.seq_len, kMaxStepTokens, "2^26 (67108864) tokens", "use a shorter sequence");
     if (c.shape.mode == Mode::prefill && c.shape.batch * c.shape.seq_len > kMaxStepTokens)
         config_error(label("", "batch"), "times seq_len is beyond 2^26 (67108864) tokens per step",
-                     fmt::format("{} x {}", c.shape.batch, c.shape.seq_len), "use a smaller batch or --seq-len");
+                     fmt::format("{} x {}", c.shape.batch, c.shape.seq_len), "use a smaller batch or " + flag_of("seq_len"));
     at_most("context", c.shape.context, kMaxContext, "2^32 tokens", "use a realistic context, e.g. 131072");
     for (const auto& [key, v] : {std::pair<const char*, int64_t>{"warmup", c.warmup}, {"iters", c.iters},
                                  {"max_iters", c.max_iters}})

@@ -5,6 +5,7 @@
 #include "comm/process_group.hpp"
 #include "common/document_context.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "harness/a2a_baseline.hpp"
 #include "harness/runner.hpp"
 #include "harness/validate.hpp"
@@ -17,7 +18,7 @@ Communicator& processes() {
     Communicator* comm = process_group();
     if (!comm || comm->world_size() < 2)
         config_error("bench a2a", "times the all-to-alls between processes; this is one process", "",
-                     "launch it with mpirun -np N moebench bench a2a --ep N ...");
+                     "launch it with mpirun -np N moebench bench a2a " + flag_of("ep") + " N ...");
     return *comm;
 }
 
@@ -35,7 +36,8 @@ RunConfig bench_a2a_run_config() {
 json bench_a2a(const BenchA2aRequest& r) {
     Communicator* comm = &processes();
     if (r.baseline_iters < 1)
-        config_error("--baseline-iters", "must be >= 1", std::to_string(r.baseline_iters), "e.g. --baseline-iters 50");
+        config_error(flag_of("baseline_iters"), "must be >= 1", std::to_string(r.baseline_iters),
+                     "e.g. " + flag_of("baseline_iters") + " 50");
     RunConfig cfg = r.run;
     validate_run(cfg);
     const json record = run_point(cfg);

@@ -6,6 +6,7 @@
 #include "backends/registry.hpp"
 #include "common/document_context.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_environment.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
@@ -49,19 +50,22 @@ struct BenchPoint {
 
 int64_t bench_layer(const ModelConfig& model, int64_t asked) {
     if (model.moe.num_experts <= 0)
-        config_error("--model", "has no MoE layers", model.name,
+        config_error(flag_of("model"), "has no MoE layers", model.name,
                      "pick a MoE model (the short names are the files in configs/models)");
     int64_t layer = asked;
     for (int64_t l = 0; l < model.num_layers && layer < 0; ++l)
         if (model.is_moe_layer(l)) layer = l;
     if (layer < 0 || layer >= model.num_layers)
-        config_error("--layer", "outside the model", std::to_string(asked), fmt::format("use 0..{}", model.num_layers - 1));
-    if (!model.is_moe_layer(layer)) config_error("--layer", "is a dense layer", std::to_string(layer), "pick a MoE layer");
+        config_error(flag_of("layer"), "outside the model", std::to_string(asked),
+                     fmt::format("use 0..{}", model.num_layers - 1));
+    if (!model.is_moe_layer(layer))
+        config_error(flag_of("layer"), "is a dense layer", std::to_string(layer), "pick a MoE layer");
     return layer;
 }
 
 BenchPoint bench_point(const BenchMoeRequest& r) {
-    if (r.model.empty()) config_error("--model", "is required", "", "use e.g. --model olmoe-1b-7b");
+    if (r.model.empty())
+        config_error(flag_of("model"), "is required", "", "use e.g. " + flag_of("model") + " olmoe-1b-7b");
     BenchPoint p;
     p.model = load_model(r.model);
     p.layer = bench_layer(p.model, r.layer);
@@ -258,21 +262,23 @@ int64_t bench_moe_default_tokens(Mode mode) { return mode == Mode::prefill ? 409
 void check_bench_moe_request(const BenchMoeRequest& r) {
     constexpr int64_t kMaxStepTokens = int64_t{1} << 26;  // as `run` (the cpu backend then checks host memory)
     if (r.num_tokens < 0 || r.num_tokens > kMaxStepTokens)
-        config_error("--tokens", "must be in 1..2^26 (67108864) tokens per step (0: the mode's default)",
-                     std::to_string(r.num_tokens), "use fewer tokens, e.g. --tokens 8");
+        config_error(flag_of("tokens"), "must be in 1..2^26 (67108864) tokens per step (0: the mode's default)",
+                     std::to_string(r.num_tokens), "use fewer tokens, e.g. " + flag_of("tokens") + " 8");
     if (r.iters < 1 || r.iters > 1'000'000)
-        config_error("--iters", "must be in 1..1000000", std::to_string(r.iters), "use e.g. --iters 10");
+        config_error(flag_of("iters"), "must be in 1..1000000", std::to_string(r.iters),
+                     "use e.g. " + flag_of("iters") + " 10");
     if (r.warmup < 0 || r.warmup > 1'000'000)
-        config_error("--warmup", "must be in 0..1000000", std::to_string(r.warmup), "use e.g. --warmup 2");
+        config_error(flag_of("warmup"), "must be in 0..1000000", std::to_string(r.warmup),
+                     "use e.g. " + flag_of("warmup") + " 2");
     if (r.threads < 0 || r.threads > 4096)
-        config_error("--threads", "must be in 0..4096", std::to_string(r.threads), "use 0 for all cores");
-    if (r.seed < 0) config_error("--seed", "must be >= 0", std::to_string(r.seed), "use a value >= 0");
+        config_error(flag_of("threads"), "must be in 0..4096", std::to_string(r.threads), "use 0 for all cores");
+    if (r.seed < 0) config_error(flag_of("seed"), "must be >= 0", std::to_string(r.seed), "use a value >= 0");
 }
 
 json bench_moe(const BenchMoeRequest& r) {
     const BenchPoint p = bench_point(r);
     const std::vector<int64_t> layers = {p.layer};
-    std::unique_ptr<Workload> workload = make_workload(r.routing, p.model, p.opt.seed, "--routing");
+    std::unique_ptr<Workload> workload = make_workload(r.routing, p.model, p.opt.seed, flag_of("routing"));
     workload->check_layers(layers);
 
     // One routing for every iteration, so that the torch peer can replay it.

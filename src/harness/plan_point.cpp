@@ -5,6 +5,7 @@
 
 #include "common/document_context.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/human_units.hpp"
 #include "config/hardware.hpp"
 #include "config/model_config.hpp"
@@ -83,10 +84,10 @@ json memory_json(const Plan& p) {
         {"assumptions",
          "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
          "over all GPUs (ep ranks x expert-tp), E + redundant_experts expert copies per MoE layer; norms and router "
-         "replicated. Quantised dtypes apply to linear layers; "
-         "embedding, head, norms and router stay bf16 (fp32 with --dtype fp32); block scales counted (fp8-block 1 fp32 "
-         "per 128x128, nvfp4 1 fp8 per 16, mxfp4 1 e8m0 per 32, int4 1 bf16 per 128; per-tensor scales not). KV: GQA "
-         "heads split over tp, MLA latent replicated; batch split over dp = GPUs/tp replicas."},
+         "replicated. Quantised dtypes apply to linear layers; embedding, head, norms and router stay bf16 (fp32 with " +
+             flag_of("dtype") + " fp32); block scales counted (fp8-block 1 fp32 per 128x128, nvfp4 1 fp8 per 16, mxfp4 1 "
+         "e8m0 per 32, int4 1 bf16 per 128; per-tensor scales not). KV: GQA heads split over tp, MLA latent replicated; "
+         "batch split over dp = GPUs/tp replicas."},
         {"capacity_bytes", round_bytes(mem.capacity_bytes)},
         {"per_gpu",
          {{"weights_bytes", round_bytes(mem.weights_bytes)},
@@ -211,16 +212,17 @@ void require_asked_fit(const Plan& p) {
     const int64_t max_batch = largest_fitting(p.in.batch, [&](int64_t b) { return fits_with(b, p.in.context); });
     const int64_t max_context = largest_fitting(p.in.context, [&](int64_t c) { return fits_with(p.in.batch, c); });
     std::string fix;
-    if (max_batch > 0) fix += fmt::format("at context {} at most --batch {} fits; ", p.in.context, max_batch);
-    if (max_context > 0) fix += fmt::format("at batch {} at most --context {} fits; ", p.in.batch, max_context);
-    fix += "or add GPUs (--ep/--tp)";
-    if (p.in.precision.kv_cache != DType::fp8) fix += ", or use --kv-dtype fp8";
-    config_error("--batch/--context",
+    const std::string batch = flag_of("batch"), context = flag_of("context");
+    if (max_batch > 0) fix += fmt::format("at context {} at most {} {} fits; ", p.in.context, batch, max_batch);
+    if (max_context > 0) fix += fmt::format("at batch {} at most {} {} fits; ", p.in.batch, context, max_context);
+    fix += fmt::format("or add GPUs ({}/{})", flag_of("ep"), flag_of("tp"));
+    if (p.in.precision.kv_cache != DType::fp8) fix += ", or use " + flag_of("kv_dtype") + " fp8";
+    config_error(batch + "/" + context,
                  fmt::format("does not fit: the KV cache needs {} per GPU, {} is left after the weights and activations "
                              "on {} ({} GPU{})",
                              human_bytes(p.mem.kv_cache_bytes), human_bytes(std::max(0.0, p.mem.free_bytes + p.mem.kv_cache_bytes)),
                              p.hw.name, p.in.layout.num_gpus(), p.in.layout.num_gpus() > 1 ? "s" : ""),
-                 fmt::format("--batch {} --context {}", p.in.batch, p.in.context), fix);
+                 fmt::format("{} {} {} {}", batch, p.in.batch, context, p.in.context), fix);
 }
 
 // The request's number formats, layout and load, checked and resolved (plan's own: bf16 when "auto").
@@ -232,20 +234,21 @@ PlanInput plan_input(const PlanRequest& r) {
     in.batch = r.batch;
     in.context = r.context;
     in.include_mtp = r.include_mtp;
+    const std::string batch = flag_of("batch"), context = flag_of("context");
     if (in.batch < 1)
-        config_error("--batch", "must be at least 1", std::to_string(in.batch),
-                     "use the number of concurrent sequences, e.g. --batch 1");
+        config_error(batch, "must be at least 1", std::to_string(in.batch),
+                     "use the number of concurrent sequences, e.g. " + batch + " 1");
     if (in.context < 1)
-        config_error("--context", "must be at least 1", std::to_string(in.context),
-                     "use the KV length in tokens, e.g. --context 4096");
+        config_error(context, "must be at least 1", std::to_string(in.context),
+                     "use the KV length in tokens, e.g. " + context + " 4096");
     // Bounds that keep every count in range (ceil(batch / dp) and int64 byte counts overflowed near 2^63):
     // 2^30 sequences and 2^40 tokens of context are far beyond any deployment.
     if (in.batch > (int64_t{1} << 30))
-        config_error("--batch", "is beyond 2^30 concurrent sequences", std::to_string(in.batch),
-                     "use a realistic batch, e.g. --batch 256");
+        config_error(batch, "is beyond 2^30 concurrent sequences", std::to_string(in.batch),
+                     "use a realistic batch, e.g. " + batch + " 256");
     if (in.context > (int64_t{1} << 40))
-        config_error("--context", "is beyond 2^40 tokens", std::to_string(in.context),
-                     "use a realistic context, e.g. --context 131072");
+        config_error(context, "is beyond 2^40 tokens", std::to_string(in.context),
+                     "use a realistic context, e.g. " + context + " 131072");
     return in;
 }
 
@@ -263,7 +266,7 @@ json plan_document(const PlanRequest& r) {
     AccountingOptions opt;
     opt.include_mtp = p.in.include_mtp;
     p.params = count_params(p.model, opt);
-    if (p.params.total <= 0) config_error("--model", "has no parameters", r.model, "check the model config");
+    if (p.params.total <= 0) config_error(flag_of("model"), "has no parameters", r.model, "check the model config");
     p.flops = flops_per_token(p.model, p.in.context, opt);
     p.mem = plan_memory(p.model, p.hw, p.in);
     if (!p.mem.weights_fit && !r.layout_given) {
@@ -272,9 +275,9 @@ json plan_document(const PlanRequest& r) {
         if (ml.found) {
             p.layout_note = fmt::format(
                 "layout chosen automatically: {} {} weights do not fit on one {}; the fewest GPUs that fit is {} "
-                "(--ep {} --tp {})",
-                p.model.name, to_string(p.in.precision.dense_weights), p.hw.name, ml.layout.num_gpus(),
-                ml.layout.moe_ep, ml.layout.attn_tp);
+                "({} {} {} {})",
+                p.model.name, to_string(p.in.precision.dense_weights), p.hw.name, ml.layout.num_gpus(), flag_of("ep"),
+                ml.layout.moe_ep, flag_of("tp"), ml.layout.attn_tp);
             p.in.layout = ml.layout;
             p.mem = plan_memory(p.model, p.hw, p.in);
         }
@@ -282,8 +285,10 @@ json plan_document(const PlanRequest& r) {
     require_weights_fit(p.model, p.hw, p.in, p.mem);
     // The JSON holds byte counts as int64: refuse a batch x context whose KV cache cannot be counted that way.
     if (!(p.mem.kv_cache_bytes < 4e18))
-        config_error("--batch/--context", "make a KV cache beyond 2^61 bytes per GPU, too large to count",
-                     fmt::format("--batch {} --context {}", p.in.batch, p.in.context), "use a smaller batch or context");
+        config_error(flag_of("batch") + "/" + flag_of("context"),
+                     "make a KV cache beyond 2^61 bytes per GPU, too large to count",
+                     fmt::format("{} {} {} {}", flag_of("batch"), p.in.batch, flag_of("context"), p.in.context),
+                     "use a smaller batch or context");
     if (r.fit_asked) require_asked_fit(p);
     p.floor = decode_floor(p.model, p.hw, p.in);
     p.explanation = explain(p);

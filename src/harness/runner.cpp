@@ -8,6 +8,7 @@
 #include "comm/communicator.hpp"
 #include "comm/process_group.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/hardware.hpp"
 #include "config/layout_request.hpp"
 #include "config/run_fields.hpp"
@@ -79,7 +80,7 @@ Prepared prepare_point(const RunConfig& cfg) {
         p.comm = nullptr;
     }
     // The workload before the backend, so that a bad --routing fails before any allocation.
-    p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, "routing (--routing)");
+    p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, run_field_label("", "routing"));
     p.workload->check_layers(p.layers);
     if (cfg.shape.mode == Mode::decode) p.workload->interleave_sequences(cfg.shape.batch);
 
@@ -197,7 +198,8 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
         m.steps.push_back(one_step());
         wall_us.push_back(m.steps.back().wall_us);
         if (m.steps.size() == 1 && !cfg.dump_tensors.empty() && !m.moe.empty()) {
-            const ScopedCommContext dumping("--dump-tensors (every rank's rows to rank 0)");
+            const std::string what = flag_of("dump_tensors") + " (every rank's rows to rank 0)";  // outlives the scope
+            const ScopedCommContext dumping(what);
             dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer, p.comm);
         }
         for (MoeLayerSamples& a : m.moe) gather_moe(backend, p.model.moe.num_experts, T, a);
@@ -356,7 +358,8 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
 // shares one host, else its network.
 json link_peak_block(const RunConfig& cfg, const json& traffic) {
     if (cfg.hardware.empty())
-        return {{"available", false}, {"why", "no --hardware profile: give one to compare busbw with its link"}};
+        return {{"available", false},
+                {"why", "no " + flag_of("hardware") + " profile: give one to compare busbw with its link"}};
     const HardwareProfile hw = load_hardware(cfg.hardware);
     const bool one_host = traffic["inter_node_bytes"].get<double>() == 0;
     const double peak = one_host ? (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s)

@@ -2,6 +2,7 @@
 #include "metrics/trace_info.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
 #include "metrics/expert_load.hpp"
 #include "metrics/routing_stats.hpp"
@@ -35,19 +36,22 @@ void check_window_memory(const RoutingTrace& t, int64_t window) {
     if (need_bytes(window) <= budget_bytes) return;
     int64_t fits = window;
     while (fits < t.num_tokens && need_bytes(fits) > budget_bytes) fits *= 2;
-    config_error("--window", fmt::format("windows of {} tokens over {} layers x {} tokens x {} experts need about {:.1f} "
+    config_error(flag_of("window"), fmt::format("windows of {} tokens over {} layers x {} tokens x {} experts need about {:.1f} "
                                          "GiB of counts, more than half of the memory available",
                                          window, t.num_layers, t.num_tokens, t.num_experts,
                                          need_bytes(window) / (1024.0 * 1024 * 1024)),
-                 std::to_string(window), fmt::format("use a larger window, e.g. --window {}", fits));
+                 std::to_string(window), fmt::format("use a larger window, e.g. {} {}", flag_of("window"), fits));
 }
 
 }  // namespace
 
 void check_trace_info_request(const TraceInfoRequest& r) {
-    if (r.window < 0) config_error("--window", "must be >= 0", std::to_string(r.window), "e.g. --window 256");
+    if (r.window < 0)
+        config_error(flag_of("window"), "must be >= 0", std::to_string(r.window), "e.g. " + flag_of("window") + " 256");
     // (a negative count reached std::vector as a huge size: internal error before)
-    if (r.top_pairs < 0) config_error("--top-pairs", "must be >= 0", std::to_string(r.top_pairs), "e.g. --top-pairs 3");
+    if (r.top_pairs < 0)
+        config_error(flag_of("top_pairs"), "must be >= 0", std::to_string(r.top_pairs),
+                     "e.g. " + flag_of("top_pairs") + " 3");
 }
 
 json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {

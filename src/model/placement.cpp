@@ -2,6 +2,7 @@
 #include "model/placement.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/read_file.hpp"
 
 #include <fmt/format.h>
@@ -64,7 +65,9 @@ ExpertPlacement contiguous_placement(int64_t num_experts, int64_t num_ranks) {
 
 ExpertPlacement placement_from_json(const json& doc, int64_t num_experts, int64_t num_ranks, const std::string& where) {
     const auto bad = [&](const std::string& field, const std::string& what, const std::string& value) {
-        config_error(where + ": " + field, what, value, "write it with `moebench place --trace T --ep N -o FILE`");
+        config_error(where + ": " + field, what, value,
+                     fmt::format("write it with `moebench place {} T {} N {} FILE`", flag_of("trace"), flag_of("ep"),
+                                 flag_of("out")));
     };
     if (!doc.is_object() || doc.value("schema", json()) != json(kPlacementSchema))
         bad("schema", std::string("is not ") + kPlacementSchema, doc.is_object() ? json_brief(doc.value("schema", json())) : json_brief(doc));
@@ -75,7 +78,7 @@ ExpertPlacement placement_from_json(const json& doc, int64_t num_experts, int64_
     if (int_field("num_experts") != num_experts)
         bad("num_experts", fmt::format("differs from the model's {} experts", num_experts), std::to_string(int_field("num_experts")));
     if (int_field("num_ranks") != num_ranks)
-        bad("num_ranks", fmt::format("differs from the run's --ep {}", num_ranks), std::to_string(int_field("num_ranks")));
+        bad("num_ranks", fmt::format("differs from the run's {} {}", flag_of("ep"), num_ranks), std::to_string(int_field("num_ranks")));
     const json& on = doc.value("experts_on_rank", json());
     if (!on.is_array() || static_cast<int64_t>(on.size()) != num_ranks)
         bad("experts_on_rank", fmt::format("must be a list of {} lists of expert ids", num_ranks), json_brief(on));

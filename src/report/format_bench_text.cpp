@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The terminal views of `bench moe` and `bench a2a` (their documents: harness/bench_moe.hpp, harness/bench_a2a.hpp).
 #include "core/report_keys.hpp"
+
+#include "common/flag_names.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -59,8 +61,8 @@ std::string render_bench_a2a_text(const json& j) {
     const json& ours = j["moebench"];
     const json& bare = j["bare_mpi_alltoallv"];
     std::string o;
-    o += fmt::format("{} ranks ({}), {} tokens per step, --a2a {}, {:.0f} bytes per rank per step\n",
-                     j["ranks"].get<int64_t>(), str_at(j, {"library"}), j["num_tokens"].get<int64_t>(),
+    o += fmt::format("{} ranks ({}), {} tokens per step, {} {}, {:.0f} bytes per rank per step\n",
+                     j["ranks"].get<int64_t>(), str_at(j, {"library"}), j["num_tokens"].get<int64_t>(), flag_of("a2a"),
                      str_at(j, {"a2a"}), bytes);
     o += fmt::format("  {:<28} {:>12} {:>12} {:>12}\n", "per step", "dispatch_us", "combine_us", "algbw GB/s");
     o += fmt::format("  {:<28} {:>12.1f} {:>12.1f} {:>12.3f}\n", "moebench dispatch+combine",

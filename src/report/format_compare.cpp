@@ -2,6 +2,8 @@
 // The views of compare's result (compare/compare.hpp): the terminal table, and Markdown (a document: it carries the
 // warnings and why the gate failed, which the terminal has on stderr).
 #include "core/report_keys.hpp"
+
+#include "common/flag_names.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -75,7 +77,8 @@ std::string comparison(const json& cmp, bool md) {
     if (c.value("failed_in_b", 0) + c.value("missing_in_b", 0) > 0)
         extra += fmt::format("; {} failed in B, {} missing from B", c.value("failed_in_b", 0), c.value("missing_in_b", 0));
     if (c.value("modeled_vs_measured", 0) > 0)
-        extra += fmt::format("; {} compared a model with a measurement (--allow-modeled)", c.value("modeled_vs_measured", 0));
+        extra += fmt::format("; {} compared a model with a measurement ({})", c.value("modeled_vs_measured", 0),
+                             flag_of("allow_modeled"));
     o += fmt::format("\n{}{} matched: {} faster, {} slower, {} same, {} inconclusive, {} not comparable{}; {} regression(s) "
                      "beyond {:.1f}% -> exit {}\n",
                      md ? "**summary**: " : "summary: ", c.value("matched", 0), c.value("faster", 0), c.value("slower", 0),

@@ -2,6 +2,8 @@
 // The terminal view of a moebench.plan/1 document (harness/plan_point.hpp): a pasteable table of parameters and
 // FLOPs per component, the memory per GPU and the decode-step floor. Everything it prints is in the document.
 #include "common/human_units.hpp"
+
+#include "common/flag_names.hpp"
 #include "model/accounting.hpp"
 #include "report/formats.hpp"
 
@@ -85,7 +87,9 @@ std::string render_plan_text(const json& j) {
         fmt::format("{} for {} tokens/step + {} workspace", human_bytes(gpu["activation_only_bytes"].get<double>()),
                     mem["activation_tokens"].get<int64_t>(), human_bytes(gpu["workspace_bytes"].get<double>())));
     row("free", gpu["free_bytes"].get<double>(),
-        mem["fits"].get<bool>() ? "" : "DOES NOT FIT: lower --batch or --context, or add GPUs");
+        mem["fits"].get<bool>() ? ""
+                                : fmt::format("DOES NOT FIT: lower {} or {}, or add GPUs", flag_of("batch"),
+                                              flag_of("context")));
     line(fmt::format("  max concurrent sequences at context {}: {}", context,
                      mem["max_concurrent_sequences"].get<int64_t>()));
     line("");

@@ -2,6 +2,8 @@
 // The terminal view of a moebench.trace_info/1 document (metrics/trace_info.hpp): one row per layer, the summary
 // over layers, the tokens per expert of small models and the windows when asked for.
 #include "core/report_keys.hpp"
+
+#include "common/flag_names.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -54,7 +56,7 @@ std::string render_trace_info_text(const json& j) {
             o += "\n";
         }
     } else {
-        o += "(tokens per expert: " + std::to_string(num_experts) + " experts, see --format json)\n";
+        o += "(tokens per expert: " + std::to_string(num_experts) + " experts, see " + flag_of("format") + " json)\n";
     }
     if (!layers.empty() && layers[0].contains("windows")) {
         const json& w0 = layers[0]["windows"];

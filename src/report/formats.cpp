@@ -4,6 +4,7 @@
 #include "core/report_keys.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "core/phase.hpp"
 
 #include <fmt/format.h>
@@ -141,7 +142,7 @@ std::string parse_format(const std::string& text, DocKind kind, const std::strin
 }
 
 std::string render_view(const json& doc, DocKind kind, const std::string& format) {
-    return find_format(parse_format(format, kind, "--format"))->renderer(kind)(doc);
+    return find_format(parse_format(format, kind, flag_of("format")))->renderer(kind)(doc);
 }
 
 std::string render_report(const json& report, const std::string& format) {

@@ -11,6 +11,7 @@
 #include "backends/registry.hpp"
 #include "config/run_config.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/read_file.hpp"
 #include "core/phase.hpp"
 #include "report/journal_reader.hpp"
@@ -669,7 +670,7 @@ json report_from_journal(const std::string& path) {
     const JournalText journal = read_journal(path);
     if (journal.lines.empty())
         config_error(path, "holds no finished point (an empty sweep journal): there is nothing to render or compare", "",
-                     "let the sweep finish a point first (moebench sweep ... --resume), or pass a report");
+                     "let the sweep finish a point first (moebench sweep ... " + flag_of("resume") + "), or pass a report");
     return report_of_journal(journal, path);
 }
 

@@ -4,6 +4,7 @@
 #include "backends/sim/sim_backend.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
 #include "common/read_file.hpp"
 #include "config/run_fields.hpp"
@@ -51,9 +52,9 @@ public:
         for (int c = 0; c < kNumComponents; ++c)
             by_component[std::string(kComponentNames[c])] = memory_.weights_by_component_bytes[static_cast<size_t>(c)];
         return {{"source", "modeled"},
-                {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever "
-                          "--layers ran) under the run's layout and number formats (block scales included), the KV "
-                          "cache and activations of the step's batch and context"},
+                {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever " +
+                              flag_of("layers") + " ran) under the run's layout and number formats (block scales "
+                              "included), the KV cache and activations of the step's batch and context"},
                 {"capacity_bytes", memory_.capacity_bytes},
                 {"weights_bytes", memory_.weights_bytes},
                 {"weights_by_component_bytes", by_component},
@@ -83,9 +84,10 @@ public:
                                   : json((placement_.source == "contiguous" ? std::string("experts contiguous per rank")
                                                                             : "experts placed by " + placement_.source) +
                                          (opt_.layout.moe_exchange() == MoeExchange::all_to_all
-                                              ? "; sequences spread over ranks (data-parallel attention); --a2a " +
-                                                    std::string(to_string(opt_.layout.a2a)) + ", dispatch rows of " +
-                                                    fmt::format("{:g}", dispatch_row_bytes_) + " bytes, combine rows of " +
+                                              ? "; sequences spread over ranks (data-parallel attention); " +
+                                                    flag_of("a2a") + " " + std::string(to_string(opt_.layout.a2a)) +
+                                                    ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
+                                                    " bytes, combine rows of " +
                                                     fmt::format("{:g}", combine_row_bytes_) + " bytes (payload only)"
                                               : "; every GPU computes its experts for the step's tokens (no "
                                                 "all-to-all: see parallel_layout)"))},
@@ -224,8 +226,9 @@ public:
         memory_ = plan_memory(model, hw_, deployment);
         deployment_ = deployment;
         if (opt.soft_topn > 0)
-            throw UnsupportedError("sim: --soft-topn is not modeled (the sim has no router probabilities); "
-                                   "use the cpu or cuda backend, or drop --soft-topn");
+            throw UnsupportedError(fmt::format("sim: {} is not modeled (the sim has no router probabilities); use the "
+                                               "cpu or cuda backend, or drop {}", flag_of("soft_topn"),
+                                               flag_of("soft_topn")));
         model_ = model;
         layers_ = layers;
         shape_ = shape;
@@ -267,7 +270,9 @@ public:
                          fmt::format("needs about {:.1f} GiB of host memory for the routing of {} MoE layer(s) x {} "
                                      "tokens, more than the {:.1f} GiB available (85% of MemAvailable)",
                                      bytes / 1073741824.0, moe_layers, shape_.num_tokens(), avail / 1073741824.0),
-                         std::to_string(shape_.batch), "run fewer --layers or a smaller --batch/--seq-len");
+                         std::to_string(shape_.batch),
+                         fmt::format("run fewer {} or a smaller {}/{}", flag_of("layers"), flag_of("batch"),
+                                     flag_of("seq_len")));
     }
 
     void set_routing_override(const StepRouting* routing) override {
