@@ -30,6 +30,7 @@ std::string render_comparison_text(const json& cmp);      // format_compare.cpp
 std::string render_comparison_md(const json& cmp);        // format_compare.cpp
 std::string render_trace_info_text(const json& info);     // format_trace_info_text.cpp
 std::string render_devices_text(const json& devices);     // format_devices_text.cpp
+std::string render_placement_text(const json& placement);  // format_place_text.cpp
 }  // namespace formats_detail
 
 namespace {
@@ -39,7 +40,7 @@ using namespace formats_detail;
 std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
 
 constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
-                                 DocKind::comparison, DocKind::trace_info, DocKind::devices};
+                                 DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement};
 
 std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
     std::vector<std::pair<DocKind, Renderer>> out;
@@ -57,7 +58,8 @@ const std::vector<ReportFormat> kReportFormats = {
       {DocKind::bench_a2a, render_bench_a2a_text},
       {DocKind::comparison, render_comparison_text},
       {DocKind::trace_info, render_trace_info_text},
-      {DocKind::devices, render_devices_text}}},
+      {DocKind::devices, render_devices_text},
+      {DocKind::placement, render_placement_text}}},
     {"csv", "csv", {}, {{DocKind::report, render_csv}}},
     {"md", "md", {"markdown"}, {{DocKind::report, render_markdown}, {DocKind::comparison, render_comparison_md}}},
     {"html", "html", {}, {{DocKind::report, render_html}}},
@@ -86,6 +88,7 @@ const char* to_string(DocKind kind) {
         case DocKind::comparison: return "comparison";
         case DocKind::trace_info: return "trace info";
         case DocKind::devices: return "devices";
+        case DocKind::placement: return "placement";
     }
     return "?";
 }

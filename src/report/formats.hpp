@@ -2,7 +2,7 @@
 // The views of every document moebench prints, in one table (formats.cpp): each output format (--format) with the
 // file extension it is written with, its aliases, and its renderer for each kind of document that has this view
 // (the run report: terminal, CSV, Markdown, self-contained HTML with inline SVG charts, Chrome trace JSON, Prometheus
-// text exposition; plan, bench, compare, trace info and devices documents: terminal and more). The JSON document
+// text exposition; plan, bench, compare, trace info, devices and placement documents: terminal and more). The JSON document
 // stays the source of truth: a renderer reads the document alone.
 #pragma once
 #include "common/json_util.hpp"
@@ -22,8 +22,10 @@ enum class DocKind {
     comparison,  // compare's result
     trace_info,  // moebench.trace_info/1
     devices,     // moebench.devices/1
+    placement,   // moebench.placement/1 as `place` writes it (with its predicted block)
 };
-/// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices": how messages name a kind.
+/// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement": how messages
+/// name a kind.
 const char* to_string(DocKind kind);
 
 using Renderer = std::string (*)(const json& doc);

@@ -772,4 +772,39 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
     return out;
 }
 
+namespace {
+
+json score_json(const PlacementScore& s, double row_bytes) {
+    json j = {{"dedup_remote_rows_per_step", s.dedup_remote_rows_per_step},
+              {"per_expert_remote_rows_per_step", s.per_expert_remote_rows_per_step},
+              {"max_over_mean_rank_load", s.max_over_mean_rank_load}};
+    if (row_bytes > 0) {
+        j["dedup_remote_bytes_per_step"] = s.dedup_remote_rows_per_step * row_bytes;
+        j["per_expert_remote_bytes_per_step"] = s.per_expert_remote_rows_per_step * row_bytes;
+    }
+    return j;
+}
+
+}  // namespace
+
+json placement_document(const PlacementSearch& r, const RoutingTrace& trace, const std::string& trace_name,
+                        int64_t replicas, int64_t batch, int64_t hidden_size) {
+    const double row_bytes = 2.0 * static_cast<double>(hidden_size);  // bf16 token rows (0: rows only)
+    json doc = placement_to_json(r.placement);
+    doc["predicted"] = {{"source", "counted"},
+                        {"basis", fmt::format("the trace replayed in decode steps of {} {} tokens, one per "
+                                              "sequence, sequences split over ranks as moebench run splits them; "
+                                              "bytes: bf16 rows of the model's hidden size", flag_of("batch"), batch)},
+                        {"trace", trace_name},
+                        {"trace_layers", trace.num_layers},
+                        {"batch", batch},
+                        {"steps", r.chosen.steps},
+                        {"replicas", replicas},
+                        {"candidates_scored", r.candidates_scored},
+                        {"chosen_from", r.chosen_from},
+                        {"contiguous", score_json(r.contiguous, row_bytes)},
+                        {"placed", score_json(r.chosen, row_bytes)}};
+    return doc;
+}
+
 }  // namespace moebench

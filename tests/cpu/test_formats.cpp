@@ -341,8 +341,9 @@ TEST_CASE("views of modeled times say modeled, never measured", "[formats]") {
 }
 
 TEST_CASE("format table: each kind's views, and a format a kind lacks refused naming the formats it has", "[formats]") {
-    const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
-                                        DocKind::comparison, DocKind::trace_info, DocKind::devices};
+    const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
+                                        DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
+                                        DocKind::devices,    DocKind::placement};
     // Every kind has its terminal view and its JSON document; the run report alone has csv, html, trace and prom.
     for (DocKind k : kinds) {
         INFO(to_string(k));
