@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// 'moebench report R.json --format text|csv|md|html|trace|prom|json [-o FILE]': views of a report. A sweep journal
-// (.jsonl) is accepted too, so the points of a killed sweep can be looked at before it is resumed.
+// 'moebench report R.json --format FMT [-o FILE]': views of a report (its formats: report/formats.cpp). A sweep
+// journal (.jsonl) is accepted too, so the points of a killed sweep can be looked at before it is resumed.
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -14,7 +14,7 @@
 namespace moebench::cli {
 
 void add_report_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("report", "Render a report as text, csv, md, html, trace (Chrome/Perfetto) or prom");
+    auto* cmd = app.add_subcommand("report", "Render a report as " + format_names_help(DocKind::report, ", ", false));
     cmd->footer("CSV columns: docs/csv-columns.md. HTML is one self-contained file (inline SVG, no network).");
     auto input = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("md");
