@@ -2,8 +2,10 @@
 #include "harness/devices.hpp"
 
 #include "backends/registry.hpp"
+#include "backends/sim/sim_backend.hpp"
 #include "common/host_cpus.hpp"
 #include "common/host_memory.hpp"
+#include "config/hardware_fields.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -56,6 +58,10 @@ json devices_document(bool measure) {
     j["schema"] = "moebench.devices/1";
     j["gpus"] = accelerator_devices_json(measure);
     return j;
+}
+
+json hardware_fields_document() {
+    return {{"profile", json::parse(hardware_fields_table("json"))}, {"sim", json::parse(sim_fields_table("json"))}};
 }
 
 }  // namespace moebench

@@ -9,4 +9,8 @@ namespace moebench {
 /// The moebench.devices/1 document; `measure`: also each GPU's copy/read bandwidth and bf16 GEMM rate (~1 s each).
 json devices_document(bool measure);
 
+/// `devices --hardware-fields`: {"profile": the hardware profile's fields, "sim": its sim object's fields}, one object
+/// per field, from their tables (config/hardware_fields.hpp, backends/sim/sim_backend.hpp).
+json hardware_fields_document();
+
 }  // namespace moebench

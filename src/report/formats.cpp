@@ -31,6 +31,8 @@ std::string render_comparison_md(const json& cmp);        // format_compare.cpp
 std::string render_trace_info_text(const json& info);     // format_trace_info_text.cpp
 std::string render_devices_text(const json& devices);     // format_devices_text.cpp
 std::string render_placement_text(const json& placement);  // format_place_text.cpp
+std::string render_hardware_fields_text(const json& fields);  // format_hardware_fields.cpp
+std::string render_hardware_fields_md(const json& fields);    // format_hardware_fields.cpp
 }  // namespace formats_detail
 
 namespace {
@@ -40,7 +42,8 @@ using namespace formats_detail;
 std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
 
 constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
-                                 DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement};
+                                 DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement,
+                                 DocKind::hardware_fields};
 
 std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
     std::vector<std::pair<DocKind, Renderer>> out;
@@ -59,9 +62,13 @@ const std::vector<ReportFormat> kReportFormats = {
       {DocKind::comparison, render_comparison_text},
       {DocKind::trace_info, render_trace_info_text},
       {DocKind::devices, render_devices_text},
-      {DocKind::placement, render_placement_text}}},
+      {DocKind::placement, render_placement_text},
+      {DocKind::hardware_fields, render_hardware_fields_text}}},
     {"csv", "csv", {}, {{DocKind::report, render_csv}}},
-    {"md", "md", {"markdown"}, {{DocKind::report, render_markdown}, {DocKind::comparison, render_comparison_md}}},
+    {"md", "md", {"markdown"},
+     {{DocKind::report, render_markdown},
+      {DocKind::comparison, render_comparison_md},
+      {DocKind::hardware_fields, render_hardware_fields_md}}},
     {"html", "html", {}, {{DocKind::report, render_html}}},
     {"trace", "trace.json", {}, {{DocKind::report, render_chrome_trace}}},
     {"prom", "prom", {"prometheus"}, {{DocKind::report, render_prometheus}}},
@@ -89,6 +96,7 @@ const char* to_string(DocKind kind) {
         case DocKind::trace_info: return "trace info";
         case DocKind::devices: return "devices";
         case DocKind::placement: return "placement";
+        case DocKind::hardware_fields: return "hardware field table";
     }
     return "?";
 }

@@ -2,8 +2,8 @@
 // The views of every document moebench prints, in one table (formats.cpp): each output format (--format) with the
 // file extension it is written with, its aliases, and its renderer for each kind of document that has this view
 // (the run report: terminal, CSV, Markdown, self-contained HTML with inline SVG charts, Chrome trace JSON, Prometheus
-// text exposition; plan, bench, compare, trace info, devices and placement documents: terminal and more). The JSON document
-// stays the source of truth: a renderer reads the document alone.
+// text exposition; plan, bench, compare, trace info, devices, placement and hardware field documents: terminal and
+// more). The JSON document stays the source of truth: a renderer reads the document alone.
 #pragma once
 #include "common/json_util.hpp"
 
@@ -23,9 +23,10 @@ enum class DocKind {
     trace_info,  // moebench.trace_info/1
     devices,     // moebench.devices/1
     placement,   // moebench.placement/1 as `place` writes it (with its predicted block)
+    hardware_fields,  // `devices --hardware-fields`: the fields of a hardware profile and of its sim object
 };
-/// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement": how messages
-/// name a kind.
+/// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement", "hardware field
+/// table": how messages name a kind.
 const char* to_string(DocKind kind);
 
 using Renderer = std::string (*)(const json& doc);

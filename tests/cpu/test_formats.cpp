@@ -4,6 +4,7 @@
 // is well formed.
 #include "common/error.hpp"
 #include "core/phase.hpp"
+#include "harness/devices.hpp"
 #include "report/formats.hpp"
 
 #include <catch2/catch.hpp>
@@ -343,7 +344,7 @@ TEST_CASE("views of modeled times say modeled, never measured", "[formats]") {
 TEST_CASE("format table: each kind's views, and a format a kind lacks refused naming the formats it has", "[formats]") {
     const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
                                         DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
-                                        DocKind::devices,    DocKind::placement};
+                                        DocKind::devices,    DocKind::placement,  DocKind::hardware_fields};
     // Every kind has its terminal view and its JSON document; the run report alone has csv, html, trace and prom.
     for (DocKind k : kinds) {
         INFO(to_string(k));
@@ -357,6 +358,7 @@ TEST_CASE("format table: each kind's views, and a format a kind lacks refused na
           std::vector<std::string>{"text", "csv", "md", "html", "trace", "prom", "json"});
     CHECK(format_names(DocKind::comparison) == std::vector<std::string>{"text", "md", "json"});
     CHECK(format_names(DocKind::plan) == std::vector<std::string>{"text", "json"});
+    CHECK(format_names(DocKind::hardware_fields) == std::vector<std::string>{"text", "md", "json"});
     CHECK(format_names_help(DocKind::trace_info) == "text | json");
     // An alias resolves to its format's name, for the kinds that have it.
     CHECK(parse_format("markdown", DocKind::comparison, "--format") == "md");
@@ -382,6 +384,7 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
     for (const auto& [args, formats] : std::vector<std::pair<std::string, std::string>>{
              {"plan --format md", "text, json"},
              {"devices --format csv", "text, json"},
+             {"devices --hardware-fields --format csv", "text, md, json"},
              {"bench moe --model " + tiny + " --format html", "text, json"},
              {"trace info " + dir + "/none.safetensors --format prom", "text, json"},
              {"report " + dir + "/none.json --format yaml", "text, csv, md, html, trace, prom, json"}}) {
@@ -394,6 +397,16 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
     CHECK_THAT(test::run_cli("plan --help").out, Catch::Contains("text | json"));
     CHECK_THAT(test::run_cli("compare --help").out, Catch::Contains("text | md | json"));
     CHECK_THAT(test::run_cli("report --help").out, Catch::Contains("text | csv | md | html | trace | prom | json"));
+    CHECK_THAT(test::run_cli("devices --help").out, Catch::Contains("with --hardware-fields text | md | json"));
+    // devices --hardware-fields: the views of its document, through the table.
+    for (const char* f : {"text", "md", "json"}) {
+        INFO(f);
+        const auto r = test::run_cli(std::string("devices --hardware-fields --format ") + f);
+        CHECK(r.exit_code == 0);
+        CHECK(r.out == render_view(hardware_fields_document(), DocKind::hardware_fields, f));
+    }
+    CHECK_THAT(test::run_cli("devices --hardware-fields --format csv").err,
+               Catch::Contains("a hardware field table has no csv view"));
 
     // run's terminal summary is the report's text view; a sweep's summary is its report's text view.
     const auto run = test::run_cli("run --backend sim --model " + tiny + " --batch 4 --layers 2 --out " + dir + "/r.json");
