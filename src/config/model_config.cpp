@@ -3,7 +3,9 @@
 // (a Hugging Face config.json is detected and handed to hf_import.cpp).
 #include "config/model_config.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/names.hpp"
 #include "common/paths.hpp"
 #include "config/model_ranges.hpp"
@@ -104,7 +106,8 @@ void reject_unknown_keys(const JsonReader& r, const std::set<std::string>& known
         if (known.count(k) || k == "comment" || (!k.empty() && k[0] == '_')) continue;
         std::string list;
         for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-        config_error(r.field(k), "unknown field", "", "remove it or use one of: " + list);
+        config_error(r.field(k), "unknown field", "",
+                     did_you_mean(k, {known.begin(), known.end()}, "remove it or use one of: " + list));
     }
 }
 
@@ -630,7 +633,7 @@ void validate(const ModelConfig& m, const std::string& path) {
 }
 
 ModelConfig load_model(const std::string& name_or_path) {
-    std::string path = resolve_config("models", name_or_path, "model");
+    std::string path = resolve_config("models", name_or_path, flag_of("model"));
     json j = load_json_file(path, kMaxConfigBytes);
     ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
     m.source = path;

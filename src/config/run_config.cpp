@@ -3,6 +3,7 @@
 // so every error names both ("batch (--batch)").
 #include "config/run_config.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
 #include "common/overloaded.hpp"
@@ -50,8 +51,12 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
         if (k.empty() || k[0] == '$' || k == "comment" || k == "description") continue;  // annotations
         if (!find_run_field(k)) {
             std::string all;
-            for (const RunField& f : run_fields()) all += (all.empty() ? "" : ", ") + f.key;
-            config_error(r.field(k), "unknown run config field", k, "use one of: " + all);
+            std::vector<std::string> keys;
+            for (const RunField& f : run_fields()) {
+                all += (all.empty() ? "" : ", ") + f.key;
+                keys.push_back(f.key);
+            }
+            config_error(r.field(k), "unknown run config field", k, did_you_mean(k, keys, "use one of: " + all));
         }
     }
     RunConfig c;

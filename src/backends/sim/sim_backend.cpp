@@ -3,6 +3,7 @@
 // hardware profile. Under expert parallelism every phase is modeled per rank and the slowest rank sets the time.
 #include "backends/sim/sim_backend.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
@@ -572,7 +573,8 @@ SimParams sim_params_from_json(const json& sim, const std::string& path) {
     for (const SimField& f : kSimFields) keys.emplace_back(f.key);
     for (const auto& [key, value] : sim.items())
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
-            config_error(r.field(key), "unknown sim field", key, "use " + joined(keys, ", ", " or "));
+            config_error(r.field(key), "unknown sim field", key,
+                         did_you_mean(key, keys, "use " + joined(keys, ", ", " or ")));
     SimParams p;
     for (const SimField& f : kSimFields) read_sim_field(r, f, p);
     return p;
