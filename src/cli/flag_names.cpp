@@ -19,7 +19,7 @@ constexpr std::pair<const char*, const char*> kOwnFlags[] = {
     {"noise_floor", "--noise-floor"}, {"allow_modeled", "--allow-modeled"}, {"allow_missing", "--allow-missing"},
     {"window", "--window"},          {"top_pairs", "--top-pairs"},     {"replicas", "--replicas"},
     {"num_experts", "--num-experts"}, {"trace", "--trace"},             {"tokens", "--tokens"},
-    {"layer", "--layer"},            {"baseline_iters", "--baseline-iters"},
+    {"layer", "--layer"},            {"baseline_iters", "--baseline-iters"}, {"config", "--config"},
 };
 
 }  // namespace

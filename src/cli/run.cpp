@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
 #include "common/paths.hpp"
+#include "config/file_kind.hpp"
 #include "config/model_config.hpp"
 #include "backends/registry.hpp"
 #include "config/run_fields.hpp"
@@ -74,6 +75,7 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
     std::string config_path = f.config_given ? resolve_config("runs", f.config, "--config")
                                              : resolve_config("runs", "default", "--config");
     json config_json = load_json_file(config_path, kMaxConfigBytes);
+    refuse_other_file_kind(config_json, "--config " + config_path, {FileKind::run_config, FileKind::report});
     if (config_json.is_object() && config_json.value("schema", json()) == json(kReportSchema))
         config_json = run_config_of_report(config_json, config_path);
     else if (config_json.is_object() && config_json.contains("schema"))  // a run config has no schema key

@@ -11,6 +11,7 @@
 #include "common/paths.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
+#include "config/file_kind.hpp"
 #include "config/run_fields.hpp"
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
@@ -99,8 +100,10 @@ json set_value(const std::string& text) {
 // The base run config (the config file's fields, --warmup/--iters, one-valued --set) and the axes (the config's
 // "axes", many-valued --set, the axis flags), in canonical order; `sweep_opts` gets the config's "sweep" block.
 std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f, json& sweep_opts, RunConfig& base) {
-    json raw = f.config.empty() ? load_json_file(resolve_config("runs", "default", "--config"), kMaxConfigBytes)
-                                : load_json_file(resolve_sweep_config(f.config), kMaxConfigBytes);
+    const std::string config_path = f.config.empty() ? resolve_config("runs", "default", "--config")
+                                                     : resolve_sweep_config(f.config);
+    json raw = load_json_file(config_path, kMaxConfigBytes);
+    refuse_other_file_kind(raw, "--config " + config_path, {FileKind::sweep_config, FileKind::run_config});
     if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
     std::vector<SweepAxis> axes;
     sweep_opts = sweep_block_of(raw);

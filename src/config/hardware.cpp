@@ -5,6 +5,7 @@
 
 #include "common/flag_names.hpp"
 #include "common/paths.hpp"
+#include "config/file_kind.hpp"
 #include "config/hardware_fields.hpp"
 
 namespace moebench {
@@ -13,7 +14,9 @@ HardwareProfile hardware_from_json(const json& j, const std::string& path) { ret
 
 HardwareProfile load_hardware(const std::string& name_or_path) {
     std::string path = resolve_config("hardware", name_or_path, flag_of("hardware"));
-    return hardware_from_json(load_json_file(path, kMaxConfigBytes), path);
+    const json doc = load_json_file(path, kMaxConfigBytes);
+    refuse_other_file_kind(doc, flag_of("hardware") + " " + path, {FileKind::hardware});
+    return hardware_from_json(doc, path);
 }
 
 json hardware_to_json(const HardwareProfile& h) { return hardware_fields_to_json(h); }

@@ -8,6 +8,7 @@
 #include "common/flag_names.hpp"
 #include "common/names.hpp"
 #include "common/paths.hpp"
+#include "config/file_kind.hpp"
 #include "config/model_ranges.hpp"
 
 #include <algorithm>
@@ -635,6 +636,7 @@ void validate(const ModelConfig& m, const std::string& path) {
 ModelConfig load_model(const std::string& name_or_path) {
     std::string path = resolve_config("models", name_or_path, flag_of("model"));
     json j = load_json_file(path, kMaxConfigBytes);
+    refuse_other_file_kind(j, flag_of("model") + " " + path, {FileKind::model, FileKind::hf_config});
     ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
     m.source = path;
     if (m.name.empty()) {

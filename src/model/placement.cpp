@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
 #include "common/read_file.hpp"
+#include "config/file_kind.hpp"
 
 #include <fmt/format.h>
 
@@ -115,7 +116,9 @@ json placement_to_json(const ExpertPlacement& p) {
 
 ExpertPlacement load_placement(const std::string& path, int64_t num_experts, int64_t num_ranks) {
     if (path.empty()) return contiguous_placement(num_experts, num_ranks);
-    return placement_from_json(load_json_file(path, kMaxConfigBytes), num_experts, num_ranks, path);
+    const json doc = load_json_file(path, kMaxConfigBytes);
+    refuse_other_file_kind(doc, flag_of("placement") + " " + path, {FileKind::placement});
+    return placement_from_json(doc, num_experts, num_ranks, path);
 }
 
 }  // namespace moebench

@@ -5,6 +5,7 @@
 // are checked only when present.
 #include "report/report_reader.hpp"
 
+#include "config/file_kind.hpp"
 #include "config/layout_request.hpp"
 #include "core/report_keys.hpp"
 
@@ -676,7 +677,10 @@ json report_from_journal(const std::string& path) {
 
 ReadReport load_report(const std::string& path) {
     bool is_journal = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
-    return read_report(is_journal ? report_from_journal(path) : load_json_file(path), path);
+    if (is_journal) return read_report(report_from_journal(path), path);
+    json doc = load_json_file(path);
+    refuse_other_file_kind(doc, path, {FileKind::report});
+    return read_report(std::move(doc), path);
 }
 
 json run_key_value(const ReadReport& report, const ReadRun& run, const std::string& key) {

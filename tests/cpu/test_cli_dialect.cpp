@@ -84,3 +84,31 @@ TEST_CASE("near_names: typos, case, prefixes and parts, best first; nothing far"
           "did you mean batch? Otherwise use one of: batch, seed");
     CHECK(moebench::did_you_mean("zzz", {"batch", "seed"}, "use one of: batch, seed") == "use one of: batch, seed");
 }
+
+TEST_CASE("a file of another kind is named with the flag it belongs to", "[cli][dialect]") {
+    const std::string hf = kData + "/hf-configs/dbrx-base.json";
+    // The case: a hardware profile given as --model said "unknown field bf16_tflops".
+    expect_refused("plan --model " + kH200,
+                   {"--model", "is a hardware profile", "not a model", "pass it to --hardware"});
+    expect_refused("run --backend sim --model " + kH200 + " --out -",
+                   {"is a hardware profile", "pass it to --hardware"});
+    expect_refused("plan --hardware " + kMixtral, {"--hardware", "is a model config", "pass it to --model"});
+    expect_refused("plan --hardware " + hf, {"Hugging Face config.json", "pass it to --model"});
+    expect_refused("plan --hardware " + kConfigs + "/runs/default.json", {"is a run config", "--config"});
+    expect_refused("run --backend sim --config " + kMixtral, {"--config", "is a model config", "pass it to --model"});
+    expect_refused("run --backend sim --config " + kConfigs + "/sweeps/tiny-smoke.json",
+                   {"is a sweep config", "not a run config", "moebench sweep"});
+    expect_refused("sweep --config " + kH200, {"--config", "is a hardware profile", "pass it to --hardware"});
+    expect_refused("report " + kH200, {"is a hardware profile", "not a moebench report", "pass it to --hardware"});
+    expect_refused("compare " + kMixtral + " " + kMixtral, {"is a model config", "not a moebench report"});
+    expect_refused(kSimRun + " --ep 2 --placement " + kH200 + " --out -",
+                   {"--placement", "is a hardware profile", "pass it to --hardware"});
+    // What a command writes and no command reads: named with the command that wrote it.
+    const std::string dir = temp_dir("dialect-kind");
+    REQUIRE(run_cli("plan --format json --out " + dir + "/plan.json").exit_code == 0);
+    expect_refused("plan --model " + dir + "/plan.json", {"moebench.plan/1", "moebench plan writes", "no input"});
+    // A report where a model goes: where a report goes.
+    REQUIRE(run_cli(kSimRun + " --out " + dir + "/r.json").exit_code == 0);
+    expect_refused("plan --hardware " + dir + "/r.json",
+                   {"is a moebench report", "moebench report", "moebench compare"});
+}
