@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
 #include "common/paths.hpp"
+#include "config/hardware.hpp"
 #include "core/precision.hpp"
 #include "harness/plan_point.hpp"
 #include "report/formats.hpp"
@@ -79,7 +80,8 @@ void add_plan_command(CLI::App& app) {
         "Model: short name in configs/models, a moebench model JSON or a Hugging Face config.json (default "
         "mixtral-8x7b)");
     fields->option("hardware")->description(
-        "Hardware profile: short name in configs/hardware or a JSON path (default h200-sxm)");
+        std::string("Hardware profile: short name in configs/hardware or a JSON path (default ") + kDefaultHardware +
+        ", as the sim backend's)");
     fields->option("batch")->description(
         "Concurrent sequences (default 1). Given with or without --context, it asks whether they fit: exit 2 when "
         "they do not");

@@ -12,6 +12,7 @@
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
 #include "config/file_kind.hpp"
+#include "config/hardware.hpp"
 #include "config/run_fields.hpp"
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
@@ -277,7 +278,9 @@ void add_sweep_command(CLI::App& app) {
     cmd->footer(
         "Axis values: lists (1,2,4), ranges 1..1024 (powers of two), a..b:xF, a..b:+S. Axes may also be declared in the\n"
         "config's \"axes\" object; flags replace axes of the same name. Each finished point is appended to the journal\n"
-        "(JSON Lines); --resume skips points already there. docs/sweep.md.");
+        "(JSON Lines); --resume skips points already there. docs/sweep.md.\n"
+        "Any run config field: --set FIELD=VALUE (--set hardware=NAME: the profile; the sim models " +
+        std::string(kDefaultHardware) + " when none is given, as plan; cpu and cuda take none unless given).");
     auto f = std::make_shared<SweepFlags>();
     cmd->add_option("--config", f->config, "Sweep or run config: short name (configs/sweeps, configs/runs) or file");
     for (const RunField& field : run_fields()) {

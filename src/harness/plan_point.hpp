@@ -4,6 +4,7 @@
 // (report/formats.hpp).
 #pragma once
 #include "common/json_util.hpp"
+#include "config/hardware.hpp"
 #include "config/layout_request.hpp"
 #include "config/precision_request.hpp"
 
@@ -15,7 +16,7 @@ namespace moebench {
 /// What to plan. The fields are checked by plan_document (ConfigError naming the field).
 struct PlanRequest {
     std::string model = "mixtral-8x7b";  // short name, moebench model file or HF config.json
-    std::string hardware = "h200-sxm";   // short name or a profile's path
+    std::string hardware = kDefaultHardware;  // short name or a profile's path
     LayoutRequest layout;
     PrecisionRequest precision;          // "auto" = bf16
     int64_t batch = 1;                   // concurrent sequences

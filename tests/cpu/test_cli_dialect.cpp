@@ -37,7 +37,30 @@ const std::string kMixtral = kConfigs + "/models/mixtral-8x7b.json";
 // A quick sim point of the tiny model.
 const std::string kSimRun = "run --backend sim --model " + kTiny + " --iters 2 --warmup 0";
 
+// The line of `help` that documents `flag` (its names and type column).
+std::string help_line(const std::string& help, const std::string& flag) {
+    const size_t at = help.find(flag + " ");
+    if (at == std::string::npos) return "";
+    const size_t begin = help.rfind('\n', at) + 1;
+    return help.substr(begin, help.find('\n', at) - begin);
+}
+
 }  // namespace
+
+TEST_CASE("one --hardware default, stated in --help and modeled alike by plan and the sim", "[cli][dialect]") {
+    CHECK_THAT(help_line(run_cli("plan --help").out, "--hardware"), Catch::Contains("default h200-sxm"));
+    const std::string run_help = help_line(run_cli("run --help").out, "--hardware");
+    CHECK_THAT(run_help, Catch::Contains("default h200-sxm"));
+    CHECK_THAT(run_help, Catch::Contains("cpu and cuda"));
+    CHECK_THAT(run_cli("sweep --help").out, Catch::Contains("--set hardware=NAME"));
+    // What the help says: plan and a sim run without --hardware read the same profile.
+    const std::string dir = temp_dir("dialect-hw");
+    REQUIRE(run_cli("plan --model " + kTiny + " --format json --out " + dir + "/plan.json").exit_code == 0);
+    REQUIRE(run_cli(kSimRun + " --out " + dir + "/run.json").exit_code == 0);
+    const json plan = read_json(dir + "/plan.json"), report = read_json(dir + "/run.json");
+    CHECK(plan["hardware"]["name"] == "h200-sxm");
+    CHECK(report["runs"][0]["backend_info"]["hardware"]["name"] == "h200-sxm");
+}
 
 TEST_CASE("near-miss model, hardware and field names get a did-you-mean", "[cli][dialect]") {
     expect_refused("plan --model mixtral",
