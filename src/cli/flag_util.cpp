@@ -55,6 +55,18 @@ void RunFieldFlags::apply(RunConfig& cfg) const {
     }
 }
 
+std::vector<std::pair<std::string, std::string>> RunFieldFlags::given_as_written() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& b : bound_) {
+        if (b->opt->count() == 0) continue;
+        std::string text = b->field->flag;
+        if (!std::holds_alternative<bool>(b->value))
+            for (const std::string& r : b->opt->results()) text += " " + r;
+        out.emplace_back(b->field->key, text);
+    }
+    return out;
+}
+
 CLI::Option* RunFieldFlags::option(const std::string& key) const {
     for (const auto& b : bound_)
         if (b->field->key == key) return b->opt;

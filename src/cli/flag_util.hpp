@@ -37,6 +37,8 @@ public:
         const CLI::Option* o = option(key);
         return o && o->count() > 0;
     }
+    /// The fields given on the command line, each with its flag as written ("--batch 4"), in the table's order.
+    std::vector<std::pair<std::string, std::string>> given_as_written() const;
 
 private:
     struct Bound {

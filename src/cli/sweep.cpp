@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
+#include "cli/set_flags.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -88,16 +89,6 @@ std::string strip_json_ext(const std::string& path) {
     return path;
 }
 
-// Parses a --set value: JSON when it parses (numbers, true, "quoted"), else the raw text.
-json set_value(const std::string& text) {
-    if (json_nesting_depth(text) > kMaxJsonDepth) return json(text);  // nlohmann recurses on deep values
-    try {
-        return json::parse(text);
-    } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
-        return json(text);
-    }
-}
-
 // The base run config (the config file's fields, --warmup/--iters, one-valued --set) and the axes (the config's
 // "axes", many-valued --set, the axis flags), in canonical order; `sweep_opts` gets the config's "sweep" block.
 std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f, json& sweep_opts, RunConfig& base) {
@@ -120,39 +111,25 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
     override_if(f.o_warmup, base.warmup, f.warmup);
     override_if(f.o_iters, base.iters, f.iters);
     json base_json = run_config_to_json(base);
-    // Each field once on the command line: of `--model A --set model=B` (or two --set model=) one would be dropped
-    // without a word, so both are refused, naming the two flags.
-    std::map<std::string, std::string> set_by;  // field -> the flag that set it, as written
-    const auto claim = [&](const std::string& field, const std::string& flag, const std::string& as_written,
-                           const std::string& list_example) {
-        const auto [it, fresh] = set_by.emplace(field, as_written);
-        if (!fresh)
-            config_error(flag, "conflicts with " + it->second + ": both set run config field " + field, as_written,
-                         "give " + field + " once (a list in one flag makes it an axis, e.g. " + list_example + ")");
+    // Each field once on the command line (cli/set_flags.hpp): of `--model A --set model=B` one would be dropped.
+    FieldClaims claims;
+    const auto once = [](const std::string& field, const std::string& list_example) {
+        return "give " + field + " once (a list in one flag makes it an axis, e.g. " + list_example + ")";
     };
-    for (const auto& s : f.sets) {
-        auto eq = s.find('=');
-        if (eq == std::string::npos || eq == 0)
-            config_error("--set", "must be key=value", s, "write e.g. --set warmup=1 or --set seed=1,2,3");
-        std::string key = s.substr(0, eq), text = s.substr(eq + 1);
-        if (!base_json.contains(key)) {
-            std::string all;
-            for (const auto& [k, v] : base_json.items()) all += (all.empty() ? "" : ", ") + k;
-            config_error("--set " + key, "unknown run config field", key, "use one of: " + all);
-        }
-        claim(key, "--set " + key, "--set " + s, "--set " + key + "=A,B");
-        std::vector<json> values = parse_axis_values(text, "--set " + key);
-        if (values.size() > 1) {
-            axes.push_back({key, values});
+    for (const SetFlag& s : parse_set_flags(f.sets)) {
+        claims.claim(s.field, "--set " + s.field, s.as_written, once(s.field, "--set " + s.field + "=A,B"));
+        if (s.values.size() > 1) {
+            axes.push_back({s.field, s.values});
         } else {
-            base_json[key] = set_value(text);
+            base_json[s.field] = set_value(s.text);
             // A flag replaces the config's axis of the same name (a one-valued --set too, not only a list).
-            std::erase_if(axes, [&](const SweepAxis& a) { return a.name == key; });
+            std::erase_if(axes, [&](const SweepAxis& a) { return a.name == s.field; });
         }
     }
     for (const auto& [opt, field] : f.axis_opts)
         if (opt->count()) {
-            claim(field, opt->get_name(), opt->get_name() + " " + f.axis_values.at(field), opt->get_name() + " A,B");
+            claims.claim(field, opt->get_name(), opt->get_name() + " " + f.axis_values.at(field),
+                         once(field, opt->get_name() + " A,B"));
             axes.push_back({field, parse_axis_values(f.axis_values.at(field), opt->get_name())});
         }
     axes = canonical_axes(axes);  // later (flags) replace earlier (config) of the same name

@@ -47,6 +47,27 @@ std::string help_line(const std::string& help, const std::string& flag) {
 
 }  // namespace
 
+TEST_CASE("run takes --set FIELD=VALUE as sweep does", "[cli][dialect]") {
+    const std::string dir = temp_dir("dialect-set");
+    auto r = run_cli(kSimRun + " --set batch=3 --set routing=zipf:1.2 --set capacity_factor=1.5 --out " + dir + "/r.json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json run = read_json(dir + "/r.json")["config"]["run"];
+    CHECK(run["batch"] == 3);
+    CHECK(run["routing"] == "zipf:1.2");
+    CHECK(run["capacity_factor"] == 1.5);
+    // A field given twice is refused naming both (one would be dropped), in either order.
+    expect_refused(kSimRun + " --batch 2 --set batch=4 --out -", {"--set batch=4", "--batch 2", "batch"});
+    expect_refused(kSimRun + " --set seed=1 --set seed=2 --out -", {"--set seed=1", "--set seed=2"});
+    // One value per field in a run: a list or range is a sweep's.
+    expect_refused(kSimRun + " --set batch=1,2 --out -",
+                   {"--set batch", "one value", "moebench sweep --set batch=1,2"});
+    // Not FIELD=VALUE, or no run config field.
+    expect_refused(kSimRun + " --set batch --out -", {"--set", "FIELD=VALUE"});
+    expect_refused(kSimRun + " --set batchh=4 --out -",
+                   {"--set batchh", "unknown run config field", "did you mean batch?"});
+}
+
 TEST_CASE("one --hardware default, stated in --help and modeled alike by plan and the sim", "[cli][dialect]") {
     CHECK_THAT(help_line(run_cli("plan --help").out, "--hardware"), Catch::Contains("default h200-sxm"));
     const std::string run_help = help_line(run_cli("run --help").out, "--hardware");
@@ -84,6 +105,7 @@ TEST_CASE("near-miss model, hardware and field names get a did-you-mean", "[cli]
     model.erase("hidden_size");
     expect_refused("plan --model " + write_temp("typo-model.json", model.dump()),
                    {"hiden_size", "unknown field", "did you mean hidden_size?"});
+    expect_refused("sweep --model " + kTiny + " --set contxt=1,2", {"--set contxt", "did you mean context?"});
     // Nothing near: the list alone, no guess.
     const auto r = run_cli("plan --model zzzzzz");
     CHECK(r.exit_code == 2);
