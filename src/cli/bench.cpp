@@ -99,8 +99,9 @@ void add_bench_command(CLI::App& app) {
     moe->add_option("--iters", f->iters, "Measured iterations");
     moe->add_option("--warmup", f->warmup, "Warm-up iterations (not measured)");
     moe->add_option("--seed", f->seed, "Seed for weights, inputs and synthetic routing");
-    moe->add_option("--format", f->format, format_names_help(DocKind::bench_moe) + " (to stdout; default text)");
-    moe->add_option("--out", f->out, "Also write the JSON result to this file");
+    moe->add_option("--format", f->format, format_names_help(DocKind::bench_moe) + " (to stdout; default text)")
+        ->type_name("FORMAT");
+    moe->add_option("-o,--out", f->out, "Also write the JSON result to this file")->type_name("FILE");
     moe->add_option("--dump-routing", f->dump_routing, "Write the routing used (safetensors) to this file");
     moe->add_flag("--warm-cache", f->warm_cache, "Do not evict the LLC between iterations");
     moe->add_option("--expert-gemm", f->expert_gemm, "auto | panel | blas: the expert GEMM kernel (auto: by rows per expert)");

@@ -52,8 +52,9 @@ void add_bench_a2a_command(CLI::App* bench) {
                r.key == "warmup" || r.key == "ep" || r.key == "rank_timeout";
     });
     cmd->add_option("--baseline-iters", f->baseline_iters, "Repetitions of the bare calls");
-    cmd->add_option("--out", f->out, "Write the result (JSON) to this file");
-    cmd->add_option("--format", f->format, format_names_help(DocKind::bench_a2a) + " (to stdout; default text)");
+    cmd->add_option("-o,--out", f->out, "Write the result (JSON) to this file")->type_name("FILE");
+    cmd->add_option("--format", f->format, format_names_help(DocKind::bench_a2a) + " (to stdout; default text)")
+        ->type_name("FORMAT");
     cmd->callback([f, fields] { run_bench_a2a(*f, *fields); });
 }
 

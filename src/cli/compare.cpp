@@ -44,8 +44,9 @@ void add_compare_command(CLI::App& app) {
     cmd->add_option("A", f->a, "Baseline report (JSON, or a sweep journal .jsonl)")->required();
     cmd->add_option("B", f->b, "Candidate report (JSON, or a sweep journal .jsonl)")->required();
     cmd->add_option("--threshold", f->threshold, "Slowdown that fails the comparison, e.g. 5% (default 5%)");
-    cmd->add_option("--format", f->format, format_names_help(DocKind::comparison) + " (default text)");
-    cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout");
+    cmd->add_option("--format", f->format, format_names_help(DocKind::comparison) + " (default text)")
+        ->type_name("FORMAT");
+    cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout")->type_name("FILE");
     cmd->add_option("--match", f->match, "Comma-separated axes to match points by (default: the model, the hardware and every axis)");
     cmd->add_option("--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
     cmd->add_option("--spread-z", f->spread_z, "Noise band in pooled step standard deviations (default 1.645; 0 = off)");

@@ -44,12 +44,13 @@ void add_devices_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("devices", "GPUs found (or why none), CPU, host memory and CUDA library versions");
     cmd->add_option("--format", args->format,
                     "Output: " + format_names_help(DocKind::devices) + " (default text); with --hardware-fields " +
-                        format_names_help(DocKind::hardware_fields));
+                        format_names_help(DocKind::hardware_fields))
+        ->type_name("FORMAT");
     cmd->add_flag("--measure", args->measure, "Also measure copy/read bandwidth and bf16 GEMM rate on each GPU (~1 s each)");
     cmd->add_flag("--hardware-fields", args->hardware_fields,
                   "List the fields of a hardware profile (configs/hardware/*.json) and of its sim object: key, unit, "
                   "required or default, plausible range, meaning");
-    cmd->add_option("--out", args->out, "Write the output to FILE instead of stdout");
+    cmd->add_option("-o,--out", args->out, "Write the output to FILE instead of stdout")->type_name("FILE");
     cmd->callback([args] { run_devices(*args); });
 }
 

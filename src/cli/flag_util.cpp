@@ -23,18 +23,24 @@ int64_t parse_whole_number(const std::string& text, const std::string& label) {
     return v;
 }
 
+// The run fields' one-letter names: one dialect, -o is --out on every command that writes a file.
+std::string option_names(const RunField& f) { return f.key == "out" ? "-o," + f.flag : f.flag; }
+
 }  // namespace
 
 void RunFieldFlags::add(CLI::App* cmd, const RunField& f) {
     auto b = std::make_unique<Bound>();
     b->field = &f;
     RunConfig probe;
-    std::visit(Overloaded{[&](std::string*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](Mode*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](int64_t*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](uint64_t*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](double*) { b->opt = cmd->add_option(f.flag, b->value.emplace<double>(), f.help); },
-                          [&](bool*) { b->opt = cmd->add_flag(f.flag, b->value.emplace<bool>(), f.help); }},
+    std::visit(Overloaded{[&](std::string*) {
+                              b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help)
+                                           ->type_name(f.key == "out" ? "FILE" : "TEXT");
+                          },
+                          [&](Mode*) { b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help); },
+                          [&](int64_t*) { b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help); },
+                          [&](uint64_t*) { b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help); },
+                          [&](double*) { b->opt = cmd->add_option(option_names(f), b->value.emplace<double>(), f.help); },
+                          [&](bool*) { b->opt = cmd->add_flag(option_names(f), b->value.emplace<bool>(), f.help); }},
                f.ref(probe));
     bound_.push_back(std::move(b));
 }

@@ -90,9 +90,11 @@ void add_place_command(CLI::App& app) {
     cmd->add_option("--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
     cmd->add_option("--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
     cmd->add_option("--model", a->model, "Model the trace was recorded on (its expert count; predicted bytes)");
-    cmd->add_option("-o,--out", a->out, "Placement file to write");
+    cmd->add_option("-o,--out", a->out, "Placement file to write")->type_name("FILE");
     cmd->add_option("--format", a->format,
-                    format_names_help(DocKind::placement) + " (to stdout: the view, or the file's document; default text)");
+                    format_names_help(DocKind::placement) +
+                        " (to stdout: the view, or the file's document; default text)")
+        ->type_name("FORMAT");
     cmd->callback([a] { run_place(*a); });
 }
 

@@ -95,8 +95,10 @@ void add_plan_command(CLI::App& app) {
     fields->option("kv_dtype")->description("KV cache: " + dtype_names_for(TensorClass::kv_cache) + " (default bf16)");
     cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
     cmd->add_option("--format", args->format,
-                    "Output: " + format_names_help(DocKind::plan) + " (default text; json schema moebench.plan/1)");
-    cmd->add_option("--out", args->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
+                    "Output: " + format_names_help(DocKind::plan) + " (default text; json schema moebench.plan/1)")
+        ->type_name("FORMAT");
+    cmd->add_option("-o,--out", args->out, "Write the output to FILE (atomically) instead of stdout")
+        ->type_name("FILE");
     cmd->callback([args, fields] { run_plan(*args, *fields); });
 }
 

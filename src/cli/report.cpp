@@ -20,8 +20,8 @@ void add_report_command(CLI::App& app) {
     auto format = std::make_shared<std::string>("md");
     auto out = std::make_shared<std::string>();
     cmd->add_option("REPORT", *input, "moebench.report/1 JSON (or a sweep journal .jsonl)")->required();
-    cmd->add_option("--format", *format, format_names_help(DocKind::report) + " (default md)");
-    cmd->add_option("-o,--out", *out, "Output file (default stdout)");
+    cmd->add_option("--format", *format, format_names_help(DocKind::report) + " (default md)")->type_name("FORMAT");
+    cmd->add_option("-o,--out", *out, "Output file (default stdout)")->type_name("FILE");
     cmd->callback([=] {
         const std::string fmt_name = parse_format(*format, DocKind::report, "--format");
         refuse_output_over_input({{"-o", *out}}, {{"REPORT", *input}});

@@ -198,7 +198,9 @@ void add_run_command(CLI::App& app) {
                                       "one value each")
         ->type_name("FIELD=VALUE");
     auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
-    auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as " + format_names_help(DocKind::report));
+    auto* o_format = cmd->add_option("--format", f->format,
+                                     "Also print the report to stdout as " + format_names_help(DocKind::report))
+                         ->type_name("FORMAT");
 
     cmd->callback([=] {
         f->config_given = o_config->count() > 0;

@@ -268,14 +268,16 @@ void add_sweep_command(CLI::App& app) {
     cmd->add_option("--set", f->sets, "key=value: set a run config field (key=v1,v2 makes it an axis)");
     f->o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations per point");
     f->o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations per point");
-    cmd->add_option("--out", f->out, "Report file (default results/sweep-<UTC time>.json)");
+    cmd->add_option("-o,--out", f->out, "Report file (default results/sweep-<UTC time>.json)")->type_name("FILE");
     f->o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
     cmd->add_flag("--resume", f->resume, "Skip points already in the journal");
     f->o_budget = cmd->add_option("--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
     f->o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
     f->o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
     cmd->add_flag("--quiet", f->quiet, "No progress and no summary");
-    cmd->add_option("--format", f->format, "Also write " + format_names_help(DocKind::report, ",", false) + " next to the report");
+    cmd->add_option("--format", f->format,
+                    "Also write " + format_names_help(DocKind::report, ",", false) + " next to the report")
+        ->type_name("FORMAT");
     cmd->callback([f] { run_sweep_command(*f); });
 }
 

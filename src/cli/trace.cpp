@@ -41,6 +41,7 @@ struct InfoArgs {
     std::string format = "text";
     int64_t window = 0;
     int64_t top_pairs = 3;
+    std::string out;
 };
 
 struct ConvertArgs {
@@ -84,8 +85,15 @@ void run_info(const InfoArgs& a) {
     const std::string format = parse_format(a.format, DocKind::trace_info, "--format");
     const TraceInfoRequest request{a.file, a.window, a.top_pairs};
     check_trace_info_request(request);
+    refuse_output_over_input({{"-o", a.out}}, {{"FILE", a.file}});
     const RoutingTrace t = read_trace(a.file);
-    std::cout << render_view(trace_info_document(t, request), DocKind::trace_info, format);
+    const std::string text = render_view(trace_info_document(t, request), DocKind::trace_info, format);
+    if (a.out.empty() || a.out == "-") {
+        std::cout << text;
+    } else {
+        write_file_atomic(a.out, text);
+        std::cerr << "moebench: wrote " << a.out << "\n";
+    }
 }
 
 void run_convert(const ConvertArgs& a) {
@@ -118,21 +126,23 @@ void add_trace_command(CLI::App& app) {
     g->add_option("--tokens", gen->tokens, "Tokens to generate")->required();
     g->add_option("--layers", gen->layers, "Only the first N layers of the model (0 = all)");
     g->add_option("--seed", gen->seed, "Seed (same seed, same trace)");
-    g->add_option("-o,--out", gen->out, "Output .safetensors file")->required();
+    g->add_option("-o,--out", gen->out, "Output .safetensors file")->required()->type_name("FILE");
     g->callback([gen] { run_gen(*gen); });
 
     auto info = std::make_shared<InfoArgs>();
     auto* i = cmd->add_subcommand("info", "Expert load, switch rate and co-activation of a trace, per layer");
     i->add_option("file", info->file, "Trace file (.safetensors)")->required();
-    i->add_option("--format", info->format, format_names_help(DocKind::trace_info) + " (default text)");
+    i->add_option("--format", info->format, format_names_help(DocKind::trace_info) + " (default text)")
+        ->type_name("FORMAT");
     i->add_option("--window", info->window, "Also give the load over successive windows of W tokens");
     i->add_option("--top-pairs", info->top_pairs, "Co-activated expert pairs listed per layer");
+    i->add_option("-o,--out", info->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
     i->callback([info] { run_info(*info); });
 
     auto conv = std::make_shared<ConvertArgs>();
     auto* c = cmd->add_subcommand("convert", "Import a JSONL or text routing trace into the safetensors format");
     c->add_option("in", conv->in, "Input: JSONL records or the text form (docs/trace-format.md)")->required();
-    c->add_option("-o,--out", conv->out, "Output .safetensors file")->required();
+    c->add_option("-o,--out", conv->out, "Output .safetensors file")->required()->type_name("FILE");
     c->add_option("--num-experts", conv->num_experts, "Expert count of the model (default: largest id + 1)");
     c->add_option("--model", conv->model, "Model name stored in the metadata");
     c->callback([conv] { run_convert(*conv); });

@@ -47,9 +47,73 @@ std::string help_line(const std::string& help, const std::string& flag) {
 
 }  // namespace
 
+TEST_CASE("-o FILE writes the output of every command that writes one", "[cli][dialect]") {
+    const std::string dir = temp_dir("dialect-o");
+    // run: the report, as --out writes it.
+    auto r = run_cli(kSimRun + " -o " + dir + "/run.json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/run.json").value("schema", "") == "moebench.report/1");
+    // sweep: the report and its journal next to it.
+    r = run_cli("sweep --backend sim --model " + kTiny + " --batch 1,2 --set iters=2 --set warmup=0 --quiet -o " +
+                dir + "/sweep.json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/sweep.json")["runs"].size() == 2);
+    CHECK(fs::exists(dir + "/sweep.jsonl"));
+    // plan, devices, trace info: the view they print, in a file.
+    r = run_cli("plan --model mixtral-8x7b --format json -o " + dir + "/plan.json");
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/plan.json").value("schema", "") == "moebench.plan/1");
+    CHECK(r.out.empty());
+    r = run_cli("devices --format json -o " + dir + "/devices.json");
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/devices.json").value("schema", "") == "moebench.devices/1");
+    REQUIRE(run_cli("trace gen --model " + kTiny + " --routing uniform --tokens 16 -o " + dir + "/t.safetensors")
+                .exit_code == 0);
+    r = run_cli("trace info " + dir + "/t.safetensors --format json -o " + dir + "/info.json");
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/info.json").value("schema", "") == "moebench.trace_info/1");
+    CHECK(r.out.empty());
+    // bench moe and bench a2a: the JSON result (a2a needs mpirun: its help is enough here).
+    r = run_cli("bench moe --model " + kTiny + " --batch 2 --iters 1 --warmup 0 -o " + dir + "/bench.json");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/bench.json").value("schema", "") == "moebench.bench_moe/1");
+    // Every command that writes a file spells it -o,--out FILE.
+    for (const std::string& cmd : Strings{"run", "sweep", "plan", "devices", "report", "compare", "place", "trace gen",
+                                          "trace info", "trace convert", "bench moe", "bench a2a"}) {
+        INFO(cmd);
+        CHECK_THAT(help_line(run_cli(cmd + " --help").out, "--out"), Catch::Contains("-o,--out FILE"));
+    }
+}
+
+TEST_CASE("run -o refuses to overwrite an input, as --out does", "[cli][dialect]") {
+    const std::string model = write_temp("model.json", read_text(kTiny));
+    const std::string before = read_text(model);
+    expect_refused(kSimRun.substr(0, kSimRun.find("--model")) + "--model " + model + " -o " + model,
+                   {"--out", "--model", "destroy"});
+    CHECK(read_text(model) == before);
+}
+
+TEST_CASE("--format is the output view with the table's names on every command", "[cli][dialect]") {
+    // The format table (report/formats.cpp) parses every --format: a name a view lacks is refused naming the ones it
+    // has, and each help spells the option --format FORMAT.
+    for (const std::string& cmd : Strings{"plan", "devices", "compare a.json b.json", "report r.json", "trace info t",
+                                          "bench moe --model " + kTiny, "run --model " + kTiny,
+                                          "sweep --model " + kTiny}) {
+        expect_refused(cmd + " --format nosuch", {"--format", "nosuch", "text"});
+    }
+    for (const std::string& cmd : Strings{"run", "sweep", "plan", "devices", "report", "compare", "place", "trace info",
+                                          "bench moe", "bench a2a"}) {
+        INFO(cmd);
+        CHECK_THAT(help_line(run_cli(cmd + " --help").out, "--format"), Catch::Contains("--format FORMAT"));
+    }
+}
+
 TEST_CASE("run takes --set FIELD=VALUE as sweep does", "[cli][dialect]") {
     const std::string dir = temp_dir("dialect-set");
-    auto r = run_cli(kSimRun + " --set batch=3 --set routing=zipf:1.2 --set capacity_factor=1.5 --out " + dir + "/r.json");
+    auto r = run_cli(kSimRun + " --set batch=3 --set routing=zipf:1.2 --set capacity_factor=1.5 -o " + dir + "/r.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     const json run = read_json(dir + "/r.json")["config"]["run"];
@@ -76,8 +140,8 @@ TEST_CASE("one --hardware default, stated in --help and modeled alike by plan an
     CHECK_THAT(run_cli("sweep --help").out, Catch::Contains("--set hardware=NAME"));
     // What the help says: plan and a sim run without --hardware read the same profile.
     const std::string dir = temp_dir("dialect-hw");
-    REQUIRE(run_cli("plan --model " + kTiny + " --format json --out " + dir + "/plan.json").exit_code == 0);
-    REQUIRE(run_cli(kSimRun + " --out " + dir + "/run.json").exit_code == 0);
+    REQUIRE(run_cli("plan --model " + kTiny + " --format json -o " + dir + "/plan.json").exit_code == 0);
+    REQUIRE(run_cli(kSimRun + " -o " + dir + "/run.json").exit_code == 0);
     const json plan = read_json(dir + "/plan.json"), report = read_json(dir + "/run.json");
     CHECK(plan["hardware"]["name"] == "h200-sxm");
     CHECK(report["runs"][0]["backend_info"]["hardware"]["name"] == "h200-sxm");
@@ -150,10 +214,10 @@ TEST_CASE("a file of another kind is named with the flag it belongs to", "[cli][
                    {"--placement", "is a hardware profile", "pass it to --hardware"});
     // What a command writes and no command reads: named with the command that wrote it.
     const std::string dir = temp_dir("dialect-kind");
-    REQUIRE(run_cli("plan --format json --out " + dir + "/plan.json").exit_code == 0);
+    REQUIRE(run_cli("plan --format json -o " + dir + "/plan.json").exit_code == 0);
     expect_refused("plan --model " + dir + "/plan.json", {"moebench.plan/1", "moebench plan writes", "no input"});
     // A report where a model goes: where a report goes.
-    REQUIRE(run_cli(kSimRun + " --out " + dir + "/r.json").exit_code == 0);
+    REQUIRE(run_cli(kSimRun + " -o " + dir + "/r.json").exit_code == 0);
     expect_refused("plan --hardware " + dir + "/r.json",
                    {"is a moebench report", "moebench report", "moebench compare"});
 }
