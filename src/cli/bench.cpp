@@ -2,6 +2,7 @@
 // 'moebench bench moe': the MoE block of one layer on the CPU backend, phase by phase, against the physical floor
 // of this machine (harness/bench_moe.hpp). This file parses the flags and prints a view of the document.
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
@@ -90,15 +91,15 @@ void add_bench_command(CLI::App& app) {
         "--dump-routing writes topk_ids/topk_weights (safetensors) for peers such as bench/cpu_moe_vs_torch.py.");
     auto f = std::make_shared<BenchFlags>();
     moe->add_option("--model", f->model, "Model: short name, moebench model file or HF config.json")->required();
-    moe->add_option("--layer", f->layer, "Model layer (default: the first MoE layer)");
-    auto* batch_opt = moe->add_option("--batch", f->batch, "Decode: tokens of the step (default 8)");
-    auto* tokens_opt = moe->add_option("--tokens", f->tokens, "Tokens of the step (prefill default 4096)");
+    add_whole_option(moe, "--layer", f->layer, "Model layer (default: the first MoE layer)");
+    auto* batch_opt = add_whole_option(moe, "--batch", f->batch, "Decode: tokens of the step (default 8)");
+    auto* tokens_opt = add_whole_option(moe, "--tokens", f->tokens, "Tokens of the step (prefill default 4096)");
     moe->add_option("--mode", f->mode, "decode | prefill");
     moe->add_option("--routing", f->routing, "Workload: router, uniform, balanced, zipf:1.2, hot:4:0.6, trace:FILE ...");
-    moe->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
-    moe->add_option("--iters", f->iters, "Measured iterations");
-    moe->add_option("--warmup", f->warmup, "Warm-up iterations (not measured)");
-    moe->add_option("--seed", f->seed, "Seed for weights, inputs and synthetic routing");
+    add_whole_option(moe, "--threads", f->threads, "CPU threads (0 = all cores)");
+    add_whole_option(moe, "--iters", f->iters, "Measured iterations");
+    add_whole_option(moe, "--warmup", f->warmup, "Warm-up iterations (not measured)");
+    add_whole_option(moe, "--seed", f->seed, "Seed for weights, inputs and synthetic routing");
     moe->add_option("--format", f->format, format_names_help(DocKind::bench_moe) + " (to stdout; default text)")
         ->type_name("FORMAT");
     moe->add_option("-o,--out", f->out, "Also write the JSON result to this file")->type_name("FILE");

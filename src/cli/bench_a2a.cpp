@@ -51,7 +51,7 @@ void add_bench_a2a_command(CLI::App* bench) {
                r.key == "dispatch_dtype" || r.key == "placement" || r.key == "threads" || r.key == "iters" ||
                r.key == "warmup" || r.key == "ep" || r.key == "rank_timeout";
     });
-    cmd->add_option("--baseline-iters", f->baseline_iters, "Repetitions of the bare calls");
+    add_whole_option(cmd, "--baseline-iters", f->baseline_iters, "Repetitions of the bare calls");
     cmd->add_option("-o,--out", f->out, "Write the result (JSON) to this file")->type_name("FILE");
     cmd->add_option("--format", f->format, format_names_help(DocKind::bench_a2a) + " (to stdout; default text)")
         ->type_name("FORMAT");

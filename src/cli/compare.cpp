@@ -2,6 +2,7 @@
 // 'moebench compare A.json B.json': matched points side by side with noise-aware verdicts; exit 1 when anything
 // is slower beyond --threshold, so a CI job can gate on it (docs/sweep.md).
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
@@ -48,8 +49,9 @@ void add_compare_command(CLI::App& app) {
         ->type_name("FORMAT");
     cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout")->type_name("FILE");
     cmd->add_option("--match", f->match, "Comma-separated axes to match points by (default: the model, the hardware and every axis)");
-    cmd->add_option("--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
-    cmd->add_option("--spread-z", f->spread_z, "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
+    add_decimal_option(cmd, "--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
+    add_decimal_option(cmd, "--spread-z", f->spread_z,
+                       "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
     cmd->add_option("--noise-floor", f->noise_floor, "Smallest noise band, fraction of A's mean (default 1%)");
     cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold (or inconclusive)");
     cmd->add_flag("--allow-missing", f->allow_missing,

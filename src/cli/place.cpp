@@ -3,6 +3,7 @@
 // (workload/placement_search.hpp), with its predicted effect beside contiguous placement, replayed by the run's
 // rules. `moebench run --placement FILE` (under mpirun) uses it.
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
@@ -86,9 +87,9 @@ void add_place_command(CLI::App& app) {
                 "The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
     auto a = std::make_shared<PlaceArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace")->required();
-    cmd->add_option("--ep", a->ep, "Expert-parallel ranks")->required();
-    cmd->add_option("--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
-    cmd->add_option("--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
+    add_whole_option(cmd, "--ep", a->ep, "Expert-parallel ranks")->required();
+    add_whole_option(cmd, "--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
+    add_whole_option(cmd, "--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
     cmd->add_option("--model", a->model, "Model the trace was recorded on (its expert count; predicted bytes)");
     cmd->add_option("-o,--out", a->out, "Placement file to write")->type_name("FILE");
     cmd->add_option("--format", a->format,

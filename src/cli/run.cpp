@@ -97,7 +97,7 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
         if (s.values.size() > 1)
             config_error("--set " + s.field, "takes one value in a run", s.text,
                          "a list (1,2,4) or a range (1..64) is a sweep's axis: moebench sweep " + s.as_written);
-        config_json[s.field] = set_value(s.text);
+        config_json[s.field] = run_field_value(*find_run_field(s.field), s.text, "--set " + s.field);
     }
     // A field the command line gave (by its flag or by --set).
     const auto given = [&](const std::string& key) { return claims.claimed(key); };

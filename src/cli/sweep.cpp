@@ -103,7 +103,10 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
         if (!raw[keys::kAxes].is_object())
             config_error(keys::kAxes, "must be an object of field: values", json_brief(raw[keys::kAxes]),
                          "write e.g. \"axes\": {\"batch\": \"1..256\", \"context\": [512, 4096]}");
-        for (const auto& [k, v] : raw[keys::kAxes].items()) axes.push_back({k, axis_values_from_json(v, "axes." + k)});
+        for (const auto& [k, v] : raw[keys::kAxes].items()) {
+            axes.push_back({k, axis_values_from_json(v, "axes." + k)});
+            check_axis_types(axes.back(), "axes." + k);
+        }
     }
     raw.erase(keys::kAxes);
     raw.erase("sweep");
@@ -118,6 +121,7 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
     };
     for (const SetFlag& s : parse_set_flags(f.sets)) {
         claims.claim(s.field, "--set " + s.field, s.as_written, once(s.field, "--set " + s.field + "=A,B"));
+        check_axis_types({s.field, s.values}, "--set " + s.field);
         if (s.values.size() > 1) {
             axes.push_back({s.field, s.values});
         } else {
@@ -131,6 +135,7 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
             claims.claim(field, opt->get_name(), opt->get_name() + " " + f.axis_values.at(field),
                          once(field, opt->get_name() + " A,B"));
             axes.push_back({field, parse_axis_values(f.axis_values.at(field), opt->get_name())});
+            check_axis_types(axes.back(), opt->get_name());
         }
     axes = canonical_axes(axes);  // later (flags) replace earlier (config) of the same name
     // A one-valued axis is a setting: show it in the report's config.run (the fingerprint leaves axes out).
@@ -262,18 +267,23 @@ void add_sweep_command(CLI::App& app) {
     cmd->add_option("--config", f->config, "Sweep or run config: short name (configs/sweeps, configs/runs) or file");
     for (const RunField& field : run_fields()) {
         if (!field.sweep_flag) continue;
-        auto* o = cmd->add_option(field.flag, f->axis_values[field.key], "Axis: " + field.key + " values (list or range)");
+        auto* o = cmd->add_option(field.flag, f->axis_values[field.key],
+                                  "Axis: " + field.key + " values (list or range)")
+                      ->type_name("LIST");
         f->axis_opts.emplace_back(o, field.key);
     }
     cmd->add_option("--set", f->sets, "key=value: set a run config field (key=v1,v2 makes it an axis)");
-    f->o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations per point");
-    f->o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations per point");
+    f->o_warmup = add_whole_option(cmd, "--warmup", f->warmup, "Warm-up iterations per point");
+    f->o_iters = add_whole_option(cmd, "--iters", f->iters, "Minimum measured iterations per point");
     cmd->add_option("-o,--out", f->out, "Report file (default results/sweep-<UTC time>.json)")->type_name("FILE");
     f->o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
     cmd->add_flag("--resume", f->resume, "Skip points already in the journal");
-    f->o_budget = cmd->add_option("--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
-    f->o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
-    f->o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
+    f->o_budget =
+        add_decimal_option(cmd, "--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
+    f->o_slo = add_decimal_option(cmd, "--slo-p95-ms", f->slo_p95_ms,
+                                  "Golden point: highest throughput with step p95 <= this");
+    f->o_knee =
+        add_decimal_option(cmd, "--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
     cmd->add_flag("--quiet", f->quiet, "No progress and no summary");
     cmd->add_option("--format", f->format,
                     "Also write " + format_names_help(DocKind::report, ",", false) + " next to the report")

@@ -2,6 +2,7 @@
 // `moebench trace gen|info|convert`: write a routing trace from a workload spec, summarise a trace's expert load
 // and routing statistics, and import JSONL / text traces (formats in docs/trace-format.md).
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
@@ -123,9 +124,9 @@ void add_trace_command(CLI::App& app) {
     auto* g = cmd->add_subcommand("gen", "Write a routing trace (safetensors) from a workload spec");
     g->add_option("--model", gen->model, "Model: short name, moebench model file or HF config.json")->required();
     g->add_option("--routing", gen->routing, "Workload spec: " + routing_spec_help())->required();
-    g->add_option("--tokens", gen->tokens, "Tokens to generate")->required();
-    g->add_option("--layers", gen->layers, "Only the first N layers of the model (0 = all)");
-    g->add_option("--seed", gen->seed, "Seed (same seed, same trace)");
+    add_whole_option(g, "--tokens", gen->tokens, "Tokens to generate")->required();
+    add_whole_option(g, "--layers", gen->layers, "Only the first N layers of the model (0 = all)");
+    add_whole_option(g, "--seed", gen->seed, "Seed (same seed, same trace)");
     g->add_option("-o,--out", gen->out, "Output .safetensors file")->required()->type_name("FILE");
     g->callback([gen] { run_gen(*gen); });
 
@@ -134,8 +135,8 @@ void add_trace_command(CLI::App& app) {
     i->add_option("file", info->file, "Trace file (.safetensors)")->required();
     i->add_option("--format", info->format, format_names_help(DocKind::trace_info) + " (default text)")
         ->type_name("FORMAT");
-    i->add_option("--window", info->window, "Also give the load over successive windows of W tokens");
-    i->add_option("--top-pairs", info->top_pairs, "Co-activated expert pairs listed per layer");
+    add_whole_option(i, "--window", info->window, "Also give the load over successive windows of W tokens");
+    add_whole_option(i, "--top-pairs", info->top_pairs, "Co-activated expert pairs listed per layer");
     i->add_option("-o,--out", info->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
     i->callback([info] { run_info(*info); });
 
@@ -143,7 +144,7 @@ void add_trace_command(CLI::App& app) {
     auto* c = cmd->add_subcommand("convert", "Import a JSONL or text routing trace into the safetensors format");
     c->add_option("in", conv->in, "Input: JSONL records or the text form (docs/trace-format.md)")->required();
     c->add_option("-o,--out", conv->out, "Output .safetensors file")->required()->type_name("FILE");
-    c->add_option("--num-experts", conv->num_experts, "Expert count of the model (default: largest id + 1)");
+    add_whole_option(c, "--num-experts", conv->num_experts, "Expert count of the model (default: largest id + 1)");
     c->add_option("--model", conv->model, "Model name stored in the metadata");
     c->callback([conv] { run_convert(*conv); });
 }

@@ -110,6 +110,16 @@ const std::vector<RunField> kRunFields = {
 
 const std::vector<RunField>& run_fields() { return kRunFields; }
 
+RunFieldType run_field_type(const RunField& f) {
+    RunConfig probe;
+    return std::visit(Overloaded{[](int64_t*) { return RunFieldType::whole; },
+                                 [](uint64_t*) { return RunFieldType::whole; },
+                                 [](double*) { return RunFieldType::decimal; },
+                                 [](bool*) { return RunFieldType::flag; },
+                                 [](auto*) { return RunFieldType::text; }},
+                      f.ref(probe));
+}
+
 const RunField* find_run_field(const std::string& key) {
     for (const RunField& f : kRunFields)
         if (f.key == key) return &f;

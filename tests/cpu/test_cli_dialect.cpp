@@ -130,6 +130,37 @@ TEST_CASE("run takes --set FIELD=VALUE as sweep does", "[cli][dialect]") {
     expect_refused(kSimRun + " --set batch --out -", {"--set", "FIELD=VALUE"});
     expect_refused(kSimRun + " --set batchh=4 --out -",
                    {"--set batchh", "unknown run config field", "did you mean batch?"});
+    // A value read as the field's flag reads it.
+    expect_refused(kSimRun + " --set batch=eight --out -", {"--set batch", "eight", "whole number"});
+}
+
+TEST_CASE("numeric flags are typed and read alike on every command", "[cli][dialect]") {
+    // --help: INT for a whole number, FLOAT for a decimal, whichever command declares it.
+    const std::vector<std::pair<std::string, std::string>> typed = {
+        {"run", "--batch INT"},         {"plan", "--batch INT"},          {"bench moe", "--batch INT"},
+        {"place", "--batch INT"},       {"run", "--ep INT"},              {"plan", "--ep INT"},
+        {"place", "--ep INT"},          {"run", "--seed INT"},            {"trace gen", "--seed INT"},
+        {"bench moe", "--seed INT"},    {"run", "--warmup INT"},          {"sweep", "--warmup INT"},
+        {"bench moe", "--warmup INT"},  {"run", "--capacity-factor FLOAT"}, {"run", "--min-time FLOAT"},
+        {"sweep", "--time-budget FLOAT"}, {"compare", "--k-sigma FLOAT"}, {"trace info", "--window INT"},
+        {"bench a2a", "--baseline-iters INT"},
+    };
+    for (const auto& [cmd, want] : typed) {
+        INFO(cmd << ": " << want);
+        CHECK_THAT(help_line(run_cli(cmd + " --help").out, want.substr(0, want.find(' '))), Catch::Contains(want));
+    }
+    // One reader: the same bad value is the same message, naming the flag, the value and the fix.
+    for (const std::string& cmd :
+         Strings{"run --model " + kTiny, "plan", "bench moe --model " + kTiny, "place --trace t.jsonl --ep 2"})
+        expect_refused(cmd + " --batch eight", {"--batch", "eight", "must be a whole number", "e.g. 8"});
+    expect_refused("trace gen --model " + kTiny + " --routing uniform --tokens 1.5 -o never.safetensors",
+                   {"--tokens", "1.5", "must be a whole number"});
+    // No saturation: CLI11 read 99999999999999999999 as 2^63 - 1 and went on.
+    for (const std::string& cmd : Strings{"bench moe --model " + kTiny, "place --trace t.jsonl --ep 2"})
+        expect_refused(cmd + " --batch 99999999999999999999", {"--batch", "99999999999999999999", "out of range"});
+    for (const std::string& cmd : Strings{"run --model " + kTiny + " --capacity-factor",
+                                          "compare a.json b.json --k-sigma", "sweep --model " + kTiny + " --knee"})
+        expect_refused(cmd + " abc", {"abc", "must be a number"});
 }
 
 TEST_CASE("one --hardware default, stated in --help and modeled alike by plan and the sim", "[cli][dialect]") {
@@ -192,6 +223,23 @@ TEST_CASE("near_names: typos, case, prefixes and parts, best first; nothing far"
     CHECK(moebench::did_you_mean("batchh", {"batch", "seed"}, "use one of: batch, seed") ==
           "did you mean batch? Otherwise use one of: batch, seed");
     CHECK(moebench::did_you_mean("zzz", {"batch", "seed"}, "use one of: batch, seed") == "use one of: batch, seed");
+}
+
+TEST_CASE("the list and range syntax is named where a value was no number", "[cli][dialect]") {
+    // sweep: an axis of a numeric field takes numbers, lists and ranges; 1-64 is named as the range 1..64.
+    expect_refused("sweep --backend sim --model " + kTiny + " --batch 1-64",
+                   {"--batch", "1-64", "1,2,4", "1..64", "write 1..64 (powers of two) or 1..64:+1"});
+    expect_refused("sweep --backend sim --model " + kTiny + " --set batch=1-64", {"--set batch", "write 1..64"});
+    expect_refused("sweep --backend sim --model " + kTiny + " --context 0,lots",
+                   {"--context", "lots", "a list (1,2,4)"});
+    expect_refused("sweep --backend sim --config " +
+                       write_temp("axes.json", R"({"model": "mixtral-8x7b", "axes": {"batch": "1-8"}})"),
+                   {"axes.batch", "write 1..8"});
+    // run: one value; a list or range is a sweep's axis, named with the command that takes it.
+    expect_refused(kSimRun + " --batch 1..64 --out -", {"--batch", "one value", "moebench sweep --batch 1..64"});
+    expect_refused(kSimRun + " --batch 1,2,4 --out -", {"--batch", "a list (1,2,4)", "moebench sweep --batch 1,2,4"});
+    expect_refused(kSimRun + " --batch 1-64 --out -", {"--batch", "moebench sweep --batch 1..64"});
+    expect_refused(kSimRun + " --seed 1,2 --out -", {"--seed", "moebench sweep --set seed=1,2"});
 }
 
 TEST_CASE("a file of another kind is named with the flag it belongs to", "[cli][dialect]") {
