@@ -287,7 +287,7 @@ inline void read_trace_text(const std::string& bytes, const std::string& dir) {
 // `moebench report FILE --format F` for every format.
 inline void read_report(const std::string& bytes, const std::string& dir) {
     const std::string path = put(dir + "/report.json", bytes);
-    each_expecting(report_formats(), [&](const std::string& f) {
+    each_expecting(format_names(DocKind::report), [&](const std::string& f) {
         run_cli(cli::add_report_command, {"report", path, "--format", f, "-o", dir + "/out." + format_extension(f)});
     });
 }
@@ -300,7 +300,7 @@ inline void read_compare(const std::string& bytes, const std::string& dir) {
     const size_t cut = bytes.find(kCompareSeparator);
     const std::string a = put(dir + "/a.json", bytes.substr(0, cut));
     const std::string b = cut == std::string::npos ? a : put(dir + "/b.json", bytes.substr(cut + 5));
-    each_expecting({"text", "json", "md"}, [&](const std::string& f) {
+    each_expecting(format_names(DocKind::comparison), [&](const std::string& f) {
         run_cli(cli::add_compare_command, {"compare", a, b, "--format", f, "-o", dir + "/cmp." + f});
     });
 }
@@ -325,7 +325,7 @@ inline void read_journal(const std::string& bytes, const std::string& dir) {
                               std::vector<json>(runs.begin(), runs.end()));
     report["sweep"] = analyze_sweep(runs, 5.0);
     (void)analyze_sweep(runs, std::nullopt);
-    for (const auto& f : report_formats()) (void)render_report(report, f);
+    for (const auto& f : format_names(DocKind::report)) (void)render_report(report, f);
 }
 
 }  // namespace detail

@@ -47,6 +47,7 @@ int run_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
     moebench::install_checked_stdout();
+    moebench::cli::register_flag_names();  // before anything can fail: every message spells the flags typed
     try {
         moebench::join_process_group(&argc, &argv);
     } catch (const moebench::Error& e) {

@@ -4,7 +4,9 @@
 - every folder of src/ is a layer, and a file includes only its own layer and the layers below it;
 - kernels/ (device code, part of the backends layer) includes only common/, core/ and kernels/;
 - a backend's folder (backends/cpu, cuda, sim) includes no other backend's folder (only the registry knows them all);
-- no file outside src/backends/ compares a backend's name ("cpu", "cuda", "sim"): it reads the backend's traits.
+- no file outside src/backends/ compares a backend's name ("cpu", "cuda", "sim"): it reads the backend's traits;
+- no file below the CLI spells a flag in a string ("--batch"): it names the field and asks flag_of (common/flag_names.hpp),
+  which the CLI fills; the run field table (config/run_fields.cpp) is where the run fields' flags are written.
 Usage: check_layers.py ROOT LAYER [LAYER ...]   (lowest layer first, as CMakeLists.txt's MOEBENCH_LAYERS)"""
 import pathlib
 import re
@@ -13,6 +15,32 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 NAME_COMPARE = re.compile(r'(?:[=!]=\s*"(?:cpu|cuda|sim)")|(?:"(?:cpu|cuda|sim)"\s*[=!]=)')
 SOURCES = ("*.cpp", "*.hpp", "*.cu", "*.cuh")
+STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+FLAG = re.compile(r'(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*)')
+FLAG_TABLE = "src/config/run_fields.cpp"
+
+
+def flag_literals(text):
+    """(line, flag) of each flag written in a string literal, comments left out."""
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line
+        # a comment starts at // outside a string literal
+        out, in_string, i = "", False, 0
+        while i < len(code):
+            c = code[i]
+            if in_string and c == "\\":
+                out += code[i:i + 2]
+                i += 2
+                continue
+            if c == '"':
+                in_string = not in_string
+            elif not in_string and code.startswith("//", i):
+                break
+            out += c
+            i += 1
+        for m in STRING.finditer(out):
+            for f in FLAG.finditer(m.group(1)):
+                yield number, f.group(1)
 
 
 def files(folder):
@@ -51,6 +79,9 @@ def main():
             elif own == "backends" and target == "backends" and len(parts) > 3 and "/" in rest:
                 if rest.split("/")[0] != parts[2]:
                     problems.append(f"{rel}:{line}: backend {parts[2]} includes backend {rest.split('/')[0]}: only the registry knows them all")
+        if own != "cli" and rel != FLAG_TABLE:
+            for line, flag in flag_literals(text):
+                problems.append(f"{rel}:{line}: spells the flag {flag} below the CLI: name the field and use flag_of")
         if own != "backends" and own != "kernels":
             for m in NAME_COMPARE.finditer(text):
                 line = text.count("\n", 0, m.start()) + 1

@@ -164,7 +164,9 @@ inline StepOut run_one_step(const RunConfig& given) {
     for (size_t s = 0; s < layers.size(); ++s) {
         if (!out.model.is_moe_layer(layers[s])) continue;
         const int64_t slot = static_cast<int64_t>(s);
-        const std::vector<NamedTensor> t = backend->moe_block_tensors(slot);
+        const TensorAccess* tensors = backend->capability<TensorAccess>();
+        REQUIRE(tensors != nullptr);  // the conformance runs only backends that offer tensors
+        const std::vector<NamedTensor> t = tensors->moe_block_tensors(slot);
         MoeLayerOut l;
         l.layer = layers[s];
         l.moe_in = tensor_f32(t, "moe_in", true);

@@ -462,8 +462,35 @@ def sweep_cases(tmp):
         check(sweep["resumed"] >= 1 and sweep["ok"] == 3, f"--resume: {sweep['resumed']} point(s) from the journal")
 
 
+def bench_a2a_cases(tmp):
+    """bench a2a: the document's figures follow from its own run's traffic and the bare calls' times, and the terminal
+    view is printed at rank 0 only; in one process it is exit 2 naming mpirun."""
+    out = os.path.join(tmp, "a2a.json")
+    args = ["bench", "a2a", "--model", os.path.join(MODELS, "tiny-mixtral-8x7b.json"), "--batch", "8", "--context",
+            "16", "--threads", "1", "--warmup", "0", "--iters", "2", "--baseline-iters", "3", "--out", out]
+    r = moebench(args, 2)
+    ok = r.returncode == 0 and os.path.exists(out)
+    check(ok, "bench a2a under mpirun -np 2: exit 0, one document" + ("" if ok else ": " + r.stderr[-400:]))
+    if ok:
+        with open(out) as f:
+            d = json.load(f)
+        bw = d["traffic"]["bandwidth"]
+        check(d["schema"] == "moebench.bench_a2a/1" and d["ranks"] == 2, "bench a2a: schema and ranks")
+        check(d["bytes_per_rank_per_step"] == bw["dispatch"]["bytes_per_rank"] + bw["combine"]["bytes_per_rank"],
+              "bench a2a: bytes per rank = the run's dispatch + combine bytes per rank")
+        ours = d["moebench"]["dispatch_us"] + d["moebench"]["combine_us"]
+        cold = d["bare_mpi_alltoallv"]["cold"]["dispatch_us"] + d["bare_mpi_alltoallv"]["cold"]["combine_us"]
+        check(ours > 0 and abs(d["algbw_ratio"] - cold / ours) <= 1e-9 * max(1.0, cold / ours),
+              "bench a2a: the ratio is the cold bare calls' time over moebench's")
+        check(r.stdout.count("2 ranks (") == 1 and "result: " + out in r.stdout,
+              "bench a2a: the terminal view once (rank 0), then where the document went")
+    r = moebench(args)
+    check(r.returncode == 2 and "mpirun -np N" in r.stderr, "bench a2a in one process: exit 2 naming mpirun")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="moebench-mpi-") as tmp:
+        bench_a2a_cases(tmp)
         equality_cases(tmp)
         traffic_cases(tmp)
         failure_cases(tmp)

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/text_list.hpp"
 #include "config/hardware.hpp"
 #if MOEBENCH_HAS_CUDA
@@ -38,14 +39,15 @@ std::unique_ptr<Backend> make_cuda(const std::string&, std::string* why) {
 #if MOEBENCH_HAS_CUDA
     std::string reason;
     if (!cuda_available(&reason))
-        config_error("--backend", "cuda is unavailable", reason,
-                     "run on a machine with an NVIDIA GPU, or use --backend cpu (measured) or sim (modeled)");
+        config_error(flag_of("backend"), "cuda is unavailable", reason,
+                     "run on a machine with an NVIDIA GPU, or use " + flag_of("backend") +
+                         " cpu (measured) or sim (modeled)");
     if (why) why->clear();
     return make_cuda_backend();
 #else
     (void)why;
-    config_error("--backend", "this build has no CUDA backend", "cuda",
-                 "rebuild with the CUDA toolkit (-DMOEBENCH_CUDA=ON), or use --backend cpu or sim");
+    config_error(flag_of("backend"), "this build has no CUDA backend", "cuda",
+                 "rebuild with the CUDA toolkit (-DMOEBENCH_CUDA=ON), or use " + flag_of("backend") + " cpu or sim");
 #endif
 }
 
@@ -105,7 +107,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why,
     }
     for (const KnownBackend& b : known_backends())
         if (b.traits.name == name) return b.make(hardware, why);
-    config_error("--backend", "unknown backend", name, "use " + or_list(backend_choices()));
+    config_error(flag_of("backend"), "unknown backend", name, "use " + or_list(backend_choices()));
 }
 
 json accelerator_devices_json(bool measure) {

@@ -17,4 +17,7 @@ void add_place_command(CLI::App& app);
 /// `bench a2a` under `bench` (bench_a2a.cpp).
 void add_bench_a2a_command(CLI::App* bench);
 
+/// Tells the layers below which flag spells each field their messages name (flag_names.cpp); once, at start-up.
+void register_flag_names();
+
 }  // namespace moebench::cli

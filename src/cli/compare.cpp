@@ -2,10 +2,12 @@
 // 'moebench compare A.json B.json': matched points side by side with noise-aware verdicts; exit 1 when anything
 // is slower beyond --threshold, so a CI job can gate on it (docs/sweep.md).
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
 #include "compare/compare.hpp"
+#include "report/formats.hpp"
 
 #include <cstdlib>
 #include <iostream>
@@ -43,11 +45,13 @@ void add_compare_command(CLI::App& app) {
     cmd->add_option("A", f->a, "Baseline report (JSON, or a sweep journal .jsonl)")->required();
     cmd->add_option("B", f->b, "Candidate report (JSON, or a sweep journal .jsonl)")->required();
     cmd->add_option("--threshold", f->threshold, "Slowdown that fails the comparison, e.g. 5% (default 5%)");
-    cmd->add_option("--format", f->format, "text | json | md (default text)");
-    cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout");
+    cmd->add_option("--format", f->format, format_names_help(DocKind::comparison) + " (default text)")
+        ->type_name("FORMAT");
+    cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout")->type_name("FILE");
     cmd->add_option("--match", f->match, "Comma-separated axes to match points by (default: the model, the hardware and every axis)");
-    cmd->add_option("--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
-    cmd->add_option("--spread-z", f->spread_z, "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
+    add_decimal_option(cmd, "--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
+    add_decimal_option(cmd, "--spread-z", f->spread_z,
+                       "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
     cmd->add_option("--noise-floor", f->noise_floor, "Smallest noise band, fraction of A's mean (default 1%)");
     cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold (or inconclusive)");
     cmd->add_flag("--allow-missing", f->allow_missing,
@@ -79,15 +83,14 @@ void add_compare_command(CLI::App& app) {
                 start = c + 1;
             }
         }
-        if (f->format != "text" && f->format != "json" && f->format != "md")
-            config_error("--format", "unknown format", f->format, "use text, json or md");
+        const std::string format = parse_format(f->format, DocKind::comparison, "--format");
         refuse_output_over_input({{"-o", f->out}}, {{"A", f->a}, {"B", f->b}});
         // One strict reader for both sides (and for `report`): a missing or mistyped field is exit 2, never a 0 us.
         const ReadReport report_a = load_report(f->a), report_b = load_report(f->b);
         // Nothing compared (no match, or nothing ran in both) is exit 2 from compare_reports: a gate must not pass it.
         json cmp = reading_input(f->a + " or " + f->b, [&] { return compare_reports(report_a, report_b, o); });
         for (const auto& w : cmp["warnings"]) std::cerr << "moebench: warning: " << printable(w.value("message", "")) << "\n";
-        std::string text = reading_input(f->a + " or " + f->b, [&] { return render_comparison(cmp, f->format); });
+        std::string text = reading_input(f->a + " or " + f->b, [&] { return render_view(cmp, DocKind::comparison, format); });
         if (f->out.empty()) {
             std::cout << text;
             std::cout.flush();

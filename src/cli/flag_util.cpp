@@ -1,58 +1,137 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli/flag_util.hpp"
 
+#include "cli/set_flags.hpp"
 #include "common/error.hpp"
 #include "common/overloaded.hpp"
+#include "sweep/axes.hpp"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 namespace moebench::cli {
 
 namespace {
 
-// A whole-number flag, read by us rather than by CLI11 (which saturates 99999999999999999999 to 2^63 - 1 and goes on
-// with a value the user never typed).
-int64_t parse_whole_number(const std::string& text, const std::string& label) {
+// The run fields' one-letter names: one dialect, -o is --out on every command that writes a file.
+std::string option_names(const RunField& f) { return f.key == "out" ? "-o," + f.flag : f.flag; }
+
+// "--batch" of "-o,--out" style names: the long one, as messages name an option.
+std::string long_name(const std::string& names) { return names.substr(names.rfind(',') + 1); }
+
+// Text that is a sweep's list or range rather than one value: 1,2,4  1..64  1-64.
+bool list_or_range(const std::string& text) {
+    return text.find(',') != std::string::npos || text.find("..") != std::string::npos || !range_meant(text).empty();
+}
+
+// The fix for one value that is not a number: a list or range named as a sweep's (`sweep_example`: how a sweep takes
+// it, the value appended: "moebench sweep --batch "), else `fix`.
+std::string number_fix(const std::string& text, const std::string& sweep_example, const std::string& fix) {
+    if (sweep_example.empty() || !list_or_range(text)) return fix;
+    const std::string meant = range_meant(text);
+    return "a run takes one value; a list (1,2,4) or a range (1..64) is a sweep's axis: " + sweep_example +
+           (meant.empty() ? text : meant);
+}
+
+}  // namespace
+
+int64_t parse_whole_number(const std::string& text, const std::string& label, const std::string& sweep_example) {
     int64_t v = 0;
     const char* end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, v);
     if (ec == std::errc::result_out_of_range)
         config_error(label, "is out of range (whole numbers up to 9223372036854775807)", text, "use a smaller value");
     if (ec != std::errc() || ptr != end || text.empty())
-        config_error(label, "must be a whole number", text, "write digits only, e.g. 8");
+        config_error(label, "must be a whole number", text,
+                     number_fix(text, sweep_example, "write digits only, e.g. 8"));
     return v;
 }
 
-}  // namespace
+double parse_decimal(const std::string& text, const std::string& label, const std::string& sweep_example) {
+    const char* begin = text.c_str();
+    char* end = nullptr;
+    const double v = std::strtod(begin, &end);
+    if (text.empty() || end != begin + text.size() || text.find_first_of("xXpP") != std::string::npos)
+        config_error(label, "must be a number", text, number_fix(text, sweep_example, "write a decimal, e.g. 1.25"));
+    if (!std::isfinite(v))
+        config_error(label, "must be a finite number", text, "write a decimal, e.g. 1.25");
+    return v;
+}
+
+std::string sweep_example_of(const RunField& f) {
+    return f.sweep_flag ? "moebench sweep " + f.flag + " " : "moebench sweep --set " + f.key + "=";
+}
+
+json run_field_value(const RunField& f, const std::string& text, const std::string& label) {
+    switch (run_field_type(f)) {
+        case RunFieldType::whole: return parse_whole_number(text, label, sweep_example_of(f));
+        case RunFieldType::decimal: return parse_decimal(text, label, sweep_example_of(f));
+        case RunFieldType::flag:
+        case RunFieldType::text: break;
+    }
+    return set_value(text);
+}
+
+CLI::Option* add_decimal_option(CLI::App* cmd, const std::string& names, double& target, const std::string& help) {
+    const std::string label = long_name(names);
+    return cmd
+        ->add_option_function<std::string>(
+            names, [&target, label](const std::string& text) { target = parse_decimal(text, label); }, help)
+        ->type_name("FLOAT");
+}
 
 void RunFieldFlags::add(CLI::App* cmd, const RunField& f) {
     auto b = std::make_unique<Bound>();
     b->field = &f;
-    RunConfig probe;
-    std::visit(Overloaded{[&](std::string*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](Mode*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](int64_t*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](uint64_t*) { b->opt = cmd->add_option(f.flag, b->value.emplace<std::string>(), f.help); },
-                          [&](double*) { b->opt = cmd->add_option(f.flag, b->value.emplace<double>(), f.help); },
-                          [&](bool*) { b->opt = cmd->add_flag(f.flag, b->value.emplace<bool>(), f.help); }},
-               f.ref(probe));
+    // Numbers are read as text and parsed by parse_whole_number / parse_decimal (no saturation, one message on every
+    // command); --help names their type as CLI11 names its own.
+    switch (run_field_type(f)) {
+        case RunFieldType::flag: b->opt = cmd->add_flag(option_names(f), b->value.emplace<bool>(), f.help); break;
+        case RunFieldType::whole:
+            b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help)->type_name("INT");
+            break;
+        case RunFieldType::decimal:
+            b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help)->type_name("FLOAT");
+            break;
+        case RunFieldType::text:
+            b->opt = cmd->add_option(option_names(f), b->value.emplace<std::string>(), f.help)
+                         ->type_name(f.key == "out" ? "FILE" : "TEXT");
+            break;
+    }
     bound_.push_back(std::move(b));
 }
 
 void RunFieldFlags::apply(RunConfig& cfg) const {
     for (const auto& b : bound_) {
         if (b->opt->count() == 0) continue;
-        const std::string label = run_field_label("", b->field->key);
-        std::visit(Overloaded{[&](Mode* v) { *v = parse_mode(std::get<std::string>(b->value), label); },
+        const RunField& f = *b->field;
+        const std::string label = run_field_label("", f.key);
+        // Where a list or range was given for one value: how a sweep takes it.
+        const std::string sweep_example = sweep_example_of(f);
+        const auto text = [&] { return std::get<std::string>(b->value); };
+        std::visit(Overloaded{[&](Mode* v) { *v = parse_mode(text(), label); },
                               [&](uint64_t* v) {
-                                  *v = parse_seed(parse_whole_number(std::get<std::string>(b->value), label), label);
+                                  *v = parse_seed(parse_whole_number(text(), label, sweep_example), label);
                               },
-                              [&](std::string* v) { *v = std::get<std::string>(b->value); },
-                              [&](int64_t* v) { *v = parse_whole_number(std::get<std::string>(b->value), label); },
-                              [&](double* v) { *v = std::get<double>(b->value); },
+                              [&](std::string* v) { *v = text(); },
+                              [&](int64_t* v) { *v = parse_whole_number(text(), label, sweep_example); },
+                              [&](double* v) { *v = parse_decimal(text(), label, sweep_example); },
                               [&](bool* v) { *v = std::get<bool>(b->value); }},
-                   b->field->ref(cfg));
+                   f.ref(cfg));
     }
+}
+
+std::vector<std::pair<std::string, std::string>> RunFieldFlags::given_as_written() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& b : bound_) {
+        if (b->opt->count() == 0) continue;
+        std::string text = b->field->flag;
+        if (!std::holds_alternative<bool>(b->value))
+            for (const std::string& r : b->opt->results()) text += " " + r;
+        out.emplace_back(b->field->key, text);
+    }
+    return out;
 }
 
 CLI::Option* RunFieldFlags::option(const std::string& key) const {

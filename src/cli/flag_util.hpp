@@ -3,6 +3,7 @@
 // (shared by `run` and `sweep`, so both treat an absent flag the same way). The run config's flags are made from
 // its field table (config/run_fields.hpp).
 #pragma once
+#include "common/error.hpp"
 #include "config/run_fields.hpp"
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,41 @@
 #include <vector>
 
 namespace moebench::cli {
+
+/// A whole number given for `label` (a flag), read alike on every command: digits only, no saturation (CLI11 turns
+/// 99999999999999999999 into 2^63 - 1). ConfigError naming the flag, the value and the fix; for a list or range
+/// (1,2,4; 1..64; 1-64) the fix names the sweep's syntax, as `sweep_example` ("moebench sweep --batch") takes it.
+int64_t parse_whole_number(const std::string& text, const std::string& label, const std::string& sweep_example = "");
+/// A finite decimal given for `label`, read alike on every command (as parse_whole_number).
+double parse_decimal(const std::string& text, const std::string& label, const std::string& sweep_example = "");
+
+/// How a sweep takes a list or range for run field `f`, the value to be appended: "moebench sweep --batch ",
+/// "moebench sweep --set seed=".
+std::string sweep_example_of(const RunField& f);
+
+/// One value of run field `f` given as text for `label` (`--set batch=8`): a number read as the field's flag reads
+/// it (parse_whole_number, parse_decimal), anything else as set_value reads it.
+json run_field_value(const RunField& f, const std::string& text, const std::string& label);
+
+/// A whole-number option (`names` as CLI11 takes them, "--batch" or "-n,--num"): INT in --help, its value read by
+/// parse_whole_number when the command line is parsed.
+template <class Int>
+CLI::Option* add_whole_option(CLI::App* cmd, const std::string& names, Int& target, const std::string& help) {
+    const std::string label = names.substr(names.rfind(',') + 1);
+    return cmd
+        ->add_option_function<std::string>(
+            names,
+            [&target, label](const std::string& text) {
+                const int64_t v = parse_whole_number(text, label);
+                if (static_cast<int64_t>(static_cast<Int>(v)) != v)
+                    config_error(label, "is out of range", text, "use a smaller value");
+                target = static_cast<Int>(v);
+            },
+            help)
+        ->type_name("INT");
+}
+/// A decimal option: FLOAT in --help, its value read by parse_decimal.
+CLI::Option* add_decimal_option(CLI::App* cmd, const std::string& names, double& target, const std::string& help);
 
 /// Sets `field` from `value` only when `opt` appeared on the command line.
 template <typename T, typename U>
@@ -37,6 +73,8 @@ public:
         const CLI::Option* o = option(key);
         return o && o->count() > 0;
     }
+    /// The fields given on the command line, each with its flag as written ("--batch 4"), in the table's order.
+    std::vector<std::pair<std::string, std::string>> given_as_written() const;
 
 private:
     struct Bound {

@@ -3,12 +3,14 @@
 // (workload/placement_search.hpp), with its predicted effect beside contiguous placement, replayed by the run's
 // rules. `moebench run --placement FILE` (under mpirun) uses it.
 #include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
 #include "common/read_file.hpp"
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
+#include "report/formats.hpp"
 #include "workload/placement_search.hpp"
 #include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
@@ -26,7 +28,7 @@ namespace moebench::cli {
 namespace {
 
 struct PlaceArgs {
-    std::string trace, out, model;
+    std::string trace, out, model, format = "text";
     int64_t ep = 0, replicas = 0, batch = 64;
 };
 
@@ -41,21 +43,10 @@ RoutingTrace load_any_trace(const std::string& path, int64_t num_experts) {
     return import_trace(path, num_experts, &summary);
 }
 
-json score_json(const PlacementScore& s, double row_bytes) {
-    json j = {{"dedup_remote_rows_per_step", s.dedup_remote_rows_per_step},
-              {"per_expert_remote_rows_per_step", s.per_expert_remote_rows_per_step},
-              {"max_over_mean_rank_load", s.max_over_mean_rank_load}};
-    if (row_bytes > 0) {
-        j["dedup_remote_bytes_per_step"] = s.dedup_remote_rows_per_step * row_bytes;
-        j["per_expert_remote_bytes_per_step"] = s.per_expert_remote_rows_per_step * row_bytes;
-    }
-    return j;
-}
-
 void run_place(const PlaceArgs& a) {
+    const std::string format = parse_format(a.format, DocKind::placement, "--format");
     if (a.out.empty()) config_error("--out", "is required", "", "e.g. -o placement.json");
     check_output_path(a.out);
-    double row_bytes = 0;  // bf16 token rows of the model's hidden size (--model), else rows only
     ModelConfig m;
     if (!a.model.empty()) m = load_model(a.model);
     refuse_output_over_input({{"-o", a.out}}, {{"--trace", a.trace}, {"--model", m.source}});
@@ -67,7 +58,6 @@ void run_place(const PlaceArgs& a) {
         if (m.moe.num_experts != trace.num_experts)
             config_error("--model", fmt::format("has {} experts, the trace {}", m.moe.num_experts, trace.num_experts),
                          a.model, "give the model the trace was recorded on");
-        row_bytes = 2.0 * static_cast<double>(m.hidden_size);
     }
     // A long search says how far it got on stderr every few seconds; a short one says nothing.
     const auto started = std::chrono::steady_clock::now();
@@ -80,35 +70,10 @@ void run_place(const PlaceArgs& a) {
                                  std::chrono::duration<double>(now - started).count(), stage);
     };
     const PlacementSearch r = search_placement(trace, a.ep, a.replicas, a.batch, progress);
-    json doc = placement_to_json(r.placement);
-    doc["predicted"] = {{"source", "counted"},
-                        {"basis", fmt::format("the trace replayed in decode steps of --batch {} tokens, one per "
-                                              "sequence, sequences split over ranks as moebench run splits them; "
-                                              "bytes: bf16 rows of the model's hidden size", a.batch)},
-                        {"trace", a.trace},
-                        {"steps", r.chosen.steps},
-                        {"replicas", a.replicas},
-                        {"contiguous", score_json(r.contiguous, row_bytes)},
-                        {"placed", score_json(r.chosen, row_bytes)}};
+    const json doc = placement_document(r, trace, a.trace, a.replicas, a.batch, a.model.empty() ? 0 : m.hidden_size);
     write_file_atomic(a.out, doc.dump(2) + "\n");
-    const auto line = [](const char* what, double c, double p) {
-        return fmt::format("  {:<36} {:>12.2f} {:>12.2f}  ({:+.1f}%)\n", what, c, p, c > 0 ? 100.0 * (p - c) / c : 0.0);
-    };
-    std::cout << fmt::format("placement of {} experts on {} ranks ({} replicas) from {} ({} steps of {} tokens, {} layers)\n",
-                             trace.num_experts, a.ep, a.replicas, a.trace, r.chosen.steps, a.batch, trace.num_layers)
-              << fmt::format("  {:<36} {:>12} {:>12}\n", "per step", "contiguous", "placed")
-              << line("remote dispatch rows, --a2a dedup", r.contiguous.dedup_remote_rows_per_step,
-                      r.chosen.dedup_remote_rows_per_step)
-              << line("remote dispatch rows, --a2a per-expert", r.contiguous.per_expert_remote_rows_per_step,
-                      r.chosen.per_expert_remote_rows_per_step)
-              << line("max/mean rank load", r.contiguous.max_over_mean_rank_load, r.chosen.max_over_mean_rank_load)
-              << fmt::format("  chosen of {} candidates: {}\n", r.candidates_scored, r.chosen_from);
-    if (row_bytes > 0)
-        std::cout << line("remote dispatch bytes (bf16), dedup", r.contiguous.dedup_remote_rows_per_step * row_bytes,
-                          r.chosen.dedup_remote_rows_per_step * row_bytes);
-    if (r.chosen.steps == 0)
-        std::cout << fmt::format("note: the trace holds fewer than --batch {} tokens: nothing to replay, the "
-                                 "prediction is empty (use a smaller --batch)\n", a.batch);
+    std::cout << render_view(doc, DocKind::placement, format);
+    if (format == "json") return;  // stdout is the document
     std::cout << "placement: " << a.out << "\n";
 }
 
@@ -122,11 +87,15 @@ void add_place_command(CLI::App& app) {
                 "The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
     auto a = std::make_shared<PlaceArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace")->required();
-    cmd->add_option("--ep", a->ep, "Expert-parallel ranks")->required();
-    cmd->add_option("--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
-    cmd->add_option("--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
+    add_whole_option(cmd, "--ep", a->ep, "Expert-parallel ranks")->required();
+    add_whole_option(cmd, "--replicas", a->replicas, "Extra expert copies in all (a multiple of --ep)");
+    add_whole_option(cmd, "--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
     cmd->add_option("--model", a->model, "Model the trace was recorded on (its expert count; predicted bytes)");
-    cmd->add_option("-o,--out", a->out, "Placement file to write");
+    cmd->add_option("-o,--out", a->out, "Placement file to write")->type_name("FILE");
+    cmd->add_option("--format", a->format,
+                    format_names_help(DocKind::placement) +
+                        " (to stdout: the view, or the file's document; default text)")
+        ->type_name("FORMAT");
     cmd->callback([a] { run_place(*a); });
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// 'moebench report R.json --format csv|md|html|trace|prom|json [-o FILE]': views of a report. A sweep journal
-// (.jsonl) is accepted too, so the points of a killed sweep can be looked at before it is resumed.
+// 'moebench report R.json --format FMT [-o FILE]': views of a report (its formats: report/formats.cpp). A sweep
+// journal (.jsonl) is accepted too, so the points of a killed sweep can be looked at before it is resumed.
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -14,16 +14,16 @@
 namespace moebench::cli {
 
 void add_report_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("report", "Render a report as csv, md, html, trace (Chrome/Perfetto) or prom");
+    auto* cmd = app.add_subcommand("report", "Render a report as " + format_names_help(DocKind::report, ", ", false));
     cmd->footer("CSV columns: docs/csv-columns.md. HTML is one self-contained file (inline SVG, no network).");
     auto input = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("md");
     auto out = std::make_shared<std::string>();
     cmd->add_option("REPORT", *input, "moebench.report/1 JSON (or a sweep journal .jsonl)")->required();
-    cmd->add_option("--format", *format, format_names_help() + " (default md)");
-    cmd->add_option("-o,--out", *out, "Output file (default stdout)");
+    cmd->add_option("--format", *format, format_names_help(DocKind::report) + " (default md)")->type_name("FORMAT");
+    cmd->add_option("-o,--out", *out, "Output file (default stdout)")->type_name("FILE");
     cmd->callback([=] {
-        std::string fmt_name = parse_format_list(*format, "--format", false).front();
+        const std::string fmt_name = parse_format(*format, DocKind::report, "--format");
         refuse_output_over_input({{"-o", *out}}, {{"REPORT", *input}});
         // The strict reader `compare` uses: a missing or mistyped field is exit 2 naming it, never a blank cell.
         const ReadReport report = load_report(*input);

@@ -4,19 +4,20 @@
 #include "cli/commands.hpp"
 #include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
+#include "cli/set_flags.hpp"
 #include "comm/process_group.hpp"
 #include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
 #include "common/paths.hpp"
+#include "config/file_kind.hpp"
 #include "config/model_config.hpp"
 #include "backends/registry.hpp"
 #include "config/run_fields.hpp"
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
 #include "harness/validate.hpp"
-#include "report/console_table.hpp"
 #include "report/formats.hpp"
 #include "report/report_json.hpp"
 
@@ -31,6 +32,7 @@ namespace {
 // The flags that are not run config fields (those come from config/run_fields.hpp).
 struct RunFlags {
     std::string config, json_out, format;
+    std::vector<std::string> sets;  // --set FIELD=VALUE
     bool config_given = false, json_given = false, format_given = false;
 };
 
@@ -75,6 +77,7 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
     std::string config_path = f.config_given ? resolve_config("runs", f.config, "--config")
                                              : resolve_config("runs", "default", "--config");
     json config_json = load_json_file(config_path, kMaxConfigBytes);
+    refuse_other_file_kind(config_json, "--config " + config_path, {FileKind::run_config, FileKind::report});
     if (config_json.is_object() && config_json.value("schema", json()) == json(kReportSchema))
         config_json = run_config_of_report(config_json, config_path);
     else if (config_json.is_object() && config_json.contains("schema"))  // a run config has no schema key
@@ -84,11 +87,25 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
     if (!config_json.is_object())  // named here: run_config_from_json would say "<root>"
         config_error(config_path, "must be a JSON object (a run config)", json_brief(config_json),
                      "see docs/run-schema.md");
+    // --set FIELD=VALUE: the field read as the config file's would be, one value each; a field given twice on the
+    // command line (a flag and a --set) is refused naming both, as sweep does.
+    FieldClaims claims;
+    for (const auto& [field, as_written] : fields.given_as_written())
+        claims.claim(field, as_written.substr(0, as_written.find(' ')), as_written, "give " + field + " once");
+    for (const SetFlag& s : parse_set_flags(f.sets)) {
+        claims.claim(s.field, "--set " + s.field, s.as_written, "give " + s.field + " once");
+        if (s.values.size() > 1)
+            config_error("--set " + s.field, "takes one value in a run", s.text,
+                         "a list (1,2,4) or a range (1..64) is a sweep's axis: moebench sweep " + s.as_written);
+        config_json[s.field] = run_field_value(*find_run_field(s.field), s.text, "--set " + s.field);
+    }
+    // A field the command line gave (by its flag or by --set).
+    const auto given = [&](const std::string& key) { return claims.claimed(key); };
     RunConfig cfg = run_config_from_json(config_json, "");
     fields.apply(cfg);
     if (f.json_given) {
         if (f.json_out.empty()) config_error("--json", "needs a value", "", "use --json - for stdout, or --out FILE");
-        if (fields.given("out") && cfg.out != f.json_out)
+        if (given("out") && cfg.out != f.json_out)
             config_error("--json", "and --out both name where the report goes", f.json_out + " and " + cfg.out,
                          "give one of them (--json - writes the report to stdout, --out FILE to a file)");
         cfg.out = f.json_out;   // '-' = stdout; any other value is a file, like --out
@@ -111,11 +128,11 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
         config_error("dump_tensors (--dump-tensors)", "is a file; it names the folder for moe_layer.safetensors",
                      cfg.dump_tensors, "give a folder (created when missing)");
     // A flag given on the command line that would change nothing is a mistake, not a no-op.
-    if (fields.given("context") && cfg.shape.mode == Mode::prefill && cfg.shape.context != 0)
+    if (given("context") && cfg.shape.mode == Mode::prefill && cfg.shape.context != 0)
         config_error("context (--context)", "only applies to --mode decode; prefill starts from an empty KV cache",
                      std::to_string(cfg.shape.context) + " with mode prefill",
                      "drop --context (prefill attends causally within each --seq-len sequence), or use --mode decode");
-    if (fields.given("seq_len") && cfg.shape.mode == Mode::decode && cfg.shape.seq_len != 1)
+    if (given("seq_len") && cfg.shape.mode == Mode::decode && cfg.shape.seq_len != 1)
         config_error("seq_len (--seq-len)", "only applies to --mode prefill; a decode step has one token per sequence",
                      std::to_string(cfg.shape.seq_len) + " with mode decode",
                      "add --mode prefill, or drop --seq-len (decode attends to --context cached tokens)");
@@ -130,7 +147,7 @@ void run_command(const RunFlags& f, const RunFieldFlags& fields) {
     // as well. Whatever owns stdout, the terminal summary goes to stderr.
     std::string format;
     if (f.format_given) {
-        format = parse_format_list(f.format, "--format", false).front();
+        format = parse_format(f.format, DocKind::report, "--format");
         if (cfg.out == "-")
             config_error("--format", "stdout already carries the JSON report (--json - / --out -)", f.format,
                          "drop --json - (the report is then written to --out), or drop --format");
@@ -149,7 +166,7 @@ void run_command(const RunFlags& f, const RunFieldFlags& fields) {
         std::cout.flush();
     }
 
-    term << console_summary(record);
+    term << render_report(report, "text");  // the terminal view of the report (its one run)
     if (out_path != "-") term << "report: " << out_path << "\n";
     if (!cfg.dump_tensors.empty())
         term << "tensors: " << (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string() << "\n";
@@ -177,8 +194,13 @@ void add_run_command(CLI::App& app) {
     fields->option("backend")->description(backends_help());
     fields->option("expert_gemm")->description("Expert GEMMs: " + choice_help(&BackendTraits::expert_gemm));
     fields->option("attention_kernel")->description("Attention kernel: " + choice_help(&BackendTraits::attention_kernel));
+    cmd->add_option("--set", f->sets, "FIELD=VALUE: set any run config field (docs/run-schema.md), as sweep's --set; "
+                                      "one value each")
+        ->type_name("FIELD=VALUE");
     auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
-    auto* o_format = cmd->add_option("--format", f->format, "Also print the report to stdout as " + format_names_help());
+    auto* o_format = cmd->add_option("--format", f->format,
+                                     "Also print the report to stdout as " + format_names_help(DocKind::report))
+                         ->type_name("FORMAT");
 
     cmd->callback([=] {
         f->config_given = o_config->count() > 0;

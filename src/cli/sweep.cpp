@@ -5,6 +5,7 @@
 #include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
 #include "backends/registry.hpp"
+#include "cli/set_flags.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/host_cpus.hpp"
 #include "common/atomic_file.hpp"
@@ -13,6 +14,8 @@
 #include "common/paths.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
+#include "config/file_kind.hpp"
+#include "config/hardware.hpp"
 #include "config/run_fields.hpp"
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
@@ -90,57 +93,13 @@ std::string strip_json_ext(const std::string& path) {
     return path;
 }
 
-// Parses a --set value: JSON when it parses (numbers, true, "quoted"), else the raw text.
-json set_value(const std::string& text) {
-    if (json_nesting_depth(text) > kMaxJsonDepth) return json(text);  // nlohmann recurses on deep values
-    try {
-        return json::parse(text);
-    } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
-        return json(text);
-    }
-}
-
-void print_summary(std::ostream& os, const SweepOutcome& o) {
-    os << fmt::format("{:<44} {:>8} {:>12} {:>12} {:>14}\n", "point", keys::kStatus, "p50 ms", "p95 ms", "tokens/s");
-    for (const auto& r : o.runs) {
-        std::string st = r.value(keys::kStatus, "ok");
-        std::string label = r.value("sweep_label", point_label(r.value("sweep_point", json::object())));
-        if (label.size() > 44) label = label.substr(0, 41) + "...";
-        if (st == "ok") {
-            const bool fits = !r.contains("fits") || r["fits"] != false;  // a modeled point that does not fit its GPUs
-            os << fmt::format("{:<44} {:>8} {:>12.3f} {:>12.3f} {:>14.1f}\n", label, fits ? st : "no fit",
-                              formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us}) / 1000.0,
-                              formats_detail::num_at(r, {keys::kLatency, keys::kStep, keys::kP95Us}) / 1000.0,
-                              formats_detail::num_at(r, {keys::kThroughput, keys::kTokensPerS}));
-        } else {
-            std::string why = r.value(st == "skipped" ? "skip_reason" : "error", "");
-            if (why.size() > 70) why = why.substr(0, 67) + "...";
-            os << fmt::format("{:<44} {:>8}  {}\n", label, st, why);
-        }
-    }
-    const json& s = o.sweep;
-    if (s.contains("series"))
-        for (const auto& series : s["series"])
-            if (series.contains("knee") && !series["knee"].is_null()) {
-                std::string fixed;
-                for (const auto& [k, v] : series["fixed"].items())
-                    if (std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
-                        fixed += (fixed.empty() ? "" : " ") + k + "=" + formats_detail::scalar_text(v);
-                os << "knee" << (fixed.empty() ? "" : " [" + fixed + "]") << ": " << series["knee"].value("reason", "") << "\n";
-            }
-    if (s.contains("golden") && !s["golden"].is_null())
-        os << "golden point: " << s["golden"].value("reason", "") << "\n";
-    else if (s.contains("golden_reason"))
-        os << "golden point: none (" << s.value("golden_reason", "") << ")\n";
-    if (s.value("stop_reason", "done") != "done")
-        os << fmt::format("stopped early ({}): {} point(s) not run\n", s.value("stop_reason", ""), o.num_not_run);
-}
-
 // The base run config (the config file's fields, --warmup/--iters, one-valued --set) and the axes (the config's
 // "axes", many-valued --set, the axis flags), in canonical order; `sweep_opts` gets the config's "sweep" block.
 std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f, json& sweep_opts, RunConfig& base) {
-    json raw = f.config.empty() ? load_json_file(resolve_config("runs", "default", "--config"), kMaxConfigBytes)
-                                : load_json_file(resolve_sweep_config(f.config), kMaxConfigBytes);
+    const std::string config_path = f.config.empty() ? resolve_config("runs", "default", "--config")
+                                                     : resolve_sweep_config(f.config);
+    json raw = load_json_file(config_path, kMaxConfigBytes);
+    refuse_other_file_kind(raw, "--config " + config_path, {FileKind::sweep_config, FileKind::run_config});
     if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
     std::vector<SweepAxis> axes;
     sweep_opts = sweep_block_of(raw);
@@ -148,7 +107,10 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
         if (!raw[keys::kAxes].is_object())
             config_error(keys::kAxes, "must be an object of field: values", json_brief(raw[keys::kAxes]),
                          "write e.g. \"axes\": {\"batch\": \"1..256\", \"context\": [512, 4096]}");
-        for (const auto& [k, v] : raw[keys::kAxes].items()) axes.push_back({k, axis_values_from_json(v, "axes." + k)});
+        for (const auto& [k, v] : raw[keys::kAxes].items()) {
+            axes.push_back({k, axis_values_from_json(v, "axes." + k)});
+            check_axis_types(axes.back(), "axes." + k);
+        }
     }
     raw.erase(keys::kAxes);
     raw.erase("sweep");
@@ -156,40 +118,28 @@ std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f,
     override_if(f.o_warmup, base.warmup, f.warmup);
     override_if(f.o_iters, base.iters, f.iters);
     json base_json = run_config_to_json(base);
-    // Each field once on the command line: of `--model A --set model=B` (or two --set model=) one would be dropped
-    // without a word, so both are refused, naming the two flags.
-    std::map<std::string, std::string> set_by;  // field -> the flag that set it, as written
-    const auto claim = [&](const std::string& field, const std::string& flag, const std::string& as_written,
-                           const std::string& list_example) {
-        const auto [it, fresh] = set_by.emplace(field, as_written);
-        if (!fresh)
-            config_error(flag, "conflicts with " + it->second + ": both set run config field " + field, as_written,
-                         "give " + field + " once (a list in one flag makes it an axis, e.g. " + list_example + ")");
+    // Each field once on the command line (cli/set_flags.hpp): of `--model A --set model=B` one would be dropped.
+    FieldClaims claims;
+    const auto once = [](const std::string& field, const std::string& list_example) {
+        return "give " + field + " once (a list in one flag makes it an axis, e.g. " + list_example + ")";
     };
-    for (const auto& s : f.sets) {
-        auto eq = s.find('=');
-        if (eq == std::string::npos || eq == 0)
-            config_error("--set", "must be key=value", s, "write e.g. --set warmup=1 or --set seed=1,2,3");
-        std::string key = s.substr(0, eq), text = s.substr(eq + 1);
-        if (!base_json.contains(key)) {
-            std::string all;
-            for (const auto& [k, v] : base_json.items()) all += (all.empty() ? "" : ", ") + k;
-            config_error("--set " + key, "unknown run config field", key, "use one of: " + all);
-        }
-        claim(key, "--set " + key, "--set " + s, "--set " + key + "=A,B");
-        std::vector<json> values = parse_axis_values(text, "--set " + key);
-        if (values.size() > 1) {
-            axes.push_back({key, values});
+    for (const SetFlag& s : parse_set_flags(f.sets)) {
+        claims.claim(s.field, "--set " + s.field, s.as_written, once(s.field, "--set " + s.field + "=A,B"));
+        check_axis_types({s.field, s.values}, "--set " + s.field);
+        if (s.values.size() > 1) {
+            axes.push_back({s.field, s.values});
         } else {
-            base_json[key] = set_value(text);
+            base_json[s.field] = set_value(s.text);
             // A flag replaces the config's axis of the same name (a one-valued --set too, not only a list).
-            std::erase_if(axes, [&](const SweepAxis& a) { return a.name == key; });
+            std::erase_if(axes, [&](const SweepAxis& a) { return a.name == s.field; });
         }
     }
     for (const auto& [opt, field] : f.axis_opts)
         if (opt->count()) {
-            claim(field, opt->get_name(), opt->get_name() + " " + f.axis_values.at(field), opt->get_name() + " A,B");
+            claims.claim(field, opt->get_name(), opt->get_name() + " " + f.axis_values.at(field),
+                         once(field, opt->get_name() + " A,B"));
             axes.push_back({field, parse_axis_values(f.axis_values.at(field), opt->get_name())});
+            check_axis_types(axes.back(), opt->get_name());
         }
     axes = canonical_axes(axes);  // later (flags) replace earlier (config) of the same name
     // A one-valued axis is a setting: show it in the report's config.run (the fingerprint leaves axes out).
@@ -255,7 +205,10 @@ void write_sweep_outputs(const SweepFlags& f, const json& context, const json& b
         }
     }
     if (!f.quiet) {
-        print_summary(std::cout, o);
+        // The terminal view reads each point's summary (what the sweep kept), not its whole record.
+        json summary = head;
+        summary[keys::kRuns] = o.runs;
+        std::cout << render_report(summary, "text");  // the terminal view of a sweep report: its points, knees, golden
         std::cout << "report: " << out << "\njournal: " << journal << "\n";
         for (const auto& w : written) std::cout << "wrote: " << w << "\n";
     }
@@ -315,7 +268,7 @@ void run_sweep_command(SweepFlags& f) {
     base_json["out"] = "";
     std::string journal = f.o_journal->count() ? f.journal : strip_json_ext(out) + ".jsonl";
     std::vector<std::string> formats;
-    if (!f.format.empty()) formats = parse_format_list(f.format, "--format", true);
+    if (!f.format.empty()) formats = parse_format_list(f.format, DocKind::report, "--format", true);
 
     SweepSpec spec;
     spec.base_run = base_json;
@@ -357,28 +310,37 @@ void add_sweep_command(CLI::App& app) {
     cmd->footer(
         "Axis values: lists (1,2,4), ranges 1..1024 (powers of two), a..b:xF, a..b:+S. Axes may also be declared in the\n"
         "config's \"axes\" object; flags replace axes of the same name. Each finished point is appended to the journal\n"
-        "(JSON Lines); --resume skips points already there. docs/sweep.md.");
+        "(JSON Lines); --resume skips points already there. docs/sweep.md.\n"
+        "Any run config field: --set FIELD=VALUE (--set hardware=NAME: the profile; the sim models " +
+        std::string(kDefaultHardware) + " when none is given, as plan; cpu and cuda take none unless given).");
     auto f = std::make_shared<SweepFlags>();
     cmd->add_option("--config", f->config, "Sweep or run config: short name (configs/sweeps, configs/runs) or file");
     for (const RunField& field : run_fields()) {
         if (!field.sweep_flag) continue;
-        auto* o = cmd->add_option(field.flag, f->axis_values[field.key], "Axis: " + field.key + " values (list or range)");
+        auto* o = cmd->add_option(field.flag, f->axis_values[field.key],
+                                  "Axis: " + field.key + " values (list or range)")
+                      ->type_name("LIST");
         f->axis_opts.emplace_back(o, field.key);
     }
     cmd->add_option("--set", f->sets, "key=value: set a run config field (key=v1,v2 makes it an axis)");
-    f->o_warmup = cmd->add_option("--warmup", f->warmup, "Warm-up iterations per point");
-    f->o_iters = cmd->add_option("--iters", f->iters, "Minimum measured iterations per point");
-    cmd->add_option("--out", f->out, "Report file (default results/sweep-<UTC time>.json)");
+    f->o_warmup = add_whole_option(cmd, "--warmup", f->warmup, "Warm-up iterations per point");
+    f->o_iters = add_whole_option(cmd, "--iters", f->iters, "Minimum measured iterations per point");
+    cmd->add_option("-o,--out", f->out, "Report file (default results/sweep-<UTC time>.json)")->type_name("FILE");
     f->o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
     cmd->add_flag("--resume", f->resume, "Skip points already in the journal");
-    f->o_budget = cmd->add_option("--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
-    f->o_slo = cmd->add_option("--slo-p95-ms", f->slo_p95_ms, "Golden point: highest throughput with step p95 <= this");
-    f->o_knee = cmd->add_option("--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
+    f->o_budget =
+        add_decimal_option(cmd, "--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");
+    f->o_slo = add_decimal_option(cmd, "--slo-p95-ms", f->slo_p95_ms,
+                                  "Golden point: highest throughput with step p95 <= this");
+    f->o_knee =
+        add_decimal_option(cmd, "--knee", f->knee_fraction, "Knee: smallest batch reaching this fraction of the best");
     cmd->add_flag("--quiet", f->quiet, "No progress and no summary");
-    f->o_jobs = cmd->add_option("--jobs", f->jobs,
-                                "Points computed side by side when every point is modeled (sim): 0 = this process's "
-                                "CPUs (default), 1 = one at a time; measured points always run one at a time");
-    cmd->add_option("--format", f->format, "Also write " + format_names_help(",", false) + " next to the report");
+    f->o_jobs = add_whole_option(cmd, "--jobs", f->jobs,
+                                 "Points computed side by side when every point is modeled (sim): 0 = this process's "
+                                 "CPUs (default), 1 = one at a time; measured points always run one at a time");
+    cmd->add_option("--format", f->format,
+                    "Also write " + format_names_help(DocKind::report, ",", false) + " next to the report")
+        ->type_name("FORMAT");
     cmd->callback([f] { run_sweep_command(*f); });
 }
 

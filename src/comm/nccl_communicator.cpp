@@ -2,6 +2,7 @@
 #include "comm/nccl_communicator.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -100,8 +101,8 @@ private:
                                      ncclGetErrorString(async)));
             if (s > timeout_s)
                 abort(1, fmt::format("rank {}: NCCL {} in {} did not finish in {:g} s (a peer failed or stopped?); "
-                                     "ending the job (--rank-timeout)\n",
-                                     rank(), what, describe(comm_context()), timeout_s));
+                                     "ending the job ({})\n",
+                                     rank(), what, describe(comm_context()), timeout_s, flag_of("rank_timeout")));
             std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
     }

@@ -4,6 +4,7 @@
 #include "comm/process_group.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fmt/format.h>
 
@@ -63,8 +64,8 @@ std::vector<int> int_counts(const std::vector<int64_t>& bytes, const char* what)
     std::vector<int> out(bytes.size());
     for (size_t i = 0; i < bytes.size(); ++i) {
         if (bytes[i] < 0 || bytes[i] > INT_MAX)
-            throw UnsupportedError(fmt::format("{}: {} bytes to one rank exceed MPI's int count; use a smaller --batch",
-                                               what, bytes[i]));
+            throw UnsupportedError(fmt::format("{}: {} bytes to one rank exceed MPI's int count; use a smaller {}",
+                                               what, bytes[i], flag_of("batch")));
         out[i] = static_cast<int>(bytes[i]);
     }
     return out;
@@ -74,7 +75,8 @@ std::vector<int> displacements(const std::vector<int>& counts) {
     std::vector<int> d(counts.size(), 0);
     int64_t at = 0;
     for (size_t i = 0; i < counts.size(); ++i) {
-        if (at > INT_MAX) throw UnsupportedError("all-to-all: more than 2 GiB in one buffer; use a smaller --batch");
+        if (at > INT_MAX)
+            throw UnsupportedError("all-to-all: more than 2 GiB in one buffer; use a smaller " + flag_of("batch"));
         d[i] = static_cast<int>(at);
         at += counts[i];
     }
@@ -334,9 +336,10 @@ private:
         const std::string state = details.empty() ? "every rank is in this collective and MPI made no progress"
                                                   : fmt::format("{}", fmt::join(details, "; "));
         const std::string rule =
-            deadline_.fixed() ? fmt::format("--rank-timeout {:g} s", limit_s)
-                              : fmt::format("--rank-timeout auto: max({:g} s, {:g} x the slowest step so far, {:.3g} s)",
-                                            RankDeadline::kFloorS, RankDeadline::kStepFactor, deadline_.slowest_step_s());
+            deadline_.fixed() ? fmt::format("{} {:g} s", flag_of("rank_timeout"), limit_s)
+                              : fmt::format("{} auto: max({:g} s, {:g} x the slowest step so far, {:.3g} s)",
+                                            flag_of("rank_timeout"), RankDeadline::kFloorS, RankDeadline::kStepFactor,
+                                            deadline_.slowest_step_s());
         if (answers.empty()) linger_s_ = 0;  // no other rank is waiting: none will write a line of its own
         if (prober < 0)
             abort(1, fmt::format("{}timed out after {:g} s {}: {}; ending the job ({})\n", prefix(), limit_s, what,

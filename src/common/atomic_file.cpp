@@ -3,6 +3,7 @@
 
 #include "common/checked_stdout.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -140,7 +141,7 @@ void check_output_path(const std::string& path) {
     namespace fs = std::filesystem;
     if (is_special_file(path)) {
         if (::access(path.c_str(), W_OK) != 0)
-            config_error(path, "is not writable", std::strerror(errno), "choose another --out");
+            config_error(path, "is not writable", std::strerror(errno), "choose another " + flag_of("out"));
         return;
     }
     const fs::path p = resolve_output(path);
@@ -163,7 +164,7 @@ void check_output_path(const std::string& path) {
     if (!made)
         config_error(path, "cannot create the output folder", dir.string(),
                      "check the path: every part of it must be a folder you can write to");
-    if (!writable) config_error(path, "the output folder is not writable", why, "choose another --out");
+    if (!writable) config_error(path, "the output folder is not writable", why, "choose another " + flag_of("out"));
 }
 
 void append_line_durable(const std::string& path, const std::string& line) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "common/paths.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 #include "common/read_file.hpp"
 
@@ -46,15 +47,16 @@ std::string resolve_config(const std::string& kind, const std::string& name_or_p
         const fs::path in_project = fs::absolute(configs_dir(), ec).parent_path() / name_or_path;
         if (fs::is_regular_file(in_project, ec)) return in_project.string();
     }
+    const std::vector<std::string> names = list_configs(kind);
     std::string avail;
-    for (const auto& n : list_configs(kind)) avail += (avail.empty() ? "" : ", ") + n;
+    for (const auto& n : names) avail += (avail.empty() ? "" : ", ") + n;
     bool looks_like_path = name_or_path.find('/') != std::string::npos ||
                            (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
     if (looks_like_path)
         config_error(field, "file not found", name_or_path, "check the path");
     const std::string noun = kind == "models" ? "model" : kind == "runs" ? "run config" : kind == "sweeps" ? "sweep config" : kind;
     config_error(field, "unknown " + noun + " name", name_or_path,
-                 "use a path to a JSON file or one of: " + avail);
+                 did_you_mean(name_or_path, names, "use a path to a JSON file or one of: " + avail));
 }
 
 }  // namespace moebench

@@ -5,6 +5,7 @@
 #include "core/report_keys.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "compare/environment_diff.hpp"
 #include "compare/point_match.hpp"
 #include "core/phase.hpp"
@@ -43,8 +44,9 @@ std::string rerun_advice(const Verdict& v, double mean_a, double n_now, const Co
         const double pct = mean_a > 0 ? 100 * v.spread_us / mean_a : INFINITY;
         s += fmt::format("{}the step-to-step spread itself ({:g} pooled standard deviations = {:.1f}% of A's mean) is "
                          "wider than the threshold, and iterations narrow it only when it came from a few cold or "
-                         "disturbed steps: warm up (--warmup) on a quieter machine, or raise --threshold above {:.1f}%",
-                         s.empty() ? "rerun with more iterations after a warm-up: " : "; ", o.spread_z, pct, pct);
+                         "disturbed steps: warm up ({}) on a quieter machine, or raise {} above {:.1f}%",
+                         s.empty() ? "rerun with more iterations after a warm-up: " : "; ", o.spread_z, pct,
+                         flag_of("warmup"), flag_of("threshold"), pct);
     }
     if (s.empty()) s = "rerun with more iterations";  // a threshold of 0: nothing but a spread of 0 fits it
     return s;
@@ -171,9 +173,11 @@ json compare_reports(const json& a, const json& b, const CompareOptions& o, cons
 
 json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOptions& o) {
     if (o.noise_floor > o.threshold)
-        config_error("--noise-floor",
-                     fmt::format("is wider than --threshold ({:g}%): every point would be inconclusive", 100 * o.threshold),
-                     fmt::format("{:g}%", 100 * o.noise_floor), "lower --noise-floor or raise --threshold");
+        config_error(flag_of("noise_floor"),
+                     fmt::format("is wider than {} ({:g}%): every point would be inconclusive", flag_of("threshold"),
+                                 100 * o.threshold),
+                     fmt::format("{:g}%", 100 * o.noise_floor),
+                     fmt::format("lower {} or raise {}", flag_of("noise_floor"), flag_of("threshold")));
     const PointMatch m = match_points(a, b, o.match_keys);
     json points = json::array(), unmatched_a = json::array(), unmatched_b = json::array();
     int n_faster = 0, n_slower = 0, n_same = 0, n_inconclusive = 0, n_regress = 0, n_not_ok = 0, n_failed_b = 0,
@@ -207,13 +211,13 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
                          fmt::format("times are {} (A) vs {} (B): a model is not a run of the same thing, so a verdict "
                                      "would call a modeled figure faster or slower than a measured one",
                                      pa.timing_source, pb.timing_source),
-                         "", "compare measured with measured (or modeled with modeled), or pass --allow-modeled to "
-                             "compare them anyway (the verdict then says so)");
+                         "", "compare measured with measured (or modeled with modeled), or pass " +
+                                 flag_of("allow_modeled") + " to compare them anyway (the verdict then says so)");
         p.update(compare_point(pa, pb, a.name, b.name, o));
         if (mixed) {
             p["sources"] = {{"a", pa.timing_source}, {"b", pb.timing_source}};
-            p["note"] = fmt::format("A {} vs B {}: this verdict compares a model with a measurement (--allow-modeled)",
-                                    pa.timing_source, pb.timing_source);
+            p["note"] = fmt::format("A {} vs B {}: this verdict compares a model with a measurement ({})",
+                                    pa.timing_source, pb.timing_source, flag_of("allow_modeled"));
             ++n_mixed;
         }
         const std::string verdict = p["verdict"];
@@ -246,14 +250,14 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
                                             "errors to the threshold)", rerun_max, o.k_sigma);
         else s += "rerun with more iterations";
         if (spread_too_wide)
-            s += "; the step-to-step spread alone is wider than the threshold: warm up (--warmup) on a quieter machine, "
-                 "or raise --threshold (see each point's why)";
+            s += fmt::format("; the step-to-step spread alone is wider than the threshold: warm up ({}) on a quieter "
+                             "machine, or raise {} (see each point's why)", flag_of("warmup"), flag_of("threshold"));
         failures.push_back(s);
     }
     if (n_failed_b > 0) failures.push_back(fmt::format("{} point(s) failed in B", n_failed_b));
     if (n_missing_b > 0 && !o.allow_missing)
-        failures.push_back(fmt::format("{} point(s) of A missing from B (--allow-missing lets absent or skipped points pass)",
-                                       n_missing_b));
+        failures.push_back(fmt::format("{} point(s) of A missing from B ({} lets absent or skipped points pass)",
+                                       n_missing_b, flag_of("allow_missing")));
 
     json out;
     out["a"] = a.name;
@@ -282,83 +286,7 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
 }
 
 std::string render_comparison(const json& cmp, const std::string& format) {
-    if (format == "json") return cmp.dump(2) + "\n";
-    bool md = format == "md";
-    if (!md && format != "text") config_error("--format", "unknown format", format, "use text, json or md");
-    // Markdown: every string from the reports (paths, labels, axis values, messages) through md_cell.
-    const auto text = [md](const std::string& s) { return md ? formats_detail::md_cell(s) : s; };
-    std::string a = text(cmp.value("a", "A")), b = text(cmp.value("b", "B")), o;
-    o += md ? "# moebench compare\n\n" : "";
-    o += fmt::format("{}A = {}\n{}B = {}\n", md ? "- " : "", a, md ? "- " : "", b);
-    for (const auto& [k, v] : cmp["contrast"].items())
-        o += fmt::format("{}contrast: {} = {} (A) vs {} (B)\n", md ? "- " : "", text(k), text(key_text(v[0])),
-                         text(key_text(v[1])));
-    // The terminal has the warnings on stderr already; a Markdown comparison is a document and carries them.
-    if (md)
-        for (const auto& w : cmp.value("warnings", json::array()))
-            o += "- warning: " + text(w.value("message", "")) + "\n";
-    o += fmt::format("{}rule: {}\n\n", md ? "- " : "", text(cmp.value("rule", "")));
-    if (md) o += "| point | phase | A mean µs | B mean µs | B/A | noise ± µs | verdict |\n|---|---|---:|---:|---:|---:|---|\n";
-    else o += fmt::format("{:<36} {:<17} {:>12} {:>12} {:>7} {:>10}  {}\n", "point", "phase", "A mean us", "B mean us", "B/A", "noise us", "verdict");
-    auto line = [&](const std::string& pt, const std::string& ph, double ma, double mb, double ratio, double noise, const std::string& verdict) {
-        if (md)
-            o += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {:.2f} | {} |\n", formats_detail::md_cell(pt),
-                             text(ph), ma, mb, ratio, noise, formats_detail::md_cell(verdict));
-        else o += fmt::format("{:<36} {:<17} {:>12.2f} {:>12.2f} {:>7.3f} {:>10.2f}  {}\n", pt.substr(0, 36), ph, ma, mb, ratio, noise, verdict);
-    };
-    for (const auto& p : cmp["points"]) {
-        std::string label = p.value("label", "");
-        if (!p.contains(keys::kStep)) {
-            if (md)
-                o += fmt::format("| {} | step | | | | | {} ({}) |\n", formats_detail::md_cell(label),
-                                 text(p.value("verdict", "")), formats_detail::md_cell(p.value("why", "")));
-            else o += fmt::format("{:<36} {:<17} {}\n", label.substr(0, 36), keys::kStep, p.value("verdict", "") + " (" + p.value("why", "") + ")");
-            continue;
-        }
-        const json& s = p[keys::kStep];
-        std::string verdict = s.value("verdict", "") + (s.value("regression", false) ? " REGRESSION" : "");
-        if (p.contains("sources"))  // --allow-modeled: a model against a measurement, said next to the verdict
-            verdict += fmt::format(" (A {} vs B {})", p["sources"].value("a", ""), p["sources"].value("b", ""));
-        line(label, keys::kStep, s.value("a_mean_us", 0.0), s.value("b_mean_us", 0.0), s.value("ratio", 0.0), s.value("noise_us", 0.0), verdict);
-        for (const auto& ph : p[keys::kPhases]) {
-            if (!ph.contains("ratio")) {
-                if (md)
-                    o += fmt::format("| | {} | | | | | {} |\n", text(ph.value("phase", "")), text(ph.value("verdict", "")));
-                else o += fmt::format("{:<36} {:<17} {}\n", "", ph.value("phase", ""), ph.value("verdict", ""));
-                continue;
-            }
-            std::string v = ph.value("verdict", "") + (ph.value("regression", false) ? " (beyond threshold)" : "");
-            line("", "  " + ph.value("phase", ""), ph.value("a_mean_us", 0.0), ph.value("b_mean_us", 0.0), ph.value("ratio", 0.0),
-                 ph.value("noise_us", 0.0), v);
-        }
-        if (!md) o += fmt::format("{:<36} {:<17} {:>12.1f} {:>12.1f} {:>7.3f}\n", "", "tokens/s", p.value("a_tokens_per_s", 0.0),
-                                  p.value("b_tokens_per_s", 0.0), p.value("throughput_ratio", 0.0));
-    }
-    for (const char* side : {"unmatched_a", "unmatched_b"})
-        for (const auto& u : cmp[side])
-            o += fmt::format("{}unmatched (only in {}{}): {}\n", md ? "- " : "", side[10] == 'a' ? a : b,
-                             side[10] == 'a' && !cmp.value("allow_missing", false) ? "; missing from B fails the gate" : "",
-                             text(u.get<std::string>()));
-    // What an inconclusive point needs, one line each (the table has no room for it).
-    for (const auto& p : cmp["points"])
-        if (p.value("verdict", "") == "inconclusive")
-            o += fmt::format("{}inconclusive: {}: {}\n", md ? "- " : "", text(p.value("label", "")),
-                             text(p.value("why", "")));
-    const json& c = cmp["counts"];
-    std::string extra;
-    if (c.value("failed_in_b", 0) + c.value("missing_in_b", 0) > 0)
-        extra += fmt::format("; {} failed in B, {} missing from B", c.value("failed_in_b", 0), c.value("missing_in_b", 0));
-    if (c.value("modeled_vs_measured", 0) > 0)
-        extra += fmt::format("; {} compared a model with a measurement (--allow-modeled)", c.value("modeled_vs_measured", 0));
-    o += fmt::format("\n{}{} matched: {} faster, {} slower, {} same, {} inconclusive, {} not comparable{}; {} regression(s) "
-                     "beyond {:.1f}% -> exit {}\n",
-                     md ? "**summary**: " : "summary: ", c.value("matched", 0), c.value("faster", 0), c.value("slower", 0),
-                     c.value("same", 0), c.value("inconclusive", 0), c.value("not_comparable", 0), extra,
-                     cmp.value("regressions", 0), 100 * cmp.value("threshold", 0.0), cmp.value("exit_code", 0));
-    // Why the gate failed: on stderr from the terminal, in the document for Markdown (as the warnings are).
-    if (md)
-        for (const auto& g : cmp.value("gate_failures", json::array())) o += "- gate failed: " + g.get<std::string>() + "\n";
-    return o;
+    return render_view(cmp, DocKind::comparison, format);
 }
 
 }  // namespace moebench

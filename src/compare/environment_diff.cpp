@@ -2,6 +2,8 @@
 // Environment differences of a comparison, as warnings.
 #include "compare/environment_diff.hpp"
 
+#include "common/flag_names.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -100,8 +102,8 @@ json environment_warnings(const ReadReport& a, const ReadReport& b, const PointM
     json out = json::array();
     for (const auto& [k, v] : m.contrast.items())
         out.push_back(warning(k, key_text(v[0]), key_text(v[1]),
-                              fmt::format("{} differs: {} (A) vs {} (B); compared anyway because --match leaves it out", k,
-                                          key_text(v[0]), key_text(v[1]))));
+                              fmt::format("{} differs: {} (A) vs {} (B); compared anyway because {} leaves it out", k,
+                                          key_text(v[0]), key_text(v[1]), flag_of("match"))));
     const bool modeled = all_modeled(a, b, m);
     report_fields(a, b, modeled, out);
     point_fields(a, b, m, out);

@@ -3,6 +3,7 @@
 #include "compare/point_match.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fmt/format.h>
 
@@ -63,7 +64,8 @@ std::vector<std::string> choose_keys(const std::vector<std::string>& all, const 
     std::vector<std::string> keys = {"model"};
     for (const auto& k : match_keys) {
         if (std::find(all.begin(), all.end(), k) == all.end())
-            config_error("--match", "is not an axis of either report", k, "use axes the reports have: " + join(all));
+            config_error(flag_of("match"), "is not an axis of either report", k,
+                         "use axes the reports have: " + join(all));
         if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
     return keys;
@@ -82,7 +84,7 @@ void require_unique(const ReadReport& r, const std::vector<json>& keys, const Po
         config_error(fmt::format("{}: runs[{}] and runs[{}]", r.name, it->second, i), "are the same point under the match keys",
                      m.label(keys[i]),
                      explicit_match && !differ.empty()
-                         ? "add the axes that tell them apart to --match (" + join(differ) + ")"
+                         ? "add the axes that tell them apart to " + flag_of("match") + " (" + join(differ) + ")"
                          : "a report holds each point once: remove one of them, or split the report");
     }
 }
@@ -105,19 +107,15 @@ void require_unique(const ReadReport& r, const std::vector<json>& keys, const Po
                                      : "they differ in " + join(differ, "; ");
     std::string fix = model_differs ? "compare reports of the same model: points of different models are never compared"
                       : explicit_match
-                          ? "the axes named in --match must take a common value in both reports (the model always matches)"
-                          : "compare reports of the same hardware, backend and axes, or name the axes to match with --match "
-                            "(e.g. --match batch) to compare across the others";
+                          ? "the axes named in " + flag_of("match") +
+                                " must take a common value in both reports (the model always matches)"
+                          : fmt::format("compare reports of the same hardware, backend and axes, or name the axes to match "
+                                        "with {} (e.g. {} batch) to compare across the others",
+                                        flag_of("match"), flag_of("match"));
     config_error(a.name + " vs " + b.name, "no point of one report matches a point of the other: " + printable(why), "", fix);
 }
 
 }  // namespace
-
-std::string key_text(const json& v) {
-    if (v.is_null()) return "-";
-    if (v.is_string()) return v.get<std::string>();
-    return v.dump();
-}
 
 std::string PointMatch::label(const json& key) const {
     std::string s;

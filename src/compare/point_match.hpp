@@ -5,6 +5,7 @@
 // which keys differ.
 #pragma once
 #include "common/json_util.hpp"
+#include "report/formats.hpp"
 #include "report/report_reader.hpp"
 
 #include <set>
@@ -31,7 +32,8 @@ struct PointMatch {
 /// of either report). ConfigError when two points of one report share their keys, and when nothing matches.
 PointMatch match_points(const ReadReport& a, const ReadReport& b, const std::vector<std::string>& match_keys);
 
-/// A match key's value as a reader writes it: "-" for null, strings bare, numbers as JSON.
-std::string key_text(const json& v);
+/// A match key's value as a reader writes it: "-" for null, strings bare, numbers as JSON (one definition, shared
+/// with compare's views).
+using formats_detail::key_text;
 
 }  // namespace moebench

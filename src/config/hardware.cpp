@@ -4,7 +4,9 @@
 #include "config/hardware.hpp"
 
 #include "common/file_memo.hpp"
+#include "common/flag_names.hpp"
 #include "common/paths.hpp"
+#include "config/file_kind.hpp"
 #include "config/hardware_fields.hpp"
 
 namespace moebench {
@@ -12,9 +14,13 @@ namespace moebench {
 HardwareProfile hardware_from_json(const json& j, const std::string& path) { return hardware_from_fields(j, path); }
 
 HardwareProfile load_hardware(const std::string& name_or_path) {
-    const std::string path = resolve_config("hardware", name_or_path, "--hardware");
+    const std::string path = resolve_config("hardware", name_or_path, flag_of("hardware"));
     static FileMemo<HardwareProfile> memo;  // read once while unchanged (a sweep loads it for every point)
-    return memo.get(path, [&] { return hardware_from_json(load_json_file(path, kMaxConfigBytes), path); });
+    return memo.get(path, [&] {
+        const json doc = load_json_file(path, kMaxConfigBytes);
+        refuse_other_file_kind(doc, flag_of("hardware") + " " + path, {FileKind::hardware});
+        return hardware_from_json(doc, path);
+    });
 }
 
 json hardware_to_json(const HardwareProfile& h) { return hardware_fields_to_json(h); }

@@ -32,6 +32,10 @@ struct HardwareProfile {
     std::string price_source;             // where the price comes from, and its date
 };
 
+/// The one default profile: what plan reads and the sim backend models when no hardware is given. cpu and cuda run
+/// on this machine and take none unless given (their roofline then has measured ceilings or none).
+inline constexpr const char* kDefaultHardware = "h200-sxm";
+
 /// Loads configs/hardware/<name>.json or a path. Unknown name -> ConfigError listing the available profiles.
 HardwareProfile load_hardware(const std::string& name_or_path);
 HardwareProfile hardware_from_json(const json& j, const std::string& path);

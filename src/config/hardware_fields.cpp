@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "config/hardware_fields.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 #include "common/names.hpp"
 #include "common/overloaded.hpp"
@@ -148,6 +149,12 @@ std::string known_keys_list() {
     return s;
 }
 
+std::vector<std::string> hardware_field_keys() {
+    std::vector<std::string> keys;
+    for (const HardwareField& f : kHardwareFields) keys.push_back(f.key);
+    return keys;
+}
+
 // The fields that fill the same member as `f` (the one-of group of memory).
 std::vector<const HardwareField*> same_member(const HardwareField& f) {
     std::vector<const HardwareField*> out;
@@ -285,7 +292,8 @@ HardwareProfile hardware_from_fields(const json& j, const std::string& path) {
     // Unknown keys are almost always typos of a unit suffix ("memory_bw_gbs"): refuse them rather than ignore.
     for (const auto& [key, value] : j.items())
         if (!find_hardware_field(key))
-            config_error(r.field(key), "unknown hardware field", key, "use one of: " + known_keys_list());
+            config_error(r.field(key), "unknown hardware field", key,
+                         did_you_mean(key, hardware_field_keys(), "use one of: " + known_keys_list()));
     HardwareProfile h;
     h.source = path;
     for (const HardwareField& f : kHardwareFields) read_field(r, f, h, path);

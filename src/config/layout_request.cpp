@@ -2,6 +2,7 @@
 #include "config/layout_request.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/model_config.hpp"
 #include "config/run_fields.hpp"
 
@@ -39,8 +40,8 @@ Layout resolve_layout(const LayoutRequest& r) {
                                  {"moe_tp", r.moe_tp}, {"moe_ep", r.moe_ep}})
         factor_range(key, v, 0);
     if (r.moe_ep > 0 && r.ep > 1 && r.moe_ep != r.ep)
-        config_error(label("ep"), "and moe_ep (--moe-ep) both set the expert-parallel size, differently",
-                     fmt::format("--ep {} --moe-ep {}", r.ep, r.moe_ep), "give one of them");
+        config_error(label("ep"), "and " + label("moe_ep") + " both set the expert-parallel size, differently",
+                     fmt::format("{} {} {} {}", flag_of("ep"), r.ep, flag_of("moe_ep"), r.moe_ep), "give one of them");
     Layout l;
     if (r.a2a == "dedup") l.a2a = A2aMode::dedup;
     else if (r.a2a == "per-expert") l.a2a = A2aMode::per_expert;
@@ -61,7 +62,8 @@ Layout resolve_layout(const LayoutRequest& r) {
     if (gpus % l.attn_tp != 0 || gpus % l.moe_ep != 0)
         config_error(label(gpus % l.attn_tp != 0 ? "tp" : "moe_ep"),
                      fmt::format("cannot split the {} GPUs the layout needs (each size divides the GPU count)", gpus),
-                     given, fmt::format("use sizes that divide {} (e.g. --tp {} --ep {})", gpus, gpus, gpus));
+                     given, fmt::format("use sizes that divide {} (e.g. {} {} {} {})", gpus, flag_of("tp"), gpus,
+                                       flag_of("ep"), gpus));
     l.attn_dp = r.attention_dp > 0 ? r.attention_dp : gpus / l.attn_tp;
     l.moe_tp = r.moe_tp > 0 ? r.moe_tp : gpus / l.moe_ep;
     if (l.attn_tp * l.attn_dp != l.moe_tp * l.moe_ep)
@@ -80,7 +82,8 @@ Layout resolve_layout(const LayoutRequest& r) {
                      std::to_string(r.redundant_experts), "use a few per rank (DeepSeek-V3: 32 over 32 ranks)");
     if (r.redundant_experts > 0 && l.moe_ep == 1)
         config_error(redundant, "replicates experts on other expert-parallel ranks; this layout has one",
-                     std::to_string(r.redundant_experts), "add --ep N, or drop --redundant-experts");
+                     std::to_string(r.redundant_experts),
+                     fmt::format("add {} N, or drop {}", flag_of("ep"), flag_of("redundant_experts")));
     if (r.redundant_experts % l.moe_ep != 0)
         config_error(redundant,
                      fmt::format("must be a multiple of the expert-parallel size {} (every rank holds as many expert "
@@ -110,7 +113,7 @@ void check_layout_for_model(const ModelConfig& m, const Layout& l) {
     const std::string ep_key = l.attn_tp == 1 && l.moe_tp == 1 && l.attn_dp == l.moe_ep ? "ep" : "moe_ep";
     if (!m.is_moe_model() && l.moe_ep > 1)
         config_error(label(ep_key), "expert parallelism needs a MoE model", std::to_string(l.moe_ep),
-                     m.name + " has no routed experts; use --tp for a dense model");
+                     m.name + " has no routed experts; use " + flag_of("tp") + " for a dense model");
     if (m.is_moe_model() && m.moe.num_experts % l.moe_ep != 0)
         config_error(label(ep_key), fmt::format("does not divide the {} routed experts of {}", m.moe.num_experts, m.name),
                      std::to_string(l.moe_ep), "use one of: " + divisors(m.moe.num_experts));

@@ -3,10 +3,13 @@
 // (a Hugging Face config.json is detected and handed to hf_import.cpp).
 #include "config/model_config.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 #include "common/file_memo.hpp"
+#include "common/flag_names.hpp"
 #include "common/names.hpp"
 #include "common/paths.hpp"
+#include "config/file_kind.hpp"
 #include "config/model_ranges.hpp"
 
 #include <algorithm>
@@ -105,7 +108,8 @@ void reject_unknown_keys(const JsonReader& r, const std::set<std::string>& known
         if (known.count(k) || k == "comment" || (!k.empty() && k[0] == '_')) continue;
         std::string list;
         for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-        config_error(r.field(k), "unknown field", "", "remove it or use one of: " + list);
+        config_error(r.field(k), "unknown field", "",
+                     did_you_mean(k, {known.begin(), known.end()}, "remove it or use one of: " + list));
     }
 }
 
@@ -631,11 +635,12 @@ void validate(const ModelConfig& m, const std::string& path) {
 }
 
 ModelConfig load_model(const std::string& name_or_path) {
-    const std::string path = resolve_config("models", name_or_path, "model");
+    const std::string path = resolve_config("models", name_or_path, flag_of("model"));
     // Read, parsed and checked once while the file is unchanged (a sweep loads it for every point).
     static FileMemo<ModelConfig> memo;
     return memo.get(path, [&] {
         json j = load_json_file(path, kMaxConfigBytes);
+        refuse_other_file_kind(j, flag_of("model") + " " + path, {FileKind::model, FileKind::hf_config});
         ModelConfig m = is_hf_config(j) ? model_from_hf(j, path) : model_from_json(j, path);
         m.source = path;
         if (m.name.empty()) {

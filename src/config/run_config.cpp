@@ -3,7 +3,9 @@
 // so every error names both ("batch (--batch)").
 #include "config/run_config.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/overloaded.hpp"
 #include "config/run_fields.hpp"
 
@@ -49,8 +51,12 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
         if (k.empty() || k[0] == '$' || k == "comment" || k == "description") continue;  // annotations
         if (!find_run_field(k)) {
             std::string all;
-            for (const RunField& f : run_fields()) all += (all.empty() ? "" : ", ") + f.key;
-            config_error(r.field(k), "unknown run config field", k, "use one of: " + all);
+            std::vector<std::string> keys;
+            for (const RunField& f : run_fields()) {
+                all += (all.empty() ? "" : ", ") + f.key;
+                keys.push_back(f.key);
+            }
+            config_error(r.field(k), "unknown run config field", k, did_you_mean(k, keys, "use one of: " + all));
         }
     }
     RunConfig c;
@@ -98,7 +104,7 @@ void validate(const RunConfig& c) {
     at_most("seq_len", c.shape.seq_len, kMaxStepTokens, "2^26 (67108864) tokens", "use a shorter sequence");
     if (c.shape.mode == Mode::prefill && c.shape.batch * c.shape.seq_len > kMaxStepTokens)
         config_error(label("", "batch"), "times seq_len is beyond 2^26 (67108864) tokens per step",
-                     fmt::format("{} x {}", c.shape.batch, c.shape.seq_len), "use a smaller batch or --seq-len");
+                     fmt::format("{} x {}", c.shape.batch, c.shape.seq_len), "use a smaller batch or " + flag_of("seq_len"));
     at_most("context", c.shape.context, kMaxContext, "2^32 tokens", "use a realistic context, e.g. 131072");
     for (const auto& [key, v] : {std::pair<const char*, int64_t>{"warmup", c.warmup}, {"iters", c.iters},
                                  {"max_iters", c.max_iters}})

@@ -2,6 +2,7 @@
 #include "config/run_fields.hpp"
 
 #include "common/overloaded.hpp"
+#include "config/hardware.hpp"
 
 namespace moebench {
 
@@ -13,8 +14,9 @@ namespace {
 const std::vector<RunField> kRunFields = {
     {"model", "--model", "Model: short name, moebench model file or HF config.json", true, false, MOEBENCH_FIELD(model)},
     {"hardware", "--hardware",
-     "Hardware profile (configs/hardware): the ceilings of the roofline block; what sim models", false, false,
-     MOEBENCH_FIELD(hardware)},
+     std::string("Hardware profile: short name in configs/hardware or a JSON path. sim models it (default ") +
+         kDefaultHardware + ", as plan); cpu and cuda run on this machine and take none unless given (then its "
+         "figures are the roofline's ceilings)", false, false, MOEBENCH_FIELD(hardware)},
     {"backend", "--backend", "Backend (auto picks cuda when a GPU is present, else cpu)", true, true, MOEBENCH_FIELD(backend)},
     {"mode", "--mode", "decode | prefill", true, true, MOEBENCH_FIELD(shape.mode)},
     {"batch", "--batch", "Sequences (decode: tokens) per step", true, true, MOEBENCH_FIELD(shape.batch)},
@@ -115,6 +117,16 @@ const std::vector<RunField> kRunFields = {
 }  // namespace
 
 const std::vector<RunField>& run_fields() { return kRunFields; }
+
+RunFieldType run_field_type(const RunField& f) {
+    RunConfig probe;
+    return std::visit(Overloaded{[](int64_t*) { return RunFieldType::whole; },
+                                 [](uint64_t*) { return RunFieldType::whole; },
+                                 [](double*) { return RunFieldType::decimal; },
+                                 [](bool*) { return RunFieldType::flag; },
+                                 [](auto*) { return RunFieldType::text; }},
+                      f.ref(probe));
+}
 
 const RunField* find_run_field(const std::string& key) {
     for (const RunField& f : kRunFields)

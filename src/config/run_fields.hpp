@@ -30,6 +30,10 @@ struct RunField {
     RunFieldRef (*ref)(RunConfig&);
 };
 
+/// What a field holds: whole numbers (INT in --help), decimals (FLOAT), text (TEXT; the mode too), or a switch.
+enum class RunFieldType { whole, decimal, text, flag };
+RunFieldType run_field_type(const RunField& f);
+
 const std::vector<RunField>& run_fields();
 /// nullptr for a key that is no field.
 const RunField* find_run_field(const std::string& key);

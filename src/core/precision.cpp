@@ -17,7 +17,7 @@ constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
      "fp8 e4m3 with per-tensor scales (not counted); as dispatch rows one fp32 scale per 128 channels, counted"},
     {DType::fp8_block, "fp8-block", 1.0, kFp8WeightBlock * kFp8WeightBlock, 4.0, ComputeRate::fp8, true, false, false,
      "fp8 e4m3 weights in 128 x 128 blocks with one fp32 scale each (DeepSeek-V3's checkpoints), the GEMM inputs "
-     "quantised on the fly in 1 x 128 groups (on the wire: --dispatch-dtype fp8); fp8 rate"},
+     "quantised on the fly in 1 x 128 groups (on the wire: dispatch_dtype fp8); fp8 rate"},
     {DType::nvfp4, "nvfp4", 0.5, kNvfp4Block, 1.0, ComputeRate::fp4, true, false, false,
      "4-bit e2m1 weights in blocks of 16 with one fp8 e4m3 scale each (the per-tensor fp32 scale not counted), "
      "inputs quantised alike; fp4 tensor-core rate"},

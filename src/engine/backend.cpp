@@ -7,6 +7,21 @@
 
 namespace moebench {
 
+const char* to_string(Capability c) {
+    switch (c) {
+        case Capability::ceilings: return "ceilings";
+        case Capability::tensors: return "tensors";
+        case Capability::device_counters: return "device_counters";
+        case Capability::ep_modeled_ranks: return "ep_modeled_ranks";
+        case Capability::ep_processes: return "ep_processes";
+    }
+    return "?";
+}
+
+bool BackendTraits::offers(Capability c) const {
+    return std::find(capabilities.begin(), capabilities.end(), c) != capabilities.end();
+}
+
 bool BackendTraits::accepts_switch(const std::string& key) const {
     return std::find(switches.begin(), switches.end(), key) != switches.end();
 }
@@ -20,10 +35,10 @@ void Backend::set_routing_statistics(const RoutingStatistics&) {
     throw UnsupportedError("backend " + name() + " needs routing per token (it has no statistical routing path)");
 }
 
-RooflineCeilings Backend::measure_ceilings(const RunOptions&) const {
-    RooflineCeilings c;
-    c.note = "--measure-ceilings: nothing to measure for backend " + name();
-    return c;
+std::string PreparedStep::kernel(const std::string& family) const {
+    for (const auto& [f, v] : kernels)
+        if (f == family) return v;
+    return "";
 }
 
 }  // namespace moebench

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backend contract: the engine owns the order of phases, a backend executes (or models) each one.
 // cpu, cuda and sim implement it (backends/), and describe themselves in traits(): nothing outside backends/ knows
-// which one runs, or compares a backend's name.
+// which one runs, or compares a backend's name. The contract is the step's execution; what only some backends do
+// (measure ceilings, hand out tensors, read device counters) are small interfaces asked for by name.
 #pragma once
 #include "common/json_util.hpp"
 #include "common/tensor_file.hpp"
@@ -15,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moebench {
@@ -60,36 +62,59 @@ struct RoutingStatistics {
     std::string source;                              // what they describe, for the report
 };
 
-/// What a backend is and accepts. The harness validates options, labels numbers and counts work from this alone.
+
+/// The optional capabilities a backend may offer besides running steps, by name. The traits list the ones a backend
+/// offers (validation reads them without an instance, also of a backend this build lacks); an instance hands out
+/// the interface of each one it lists through Backend::capability<Interface>() (nullptr for the others).
+enum class Capability {
+    ceilings,          // CeilingProbe: measures this machine's read bandwidth and peak rate (--measure-ceilings)
+    tensors,           // TensorAccess: runs router and experts on real tensors (--check, --dump-tensors, router logits)
+    device_counters,   // DeviceCounters: the device's own clocks, throttle reasons and energy around the steps
+    ep_modeled_ranks,  // expert parallelism in one process: models the ranks (--ep N > 1 without a launcher)
+    ep_processes,      // expert parallelism as N processes (mpirun), one rank each
+};
+const char* to_string(Capability c);
+
+/// What a backend is and accepts: declarative facts, fixed for the backend's lifetime (prepare() never changes them).
+/// The harness validates options, labels numbers and counts work from this alone.
 struct BackendTraits {
     std::string name;                                // "cpu", "cuda", "sim": the report's `backend`
     bool measures = true;                            // false: its phase times are modeled (sim)
-    bool computes_tensors = true;                    // runs router and experts on real tensors (--check, --dump-tensors,
-                                                     // router logits); false: it routes without a router (sim)
+    std::vector<Capability> capabilities;            // the optional capabilities it offers (see Capability)
     /// The number formats it computes: "auto" means native_precision; each class accepts the formats listed
     /// (the harness refuses others by name, config/precision_request.hpp resolves the request).
     Precision native_precision = uniform_precision(DType::fp32);
     std::vector<DType> weight_dtypes = {DType::fp32};    // dense and expert weights
     std::vector<DType> kv_dtypes = {DType::fp32};
     std::vector<DType> dispatch_dtypes = {DType::fp32};  // rows on the expert-parallel wire
-    MlaForm mla_form = MlaForm::expanded_cache;      // the MLA attention form it runs (counted work); after
-                                                     // prepare(), the form of the prepared step (cuda: by
-                                                     // mode and --attention-kernel)
-    std::vector<std::string> expert_gemm = {"auto"}; // accepted --expert-gemm values
-    std::vector<std::string> attention_kernel = {"auto"};  // accepted --attention-kernel values
+    std::vector<std::string> expert_gemm = {"auto"}; // accepted expert_gemm values
+    std::vector<std::string> attention_kernel = {"auto"};  // accepted attention_kernel values
     std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
-    bool expert_parallel = false;                    // accepts --ep > 1 within one process (models the ranks)
-    bool tensor_parallel = false;                    // accepts --tp / --moe-tp > 1 (splits layers over GPUs)
-    bool multi_process_ep = false;                   // runs --ep N as N processes (mpirun), one rank each
-    bool measures_ceilings = false;                  // --measure-ceilings measures something
-    std::string default_hardware;                    // profile its ceilings come from without --hardware ("" = none)
+    bool tensor_parallel = false;                    // accepts tp / moe_tp > 1 (splits layers over GPUs)
+    std::string default_hardware;                    // profile its ceilings come from without a hardware ("" = none)
     bool linear_attention = false;                   // runs linear-attention layers (hybrid models: Qwen3-Next, MiniMax)
     bool attention_output_gate = false;              // runs the gated attention output (Qwen3-Next)
     bool routing_statistics = false;                 // models a step from RoutingStatistics (set_routing_statistics)
-    CheckOptions check;                              // --check tolerances for its precision
+    CheckOptions check;                              // with Capability::tensors: --check tolerances for its precision
+    bool offers(Capability c) const;
     bool accepts_switch(const std::string& key) const;
     /// `value` is one of the values it lists in `values` (expert_gemm, attention_kernel).
     bool accepts(std::vector<std::string> BackendTraits::*values, const std::string& value) const;
+};
+
+/// What prepare() settled for the step it prepared: facts that follow the step's shape and options, fixed until the
+/// next prepare(). Counted work and the record read them here (the traits stay as they were).
+struct PreparedStep {
+    MlaForm mla_form = MlaForm::expanded_cache;  // the MLA attention form the step runs (counted work; cuda: by mode
+                                                 // and attention_kernel)
+    std::vector<std::pair<std::string, std::string>> kernels;  // the variant chosen per kernel family:
+                                                                // {"expert_gemm", "panel"}, ...
+    /// Whether the deployment the backend models fits the memory of the hardware it models (sim); nullopt where it
+    /// runs on real hardware (which decides by itself). The harness refuses a point that does not fit unless
+    /// --allow-no-fit.
+    std::optional<ModeledFit> fit;
+    /// The variant chosen for `family`, or "" when the step names none.
+    std::string kernel(const std::string& family) const;
 };
 
 class Backend {
@@ -103,11 +128,11 @@ public:
     /// Environment block for the report: threads and BLAS (cpu), device and library versions (cuda), profile (sim).
     virtual json describe() const = 0;
 
-    /// Allocates weights (random from opt.seed) and buffers for `layers` (model layer indices, ascending) at `shape`.
-    /// Throws UnsupportedError / ConfigError with the fix when the memory would not suffice.
-    /// `topo`: this process's place in a multi-process job (the default: one process).
-    virtual void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt, const Topology& topo = Topology{}) = 0;
+    /// Allocates weights (random from opt.seed) and buffers for `layers` (model layer indices, ascending) at `shape`,
+    /// and returns what it settled for this step. Throws UnsupportedError / ConfigError with the fix when the memory
+    /// would not suffice. `topo`: this process's place in a multi-process job (the default: one process).
+    virtual PreparedStep prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                                 const RunOptions& opt, const Topology& topo = Topology{}) = 0;
     /// Routing imposed on the next steps (nullptr: the router decides). The router GEMM and top-k still run and are timed.
     virtual void set_routing_override(const StepRouting* routing) = 0;
     /// Routing given as statistics for every following step (traits().routing_statistics; the harness chooses the
@@ -125,27 +150,52 @@ public:
 
     /// Routing, loads and router logits observed in the MoE layer at `layer_slot` during the last step.
     virtual MoeLayerResult moe_result(int64_t layer_slot) const = 0;
-    /// A reading of the device's own counters (clocks, throttle reasons, energy), taken just before and just after
-    /// the measured steps; null where the backend has none (cpu: the host's counters are read by the runner; sim).
-    virtual json read_device_counters() const { return nullptr; }
-    /// The report's conditions.device block from two readings and the tokens processed between them (energy per
-    /// token); null where the backend has no device counters.
-    virtual json device_conditions(const json& before, const json& after, int64_t tokens) const { return nullptr; }
 
+    /// The optional capability `C` (CeilingProbe, TensorAccess, DeviceCounters) when this backend offers it (its
+    /// traits list C::kCapability), else nullptr.
+    template <class C>
+    C* capability() {
+        return traits().offers(C::kCapability) ? dynamic_cast<C*>(this) : nullptr;
+    }
+    template <class C>
+    const C* capability() const {
+        return traits().offers(C::kCapability) ? dynamic_cast<const C*>(this) : nullptr;
+    }
+};
+
+/// Capability::ceilings: this machine's read bandwidth and peak rate for the backend (--measure-ceilings).
+class CeilingProbe {
+public:
+    static constexpr Capability kCapability = Capability::ceilings;
+    virtual ~CeilingProbe() = default;
+    /// Measured before prepare() takes the memory.
+    virtual RooflineCeilings measure_ceilings(const RunOptions& opt) const = 0;
+    /// After the measured steps: a second look that may raise a measured ceiling (neighbours only ever lower one).
+    virtual void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const {}
+};
+
+/// Capability::tensors: the tensors of the MoE block the last step computed (--dump-tensors, --check).
+class TensorAccess {
+public:
+    static constexpr Capability kCapability = Capability::tensors;
+    virtual ~TensorAccess() = default;
     /// fp32 host copies of the MoE block of `layer_slot` (see --dump-tensors in docs/report-schema.md).
     virtual std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const = 0;
     /// What --check reads: the same, or (with an I32 tensor "routed_experts" [R]) the expert tensors of only those
     /// R experts, in that order (a GPU with hundreds of experts need not copy them all to the host).
     virtual std::vector<NamedTensor> moe_check_tensors(int64_t layer_slot) const { return moe_block_tensors(layer_slot); }
+};
 
-    /// --measure-ceilings: this machine's read bandwidth and peak rate for this backend, measured before prepare()
-    /// takes the memory. The default measures nothing and says so.
-    virtual RooflineCeilings measure_ceilings(const RunOptions& opt) const;
-    /// After the measured steps: a second look that may raise a measured ceiling (neighbours only ever lower one).
-    virtual void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const {}
-    /// Whether what the backend modeled fits the hardware it models (sim); nullopt where it runs on real hardware
-    /// (which decides by itself). The harness refuses a point that does not fit unless --allow-no-fit.
-    virtual std::optional<ModeledFit> modeled_fit() const { return std::nullopt; }
+/// Capability::device_counters: the device's own counters (clocks, throttle reasons, energy), read just before and
+/// just after the measured steps (the host's counters are the runner's).
+class DeviceCounters {
+public:
+    static constexpr Capability kCapability = Capability::device_counters;
+    virtual ~DeviceCounters() = default;
+    virtual json read_device_counters() const = 0;
+    /// The report's conditions.device block from two readings and the tokens processed between them (energy per
+    /// token).
+    virtual json device_conditions(const json& before, const json& after, int64_t tokens) const = 0;
 };
 
 }  // namespace moebench

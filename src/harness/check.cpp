@@ -4,6 +4,7 @@
 #include "harness/check.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "model/route_params.hpp"
 #include "core/moe_core.cuh"
 
@@ -38,13 +39,14 @@ F32View get_f32(const std::vector<NamedTensor>& all, const std::string& name, co
                 bool required) {
     const NamedTensor* t = find_tensor(all, name);
     if (!t) {
-        MOEBENCH_CHECK(!required, "--check: the backend's MoE block has no tensor '{}'", name);
+        MOEBENCH_CHECK(!required, "{}: the backend's MoE block has no tensor '{}'", flag_of("check"), name);
         return {};
     }
-    MOEBENCH_CHECK(t->shape == shape, "--check: tensor '{}' has shape [{}], expected [{}]", name,
+    MOEBENCH_CHECK(t->shape == shape, "{}: tensor '{}' has shape [{}], expected [{}]", flag_of("check"), name,
                    fmt::join(t->shape, ","), fmt::join(shape, ","));
     MOEBENCH_CHECK(t->dtype == "F32" && static_cast<int64_t>(t->data.size()) == t->numel() * 4,
-                   "--check: tensor '{}' is {} with {} bytes, expected F32", name, t->dtype, t->data.size());
+                   "{}: tensor '{}' is {} with {} bytes, expected F32", flag_of("check"), name, t->dtype,
+                   t->data.size());
     // std::vector storage is aligned for any fundamental type, so the bytes can be read as floats in place.
     return F32View{reinterpret_cast<const float*>(t->data.data()), t->numel()};
 }
@@ -151,13 +153,15 @@ struct BlockTensors {
 BlockTensors block_tensors(const ModelConfig& m, const std::vector<NamedTensor>& tensors) {
     BlockTensors b;
     const NamedTensor* in_t = find_tensor(tensors, "moe_in");
-    MOEBENCH_CHECK(in_t && in_t->shape.size() == 2, "--check: the backend's MoE block has no [T, H] tensor 'moe_in'");
+    MOEBENCH_CHECK(in_t && in_t->shape.size() == 2, "{}: the backend's MoE block has no [T, H] tensor 'moe_in'",
+                   flag_of("check"));
     const int64_t T = in_t->shape[0], H = in_t->shape[1];
     const int64_t E = m.moe.num_experts, I = m.moe.expert_intermediate_size;
-    MOEBENCH_CHECK(H == m.hidden_size, "--check: moe_in has hidden size {}, the model {}", H, m.hidden_size);
+    MOEBENCH_CHECK(H == m.hidden_size, "{}: moe_in has hidden size {}, the model {}", flag_of("check"), H,
+                   m.hidden_size);
     const NamedTensor* ids_t = find_tensor(tensors, "topk_ids");
     MOEBENCH_CHECK(ids_t && ids_t->shape.size() == 2 && ids_t->shape[0] == T,
-                   "--check: the backend's MoE block has no [T, k] tensor 'topk_ids'");
+                   "{}: the backend's MoE block has no [T, k] tensor 'topk_ids'", flag_of("check"));
     b.T = T;
     b.H = H;
     b.kb = ids_t->shape[1];
@@ -173,7 +177,8 @@ BlockTensors block_tensors(const ModelConfig& m, const std::vector<NamedTensor>&
         std::fill(b.expert_row.begin(), b.expert_row.end(), -1);
         for (int64_t r = 0; r < R; ++r) {
             const int32_t e = list[static_cast<size_t>(r)];
-            MOEBENCH_CHECK(e >= 0 && e < E, "--check: routed expert {} outside the model's {} experts", e, E);
+            MOEBENCH_CHECK(e >= 0 && e < E, "{}: routed expert {} outside the model's {} experts", flag_of("check"),
+                           e, E);
             b.expert_row[static_cast<size_t>(e)] = r;
         }
     } else {
@@ -210,7 +215,8 @@ void reference_selection(const core::RouteParams& rp, const RunOptions& opt, con
     wts.assign(static_cast<size_t>(T * k), 0.0f);
     if (imposed) {
         MOEBENCH_CHECK(imposed->num_tokens == T && static_cast<int64_t>(imposed->ids.size()) == T * k,
-                       "--check: the workload's routing has {} tokens, the block {}", imposed->num_tokens, T);
+                       "{}: the workload's routing has {} tokens, the block {}", flag_of("check"),
+                       imposed->num_tokens, T);
         std::copy(imposed->ids.begin(), imposed->ids.end(), ids.begin());
         if (static_cast<int64_t>(imposed->weights.size()) == T * k)
             std::copy(imposed->weights.begin(), imposed->weights.end(), wts.begin());
@@ -295,7 +301,8 @@ std::vector<double> routed_output(const ModelConfig& m, const BlockTensors& b, c
     std::vector<std::vector<int64_t>> assign(static_cast<size_t>(E));  // (t * k + j) per expert, arrival order
     for (int64_t a = 0; a < T * k; ++a)
         if (ids[a] >= 0) {
-            MOEBENCH_CHECK(ids[a] < E, "--check: expert id {} outside the model's {} experts", ids[a], E);
+            MOEBENCH_CHECK(ids[a] < E, "{}: expert id {} outside the model's {} experts", flag_of("check"), ids[a],
+                           E);
             assign[static_cast<size_t>(ids[a])].push_back(a);
         }
     std::vector<float> xe, ge, ue, ye;

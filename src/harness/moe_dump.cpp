@@ -4,6 +4,7 @@
 #include "comm/communicator.hpp"
 #include "common/error.hpp"
 #include "common/tensor_file.hpp"
+#include "common/flag_names.hpp"
 
 #include <fmt/format.h>
 
@@ -32,8 +33,10 @@ std::vector<NamedTensor> join_rows(Communicator& comm, std::vector<NamedTensor> 
 
 void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelConfig& model, const RunConfig& cfg,
                     int64_t slot, int64_t layer, Communicator* comm) {
+    const TensorAccess* tensors = backend.capability<TensorAccess>();
+    MOEBENCH_CHECK(tensors != nullptr, "dump: backend {} offers no tensors (validation refuses this)", backend.name());
     TensorFile file;
-    file.tensors = backend.moe_block_tensors(slot);
+    file.tensors = tensors->moe_block_tensors(slot);
     if (comm) {
         file.tensors = join_rows(*comm, std::move(file.tensors));
         if (comm->rank() != 0) return;
@@ -71,8 +74,8 @@ void dump_moe_layer(const std::string& dir, const Backend& backend, const ModelC
         {"tie_break", "higher score wins; equal scores: lower expert id wins"},
     };
     if (comm) {
-        file.metadata["expert_parallel"] = fmt::format("{} processes, --a2a {}, dispatch {}", comm->world_size(),
-                                                       cfg.layout.a2a, cfg.precision.dispatch_dtype);
+        file.metadata["expert_parallel"] = fmt::format("{} processes, {} {}, dispatch {}", comm->world_size(),
+                                                       flag_of("a2a"), cfg.layout.a2a, cfg.precision.dispatch_dtype);
         file.metadata["weights"] = "not written: each rank holds only its experts";
     }
     write_safetensors((std::filesystem::path(dir) / "moe_layer.safetensors").string(), file);

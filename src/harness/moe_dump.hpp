@@ -11,7 +11,8 @@
 
 namespace moebench {
 
-/// Writes DIR/moe_layer.safetensors from the backend's moe_block_tensors(slot) of model layer `layer`.
+/// Writes DIR/moe_layer.safetensors from the backend's moe_block_tensors(slot) of model layer `layer` (its tensors
+/// capability).
 /// With expert parallelism over processes (`comm`): every rank's token rows (moe_in, topk_ids, topk_weights,
 /// moe_out; a rank holds only its experts' weights, so none are written) joined at rank 0 in token order; only
 /// rank 0 writes. Every rank must call it.

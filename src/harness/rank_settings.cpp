@@ -4,6 +4,7 @@
 #include "comm/communicator.hpp"
 #include "common/content_hash.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/run_fields.hpp"
 #include "workload/routing_spec.hpp"
 
@@ -117,8 +118,8 @@ void agree_on_settings(Communicator& comm, const json& settings) {
     std::string diff = settings_difference(json::parse(rank0), json::parse(theirs), first);
     if (diff.empty()) diff = fmt::format("rank {} differs from rank 0 in its settings' hash", first);
     if (num_differing > 1) diff += fmt::format(" ({} ranks differ from rank 0)", num_differing);
-    throw ConfigError(printable(diff) + "; give every rank the same settings and files (only out, threads, rank_timeout, the "
-                             "--dump-tensors folder and the stop rule's targets may differ)");
+    throw ConfigError(printable(diff) + "; give every rank the same settings and files (only out, threads, rank_timeout, the " +
+                      flag_of("dump_tensors") + " folder and the stop rule's targets may differ)");
 }
 
 }  // namespace moebench

@@ -2,6 +2,7 @@
 #include "harness/routing_path.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/run_fields.hpp"
 
 #include <fmt/format.h>
@@ -25,8 +26,8 @@ std::string needs_ids(const RunConfig& cfg, const BackendTraits& traits, const W
     if (!traits.routing_statistics)
         return "the " + traits.name + " backend routes every token (only a backend that models draws statistics)";
     if (multi_process) return "the processes of an expert-parallel run exchange every token's rows";
-    if (!cfg.dump_tensors.empty()) return "--dump-tensors writes every token's routing";
-    if (cfg.check) return "--check compares every token's routing";
+    if (!cfg.dump_tensors.empty()) return flag_of("dump_tensors") + " writes every token's routing";
+    if (cfg.check) return flag_of("check") + " compares every token's routing";
     if (cfg.options.capacity_factor > 0)
         return "a capacity factor drops assignments in the order the tokens arrive";
     if (workload.overrides_routing() && workload.independent_shares().empty())
@@ -43,7 +44,7 @@ RoutingPath choose_routing_path(const RunConfig& cfg, const BackendTraits& trait
     const std::string why_not = needs_ids(cfg, traits, workload, model, placement, multi_process);
     if (cfg.routing_path == "statistical" && !why_not.empty())
         config_error(run_field_label("", "routing_path"), "cannot be statistical for this run: " + why_not,
-                     cfg.routing_path, "use --routing-path auto or per-token");
+                     cfg.routing_path, "use " + flag_of("routing_path") + " auto or per-token");
     if (!why_not.empty()) return {false, why_not};
     if (cfg.routing_path == "per-token") return {false, "asked for (routing_path per-token)"};
     const std::string what =

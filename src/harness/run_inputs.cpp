@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 #include "common/paths.hpp"
+#include "common/flag_names.hpp"
 #include "workload/routing_spec.hpp"
 
 #include <filesystem>
@@ -30,16 +31,17 @@ std::string resolved(const std::string& kind, const std::string& name) {
 
 std::vector<RunInput> run_input_files(const RunConfig& cfg) {
     std::vector<RunInput> in;
-    in.push_back({"model", "--model", cfg.model, resolved("models", cfg.model)});
-    if (!cfg.hardware.empty()) in.push_back({"hardware", "--hardware", cfg.hardware, resolved("hardware", cfg.hardware)});
+    in.push_back({"model", flag_of("model"), cfg.model, resolved("models", cfg.model)});
+    if (!cfg.hardware.empty())
+        in.push_back({"hardware", flag_of("hardware"), cfg.hardware, resolved("hardware", cfg.hardware)});
     try {
         const RoutingSpec r = parse_routing_spec(cfg.routing, "routing");
-        if (r.kind == WorkloadKind::trace) in.push_back({"routing", "--routing", r.trace_path, resolved("", r.trace_path)});
+        if (r.kind == WorkloadKind::trace) in.push_back({"routing", flag_of("routing"), r.trace_path, resolved("", r.trace_path)});
     } catch (const ConfigError&) {
         // a bad spec is refused when the run validates it; it names no file
     }
     if (!cfg.layout.placement.empty())
-        in.push_back({"placement", "--placement", cfg.layout.placement, resolved("", cfg.layout.placement)});
+        in.push_back({"placement", flag_of("placement"), cfg.layout.placement, resolved("", cfg.layout.placement)});
     return in;
 }
 
@@ -52,9 +54,10 @@ std::vector<FileArg> run_input_args(const RunConfig& cfg) {
 
 std::vector<FileArg> run_output_args(const RunConfig& cfg) {
     std::vector<FileArg> out;
-    if (!cfg.out.empty() && cfg.out != "-") out.push_back({"--out", cfg.out});
+    if (!cfg.out.empty() && cfg.out != "-") out.push_back({flag_of("out"), cfg.out});
     if (!cfg.dump_tensors.empty())
-        out.push_back({"--dump-tensors", (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string()});
+        out.push_back({flag_of("dump_tensors"),
+                       (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string()});
     return out;
 }
 

@@ -8,6 +8,7 @@
 #include "comm/communicator.hpp"
 #include "comm/process_group.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/hardware.hpp"
 #include "config/layout_request.hpp"
 #include "config/run_fields.hpp"
@@ -49,14 +50,14 @@ struct Prepared {
     std::vector<int64_t> layers;
     std::unique_ptr<Workload> workload;
     std::unique_ptr<Backend> backend;
-    BackendTraits traits;
+    BackendTraits traits;      // fixed: read once, before prepare
+    PreparedStep step;         // what prepare() settled (the MLA form counted, whether a modeled deployment fits)
     RunOptions options;        // cfg.options with the layout and the number formats resolved for this backend
     std::string backend_note;  // how "auto" or a default profile was resolved ("" when nothing to say)
     RooflineCeilings ceilings;
     std::vector<PhaseEntry> plan;
     Communicator* comm = nullptr;  // expert parallelism over processes (nullptr: one process)
     ExpertPlacement placement;
-    std::optional<ModeledFit> fit;  // a modeled deployment against the memory of the hardware it models (sim)
     RoutingPath routing_path;      // per token, or statistical (harness/routing_path.hpp)
 };
 
@@ -82,7 +83,7 @@ Prepared prepare_point(const RunConfig& cfg) {
         p.comm = nullptr;
     }
     // The workload before the backend, so that a bad --routing fails before any allocation.
-    p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, "routing (--routing)");
+    p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, run_field_label("", "routing"));
     p.workload->check_layers(p.layers);
     if (cfg.shape.mode == Mode::decode) p.workload->interleave_sequences(cfg.shape.batch);
 
@@ -105,7 +106,8 @@ Prepared prepare_point(const RunConfig& cfg) {
     // Ceilings for the roofline block: measured here before the weights take the memory, else a hardware profile
     // (the one given, or the one the backend models).
     if (cfg.measure_ceilings) {
-        p.ceilings = p.backend->measure_ceilings(p.options);
+        if (const CeilingProbe* probe = p.backend->capability<CeilingProbe>())  // validated: the backend offers it
+            p.ceilings = probe->measure_ceilings(p.options);
     } else if (!cfg.hardware.empty() || !p.traits.default_hardware.empty()) {
         p.ceilings = profile_ceilings(cfg.hardware.empty() ? p.traits.default_hardware : cfg.hardware,
                                       p.options.precision);
@@ -123,16 +125,14 @@ Prepared prepare_point(const RunConfig& cfg) {
     p.options.per_layer_detail = cfg.record == "full";
     p.routing_path = choose_routing_path(cfg, p.traits, *p.workload, p.model, p.placement, p.comm != nullptr);
     p.options.routing_statistics = p.routing_path.statistical;
-    p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
+    p.step = p.backend->prepare(p.model, p.layers, cfg.shape, p.options, topo);
     if (p.routing_path.statistical)  // once: every step models the same statistics
         p.backend->set_routing_statistics(routing_statistics_of(*p.workload, p.model, p.layers));
-    p.traits = p.backend->traits();  // what the prepared step computes (cuda: the MLA form follows the step)
     // A modeled deployment that does not fit its GPUs is no answer: refused with a layout or format that fits,
     // unless asked for anyway (then every record says fits: false, and a sweep never picks it).
-    p.fit = p.backend->modeled_fit();
-    if (p.fit && !p.fit->fits && !cfg.allow_no_fit)
-        config_error(p.fit->field, p.fit->what, p.fit->value,
-                     p.fit->fix + "; or " + find_run_field("allow_no_fit")->flag +
+    if (p.step.fit && !p.step.fit->fits && !cfg.allow_no_fit)
+        config_error(p.step.fit->field, p.step.fit->what, p.step.fit->value,
+                     p.step.fit->fix + "; or " + find_run_field("allow_no_fit")->flag +
                          " to model it anyway (the report says fits: false)");
     p.plan = step_plan(p.model, p.layers, p.options.layout, cfg.include_lm_head);
     if (p.comm) {
@@ -210,7 +210,8 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     p.workload->seek(0);
 
     std::vector<double> wall_us;
-    const json device_before = backend.read_device_counters();
+    const DeviceCounters* device = backend.capability<DeviceCounters>();
+    const json device_before = device ? device->read_device_counters() : json();
     // Whether the host was quiet while measuring: nothing to ask when nothing is measured (its reading of /proc and
     // /sys cost more than a modeled point's steps).
     const bool measures = p.traits.measures;
@@ -221,7 +222,8 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
         m.steps.push_back(again ? m.steps.front() : one_step());
         wall_us.push_back(m.steps.back().wall_us);
         if (m.steps.size() == 1 && !cfg.dump_tensors.empty() && !m.moe.empty()) {
-            const ScopedCommContext dumping("--dump-tensors (every rank's rows to rank 0)");
+            const std::string what = flag_of("dump_tensors") + " (every rank's rows to rank 0)";  // outlives the scope
+            const ScopedCommContext dumping(what);
             dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer, p.comm);
         }
         for (MoeLayerSamples& a : m.moe) {
@@ -234,15 +236,17 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
         if (p.comm ? p.comm->broadcast(done, 0) : done) break;
     }
     const HostSample host_after = measures ? sample_host() : HostSample{};
-    const json device_after = backend.read_device_counters();
+    const json device_after = device ? device->read_device_counters() : json();
     const int64_t tokens = T * static_cast<int64_t>(m.steps.size());
     m.conditions = {{"host", measures ? host_conditions(host_before, host_after, tokens)
                                       : json{{"source", "counter"},
                                              {"contended", false},
                                              {"not_sampled", "the times are modeled: nothing was timed on this host, "
                                                              "so its load cannot change them"}}}};
-    if (!device_before.is_null()) m.conditions["device"] = backend.device_conditions(device_before, device_after, tokens);
-    if (cfg.measure_ceilings) backend.remeasure_ceilings(p.ceilings, p.options);
+    if (device && !device_before.is_null())
+        m.conditions["device"] = device->device_conditions(device_before, device_after, tokens);
+    if (const CeilingProbe* probe = backend.capability<CeilingProbe>(); probe && cfg.measure_ceilings)
+        probe->remeasure_ceilings(p.ceilings, p.options);
     m.stop_reason = stop.reason();
     m.noise = stop.noise();
     return m;
@@ -255,7 +259,8 @@ json check_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     if (m.last_routing && slot < static_cast<int64_t>(m.last_routing->per_layer.size()) &&
         m.last_routing->per_layer[static_cast<size_t>(slot)].k > 0)
         imposed = &m.last_routing->per_layer[static_cast<size_t>(slot)];
-    CheckResult cr = check_moe_block(p.model, p.options, p.backend->moe_check_tensors(slot), imposed, p.traits.check);
+    CheckResult cr = check_moe_block(p.model, p.options, p.backend->capability<TensorAccess>()->moe_check_tensors(slot),
+                                    imposed, p.traits.check);
     cr.layer = m.moe.front().layer;
     json block = to_json(cr);
     block[keys::kStep] = "last measured step";
@@ -267,7 +272,7 @@ json check_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
 // Where the ids and logits came from: a backend without a router routes as its describe() says, and without an
 // override every step of one that computes routes the same seeded tokens.
 json routing_record(const RunConfig& cfg, const Prepared& p, const json& backend_info, json per_layer) {
-    const bool overridden = p.workload->overrides_routing(), computes = p.traits.computes_tensors;
+    const bool overridden = p.workload->overrides_routing(), computes = p.traits.offers(Capability::tensors);
     const std::string ids_from =
         overridden  ? "workload: " + p.workload->describe()
         : !computes ? "the " + p.traits.name + " backend (no router): " +
@@ -301,7 +306,7 @@ json expert_load_record(const Prepared& p, const Measured& m, const std::string&
                           "no windows or co-activation (they need every token's experts)"},
                 {keys::kPerLayer, layers}};
     std::string basis = "final expert ids of the measured steps (after override, soft top-N, capacity)";
-    if (!p.workload->overrides_routing() && p.traits.computes_tensors)
+    if (!p.workload->overrides_routing() && p.traits.offers(Capability::tensors))
         basis += "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
                  "that their times compare), so the counts repeat one step's; use a synthetic workload or a trace "
                  "for load over a stream";
@@ -365,11 +370,11 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
                            {"activations", to_string(pr.activations)},
                            {"dispatch", to_string(pr.dispatch)},
                            {"combine", to_string(pr.combine)}};
-    if (p.fit) {  // modeled: whether it fits the memory of the hardware it models
-        record["fits"] = p.fit->fits;
-        if (!p.fit->fits) {
-            const std::string fit = p.fit->what + " (" + p.fit->value + "): the modeled times assume it fits; " +
-                                    p.fit->fix;
+    if (p.step.fit) {  // modeled: whether it fits the memory of the hardware it models
+        record["fits"] = p.step.fit->fits;
+        if (!p.step.fit->fits) {
+            const std::string fit =
+                p.step.fit->what + " (" + p.step.fit->value + "): the modeled times assume it fits; " + p.step.fit->fix;
             record["sim_fit_warning"] = fit;
             std::cerr << ("warning: " + p.traits.name + " (" + find_run_field("allow_no_fit")->flag + "): " + fit +
                           "\n");  // one write: points may run side by side
@@ -416,7 +421,7 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
     record["routing"] = routing_record(cfg, p, backend_info, std::move(routing_layers));
     if (cfg.check && !m.moe.empty()) record["check"] = check_point(cfg, p, m);
     try {
-        WorkBasis basis{p.options.precision, p.traits.mla_form, p.traits.name};
+        WorkBasis basis{p.options.precision, p.step.mla_form, p.traits.name};
         basis.dispatch_row_bytes = dispatch_row_bytes(p.options.precision.dispatch, p.model.hidden_size);
         if (p.options.layout.moe_ep > 1) {  // the all-to-alls as the run moves them
             basis.placement = &p.placement;
@@ -434,7 +439,8 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
 // shares one host, else its network.
 json link_peak_block(const RunConfig& cfg, const json& traffic) {
     if (cfg.hardware.empty())
-        return {{"available", false}, {"why", "no --hardware profile: give one to compare busbw with its link"}};
+        return {{"available", false},
+                {"why", "no " + flag_of("hardware") + " profile: give one to compare busbw with its link"}};
     const HardwareProfile hw = load_hardware(cfg.hardware);
     const bool one_host = traffic["inter_node_bytes"].get<double>() == 0;
     const double peak = one_host ? (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s)

@@ -4,6 +4,7 @@
 #include "backends/registry.hpp"
 #include "comm/process_group.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/text_list.hpp"
 #include "config/run_fields.hpp"
 
@@ -20,12 +21,6 @@ std::string backends_where(const std::function<bool(const BackendTraits&)>& acce
     for (const KnownBackend& b : known_backends())
         if (accepts(b.traits)) names.push_back(b.traits.name);
     return or_list(names);
-}
-
-std::string flag_of(const std::string& key) {
-    std::string f = "--" + key;
-    std::replace(f.begin(), f.end(), '_', '-');
-    return f;
 }
 
 // A run option whose accepted values each backend lists in its traits.
@@ -52,10 +47,10 @@ void check_choice(const BackendTraits& t, const ChoiceOption& c, const std::stri
     }
     config_error(field, std::string("chooses an ") + c.what + " of the " + owners + " backend",
                  value + " with backend " + t.name,
-                 "use " + or_list(t.*c.values) + " on " + t.name + ", or --backend " + owners);
+                 "use " + or_list(t.*c.values) + " on " + t.name + ", or " + flag_of("backend") + " " + owners);
 }
 
-// --ep N: modeled in one process (sim), or N processes started by a launcher (cpu; one rank each).
+// ep N: modeled in one process (sim), or N processes started by a launcher (cpu; one rank each).
 void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
     const Layout layout = resolve_layout(cfg.layout);
     const int64_t ep = layout.moe_ep;
@@ -65,25 +60,25 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
         config_error(run_field_label("", attn ? "tp" : "moe_tp"),
                      "splits layers over GPUs (tensor parallelism); the " + t.name + " backend runs none",
                      std::to_string(attn ? layout.attn_tp : layout.moe_tp) + " with backend " + t.name,
-                     "model it with --backend " + modeling + ", or drop it: " + t.name +
-                         " runs expert parallelism with data-parallel attention (--ep N)");
+                     "model it with " + flag_of("backend") + " " + modeling + ", or drop it: " + t.name +
+                         " runs expert parallelism with data-parallel attention (" + flag_of("ep") + " N)");
     }
     const Communicator* comm = process_group();
     const int64_t world = comm ? comm->world_size() : 1;
     const std::string field = run_field_label("", "ep");
-    const std::string multi = backends_where([](const BackendTraits& b) { return b.multi_process_ep; });
-    const std::string modeled = backends_where([](const BackendTraits& b) { return b.expert_parallel; });
+    const std::string multi = backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_processes); });
+    const std::string modeled = backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_modeled_ranks); });
     if (world > 1) {
-        if (!t.multi_process_ep)
+        if (!t.offers(Capability::ep_processes))
             config_error(run_field_label("", "backend"), fmt::format("runs in one process, but {} processes were launched", world),
-                         t.name, "use --backend " + multi + " under mpirun (or run " + t.name + " without mpirun)");
+                         t.name, "use " + flag_of("backend") + " " + multi + " under mpirun (or run " + t.name + " without mpirun)");
         if (ep != world)
             config_error(field, fmt::format("must equal the {} processes the launcher started (one rank each)", world),
-                         std::to_string(ep), fmt::format("use --ep {} (or mpirun -np {})", world, ep));
+                         std::to_string(ep), fmt::format("use {} {} (or mpirun -np {})", flag_of("ep"), world, ep));
         if (cfg.shape.batch < world)
             config_error(run_field_label("", "batch"),
                          fmt::format("gives some of the {} ranks no sequence (each rank runs its own)", world),
-                         std::to_string(cfg.shape.batch), fmt::format("use --batch {} or more", world));
+                         std::to_string(cfg.shape.batch), fmt::format("use {} {} or more", flag_of("batch"), world));
         if (cfg.options.capacity_factor > 0)
             config_error(run_field_label("", "capacity_factor"),
                          "is not supported with expert parallelism over processes yet (each expert's capacity would "
@@ -91,35 +86,41 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
                          fmt::format("{}", cfg.options.capacity_factor), "use 0 (dropless) under mpirun");
         if (cfg.check)
             config_error(run_field_label("", "check"),
-                         "needs every expert's weights in one process; a rank holds only its own", "--ep " + std::to_string(ep),
-                         "check the single-process run (same seed: the outputs match; --dump-tensors compares them)");
+                         "needs every expert's weights in one process; a rank holds only its own",
+                         flag_of("ep") + " " + std::to_string(ep),
+                         "check the single-process run (same seed: the outputs match; " + flag_of("dump_tensors") +
+                             " compares them)");
         if (layout.redundant_experts > 0)
             config_error(run_field_label("", "redundant_experts"),
                          "replicates each layer's own hottest experts, so a rank's experts differ by layer; a process "
                          "holds one set of experts for every layer",
                          std::to_string(layout.redundant_experts) + " under mpirun",
-                         "model it in one process (--backend " + modeled + " --ep " + std::to_string(ep) +
-                             "), or replicate by a trace for every layer at once: moebench place --trace T --ep " +
-                             std::to_string(ep) + " --replicas R -o P.json, then --placement P.json");
+                         fmt::format("model it in one process ({} {} {} {}), or replicate by a trace for every layer "
+                                     "at once: moebench place {} T {} {} {} R -o P.json, then {} P.json",
+                                     flag_of("backend"), modeled, flag_of("ep"), ep, flag_of("trace"), flag_of("ep"),
+                                     ep, flag_of("replicas"), flag_of("placement")));
         return;
     }
-    if (ep > 1 && !t.expert_parallel) {
-        if (t.multi_process_ep)
+    if (ep > 1 && !t.offers(Capability::ep_modeled_ranks)) {
+        if (t.offers(Capability::ep_processes))
             config_error(field, fmt::format("runs {} ranks as {} processes, but this is one process", ep, ep),
                          std::to_string(ep),
-                         mpi_built() ? fmt::format("launch it with `mpirun -np {} moebench run --ep {} ...` (or srun), "
-                                                   "or use --backend {} to model the ranks", ep, ep, modeled)
-                                     : "rebuild with MPI (apt install libopenmpi-dev openmpi-bin; scripts/setup.sh), "
-                                       "then `mpirun -np " + std::to_string(ep) + " moebench run --ep " +
-                                           std::to_string(ep) + " ...`; or use --backend " + modeled);
+                         mpi_built() ? fmt::format("launch it with `mpirun -np {} moebench run {} {} ...` (or srun), "
+                                                   "or use {} {} to model the ranks",
+                                                   ep, flag_of("ep"), ep, flag_of("backend"), modeled)
+                                     : fmt::format("rebuild with MPI (apt install libopenmpi-dev openmpi-bin; "
+                                                   "scripts/setup.sh), then `mpirun -np {} moebench run {} {} ...`; or "
+                                                   "use {} {}", ep, flag_of("ep"), ep, flag_of("backend"), modeled));
         config_error(field, "backend " + t.name + " runs in one process, so there is no all-to-all to time",
                      std::to_string(ep),
-                     "use --ep 1 on " + t.name + ", --backend " + modeled + " to model expert parallelism, or " +
-                         "mpirun -np " + std::to_string(ep) + " with --backend " + multi);
+                     fmt::format("use {} 1 on {}, {} {} to model expert parallelism, or mpirun -np {} with {} {}",
+                                 flag_of("ep"), t.name, flag_of("backend"), modeled, ep, flag_of("backend"), multi));
     }
     if (!cfg.layout.placement.empty() && ep == 1)
         config_error(run_field_label("", "placement"), "places experts on expert-parallel ranks; this run has one",
-                     cfg.layout.placement, "add --ep N (under mpirun -np N, or with --backend " + modeled + "), or drop --placement");
+                     cfg.layout.placement,
+                     fmt::format("add {} N (under mpirun -np N, or with {} {}), or drop {}", flag_of("ep"),
+                                 flag_of("backend"), modeled, flag_of("placement")));
 }
 
 // The number formats asked for against what the backend computes (its traits list the formats of each class).
@@ -146,7 +147,7 @@ void check_precision(const BackendTraits& t, const PrecisionRequest& req) {
         config_error(run_field_label("", c.key),
                      "is a format the " + t.name + " backend does not compute (it computes " + or_list(names) + ")",
                      std::string(to_string(dtype)) + " with backend " + t.name,
-                     "use auto or " + or_list(names) + (owners.empty() ? "" : ", or --backend " + owners));
+                     "use auto or " + or_list(names) + (owners.empty() ? "" : ", or " + flag_of("backend") + " " + owners));
     }
 }
 
@@ -183,12 +184,14 @@ void check_backend_runs_model(const BackendTraits& t, const ModelConfig& m, cons
         config_error(run_field_label("", "backend"),
                      std::string("does not run linear attention yet (") + to_string(m.linear_attn.kind) + ", " +
                          std::to_string(m.num_linear_attention_layers()) + " of " + m.name + "'s layers)",
-                     t.name, "use --backend " + backends_where([](const BackendTraits& b) { return b.linear_attention; }) +
+                     t.name, "use " + flag_of("backend") + " " +
+                         backends_where([](const BackendTraits& b) { return b.linear_attention; }) +
                          "; the " + t.name + " backend has no linear-attention kernel yet");
     if (m.attn.output_gate && !t.attention_output_gate &&
         std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return !m.is_linear_attention_layer(l); }))
         config_error(run_field_label("", "backend"), "does not run the gated attention output of " + m.name + " yet", t.name,
-                     "use --backend " + backends_where([](const BackendTraits& b) { return b.attention_output_gate; }) +
+                     "use " + flag_of("backend") + " " +
+                         backends_where([](const BackendTraits& b) { return b.attention_output_gate; }) +
                          "; the " + t.name + " backend has no kernel for it yet");
 }
 
@@ -202,23 +205,25 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
             const std::string owners =
                 backends_where([&key = key](const BackendTraits& b) { return b.accepts_switch(key); });
             config_error(run_field_label("", key), "is an option of the " + owners + " backend", "backend " + t.name,
-                         "drop " + flag_of(key) + ", or use --backend " + owners);
+                         "drop " + flag_of(key) + ", or use " + flag_of("backend") + " " + owners);
         }
     check_expert_parallel(t, cfg);
     check_precision(t, cfg.precision);
-    const std::string computing = backends_where([](const BackendTraits& b) { return b.computes_tensors; });
-    if (cfg.check && !t.computes_tensors)
+    const std::string computing = backends_where([](const BackendTraits& b) { return b.offers(Capability::tensors); });
+    if (cfg.check && !t.offers(Capability::tensors))
         config_error(run_field_label("", "check"),
                      "compares computed tensors against the fp32 reference; the " + t.name + " backend computes none",
-                     "backend " + t.name, "use --check with --backend " + computing);
-    if (!cfg.dump_tensors.empty() && !t.computes_tensors)
+                     "backend " + t.name, "use " + flag_of("check") + " with " + flag_of("backend") + " " + computing);
+    if (!cfg.dump_tensors.empty() && !t.offers(Capability::tensors))
         config_error(run_field_label("", "dump_tensors"), "writes computed tensors; the " + t.name + " backend computes none",
-                     "backend " + t.name, "use --dump-tensors with --backend " + computing);
-    if (cfg.measure_ceilings && !t.measures_ceilings)
+                     "backend " + t.name,
+                     "use " + flag_of("dump_tensors") + " with " + flag_of("backend") + " " + computing);
+    if (cfg.measure_ceilings && !t.offers(Capability::ceilings))
         config_error(run_field_label("", "measure_ceilings"),
                      "measures this machine; the " + t.name + " backend measures nothing", "backend " + t.name,
-                     "drop --measure-ceilings (--hardware gives datasheet ceilings), or use --backend " +
-                         backends_where([](const BackendTraits& b) { return b.measures_ceilings; }));
+                     fmt::format("drop {} ({} gives datasheet ceilings), or use {} ", flag_of("measure_ceilings"),
+                                 flag_of("hardware"), flag_of("backend")) +
+                         backends_where([](const BackendTraits& b) { return b.offers(Capability::ceilings); }));
 }
 
 RunOptions resolved_options(const RunConfig& cfg, const BackendTraits& t) {
@@ -233,7 +238,7 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
     if (first >= total)
         config_error(run_field_label("", "first_layer"),
                      fmt::format("is beyond the last layer of model {} (layers 0 to {})", model.name, total - 1),
-                     std::to_string(first), fmt::format("use --first-layer between 0 and {}", total - 1));
+                     std::to_string(first), fmt::format("use {} between 0 and {}", flag_of("first_layer"), total - 1));
     const int64_t left = total - first;  // layers from `first` to the model's end
     if (cfg.layers > left)
         config_error(run_field_label("", "layers"),
@@ -241,8 +246,8 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
                                 : fmt::format("exceeds the {} layers of model {} from layer {} on", left, model.name,
                                               first),
                      std::to_string(cfg.layers),
-                     fmt::format("use --layers between 1 and {} (0 = all layers{})", left,
-                                 first == 0 ? "" : " from --first-layer on"));
+                     fmt::format("use {} between 1 and {} (0 = all layers{})", flag_of("layers"), left,
+                                 first == 0 ? "" : " from " + flag_of("first_layer") + " on"));
     const int64_t num_run = cfg.layers == 0 ? left : cfg.layers;
     std::vector<int64_t> layers(static_cast<size_t>(num_run));
     for (int64_t i = 0; i < num_run; ++i) layers[static_cast<size_t>(i)] = first + i;
@@ -250,15 +255,16 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
     const bool any_moe = std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return model.is_moe_layer(l); });
     if (!any_moe && (!cfg.dump_tensors.empty() || cfg.check)) {
         // The run's layers as given, and a fix that reaches the model's first MoE layer (if it has one).
-        const std::string given = first == 0 ? fmt::format("--layers {}", num_run)
-                                             : fmt::format("--first-layer {} --layers {}", first, num_run);
+        const std::string given = first == 0 ? fmt::format("{} {}", flag_of("layers"), num_run)
+                                             : fmt::format("{} {} {} {}", flag_of("first_layer"), first,
+                                                           flag_of("layers"), num_run);
         int64_t first_moe = -1;
         for (int64_t l = 0; l < total && first_moe < 0; ++l)
             if (model.is_moe_layer(l)) first_moe = l;
         const std::string reach =
             first_moe < 0 ? fmt::format("model {} has no MoE layer", model.name)
-                          : fmt::format("run more --layers, or --first-layer {} --layers 1 (its first MoE layer)",
-                                        first_moe);
+                          : fmt::format("run more {}, or {} {} {} 1 (its first MoE layer)", flag_of("layers"),
+                                        flag_of("first_layer"), first_moe, flag_of("layers"));
         if (!cfg.dump_tensors.empty())
             config_error(run_field_label("", "dump_tensors"), "no MoE layer among the layers run", given, reach);
         config_error(run_field_label("", "check"), "no MoE layer among the layers run, so there is no MoE block to check",

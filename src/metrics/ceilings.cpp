@@ -4,6 +4,7 @@
 #include "metrics/ceilings.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_cpus.hpp"
 
 #include <cblas.h>
@@ -74,9 +75,10 @@ void on_threads(int64_t n, F&& fn) {
         for (int64_t t = 1; t < n; ++t) ts.emplace_back([&fn, t] { fn(t); });
     } catch (const std::system_error& e) {
         for (auto& t : ts) t.join();
-        config_error("--threads", fmt::format("the system refused to start thread {} of {} for a ceiling measurement ({})",
+        config_error(flag_of("threads"), fmt::format("the system refused to start thread {} of {} for a ceiling measurement ({})",
                                               ts.size() + 1, n, e.what()),
-                     std::to_string(n), fmt::format("use --threads {} or fewer, or raise the process limit", ts.size()));
+                     std::to_string(n),
+                     fmt::format("use {} {} or fewer, or raise the process limit", flag_of("threads"), ts.size()));
     }
     fn(0);
     for (auto& t : ts) t.join();

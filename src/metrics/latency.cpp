@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "metrics/latency.hpp"
+
+#include "common/flag_names.hpp"
 #include "core/report_keys.hpp"
 
 namespace moebench {
@@ -87,7 +89,7 @@ json whole_model_block(const ModelConfig& model, int64_t num_run, const std::vec
         if (count == 0) continue;
         auto it = totals_by_kind.find(kind);
         if (it == totals_by_kind.end()) {
-            whole["unavailable"] = "no " + kind + " layer was run; use more --layers";
+            whole["unavailable"] = "no " + kind + " layer was run; use more " + flag_of("layers");
             return whole;
         }
         double mean = 0;

@@ -3,7 +3,9 @@
 #include "core/report_keys.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/hardware.hpp"
+#include "config/run_fields.hpp"
 #include "model/decode_floor.hpp"
 #include "metrics/ceilings.hpp"
 
@@ -24,8 +26,8 @@ RooflineCeilings profile_ceilings(const std::string& profile, const Precision& p
         hw = load_hardware(profile);
     } catch (const ConfigError& e) {
         std::string what = e.what();
-        if (what.find("--hardware") != std::string::npos) throw;
-        throw ConfigError("hardware (--hardware): " + what);
+        if (what.find(flag_of("hardware")) != std::string::npos) throw;  // names the field already
+        throw ConfigError(run_field_label("", "hardware") + ": " + what);
     }
     RooflineCeilings c;
     // The peak of the dense weights' format; 0 (unknown: no floors) where the profile does not give it.
@@ -249,7 +251,8 @@ json roofline_block(const ModelConfig& model, const StepShape& shape, const Layo
     if (!ceil.note.empty()) r["ceiling_note"] = ceil.note;
     if (!ceil.detail.empty()) r["ceiling_detail"] = ceil.detail;
     if (!(peak > 0 && bw > 0))
-        r["floor_unavailable"] = "no ceilings: give --hardware PROFILE (datasheet) or --measure-ceilings (cpu, cuda)";
+        r["floor_unavailable"] = fmt::format("no ceilings: give {} PROFILE (datasheet) or {} (cpu, cuda)",
+                                             flag_of("hardware"), flag_of("measure_ceilings"));
     if (!c.block_phases.empty()) r[keys::kMoeBlock] = moe_block_roofline(c, static_cast<int64_t>(moe.size()), bw, peak, times_source);
     return r;
 }

@@ -254,9 +254,9 @@ FitAdvice fit_advice(const ModelConfig& m, const HardwareProfile& hw, const Plan
     const std::string gpus = more_gpus(m, hw, in);
     if (!gpus.empty()) fixes.push_back(gpus);
     if (fixes.empty())
-        a.fix = fmt::format("no smaller weight format {} computes and no --ep/--tp layout of up to {} GPUs fits {} "
+        a.fix = fmt::format("no smaller weight format {} computes and no {}/{} layout of up to {} GPUs fits {} "
                             "(pipeline parallelism is not modeled); use a larger GPU",
-                            hw.name, std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads),
+                            hw.name, flag("ep"), flag("tp"), std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads),
                             m.name);
     else {
         a.fix = "use " + fixes[0];

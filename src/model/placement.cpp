@@ -2,7 +2,9 @@
 #include "model/placement.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/read_file.hpp"
+#include "config/file_kind.hpp"
 
 #include <fmt/format.h>
 
@@ -64,7 +66,9 @@ ExpertPlacement contiguous_placement(int64_t num_experts, int64_t num_ranks) {
 
 ExpertPlacement placement_from_json(const json& doc, int64_t num_experts, int64_t num_ranks, const std::string& where) {
     const auto bad = [&](const std::string& field, const std::string& what, const std::string& value) {
-        config_error(where + ": " + field, what, value, "write it with `moebench place --trace T --ep N -o FILE`");
+        config_error(where + ": " + field, what, value,
+                     fmt::format("write it with `moebench place {} T {} N {} FILE`", flag_of("trace"), flag_of("ep"),
+                                 flag_of("out")));
     };
     if (!doc.is_object() || doc.value("schema", json()) != json(kPlacementSchema))
         bad("schema", std::string("is not ") + kPlacementSchema, doc.is_object() ? json_brief(doc.value("schema", json())) : json_brief(doc));
@@ -75,7 +79,7 @@ ExpertPlacement placement_from_json(const json& doc, int64_t num_experts, int64_
     if (int_field("num_experts") != num_experts)
         bad("num_experts", fmt::format("differs from the model's {} experts", num_experts), std::to_string(int_field("num_experts")));
     if (int_field("num_ranks") != num_ranks)
-        bad("num_ranks", fmt::format("differs from the run's --ep {}", num_ranks), std::to_string(int_field("num_ranks")));
+        bad("num_ranks", fmt::format("differs from the run's {} {}", flag_of("ep"), num_ranks), std::to_string(int_field("num_ranks")));
     const json& on = doc.value("experts_on_rank", json());
     if (!on.is_array() || static_cast<int64_t>(on.size()) != num_ranks)
         bad("experts_on_rank", fmt::format("must be a list of {} lists of expert ids", num_ranks), json_brief(on));
@@ -112,7 +116,9 @@ json placement_to_json(const ExpertPlacement& p) {
 
 ExpertPlacement load_placement(const std::string& path, int64_t num_experts, int64_t num_ranks) {
     if (path.empty()) return contiguous_placement(num_experts, num_ranks);
-    return placement_from_json(load_json_file(path, kMaxConfigBytes), num_experts, num_ranks, path);
+    const json doc = load_json_file(path, kMaxConfigBytes);
+    refuse_other_file_kind(doc, flag_of("placement") + " " + path, {FileKind::placement});
+    return placement_from_json(doc, num_experts, num_ranks, path);
 }
 
 }  // namespace moebench

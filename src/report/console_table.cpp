@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Terminal summary of one run record; reads only the report JSON, so any report (run or sweep point) can be shown.
 #include "report/console_table.hpp"
+
+#include "common/flag_names.hpp"
 #include "core/report_keys.hpp"
 
 #include "core/phase.hpp"
@@ -143,7 +145,8 @@ void summary_block(const json& run, std::string& s) {
                          str(roof, "ceiling_source", "?"), num(block, keys::kRatioToFloor));
         if (block.contains("floor_warning")) s += fmt::format("warning: {}\n", str(block, "floor_warning"));
     } else if (!block.empty()) {
-        s += "MoE block floor: not available (no ceilings: use --hardware PROFILE or --measure-ceilings)\n";
+        s += fmt::format("MoE block floor: not available (no ceilings: use {} PROFILE or {})\n", flag_of("hardware"),
+                         flag_of("measure_ceilings"));
     }
 
     const json& load = run.value(keys::kExpertLoad, json::object());

@@ -4,6 +4,8 @@
 // rank recorded it, at its real start times. Otherwise a slice per phase per layer of one representative step built
 // from the per-layer phase means laid end to end (not a recorded timeline: args say so).
 #include "core/phase.hpp"
+
+#include "common/flag_names.hpp"
 #include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
@@ -130,7 +132,7 @@ std::string render_chrome_trace(const json& report) {
     }
     json doc = {{"traceEvents", events},
                 {"displayTimeUnit", "ms"},
-                {"otherData", {{"generator", "moebench report --format trace"},
+                {"otherData", {{"generator", "moebench report " + flag_of("format") + " trace"},
                                {"command", str_at(report, {"command"})},
                                {"note", "one representative step per point: per-layer phase means (" +
                                             times_source(runs) + ") laid end to end"}}}};

@@ -2,6 +2,8 @@
 // The HTML view's ranks section (multi-process runs): each rank's mean phase times as one stacked bar (the
 // straggler stands out), and the [src][dst] byte matrices of dispatch and combine as heatmaps.
 #include "core/phase.hpp"
+
+#include "common/flag_names.hpp"
 #include "core/report_keys.hpp"
 #include "report/formats.hpp"
 #include "report/html_svg.hpp"
@@ -95,7 +97,8 @@ std::string html_ranks_section(const json& report) {
                           nullptr);
         return h;
     }
-    return not_available("chart-rank-phases", "no point ran as several processes (mpirun -np N moebench run --ep N)");
+    return not_available("chart-rank-phases",
+                         "no point ran as several processes (mpirun -np N moebench run " + flag_of("ep") + " N)");
 }
 
 }  // namespace formats_detail

@@ -2,6 +2,8 @@
 // Markdown view: the summary tables (points, phase breakdown, expert load, sweep verdicts) for pasting into
 // issues and pull requests.
 #include "core/phase.hpp"
+
+#include "common/flag_names.hpp"
 #include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
@@ -119,7 +121,8 @@ void md_phases(const json& runs, std::string& o) {
             }
             o += "\n";
         }
-        if (runs.size() > cols.size()) o += "\n(first 12 ok points shown; `moebench report --format csv` has every point)\n";
+        if (runs.size() > cols.size())
+            o += "\n(first 12 ok points shown; `moebench report " + flag_of("format") + " csv` has every point)\n";
     }
 }
 

@@ -4,6 +4,7 @@
 #include "core/report_keys.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "core/phase.hpp"
 
 #include <fmt/format.h>
@@ -21,20 +22,57 @@ std::string render_markdown(const json& report);
 std::string render_html(const json& report);
 std::string render_chrome_trace(const json& report);
 std::string render_prometheus(const json& report);
+std::string render_report_text(const json& report);       // format_report_text.cpp
+std::string render_plan_text(const json& plan);           // format_plan_text.cpp
+std::string render_bench_moe_text(const json& bench);     // format_bench_text.cpp
+std::string render_bench_a2a_text(const json& bench);     // format_bench_text.cpp
+std::string render_comparison_text(const json& cmp);      // format_compare.cpp
+std::string render_comparison_md(const json& cmp);        // format_compare.cpp
+std::string render_trace_info_text(const json& info);     // format_trace_info_text.cpp
+std::string render_devices_text(const json& devices);     // format_devices_text.cpp
+std::string render_placement_text(const json& placement);  // format_place_text.cpp
+std::string render_hardware_fields_text(const json& fields);  // format_hardware_fields.cpp
+std::string render_hardware_fields_md(const json& fields);    // format_hardware_fields.cpp
 }  // namespace formats_detail
 
 namespace {
 
-std::string render_json(const json& report) { return report.dump(2) + "\n"; }
+using namespace formats_detail;
 
-// The one table of output formats: a new format is its renderer's file, and its declaration and row here.
+std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
+
+constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
+                                 DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement,
+                                 DocKind::hardware_fields};
+
+std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
+    std::vector<std::pair<DocKind, Renderer>> out;
+    for (DocKind k : kAllKinds) out.emplace_back(k, r);
+    return out;
+}
+
+// The one table of output formats: a new format is its renderer's file, and its declaration and row here; a new view
+// of a kind in an existing format is its renderer's file and one entry in that format's row.
 const std::vector<ReportFormat> kReportFormats = {
-    {"csv", "csv", {}, formats_detail::render_csv},
-    {"md", "md", {"markdown"}, formats_detail::render_markdown},
-    {"html", "html", {}, formats_detail::render_html},
-    {"trace", "trace.json", {}, formats_detail::render_chrome_trace},
-    {"prom", "prom", {"prometheus"}, formats_detail::render_prometheus},
-    {"json", "json", {}, render_json},
+    {"text", "txt", {},
+     {{DocKind::report, render_report_text},
+      {DocKind::plan, render_plan_text},
+      {DocKind::bench_moe, render_bench_moe_text},
+      {DocKind::bench_a2a, render_bench_a2a_text},
+      {DocKind::comparison, render_comparison_text},
+      {DocKind::trace_info, render_trace_info_text},
+      {DocKind::devices, render_devices_text},
+      {DocKind::placement, render_placement_text},
+      {DocKind::hardware_fields, render_hardware_fields_text}}},
+    {"csv", "csv", {}, {{DocKind::report, render_csv}}},
+    {"md", "md", {"markdown"},
+     {{DocKind::report, render_markdown},
+      {DocKind::comparison, render_comparison_md},
+      {DocKind::hardware_fields, render_hardware_fields_md}}},
+    {"html", "html", {}, {{DocKind::report, render_html}}},
+    {"trace", "trace.json", {}, {{DocKind::report, render_chrome_trace}}},
+    {"prom", "prom", {"prometheus"}, {{DocKind::report, render_prometheus}}},
+    {"json", "json", {}, every_kind(render_json)},
 };
 
 const ReportFormat* find_format(const std::string& name) {
@@ -43,23 +81,45 @@ const ReportFormat* find_format(const std::string& name) {
     return nullptr;
 }
 
+// "text, json" (the kind's formats, for a message).
+std::string kind_formats(DocKind kind) { return format_names_help(kind, ", ", true); }
+
 }  // namespace
+
+const char* to_string(DocKind kind) {
+    switch (kind) {
+        case DocKind::report: return "report";
+        case DocKind::plan: return "plan";
+        case DocKind::bench_moe: return "bench moe";
+        case DocKind::bench_a2a: return "bench a2a";
+        case DocKind::comparison: return "comparison";
+        case DocKind::trace_info: return "trace info";
+        case DocKind::devices: return "devices";
+        case DocKind::placement: return "placement";
+        case DocKind::hardware_fields: return "hardware field table";
+    }
+    return "?";
+}
+
+Renderer ReportFormat::renderer(DocKind kind) const {
+    for (const auto& [k, r] : renderers)
+        if (k == kind) return r;
+    return nullptr;
+}
 
 const std::vector<ReportFormat>& report_format_table() { return kReportFormats; }
 
-const std::vector<std::string>& report_formats() {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> n;
-        for (const ReportFormat& f : kReportFormats) n.push_back(f.name);
-        return n;
-    }();
+std::vector<std::string> format_names(DocKind kind) {
+    std::vector<std::string> names;
+    for (const ReportFormat& f : kReportFormats)
+        if (f.renderer(kind)) names.push_back(f.name);
     return names;
 }
 
-std::string format_names_help(const std::string& separator, bool with_json) {
+std::string format_names_help(DocKind kind, const std::string& separator, bool with_json) {
     std::string s;
     for (const ReportFormat& f : kReportFormats)
-        if (with_json || f.name != "json") s += (s.empty() ? "" : separator) + f.name;
+        if (f.renderer(kind) && (with_json || f.name != "json")) s += (s.empty() ? "" : separator) + f.name;
     return s;
 }
 
@@ -68,14 +128,18 @@ std::string format_extension(const std::string& format) {
     return f ? f->extension : format;
 }
 
-std::vector<std::string> parse_format_list(const std::string& text, const std::string& field, bool allow_list) {
+std::vector<std::string> parse_format_list(const std::string& text, DocKind kind, const std::string& field,
+                                           bool allow_list) {
     std::vector<std::string> out;
     size_t start = 0;
     while (true) {
         size_t comma = text.find(',', start);
         std::string f = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         const ReportFormat* known = find_format(f);
-        if (!known) config_error(field, "unknown format", f, "use one of: " + format_names_help(", ", true));
+        if (!known) config_error(field, "unknown format", f, "use one of: " + kind_formats(kind));
+        if (!known->renderer(kind))
+            config_error(field, fmt::format("a {} has no {} view", to_string(kind), known->name), f,
+                         "use one of: " + kind_formats(kind));
         out.push_back(known->name);
         if (comma == std::string::npos) break;
         start = comma + 1;
@@ -84,11 +148,19 @@ std::vector<std::string> parse_format_list(const std::string& text, const std::s
     return out;
 }
 
+std::string parse_format(const std::string& text, DocKind kind, const std::string& field) {
+    return parse_format_list(text, kind, field, false).front();
+}
+
+std::string render_view(const json& doc, DocKind kind, const std::string& format) {
+    return find_format(parse_format(format, kind, flag_of("format")))->renderer(kind)(doc);
+}
+
 std::string render_report(const json& report, const std::string& format) {
     if (!report.is_object() || !report.contains(keys::kRuns) || !report[keys::kRuns].is_array())
         config_error("report", "is not a moebench.report/1 document (no runs[])", json_brief(report),
                      "pass a report written by moebench run or moebench sweep");
-    return find_format(parse_format_list(format, "--format", false).front())->render(report);
+    return render_view(report, DocKind::report, format);
 }
 
 namespace formats_detail {
@@ -125,6 +197,12 @@ std::string scalar_text(const json& v) {
     return v.dump();
 }
 
+std::string key_text(const json& v) {
+    if (v.is_null()) return "-";
+    if (v.is_string()) return v.get<std::string>();
+    return v.dump();
+}
+
 std::vector<std::string> low_confidence_keys(const json& stats) {
     std::vector<std::string> keys;
     if (const json* lc = find_path(stats, {keys::kLowConfidence}); lc && lc->is_array())
@@ -154,11 +232,15 @@ bool run_ok(const json& run) { return run.value(keys::kStatus, "ok") == "ok"; }
 
 
 std::vector<std::string> run_phases(const json& run) {
-    std::vector<std::string> out;
     const json* phases = find_path(run, {keys::kLatency, keys::kPhases});
-    if (!phases || !phases->is_object()) return out;
+    return phases ? phases_in_order(*phases) : std::vector<std::string>{};
+}
+
+std::vector<std::string> phases_in_order(const json& phases) {
+    std::vector<std::string> out;
+    if (!phases.is_object()) return out;
     for (auto name : kPhaseNames)
-        if (phases->contains(std::string(name))) out.emplace_back(name);
+        if (phases.contains(std::string(name))) out.emplace_back(name);
     return out;
 }
 

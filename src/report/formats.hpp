@@ -1,38 +1,70 @@
 // SPDX-License-Identifier: Apache-2.0
-// Views derived from a moebench.report/1 document: CSV, Markdown, self-contained HTML with inline SVG charts,
-// Chrome trace JSON and Prometheus text exposition. The JSON report stays the source of truth.
+// The views of every document moebench prints, in one table (formats.cpp): each output format (--format) with the
+// file extension it is written with, its aliases, and its renderer for each kind of document that has this view
+// (the run report: terminal, CSV, Markdown, self-contained HTML with inline SVG charts, Chrome trace JSON, Prometheus
+// text exposition; plan, bench, compare, trace info, devices, placement and hardware field documents: terminal and
+// more). The JSON document stays the source of truth: a renderer reads the document alone.
 #pragma once
 #include "common/json_util.hpp"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moebench {
 
+/// The kinds of document with views.
+enum class DocKind {
+    report,      // moebench.report/1 (run, sweep, report)
+    plan,        // moebench.plan/1
+    bench_moe,   // moebench.bench_moe/1
+    bench_a2a,   // moebench.bench_a2a/1
+    comparison,  // compare's result
+    trace_info,  // moebench.trace_info/1
+    devices,     // moebench.devices/1
+    placement,   // moebench.placement/1 as `place` writes it (with its predicted block)
+    hardware_fields,  // `devices --hardware-fields`: the fields of a hardware profile and of its sim object
+};
+/// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement", "hardware field
+/// table": how messages name a kind.
+const char* to_string(DocKind kind);
+
+using Renderer = std::string (*)(const json& doc);
+
 /// One output format: its name (--format), the file extension it is written with, other names it is known by, and
-/// its renderer. The table (formats.cpp) is the only list of formats: help texts, --format checks and the
-/// dispatcher read it.
+/// its renderer for each kind that has this view. The table is the only list of formats: help texts, --format
+/// checks and the dispatcher read it.
 struct ReportFormat {
     std::string name;
     std::string extension;
     std::vector<std::string> aliases;
-    std::string (*render)(const json& report);
+    std::vector<std::pair<DocKind, Renderer>> renderers;
+    /// This format's renderer of `kind`; nullptr where the kind has no such view.
+    Renderer renderer(DocKind kind) const;
 };
 const std::vector<ReportFormat>& report_format_table();
 
-/// Renders `report` in one of the table's formats. Unknown format -> ConfigError naming --format.
+/// The one place a --format value is read: `text` (a comma-separated list where `allow_list`) checked against the
+/// formats `kind` has; returns their names (aliases resolved). An unknown format, or one without a view of `kind`:
+/// ConfigError (exit 2) naming `field`, the value and the formats of that kind.
+std::vector<std::string> parse_format_list(const std::string& text, DocKind kind, const std::string& field,
+                                           bool allow_list);
+/// One format (no list).
+std::string parse_format(const std::string& text, DocKind kind, const std::string& field);
+
+/// Renders `doc` (a document of `kind`) in `format` (checked as parse_format does, naming --format).
+std::string render_view(const json& doc, DocKind kind, const std::string& format);
+/// render_view of a moebench.report/1 document (one that is not: ConfigError).
 std::string render_report(const json& report, const std::string& format);
 
-/// The formats' names, in the order of the table.
-const std::vector<std::string>& report_formats();
-/// For help texts: "csv | md | html | trace | prom | json" (`with_json` false: without json).
-std::string format_names_help(const std::string& separator = " | ", bool with_json = true);
+/// The names of the formats `kind` has, in the table's order.
+std::vector<std::string> format_names(DocKind kind);
+/// For help texts: the formats `kind` has, in the table's order: "text | csv | md | ... | json" (`with_json` false:
+/// without json).
+std::string format_names_help(DocKind kind, const std::string& separator = " | ", bool with_json = true);
 
-/// File extension for a format: "csv", "md", "html", "trace.json", "prom", "json".
+/// File extension for a format: "txt", "csv", "md", "html", "trace.json", "prom", "json".
 std::string format_extension(const std::string& format);
-
-/// Checks a --format value (a comma-separated list is allowed where `allow_list`); returns the formats.
-std::vector<std::string> parse_format_list(const std::string& text, const std::string& field, bool allow_list);
 
 /// The CSV header, in order (docs/csv-columns.md). Stable: columns are only ever appended.
 const std::vector<std::string>& csv_columns();
@@ -51,10 +83,14 @@ double num_at(const json& j, std::initializer_list<const char*> path, double dfl
 std::string str_at(const json& j, std::initializer_list<const char*> path, const std::string& dflt = "");
 /// A JSON scalar as text ("8", "zipf:1.2", "0.5"); null/absent -> "".
 std::string scalar_text(const json& v);
+/// A match key's value as compare shows it: strings bare, null "-", anything else as JSON.
+std::string key_text(const json& v);
 /// True when a record finished ok (status absent counts as ok).
 bool run_ok(const json& run);
 /// Phases present in the run's latency.phases, in the vocabulary's order.
 std::vector<std::string> run_phases(const json& run);
+/// The keys of an object of per-phase values that name phases, in the vocabulary's order.
+std::vector<std::string> phases_in_order(const json& phases);
 /// Short label for a point: the sweep axes when present, else "batch=8" (plus context when nonzero).
 std::string run_label(const json& run);
 /// Index of the golden point in runs[] from the sweep block, or -1.

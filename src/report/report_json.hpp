@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The moebench.report/1 document (docs/report-schema.md): context, resolved config and runs[], written atomically.
 #pragma once
+#include "common/document_context.hpp"  // current_command_line(), utc_now(): every report's context
 #include "common/host_environment.hpp"  // environment_block(): every report carries one
 #include "common/json_util.hpp"
 #include "config/run_config.hpp"
@@ -11,13 +12,6 @@
 namespace moebench {
 
 inline constexpr const char* kReportSchema = "moebench.report/1";
-
-/// This process's command line as the user typed it (argv joined, shell-quoted where needed), from /proc/self/cmdline.
-/// `fallback` is returned where that file cannot be read.
-std::string current_command_line(const std::string& fallback = "moebench");
-
-/// Now, as "2026-12-01T05:00:00Z" (`compact` false) or "20261201T050000Z" (`compact` true, for file names).
-std::string utc_now(bool compact);
 
 /// "results/run-<UTC timestamp>.json" relative to the current folder, or run-<timestamp>-2.json, -3, ... when a
 /// report of that name exists already (two runs in one second).
@@ -30,7 +24,8 @@ json make_report(const json& context, const json& config, const std::vector<json
 /// Writes the report (pretty-printed) atomically to `path`; "-" writes it to stdout.
 void write_report(const std::string& path, const json& report);
 
-/// The report's top-level context block: tool version, git revision, build type, command line, machine, threads, BLAS.
+/// The report's top-level context block: tool version, git revision, build type, command line, machine, threads, BLAS
+/// (document_context).
 json report_context(int argc_or_0, const std::string& command_line);
 
 /// The report's "config" block for one point: {"run": run_config_to_json(cfg), "model": model_to_json(load_model(...))}.

@@ -5,12 +5,14 @@
 // are checked only when present.
 #include "report/report_reader.hpp"
 
+#include "config/file_kind.hpp"
 #include "config/layout_request.hpp"
 #include "core/report_keys.hpp"
 
 #include "backends/registry.hpp"
 #include "config/run_config.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/read_file.hpp"
 #include "core/phase.hpp"
 #include "report/journal_reader.hpp"
@@ -669,13 +671,16 @@ json report_from_journal(const std::string& path) {
     const JournalText journal = read_journal(path);
     if (journal.lines.empty())
         config_error(path, "holds no finished point (an empty sweep journal): there is nothing to render or compare", "",
-                     "let the sweep finish a point first (moebench sweep ... --resume), or pass a report");
+                     "let the sweep finish a point first (moebench sweep ... " + flag_of("resume") + "), or pass a report");
     return report_of_journal(journal, path);
 }
 
 ReadReport load_report(const std::string& path) {
     bool is_journal = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
-    return read_report(is_journal ? report_from_journal(path) : load_json_file(path), path);
+    if (is_journal) return read_report(report_from_journal(path), path);
+    json doc = load_json_file(path);
+    refuse_other_file_kind(doc, path, {FileKind::report});
+    return read_report(std::move(doc), path);
 }
 
 json run_key_value(const ReadReport& report, const ReadRun& run, const std::string& key) {

@@ -3,6 +3,7 @@
 #include "sweep/axes.hpp"
 
 #include "common/error.hpp"
+#include "config/run_fields.hpp"
 #include "harness/validate.hpp"
 
 #include <algorithm>
@@ -111,6 +112,27 @@ std::vector<json> parse_axis_values(const std::string& text, const std::string& 
         start = comma + 1;
     }
     return values;
+}
+
+std::string range_meant(const std::string& text) {
+    const size_t dash = text.find('-', 1);  // a leading '-' is a sign
+    double lo = 0, hi = 0;
+    if (dash == std::string::npos || !parse_number(text.substr(0, dash), &lo) ||
+        !parse_number(text.substr(dash + 1), &hi) || text[dash + 1] == '-')
+        return "";
+    return text.substr(0, dash) + ".." + text.substr(dash + 1);
+}
+
+void check_axis_types(const SweepAxis& axis, const std::string& field) {
+    const RunField* f = find_run_field(axis.name);
+    if (!f || (run_field_type(*f) != RunFieldType::whole && run_field_type(*f) != RunFieldType::decimal)) return;
+    for (const json& v : axis.values) {
+        if (!v.is_string()) continue;  // numbers (a fraction for a whole field is the config reader's to name)
+        const std::string text = v.get<std::string>(), meant = range_meant(text);
+        config_error(field, std::string("takes numbers: ") + kAxisSyntax, text,
+                     meant.empty() ? "write " + axis.name + " as numbers"
+                                   : "write " + meant + " (powers of two) or " + meant + ":+1 (every value)");
+    }
 }
 
 std::vector<json> axis_values_from_json(const json& v, const std::string& field) {

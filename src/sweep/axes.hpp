@@ -22,6 +22,18 @@ struct SweepAxis {
 /// Numbers become JSON integers when whole, else doubles. Empty or malformed ranges -> ConfigError naming `field`.
 std::vector<json> parse_axis_values(const std::string& text, const std::string& field);
 
+/// The forms of an axis's values, for messages: what a sweep takes where a run takes one value.
+inline constexpr const char* kAxisSyntax =
+    "one value (8), a list (1,2,4) or a range (1..64: powers of two; 1..64:x4: factor 4; 0..64:+8: step 8)";
+
+/// "1..64" for "1-64" (a range written with a dash), else "": what the user probably meant.
+std::string range_meant(const std::string& text);
+
+/// Refuses a value of `axis` that its run config field cannot hold, where the field holds numbers and the value is
+/// text (`--batch 1-64`): ConfigError naming `field` (the flag or config key that gave it), the value, the list and
+/// range forms (kAxisSyntax) and, for a range written with a dash, the range meant.
+void check_axis_types(const SweepAxis& axis, const std::string& field);
+
 /// Reads a JSON value given for an axis in a config: an array of values, a scalar, or a string spec as above.
 std::vector<json> axis_values_from_json(const json& v, const std::string& field);
 

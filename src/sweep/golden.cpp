@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Golden point and knee selection over the records of a sweep.
 #include "sweep/golden.hpp"
+
+#include "common/flag_names.hpp"
 #include "core/report_keys.hpp"
 #include "report/formats.hpp"
 
@@ -211,8 +213,8 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
                                    "series (series: points sharing every axis but batch)",
                                    pct(knee_fraction));
     out["golden_rule"] = (slo_p95_ms ? fmt::format("golden = highest throughput with step p95 <= {} ms", *slo_p95_ms)
-                                     : std::string("golden = knee of the series holding the peak throughput "
-                                                   "(no --slo-p95-ms given)")) +
+                                     : "golden = knee of the series holding the peak throughput (no " +
+                                           flag_of("slo_p95_ms") + " given)") +
                          "; points modeled with fits: false (their deployment does not fit its GPUs' memory) are "
                          "left out of every series";
     out["slo_p95_ms"] = slo_p95_ms ? json(*slo_p95_ms) : json(nullptr);
@@ -240,8 +242,9 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
     }
     out["golden"] = golden_no_slo;
     if (!golden_no_slo.is_null())
-        out["golden"]["reason"] = "no --slo-p95-ms given, so the golden point is the knee of the series holding the "
-                                  "peak throughput" + series_suffix(g, runs[global_peak->run_index]) + ": " +
+        out["golden"]["reason"] = "no " + flag_of("slo_p95_ms") +
+                                  " given, so the golden point is the knee of the series holding the peak throughput" +
+                                  series_suffix(g, runs[global_peak->run_index]) + ": " +
                                   golden_no_slo["reason"].get<std::string>();
     return out;
 }

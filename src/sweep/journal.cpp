@@ -5,6 +5,7 @@
 #include "common/atomic_file.hpp"
 #include "common/content_hash.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/json_util.hpp"
 #include "common/read_file.hpp"
 #include "harness/run_inputs.hpp"
@@ -88,12 +89,14 @@ std::vector<JournalEntry> load_journal(const std::string& path, const JournalExp
                                              printable(l.key), input_noun(field), json_brief(l.inputs.value(field, json())),
                                              json_brief(digest)),
                                  "",
-                                 "restore the file, or start a new sweep: another --journal / --out, without --resume "
-                                 "(one report must not mix results of two versions of a file)");
+                                 fmt::format("restore the file, or start a new sweep: another {} / {}, without {} "
+                                             "(one report must not mix results of two versions of a file)",
+                                             flag_of("journal"), flag_of("out"), flag_of("resume")));
         if (l.fingerprint != want.fingerprint)
             config_error(path, "was written by a sweep with other fixed fields or other input files",
                          "fingerprint " + l.fingerprint + ", this sweep " + want.fingerprint,
-                         "use a new --journal (or --out), or rerun with the same config, fixed flags and files");
+                         fmt::format("use a new {} (or {}), or rerun with the same config, fixed flags and files",
+                                     flag_of("journal"), flag_of("out")));
         entries.push_back(JournalEntry{l.key, l.point, l.record, l.inputs});
     }
     if (j.torn) {

@@ -6,6 +6,7 @@
 #include "sweep/journal_lock.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -61,26 +62,26 @@ JournalLock::JournalLock(const std::string& journal_path) : path_(journal_path) 
             fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         }
         if (fd < 0)
-            config_error("--journal", "cannot open the sweep journal", path_ + ": " + std::strerror(errno),
-                         "check the journal's folder is writable, or give another --journal");
+            config_error(flag_of("journal"), "cannot open the sweep journal", path_ + ": " + std::strerror(errno),
+                         "check the journal's folder is writable, or give another " + flag_of("journal"));
         struct stat by_fd {};
         if (::fstat(fd, &by_fd) != 0 || !S_ISREG(by_fd.st_mode)) {
             ::close(fd);
-            config_error("--journal", "is not a regular file", path_, "give a file path for the journal");
+            config_error(flag_of("journal"), "is not a regular file", path_, "give a file path for the journal");
         }
         if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
             const int err = errno;
             ::close(fd);
             if (err != EWOULDBLOCK)
-                config_error("--journal", "cannot lock the sweep journal", path_ + ": " + std::strerror(err),
-                             "use a journal on a local file system, or another --journal");
+                config_error(flag_of("journal"), "cannot lock the sweep journal", path_ + ": " + std::strerror(err),
+                             "use a journal on a local file system, or another " + flag_of("journal"));
             const std::string pid = holder_pid(by_fd);
-            config_error("--journal",
+            config_error(flag_of("journal"),
                          "another sweep is running on this journal" +
                              (pid.empty() ? std::string() : " (process " + pid + ")"),
                          path_,
-                         "wait for it to finish (then use --resume), stop it, or give this sweep another "
-                         "--journal / --out");
+                         fmt::format("wait for it to finish (then use {}), stop it, or give this sweep another {} / {}",
+                                     flag_of("resume"), flag_of("journal"), flag_of("out")));
         }
         struct stat by_path {};
         if (::stat(path_.c_str(), &by_path) == 0 && same_inode(by_fd, by_path)) {
@@ -90,7 +91,7 @@ JournalLock::JournalLock(const std::string& journal_path) : path_(journal_path) 
         }
         ::close(fd);
     }
-    config_error("--journal", "could not settle the sweep journal's lock", path_,
+    config_error(flag_of("journal"), "could not settle the sweep journal's lock", path_,
                  "check that nothing else removes files in the journal's folder");
 }
 

@@ -10,6 +10,7 @@
 #include "workload/routing_spec.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/read_file.hpp"
 #include "sweep/golden.hpp"
 #include "comm/communicator.hpp"
@@ -360,8 +361,9 @@ std::vector<JournalEntry> journal_at_root(const SweepSpec& spec, const SweepPlan
         std::error_code ec;
         const bool journal_has_data = fs::exists(spec.journal_path, ec) && fs::file_size(spec.journal_path, ec) > 0;
         if (journal_has_data && !spec.resume)
-            config_error("--journal", "the sweep journal already holds points", spec.journal_path,
-                         "pass --resume to continue that sweep, or choose another --journal / --out");
+            config_error(flag_of("journal"), "the sweep journal already holds points", spec.journal_path,
+                         fmt::format("pass {} to continue that sweep, or choose another {} / {}", flag_of("resume"),
+                                     flag_of("journal"), flag_of("out")));
         if (spec.resume) {
             JournalExpectation want{plan.fingerprint, {}};
             for (size_t i = 0; i < plan.points.size(); ++i) want.inputs_by_key[point_key(plan.points[i])] = plan.inputs[i];

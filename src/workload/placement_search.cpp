@@ -7,6 +7,7 @@
 #include "workload/placement_search.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fmt/format.h>
 
@@ -620,17 +621,18 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
                                  const PlacementProgress& progress) {
     const int64_t E = trace.num_experts, N = num_ranks;
     if (N < 1 || E % N != 0)
-        config_error("--ep", fmt::format("must divide the trace's {} experts", E), std::to_string(N),
+        config_error(flag_of("ep"), fmt::format("must divide the trace's {} experts", E), std::to_string(N),
                      "use a divisor of the expert count");
     if (replicas < 0 || replicas % N != 0)
-        config_error("--replicas", fmt::format("must be a multiple of --ep {} (every rank holds as many experts)", N),
+        config_error(flag_of("replicas"),
+                     fmt::format("must be a multiple of {} {} (every rank holds as many experts)", flag_of("ep"), N),
                      std::to_string(replicas), fmt::format("use 0, {}, {} ...", N, 2 * N));
     if (replicas > E * (N - 1))
-        config_error("--replicas", fmt::format("exceeds a copy of every expert on every rank ({})", E * (N - 1)),
+        config_error(flag_of("replicas"), fmt::format("exceeds a copy of every expert on every rank ({})", E * (N - 1)),
                      std::to_string(replicas), "use fewer replicas");
     if (batch < N)
-        config_error("--batch", fmt::format("gives some of the {} ranks no sequence", N), std::to_string(batch),
-                     fmt::format("use --batch {} or more", N));
+        config_error(flag_of("batch"), fmt::format("gives some of the {} ranks no sequence", N), std::to_string(batch),
+                     fmt::format("use {} {} or more", flag_of("batch"), N));
 
     // The search sees at most kSearchPairs (row, selection, selection) triples of the replay: every stride-th (layer,
     // step), evenly spread; the final choice replays them all (score_placement, O(k^2) per row and candidate).
@@ -663,12 +665,14 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
     if (replica_work > kMaxPlacementWork) {
         const double per_replica = replica_work / static_cast<double>(replicas);
         const int64_t fit = static_cast<int64_t>(kMaxPlacementWork / per_replica) / N * N;
-        config_error("--replicas",
+        config_error(flag_of("replicas"),
                      fmt::format("needs about {:.2g} load updates with {} experts on {} ranks, beyond the bound of "
                                  "{:.0e} (about a minute)", replica_work, E, N, kMaxPlacementWork),
                      std::to_string(replicas),
-                     fit > 0 ? fmt::format("use --replicas {} or fewer, or fewer --ep ranks", fit)
-                             : std::string("use fewer --ep ranks: even one replica per rank is beyond the bound"));
+                     fit > 0 ? fmt::format("use {} {} or fewer, or fewer {} ranks", flag_of("replicas"), fit,
+                                           flag_of("ep"))
+                             : fmt::format("use fewer {} ranks: even one replica per rank is beyond the bound",
+                                           flag_of("ep")));
     }
 
     const double total_work = replay_work + rows * kd + coactivation_work + search_work + replica_work;
@@ -766,6 +770,41 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
             }
         }
     return out;
+}
+
+namespace {
+
+json score_json(const PlacementScore& s, double row_bytes) {
+    json j = {{"dedup_remote_rows_per_step", s.dedup_remote_rows_per_step},
+              {"per_expert_remote_rows_per_step", s.per_expert_remote_rows_per_step},
+              {"max_over_mean_rank_load", s.max_over_mean_rank_load}};
+    if (row_bytes > 0) {
+        j["dedup_remote_bytes_per_step"] = s.dedup_remote_rows_per_step * row_bytes;
+        j["per_expert_remote_bytes_per_step"] = s.per_expert_remote_rows_per_step * row_bytes;
+    }
+    return j;
+}
+
+}  // namespace
+
+json placement_document(const PlacementSearch& r, const RoutingTrace& trace, const std::string& trace_name,
+                        int64_t replicas, int64_t batch, int64_t hidden_size) {
+    const double row_bytes = 2.0 * static_cast<double>(hidden_size);  // bf16 token rows (0: rows only)
+    json doc = placement_to_json(r.placement);
+    doc["predicted"] = {{"source", "counted"},
+                        {"basis", fmt::format("the trace replayed in decode steps of {} {} tokens, one per "
+                                              "sequence, sequences split over ranks as moebench run splits them; "
+                                              "bytes: bf16 rows of the model's hidden size", flag_of("batch"), batch)},
+                        {"trace", trace_name},
+                        {"trace_layers", trace.num_layers},
+                        {"batch", batch},
+                        {"steps", r.chosen.steps},
+                        {"replicas", replicas},
+                        {"candidates_scored", r.candidates_scored},
+                        {"chosen_from", r.chosen_from},
+                        {"contiguous", score_json(r.contiguous, row_bytes)},
+                        {"placed", score_json(r.chosen, row_bytes)}};
+    return doc;
 }
 
 }  // namespace moebench

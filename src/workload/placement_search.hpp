@@ -4,6 +4,7 @@
 // least-loaded ranks (a lower max/mean rank load), as production load balancers for DeepSeek-style models do.
 // One placement serves every MoE layer (co-activation and load are summed over the trace's layers).
 #pragma once
+#include "common/json_util.hpp"
 #include "model/placement.hpp"
 #include "workload/trace.hpp"
 
@@ -63,5 +64,11 @@ ExpertPlacement add_replicas(const std::vector<double>& expert_load, const std::
 /// (every rank holds the same number of expert slots); ConfigError naming the flag otherwise.
 PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, int64_t replicas, int64_t batch,
                                  const PlacementProgress& progress = {});
+
+/// The file `moebench place` writes: placement_to_json of the chosen placement and its "predicted" block (counted):
+/// the trace (named `trace_name`) replayed in steps of `batch` tokens with the contiguous blocks and with the chosen
+/// placement; with `hidden_size` > 0 also the bytes of those rows in bf16. Its views are the format table's.
+json placement_document(const PlacementSearch& search, const RoutingTrace& trace, const std::string& trace_name,
+                        int64_t replicas, int64_t batch, int64_t hidden_size);
 
 }  // namespace moebench

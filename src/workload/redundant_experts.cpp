@@ -2,6 +2,7 @@
 #include "workload/redundant_experts.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/run_fields.hpp"
 #include "model/phase_work.hpp"
 #include "workload/placement_search.hpp"
@@ -42,11 +43,11 @@ ExpertPlacement with_redundant_experts(const ExpertPlacement& base, const Worklo
         const auto& holders = base.ranks_of_expert[static_cast<size_t>(e)];
         if (holders.size() != 1)
             config_error(run_field_label("", "placement"),
-                         fmt::format("holds expert {} on {} ranks, and --redundant-experts adds replicas of its own",
-                                     e, holders.size()),
+                         fmt::format("holds expert {} on {} ranks, and {} adds replicas of its own", e,
+                                     holders.size(), flag_of("redundant_experts")),
                          base.source,
-                         "use a placement without replicas (moebench place without --replicas), or drop "
-                         "--redundant-experts and keep the file's replicas");
+                         fmt::format("use a placement without replicas (moebench place without {}), or drop {} and "
+                                     "keep the file's replicas", flag_of("replicas"), flag_of("redundant_experts")));
         rank_of[static_cast<size_t>(e)] = holders.front();
     }
     // Both rules cost about R x (E + slots N) = R (2E + R) steps per layer (add_replicas); refused before any of it.
@@ -62,7 +63,7 @@ ExpertPlacement with_redundant_experts(const ExpertPlacement& base, const Worklo
                                  work(static_cast<double>(replicas)), moe_layers, E, N, kMaxRedundantExpertWork),
                      std::to_string(replicas),
                      fit > 0 ? fmt::format("use at most {} (DeepSeek-V3 serves 256 experts with 32)", fit)
-                             : std::string("run fewer --layers"));
+                             : "run fewer " + flag_of("layers"));
     }
     // Where the tokens live: rank r holds tokens_on_rank / T of every expert's expected load.
     const double T = static_cast<double>(shape.num_tokens());
@@ -79,11 +80,12 @@ ExpertPlacement with_redundant_experts(const ExpertPlacement& base, const Worklo
         const std::vector<double> load = workload.expected_load(l);
         if (static_cast<int64_t>(load.size()) != E)
             config_error(field,
-                         "replicates each layer's hottest experts by the workload's expected load, and --routing " +
-                             workload.spec() + " gives none before the run (the model's own router decides)",
+                         "replicates each layer's hottest experts by the workload's expected load, and " +
+                             flag_of("routing") + " " + workload.spec() +
+                             " gives none before the run (the model's own router decides)",
                          std::to_string(replicas),
-                         "use a synthetic workload (e.g. --routing powerlaw:0.5) or trace:FILE, or drop "
-                         "--redundant-experts");
+                         fmt::format("use a synthetic workload (e.g. {} powerlaw:0.5) or trace:FILE, or drop {}",
+                                     flag_of("routing"), flag_of("redundant_experts")));
         for (int64_t r = 0; r < N; ++r)
             for (int64_t e = 0; e < E; ++e)
                 home_load[static_cast<size_t>(r * E + e)] =

@@ -24,9 +24,9 @@ struct RoutingSpec {
     std::string text;               // the spec as given
 };
 
-/// Parses a spec; `field` names it in errors ("--routing", "run.routing"). Bad syntax -> ConfigError naming
-/// the spec and the accepted forms.
-RoutingSpec parse_routing_spec(const std::string& spec, const std::string& field = "--routing");
+/// Parses a spec; `field` names it in errors ("routing (--routing)", "run.routing"). Bad syntax -> ConfigError
+/// naming the spec and the accepted forms.
+RoutingSpec parse_routing_spec(const std::string& spec, const std::string& field = "routing");
 
 /// One line per form, for --help and error messages.
 std::string routing_spec_help();

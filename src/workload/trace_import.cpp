@@ -3,6 +3,7 @@
 #include "workload/trace_import.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
 #include "common/read_file.hpp"
 #include "common/json_util.hpp"
@@ -65,7 +66,7 @@ void check_experts(RoutingTrace& t, int64_t num_experts, int32_t max_id, const s
                      std::to_string(num_experts), "give the model's routed experts per layer");
     if (num_experts > 0) {
         if (max_id >= num_experts)
-            config_error(path, "expert id " + std::to_string(max_id) + " is beyond --num-experts",
+            config_error(path, "expert id " + std::to_string(max_id) + " is beyond " + flag_of("num_experts"),
                          std::to_string(num_experts), "pass the model's expert count");
         t.num_experts = num_experts;
     } else {
@@ -413,7 +414,7 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
     s.num_sequences = static_cast<int64_t>(t.seq_starts.size());
     s.tokens_seen = s.tokens_kept = t.num_tokens;
     if (tt.max_id < 0 && num_experts <= 0)
-        config_error(path, "every selection is -1, so the expert count is unknown", "", "pass --num-experts");
+        config_error(path, "every selection is -1, so the expert count is unknown", "", "pass " + flag_of("num_experts"));
     check_experts(t, num_experts, tt.max_id, path);
     t.source = "moebench trace convert " + path;
     finish_metadata(t, s);

@@ -4,6 +4,7 @@
 #include "workload/workload.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "workload/sampling.hpp"
 
 #include <fmt/format.h>
@@ -327,7 +328,7 @@ public:
                                                  trace_.num_layers, l, o),
                              spec_.trace_path,
                              fmt::format("use a trace with one layer per MoE layer of the model, or run at most the "
-                                         "layers it covers (--layers)"));
+                                         "layers it covers ({})", flag_of("layers")));
         }
     }
 
@@ -422,7 +423,7 @@ std::unique_ptr<Workload> make_workload(const std::string& spec_text, const Mode
     const int64_t e = model.moe.num_experts, k = model.moe.top_k;
     if (!model.is_moe_model() || k < 1 || k > e)
         config_error(field, "routing workloads need an MoE model with 1 <= top_k <= num_experts", spec_text,
-                     "pick an MoE model, or use --routing router");
+                     "pick an MoE model, or use " + flag_of("routing") + " router");
     const std::string fix_tail = " (each token picks an expert at most once, so one expert takes at most 1/k = " +
                                  fmt::format("{:.4g}", 1.0 / static_cast<double>(k)) + " of the assignments)";
     switch (spec.kind) {
@@ -478,7 +479,7 @@ std::unique_ptr<Workload> make_workload(const std::string& spec_text, const Mode
 RoutingTrace generate_trace(Workload& workload, const ModelConfig& model, const std::vector<int64_t>& layers,
                             int64_t num_tokens, int64_t step_tokens) {
     if (!workload.overrides_routing())
-        config_error("--routing", "'router' routing needs the model's router running on a backend", workload.spec(),
+        config_error(flag_of("routing"), "'router' routing needs the model's router running on a backend", workload.spec(),
                      "trace gen takes a synthetic spec or trace:FILE (record real routing with "
                      "scripts/record_routing.py)");
     workload.check_layers(layers);
@@ -492,7 +493,7 @@ RoutingTrace generate_trace(Workload& workload, const ModelConfig& model, const 
             layer_list += std::to_string(layers[i]);
         }
     if (moe_slots.empty())
-        config_error("--layers", "no MoE layer among the layers asked for", std::to_string(layers.size()) + " layers",
+        config_error(flag_of("layers"), "no MoE layer among the layers asked for", std::to_string(layers.size()) + " layers",
                      "include at least one MoE layer");
     RoutingTrace t;
     t.num_layers = static_cast<int64_t>(moe_slots.size());

@@ -73,9 +73,9 @@ protected:
 /// Builds the workload for `spec` (see routing_spec.hpp) on `model`. Infeasible parameters for this model
 /// (hot fraction above N/k, imbalance above E/k, a trace with ids beyond the model or more layers, top-k
 /// differing from the model's) -> ConfigError with exit 2, naming the spec and the fix. `field` names the spec in
-/// messages ("--routing", "run.routing").
+/// messages ("routing (--routing)", "run.routing").
 std::unique_ptr<Workload> make_workload(const std::string& spec, const ModelConfig& model, uint64_t seed,
-                                        const std::string& field = "--routing");
+                                        const std::string& field = "routing");
 
 /// Popularity shares by rank (before the per-layer permutation) that a synthetic spec uses; empty for router,
 /// balanced, domains and trace. For tests and docs: zipf, hot, imbalance, uniform.

@@ -4,6 +4,7 @@
 // ratio against the run's best pass (a pass next to an iteration is one of the passes the best is taken over).
 #include "test_paths.hpp"
 #include "cli_helpers.hpp"
+#include "report/formats.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -57,4 +58,27 @@ TEST_CASE("bench moe --warm-cache: no evicting passes, so no ratio against them"
     CHECK(j["cache"] == "warm");
     CHECK_FALSE(j["ratio_to_floor"].contains("adjacent_passes"));
     CHECK(j["ratio_to_floor"]["p50"].get<double>() > 0);
+}
+
+TEST_CASE("bench moe: the terminal view is a view of the document, then where the files went", "[bench_cli]") {
+    const std::string dir = moebench::test::temp_dir("bench_view");
+    const std::string out = dir + "/b.json", routing = dir + "/r.safetensors";
+    const auto r = run_cli("bench moe --model " + kTiny + " --batch 4 --iters 2 --warmup 0 --threads 1 --out " + out +
+                           " --dump-routing " + routing);
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const json doc = json::parse(moebench::test::read_text(out));
+    CHECK(doc["schema"] == "moebench.bench_moe/1");
+    CHECK(r.out == moebench::render_view(doc, moebench::DocKind::bench_moe, "text") + "json: " + out + "\nrouting: " + routing + "\n");
+    // The phases in the engine's order, each with its share of the block.
+    const std::string view = moebench::render_view(doc, moebench::DocKind::bench_moe, "text");
+    CHECK(view.find("router_gemm") < view.find("expert_up"));
+    CHECK(view.find("expert_up") < view.find("unpermute_reduce"));
+    CHECK(view.find("cold cache") != std::string::npos);
+}
+
+TEST_CASE("bench a2a in one process is refused, naming mpirun", "[bench_cli]") {
+    const auto r = run_cli("bench a2a --model " + kTiny);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("one process") && Catch::Contains("mpirun -np N"));
 }

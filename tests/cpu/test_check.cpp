@@ -34,7 +34,7 @@ std::vector<NamedTensor> cpu_block(const ModelConfig& m, const StepShape& shape,
     be->set_routing_override(override_routing);
     run_step(*be, step_plan(m, layers, 1, true));
     for (size_t s = 0; s < layers.size(); ++s)
-        if (m.is_moe_layer(layers[s])) return be->moe_block_tensors(static_cast<int64_t>(s));
+        if (m.is_moe_layer(layers[s])) return be->capability<TensorAccess>()->moe_block_tensors(static_cast<int64_t>(s));
     FAIL("no MoE layer");
     return {};
 }

@@ -40,8 +40,10 @@ public:
         return t;
     }
     json describe() const override { return json::object(); }
-    void prepare(const ModelConfig&, const std::vector<int64_t>&, const StepShape&, const RunOptions&,
-                 const Topology&) override {}
+    PreparedStep prepare(const ModelConfig&, const std::vector<int64_t>&, const StepShape&, const RunOptions&,
+                         const Topology&) override {
+        return {};
+    }
     void set_routing_override(const StepRouting*) override {}
     void begin_step() override { marks = 0; calls.clear(); }
     void run_phase(Phase p, int64_t slot) override { calls.emplace_back(p, slot); }
@@ -52,7 +54,6 @@ public:
         return v;
     }
     MoeLayerResult moe_result(int64_t) const override { return {}; }
-    std::vector<NamedTensor> moe_block_tensors(int64_t) const override { return {}; }
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "workload/trace_import.hpp"
 
 #include "cli_helpers.hpp"
+#include "report/formats.hpp"
 #include "error_helpers.hpp"
 
 #include <catch2/catch.hpp>
@@ -299,6 +300,32 @@ TEST_CASE("moebench place writes a placement that run --placement reads back", "
     const CliResult bad = run_cli("place --trace " + trace + " --ep 3 -o " + out);
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.err, Catch::Contains("--ep") && Catch::Contains("divide"));
+}
+
+TEST_CASE("place: the terminal view is a view of the placement file", "[ep][placement][cli]") {
+    const std::string dir = moebench::test::temp_dir("place_view");
+    const std::string trace = std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-gsm8k.jsonl";
+    const CliResult r = run_cli("place --trace " + trace + " --ep 4 --replicas 4 --model mixtral-8x7b -o " + dir +
+                                "/p.json");
+    REQUIRE(r.exit_code == 0);
+    const json doc = json::parse(moebench::test::read_text(dir + "/p.json"));
+    CHECK(r.out == render_view(doc, DocKind::placement, "text") + "placement: " + dir + "/p.json\n");
+    // What the view reads is in the file: the replay's size and how the placement was chosen.
+    const json& p = doc["predicted"];
+    CHECK(p["batch"] == 64);
+    CHECK(p["trace_layers"] == 32);
+    CHECK(p["candidates_scored"].get<int64_t>() > 0);
+    CHECK_THAT(r.out, Catch::Contains("remote dispatch bytes (bf16), dedup"));  // --model: bf16 rows of its hidden size
+    CHECK(p["placed"]["dedup_remote_bytes_per_step"].get<double>() ==
+          Approx(p["placed"]["dedup_remote_rows_per_step"].get<double>() * 2 * 4096));
+    // --format json: the file's document on stdout; a format a placement has no view in is refused by name.
+    const CliResult j = run_cli("place --trace " + trace + " --ep 4 --replicas 4 --model mixtral-8x7b --format json -o " +
+                                dir + "/p2.json");
+    REQUIRE(j.exit_code == 0);
+    CHECK(json::parse(j.out) == json::parse(moebench::test::read_text(dir + "/p2.json")));
+    const CliResult bad = run_cli("place --trace " + trace + " --ep 4 --format csv -o " + dir + "/p3.json");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("a placement has no csv view") && Catch::Contains("text, json"));
 }
 
 TEST_CASE("place refuses a replica count whose search would run for many minutes", "[ep][placement][cli]") {

@@ -4,6 +4,7 @@
 // is well formed.
 #include "common/error.hpp"
 #include "core/phase.hpp"
+#include "harness/devices.hpp"
 #include "report/formats.hpp"
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,8 @@
 #include <sstream>
 
 #include "cli_helpers.hpp"
+#include "error_helpers.hpp"
+#include "test_paths.hpp"
 #include "report_edit.hpp"
 
 using namespace moebench;
@@ -336,4 +339,88 @@ TEST_CASE("views of modeled times say modeled, never measured", "[formats]") {
     report["runs"][0]["latency"]["source"] = "measured";
     CHECK(render_report(report, "md").find("measured or modeled (per point)") != std::string::npos);
     CHECK(render_report(report, "prom").find("source=\"measured\"") != std::string::npos);
+}
+
+TEST_CASE("format table: each kind's views, and a format a kind lacks refused naming the formats it has", "[formats]") {
+    const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
+                                        DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
+                                        DocKind::devices,    DocKind::placement,  DocKind::hardware_fields};
+    // Every kind has its terminal view and its JSON document; the run report alone has csv, html, trace and prom.
+    for (DocKind k : kinds) {
+        INFO(to_string(k));
+        CHECK(parse_format("text", k, "--format") == "text");
+        CHECK(parse_format("json", k, "--format") == "json");
+        const bool report = k == DocKind::report;
+        for (const char* f : {"csv", "html", "trace", "prom"})
+            CHECK(test::config_error_of([&] { parse_format(f, k, "--format"); }).empty() == report);
+    }
+    CHECK(format_names(DocKind::report) ==
+          std::vector<std::string>{"text", "csv", "md", "html", "trace", "prom", "json"});
+    CHECK(format_names(DocKind::comparison) == std::vector<std::string>{"text", "md", "json"});
+    CHECK(format_names(DocKind::plan) == std::vector<std::string>{"text", "json"});
+    CHECK(format_names(DocKind::hardware_fields) == std::vector<std::string>{"text", "md", "json"});
+    CHECK(format_names_help(DocKind::trace_info) == "text | json");
+    // An alias resolves to its format's name, for the kinds that have it.
+    CHECK(parse_format("markdown", DocKind::comparison, "--format") == "md");
+    // A known format without a view of the kind, and an unknown one: the field, the value and that kind's formats.
+    std::string msg = test::config_error_of([] { parse_format("md", DocKind::plan, "--format"); });
+    CHECK_THAT(msg, Catch::StartsWith("--format: a plan has no md view (got md); use one of: text, json"));
+    msg = test::config_error_of([] { parse_format("pdf", DocKind::comparison, "--format"); });
+    CHECK_THAT(msg, Catch::StartsWith("--format: unknown format (got pdf); use one of: text, md, json"));
+    msg = test::config_error_of([] { parse_format_list("csv,md", DocKind::report, "--format", false); });
+    CHECK_THAT(msg, Catch::Contains("takes one format"));
+    CHECK(parse_format_list("csv,markdown,json", DocKind::report, "--format", true) ==
+          std::vector<std::string>{"csv", "md", "json"});
+    // The JSON view of any document is the document.
+    const json doc = {{"schema", "moebench.devices/1"}, {"x", 1}};
+    CHECK(json::parse(render_view(doc, DocKind::devices, "json")) == doc);
+    CHECK(format_extension("text") == "txt");
+}
+
+TEST_CASE("format table: every subcommand that prints a view takes --format from the table", "[formats][cli]") {
+    const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
+    const std::string dir = test::temp_dir("views");
+    // A format the kind lacks is exit 2 before any work, naming the kind's formats.
+    for (const auto& [args, formats] : std::vector<std::pair<std::string, std::string>>{
+             {"plan --format md", "text, json"},
+             {"devices --format csv", "text, json"},
+             {"devices --hardware-fields --format csv", "text, md, json"},
+             {"bench moe --model " + tiny + " --format html", "text, json"},
+             {"trace info " + dir + "/none.safetensors --format prom", "text, json"},
+             {"report " + dir + "/none.json --format yaml", "text, csv, md, html, trace, prom, json"}}) {
+        INFO(args);
+        const auto r = test::run_cli(args);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::StartsWith("moebench: error: --format: ") && Catch::Contains("use one of: " + formats));
+    }
+    // The help texts list the kind's formats from the table.
+    CHECK_THAT(test::run_cli("plan --help").out, Catch::Contains("text | json"));
+    CHECK_THAT(test::run_cli("compare --help").out, Catch::Contains("text | md | json"));
+    CHECK_THAT(test::run_cli("report --help").out, Catch::Contains("text | csv | md | html | trace | prom | json"));
+    CHECK_THAT(test::run_cli("devices --help").out, Catch::Contains("with --hardware-fields text | md | json"));
+    // devices --hardware-fields: the views of its document, through the table.
+    for (const char* f : {"text", "md", "json"}) {
+        INFO(f);
+        const auto r = test::run_cli(std::string("devices --hardware-fields --format ") + f);
+        CHECK(r.exit_code == 0);
+        CHECK(r.out == render_view(hardware_fields_document(), DocKind::hardware_fields, f));
+    }
+    CHECK_THAT(test::run_cli("devices --hardware-fields --format csv").err,
+               Catch::Contains("a hardware field table has no csv view"));
+
+    // run's terminal summary is the report's text view; a sweep's summary is its report's text view.
+    const auto run = test::run_cli("run --backend sim --model " + tiny + " --batch 4 --layers 2 --out " + dir + "/r.json");
+    REQUIRE(run.exit_code == 0);
+    const auto text = test::run_cli("report " + dir + "/r.json --format text");
+    REQUIRE(text.exit_code == 0);
+    CHECK(run.out == text.out + "report: " + dir + "/r.json\n");
+    const auto sweep = test::run_cli("sweep --backend sim --model " + tiny + " --layers 2 --batch 1,2 --out " + dir +
+                                     "/s.json --format text");
+    REQUIRE(sweep.exit_code == 0);
+    const std::string sweep_text = test::read_text(dir + "/s.txt");  // --format text: the view next to the report
+    CHECK_THAT(sweep_text, Catch::StartsWith("point ") && Catch::Contains("batch=2") && Catch::Contains("golden point"));
+    CHECK(sweep.out == sweep_text + "report: " + dir + "/s.json\njournal: " + dir + "/s.jsonl\nwrote: " + dir +
+                           "/s.txt\n");
+    CHECK(test::run_cli("report " + dir + "/s.json --format text").out == sweep_text);
+    std::filesystem::remove_all(dir);
 }

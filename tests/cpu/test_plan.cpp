@@ -9,6 +9,7 @@
 #include "model/decode_floor.hpp"
 #include "config/precision_request.hpp"
 #include "model/memory_plan.hpp"
+#include "report/formats.hpp"
 #include "test_models.hpp"
 
 #include <catch2/catch.hpp>
@@ -419,6 +420,26 @@ TEST_CASE("plan text output is a readable table and --out writes the file", "[pl
     std::filesystem::remove_all(dir);
     auto h = test::run_cli("plan --help");
     CHECK_THAT(h.out, Catch::Contains("mixtral-8x7b") && Catch::Contains("h200-sxm") && Catch::Contains("4096"));
+}
+
+TEST_CASE("plan: the terminal view is a view of the document", "[plan][cli]") {
+    // A hybrid model (the recurrent-state line reads the count of linear-attention layers from the document), one
+    // with an automatic layout (its note), and the default.
+    const std::string qwen_next = std::string(MOEBENCH_SOURCE_DIR) + "/configs/models/qwen3-next-80b-a3b.json";
+    const std::string deepseek = std::string(MOEBENCH_SOURCE_DIR) + "/configs/models/deepseek-v3.json";
+    for (const std::string& args : {"--model " + qwen_next + " --batch 4 --context 8192", "--model " + deepseek,
+                                    std::string("--dtype fp8 --kv-dtype fp8")}) {
+        INFO(args);
+        const auto text = test::run_cli("plan " + args);
+        const auto doc = test::run_cli("plan " + args + " --format json");
+        REQUIRE(text.exit_code == 0);
+        REQUIRE(doc.exit_code == 0);
+        CHECK(text.out == render_view(json::parse(doc.out), DocKind::plan, "text"));
+    }
+    const json next = json::parse(test::run_cli("plan --model " + qwen_next + " --format json").out);
+    CHECK(next["model"]["num_linear_attention_layers"] == 36);  // 48 layers, every fourth full attention
+    const std::string view = render_view(next, DocKind::plan, "text");
+    CHECK_THAT(view, Catch::Contains("of which recurrent state") && Catch::Contains("(36 linear-attention layers"));
 }
 
 TEST_CASE("plan refuses an explicit layout that does not fit and names the minimum GPUs", "[plan][cli]") {

@@ -113,7 +113,10 @@ TEST_CASE("sim: a tiny decode step through the engine equals the hand-computed r
     CHECK(res.tokens_per_expert == std::vector<int64_t>{1, 2, 0, 1});
     CHECK(res.dropped == 0);
     CHECK(res.routing.ids == std::vector<int32_t>{0, 1, 1, 3});
-    CHECK(be->moe_block_tensors(0).empty());
+    // No weights, no data: the sim offers no tensors, no ceilings and no device counters.
+    CHECK(be->capability<TensorAccess>() == nullptr);
+    CHECK(be->capability<CeilingProbe>() == nullptr);
+    CHECK(be->capability<DeviceCounters>() == nullptr);
     CHECK(be->describe().at("timing_source") == "modeled");
 
     // The same step again gives the same modeled times.

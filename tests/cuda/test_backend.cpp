@@ -79,6 +79,13 @@ const NamedTensor& find(const std::vector<NamedTensor>& ts, const std::string& n
     return ts.front();
 }
 
+// The tensors capability of a cuda backend (it offers it: traits list Capability::tensors).
+const TensorAccess& tensors(const Backend& b) {
+    const TensorAccess* t = b.capability<TensorAccess>();
+    REQUIRE(t != nullptr);
+    return *t;
+}
+
 // y[n] = x[k] . W[n, k]^T in double.
 std::vector<double> linear(const float* x, const std::vector<float>& w, int64_t n, int64_t k, int64_t w_off = 0) {
     std::vector<double> y(n);
@@ -112,7 +119,7 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
         const StepTimes st = run_step(*backend, plan);
         REQUIRE(st.phase_us.size() == plan.size());
         for (double us : st.phase_us) REQUIRE(us >= 0.0);
-        const auto t = backend->moe_block_tensors(1);
+        const auto t = tensors(*backend).moe_block_tensors(1);
         const auto cur = find(t, "moe_out").as_f32();
         for (float v : cur) REQUIRE(std::isfinite(v));
         // Steps are identical: every step (eager, captured, replayed) produces the same MoE output.
@@ -121,7 +128,7 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
     }
     const int64_t moe_slot = 1;
     const MoeLayerResult res = backend->moe_result(moe_slot);
-    const auto ts = backend->moe_block_tensors(moe_slot);
+    const auto ts = tensors(*backend).moe_block_tensors(moe_slot);
     const int64_t T = shape.num_tokens(), H = m.hidden_size, E = m.moe.num_experts, K = m.moe.top_k;
     const int64_t I = m.moe.expert_intermediate_size;
     const auto x = find(ts, "moe_in").as_f32();
@@ -272,11 +279,11 @@ TEST_CASE("cuda graph with the own expert kernels replays a routing that changes
         INFO("step " << step);
         const MoeLayerResult res = graphed->moe_result(1);
         CHECK(std::vector<int32_t>(res.routing.ids.begin(), res.routing.ids.end()) == r.per_layer[1].ids);
-        const auto got = find(graphed->moe_block_tensors(1), "moe_out").as_f32();
-        const auto want = find(eager->moe_block_tensors(1), "moe_out").as_f32();
+        const auto got = find(tensors(*graphed).moe_block_tensors(1), "moe_out").as_f32();
+        const auto want = find(tensors(*eager).moe_block_tensors(1), "moe_out").as_f32();
         CHECK(rel_l2(got, want) < 1e-6);  // the same kernels on the same data
         // --check's form: only the routed experts' weights come back, listed in routed_experts.
-        const auto ct = graphed->moe_check_tensors(1);
+        const auto ct = tensors(*graphed).moe_check_tensors(1);
         const auto routed = find(ct, "routed_experts").as_i32();
         std::set<int32_t> used(r.per_layer[1].ids.begin(), r.per_layer[1].ids.end());
         CHECK(std::vector<int32_t>(used.begin(), used.end()) == routed);
@@ -314,13 +321,16 @@ TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split
             opt.seed = 7;
             opt.attention_kernel = kernel;
             auto b = make_cuda_backend();
-            b->prepare(m, layers, shape, opt);
+            const PreparedStep step = b->prepare(m, layers, shape, opt);
             run_step(*b, plan);
-            moe_in[kernel] = find(b->moe_block_tensors(1), "moe_in").as_f32();
+            moe_in[kernel] = find(tensors(*b).moe_block_tensors(1), "moe_in").as_f32();
             // auto: expanded for prefill (16+ tokens per sequence), absorbed for decode.
             const bool expanded = std::string(kernel) == "flash" || (std::string(kernel) == "auto" && mode == Mode::prefill);
             INFO("mode " << to_string(mode) << " kernel " << kernel);
-            CHECK((b->traits().mla_form == MlaForm::latent_expand) == expanded);
+            // The prepared step says the form it runs (counted work); the traits stay as they were.
+            CHECK((step.mla_form == MlaForm::latent_expand) == expanded);
+            CHECK(step.kernel("mla") == (expanded ? "expanded" : "absorbed"));
+            CHECK(b->traits().capabilities == cuda_backend_traits().capabilities);
             const json d = b->describe();
             CHECK(d["kernel_variant"]["mla"].get<std::string>().rfind(expanded ? "expanded" : "weight-absorbed", 0) == 0);
             // auto in decode: split (4 heads are fewer than the latent kernel's 16).

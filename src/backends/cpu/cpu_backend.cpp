@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
 #include "core/moe_core.cuh"
 #include "model/phase_work.hpp"
@@ -74,10 +75,8 @@ BackendTraits cpu_backend_traits() {
     t.weight_dtypes = {DType::fp32};
     t.kv_dtypes = {DType::fp32};
     t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};  // rows encoded on the wire (core/dispatch_dtype.hpp)
-    t.mla_form = MlaForm::expanded_cache;
+    t.capabilities = {Capability::ceilings, Capability::tensors, Capability::ep_processes};
     t.expert_gemm = {"auto", "panel", "blas"};
-    t.measures_ceilings = true;
-    t.multi_process_ep = true;
     t.linear_attention = true;
     t.attention_output_gate = true;
     t.check = {1e-4, 1e-5};  // fp32 against the fp32 reference: only summation order differs
@@ -121,13 +120,16 @@ json CpuBackend::describe() const {
 // Checks of what this backend can run (the config layer validates the rest).
 void CpuBackend::check_runnable(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
                                 const RunOptions& opt) const {
-    if (T_ < 1) config_error("batch", "the step has no tokens", std::to_string(T_), "use --batch >= 1 (and --seq-len >= 1)");
+    if (T_ < 1)
+        config_error("batch", "the step has no tokens", std::to_string(T_),
+                     fmt::format("use {} >= 1 (and {} >= 1)", flag_of("batch"), flag_of("seq_len")));
     for (int64_t l : layers)
         if (l < 0 || l >= model.num_layers)
             config_error("layers", "layer index outside the model", std::to_string(l),
-                         fmt::format("use --layers <= {}", model.num_layers));
+                         fmt::format("use {} <= {}", flag_of("layers"), model.num_layers));
     if (opt.capacity_factor < 0)
-        config_error("capacity_factor", "must be >= 0 (0 = dropless)", fmt::format("{}", opt.capacity_factor), "use e.g. --capacity-factor 1.25");
+        config_error("capacity_factor", "must be >= 0 (0 = dropless)", fmt::format("{}", opt.capacity_factor),
+                     "use e.g. " + flag_of("capacity_factor") + " 1.25");
     if (d_.E > 0) {
         if (d_.K < 1 || d_.K > d_.E)
             config_error("moe.top_k", "top-k must be in [1, num_experts]", std::to_string(d_.K), fmt::format("use <= {}", d_.E));
@@ -140,7 +142,7 @@ void CpuBackend::check_runnable(const ModelConfig& model, const std::vector<int6
                          fmt::format("{} of {} groups", model.moe.topk_groups, G), "fix num_groups/topk_groups");
     }
     if (shape.mode == Mode::decode && shape.context < 0)
-        config_error("context", "must be >= 0", std::to_string(shape.context), "use --context 0 or more");
+        config_error("context", "must be >= 0", std::to_string(shape.context), "use " + flag_of("context") + " 0 or more");
 }
 
 // Weight layout: for products of few rows (decode-sized steps) the panel layout and its kernel (see cpu_ops.hpp);
@@ -171,9 +173,10 @@ void CpuBackend::check_memory(const ModelConfig& model, const std::vector<int64_
     if (avail > 0 && weight_bytes + act_bytes > 0.85 * avail)
         throw UnsupportedError(fmt::format(
             "cpu backend: {} layer(s) of {} need {} of fp32 weights{} and {} of activations, but only {} of RAM is "
-            "available (MemAvailable, 85% usable); run fewer --layers, a smaller --batch/--seq-len{}",
+            "available (MemAvailable, 85% usable); run fewer {}, a smaller {}/{}{}",
             layers.size(), model.name, gib(weight_bytes), cache_ctx > 0 ? " and KV cache" : "", gib(act_bytes),
-            gib(avail), cache_ctx > 0 ? "/--context" : ""));
+            gib(avail), flag_of("layers"), flag_of("batch"), flag_of("seq_len"),
+            cache_ctx > 0 ? "/" + flag_of("context") : std::string()));
 }
 
 // The activation buffers of the step (weights are allocated by make_weights).
@@ -246,8 +249,8 @@ void CpuBackend::init_tokens(const ModelConfig& model, const StepShape& shape, u
     rope_table(rope_cs_.data(), num_pos, d_.rot_dim, model.attn.rope_theta);
 }
 
-void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                         const RunOptions& opt, const Topology& topo) {
+PreparedStep CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                                 const RunOptions& opt, const Topology& topo) {
     m_ = model;
     opt_ = opt;
     layers_ = layers;
@@ -283,6 +286,11 @@ void CpuBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& l
     x0_.alloc(T_ * d_.H);
     phase_embed();
     std::memcpy(x0_.data(), x_.data(), sizeof(float) * T_ * d_.H);
+    PreparedStep step;
+    step.mla_form = MlaForm::expanded_cache;  // MLA keys and values expanded per head into the cache
+    if (d_.E > 0) step.kernels.emplace_back("expert_gemm", plan_.experts ? "panel" : "blas");
+    step.kernels.emplace_back("dense_gemm", plan_.dense ? "panel" : "blas");
+    return step;
 }
 
 void CpuBackend::ensure_routing_capacity(int64_t k) {

@@ -53,19 +53,20 @@ struct EpState {
     std::vector<double> expert_us;           // per held expert
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public CeilingProbe, public TensorAccess {
 public:
     CpuBackend() = default;
     BackendTraits traits() const override;
     json describe() const override;
-    void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt, const Topology& topo = Topology{}) override;
+    PreparedStep prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                         const RunOptions& opt, const Topology& topo = Topology{}) override;
     void set_routing_override(const StepRouting* routing) override;
     void begin_step() override;
     void run_phase(Phase phase, int64_t layer_slot) override;
     void mark() override;
     std::vector<double> end_step() override;
     MoeLayerResult moe_result(int64_t layer_slot) const override;
+    // The capabilities its traits list: tensors, ceilings (cpu_ceilings.cpp).
     std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const override;
     RooflineCeilings measure_ceilings(const RunOptions& opt) const override;     // cpu_ceilings.cpp
     void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const override;

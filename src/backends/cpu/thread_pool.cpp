@@ -6,6 +6,7 @@
 #include "backends/cpu/thread_pool.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <sys/resource.h>
 
@@ -83,7 +84,7 @@ std::string thread_limits_text() {
 ThreadPool::ThreadPool(int64_t num_threads, const ThreadStarter& start) {
     const int64_t cpus = usable_cpus();
     if (num_threads > kMaxThreads)
-        config_error("--threads", fmt::format("is beyond {} threads", kMaxThreads), std::to_string(num_threads),
+        config_error(flag_of("threads"), fmt::format("is beyond {} threads", kMaxThreads), std::to_string(num_threads),
                      fmt::format("use 0 for all {} usable CPUs, or at most {}", cpus, kMaxThreads));
     num_threads_ = num_threads <= 0 ? cpus : num_threads;
     parallelism_ = std::min(num_threads_, cpus);
@@ -108,12 +109,12 @@ void ThreadPool::start_workers(const ThreadStarter& start) {
     const auto started = static_cast<int64_t>(threads_.size()) + 1;  // the caller's thread counts
     stop_workers();
     threads_.clear();
-    config_error("--threads",
+    config_error(flag_of("threads"),
                  fmt::format("the system refused to start thread {} of {} ({}; limits: {})", started + 1, num_threads_,
                              why, thread_limits_text()),
                  std::to_string(num_threads_),
-                 fmt::format("{} thread(s) could be started: use --threads {} or fewer, or raise the limit", started,
-                             started));
+                 fmt::format("{} thread(s) could be started: use {} {} or fewer, or raise the limit", started,
+                             flag_of("threads"), started));
 }
 
 void ThreadPool::stop_workers() {

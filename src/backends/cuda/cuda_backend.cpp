@@ -2,6 +2,8 @@
 // CudaBackend's lifecycle and timing: construction, describe, steps, marks, the CUDA graph state, phase dispatch.
 #include "backends/cuda/cuda_backend_impl.hpp"
 
+#include "common/flag_names.hpp"
+
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/nvml.hpp"
 #include "metrics/timing_stats.hpp"
@@ -31,11 +33,7 @@ CudaBackend::~CudaBackend() {
     if (stream_) MOEBENCH_CUDA_CHECK_NOEXCEPT(cudaStreamSynchronize(stream_->get()));
 }
 
-BackendTraits CudaBackend::traits() const {
-    BackendTraits t = cuda_backend_traits();
-    if (mla_expand_) t.mla_form = MlaForm::latent_expand;  // prepared for expanded MLA (flash): counted as such
-    return t;
-}
+BackendTraits CudaBackend::traits() const { return cuda_backend_traits(); }
 
 RooflineCeilings CudaBackend::measure_ceilings(const RunOptions&) const {
     RooflineCeilings c;
@@ -214,8 +212,8 @@ std::vector<double> CudaBackend::end_step() {
             if (graph_) cudaGraphDestroy(graph_);
             graph_ = nullptr;
             graph_exec_ = nullptr;
-            throw UnsupportedError(fmt::format("--cuda-graph: capturing the step failed ({}: {}); run without "
-                                               "cuda_graph", cudaGetErrorName(inst), cudaGetErrorString(inst)));
+            throw UnsupportedError(fmt::format("{}: capturing the step failed ({}: {}); run without cuda_graph",
+                                               flag_of("cuda_graph"), cudaGetErrorName(inst), cudaGetErrorString(inst)));
         }
         graph_state_ = GraphState::replaying;
         // The capture step is a warm-up step (the second of a run): the event-overhead pairs run here, so that no
@@ -237,9 +235,9 @@ std::vector<double> CudaBackend::end_step() {
             // The phase marks of a replay are event-record nodes of the graph; should a driver not time them,
             // say so plainly instead of inventing numbers.
             cudaGetLastError();
-            throw UnsupportedError(fmt::format("--cuda-graph: the phase events recorded inside the graph cannot be "
-                                               "timed on this driver ({}); run without cuda_graph",
-                                               cudaGetErrorString(err)));
+            throw UnsupportedError(fmt::format("{}: the phase events recorded inside the graph cannot be timed on this "
+                                               "driver ({}); run without cuda_graph",
+                                               flag_of("cuda_graph"), cudaGetErrorString(err)));
         }
         MOEBENCH_CUDA_CHECK(err);
         us.push_back(static_cast<double>(ms) * 1e3);
@@ -257,9 +255,10 @@ std::vector<double> CudaBackend::end_step() {
             if (!L->moe || device_sized()) continue;
             if (!std::equal(L->graph_counts.begin(), L->graph_counts.end(), L->counts_host.get()))
                 throw UnsupportedError(fmt::format(
-                    "--cuda-graph: the expert token counts of layer {} changed between steps, but a CUDA graph fixes the "
-                    "GEMM sizes; use --expert-gemm tiled or gemv (sizes read on the device), or run without "
-                    "--cuda-graph, for routings that change from step to step", L->layer));
+                    "{}: the expert token counts of layer {} changed between steps, but a CUDA graph fixes the GEMM "
+                    "sizes; use {} tiled or gemv (sizes read on the device), or run without {}, for routings that "
+                    "change from step to step",
+                    flag_of("cuda_graph"), L->layer, flag_of("expert_gemm"), flag_of("cuda_graph")));
         }
     }
     ++steps_done_;
@@ -270,8 +269,8 @@ void CudaBackend::capture_plain_graph() {
     if (plain_exec_ || captured_phases_.empty()) return;
     // cold L2: the extra replays would warm it; expert_times: both graphs would hold the per-expert events.
     if (opt_.cold_l2 || opt_.expert_times) {
-        plain_error_ = opt_.cold_l2 ? "not measured with --cold-l2 (the extra replays would warm L2)"
-                                    : "not measured with --expert-times (its events are in both graphs)";
+        plain_error_ = opt_.cold_l2 ? "not measured with " + flag_of("cold_l2") + " (the extra replays would warm L2)"
+                                    : "not measured with " + flag_of("expert_times") + " (its events are in both graphs)";
         return;
     }
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));  // an error here is the step's own, not the extra's
@@ -332,8 +331,9 @@ void CudaBackend::run_phase(Phase phase, int64_t layer_slot) {
         if (phase == Phase::topk && layer_slot >= 0) {
             Layer& L = slot(layer_slot);
             if (stage_override(L, layer_slot) != L.graph_override)
-                throw UnsupportedError("--cuda-graph: the routing override appeared or disappeared after the step "
-                                       "was captured; run without cuda_graph");
+                throw UnsupportedError(flag_of("cuda_graph") +
+                                       ": the routing override appeared or disappeared after the step was captured; "
+                                       "run without cuda_graph");
         }
         return;
     }

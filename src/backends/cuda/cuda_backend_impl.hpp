@@ -80,7 +80,7 @@ enum class ExpertPath { gemv, tiled, cublas };
 // The CUDA backend: one decoder step in bf16 (fp32 accumulation) on one GPU. cuBLAS for every projection and the expert
 // GEMMs (per-expert loop or grouped), own kernels (kernels/launch.hpp) for the rest, CUDA events at every mark, NVTX
 // ranges named after the phases, optional whole-step CUDA graph and cold-L2 flush.
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public CeilingProbe, public TensorAccess, public DeviceCounters {
 public:
     CudaBackend();
     ~CudaBackend() override;
@@ -89,8 +89,8 @@ public:
     RooflineCeilings measure_ceilings(const RunOptions&) const override;
     json describe() const override;
 
-    void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt, const Topology& topo = Topology{}) override;
+    PreparedStep prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                         const RunOptions& opt, const Topology& topo = Topology{}) override;
 
     void set_routing_override(const StepRouting* routing) override { override_ = routing; }
 
@@ -125,6 +125,8 @@ private:
     void fill_norm(DeviceBuffer<bf16>& b, int64_t n, int64_t layer, uint32_t id);
     int64_t plan_bytes() const;
     void allocate_layer(Layer& L);
+    /// What prepare() settled: the MLA form and the expert kernel of this step.
+    PreparedStep prepared_step() const;
 
     // Step, marks, graph (cuda_backend.cpp).
     void record_mark_event(cudaEvent_t ev);

@@ -12,11 +12,10 @@ BackendTraits cuda_backend_traits() {
     t.weight_dtypes = {DType::bf16};
     t.kv_dtypes = {DType::bf16};
     t.dispatch_dtypes = {DType::bf16};
-    t.mla_form = MlaForm::absorbed;
+    t.capabilities = {Capability::ceilings, Capability::tensors, Capability::device_counters};
     t.expert_gemm = {"auto", "gemv", "tiled", "grouped", "loop"};
     t.attention_kernel = {"auto", "split", "flash", "latent"};
     t.switches = {"cuda_graph", "cold_l2", "expert_times"};
-    t.measures_ceilings = true;
     t.check = {1e-2, 1e-3};  // bf16 against the fp32 reference
     return t;
 }

@@ -2,6 +2,8 @@
 // CudaBackend's weights: the memory plan, prepare() and each layer's tensors, generated on the device from the seed.
 #include "backends/cuda/cuda_backend_impl.hpp"
 
+#include "common/flag_names.hpp"
+
 #include <algorithm>
 
 namespace moebench::cuda_detail {
@@ -78,8 +80,9 @@ int64_t CudaBackend::plan_bytes() const {
     return bytes;
 }
 
-void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                          const RunOptions& opt, const Topology& /*topo: one GPU; expert parallelism is issue 16*/) {
+PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers,
+                                  const StepShape& shape, const RunOptions& opt,
+                                  const Topology& /*topo: one GPU; expert parallelism is issue 16*/) {
     m_ = model;
     shape_ = shape;
     opt_ = opt;
@@ -88,19 +91,20 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     const auto& a = m_.attn;
     if (opt.layout.moe_ep > 1)
         throw UnsupportedError(fmt::format(
-            "--ep {}: the cuda backend runs on one GPU and does not implement expert-parallel all-to-all; use --ep 1 "
-            "(or the sim backend to model expert parallelism)", opt.layout.moe_ep));
+            "{} {}: the cuda backend runs on one GPU and does not implement expert-parallel all-to-all; use {} 1 "
+            "(or the sim backend to model expert parallelism)", flag_of("ep"), opt.layout.moe_ep, flag_of("ep")));
     if (opt.expert_gemm != "auto" && opt.expert_gemm != "gemv" && opt.expert_gemm != "tiled" &&
         opt.expert_gemm != "grouped" && opt.expert_gemm != "loop")
-        config_error("--expert-gemm", "unknown expert GEMM variant", opt.expert_gemm,
+        config_error(flag_of("expert_gemm"), "unknown expert GEMM variant", opt.expert_gemm,
                      "use auto, gemv, tiled, grouped or loop");
     if (opt.attention_kernel != "auto" && opt.attention_kernel != "split" && opt.attention_kernel != "flash" &&
         opt.attention_kernel != "latent")
-        config_error("--attention-kernel", "unknown attention kernel", opt.attention_kernel,
+        config_error(flag_of("attention_kernel"), "unknown attention kernel", opt.attention_kernel,
                      "use auto, split, flash or latent");
     if (opt.expert_times && opt.expert_gemm != "auto" && opt.expert_gemm != "loop")
-        config_error("--expert-times", "times each expert's GEMMs, which only the per-expert loop runs apart",
-                     "--expert-gemm " + opt.expert_gemm, "use --expert-gemm loop (or auto) with --expert-times");
+        config_error(flag_of("expert_times"), "times each expert's GEMMs, which only the per-expert loop runs apart",
+                     flag_of("expert_gemm") + " " + opt.expert_gemm,
+                     fmt::format("use {} loop (or auto) with {}", flag_of("expert_gemm"), flag_of("expert_times")));
     MOEBENCH_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
     H_ = m_.hidden_size;
     T_ = shape.num_tokens();
@@ -144,18 +148,18 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     // Expanded: attention writes mla_v_, so attn_out_ is only the latent projection's scratch.
     if (mla_expand_) attn_out_width_ = a.kv_lora_rank + a.qk_rope_head_dim;
     if (opt.attention_kernel == "flash" && !kernels::flash_attention_fits(attention_args()))
-        config_error("--attention-kernel", "needs head dims (dk, dv) that are multiples of 16 and at most 256",
+        config_error(flag_of("attention_kernel"), "needs head dims (dk, dv) that are multiples of 16 and at most 256",
                      fmt::format("flash with dk={} dv={}", attention_args().dk, attention_args().dv),
-                     "use --attention-kernel auto or split");
+                     "use " + flag_of("attention_kernel") + " auto or split");
     if (opt.attention_kernel == "latent" &&
         (a.kind != AttentionKind::mla || !kernels::latent_attention_fits(attention_args())))
-        config_error("--attention-kernel", "runs MLA's latent cache (one kv head whose values are its keys' first dv "
+        config_error(flag_of("attention_kernel"), "runs MLA's latent cache (one kv head whose values are its keys' first dv "
                                            "columns; dk <= 576, dk and dv multiples of 16)",
                      fmt::format("latent with {} kv heads, dk={} dv={}", attention_args().num_kv_heads,
                                  attention_args().dk, attention_args().dv),
-                     "use --attention-kernel auto or split");
+                     "use " + flag_of("attention_kernel") + " auto or split");
     if (m_.moe.num_experts > 0 && k_ > m_.moe.num_experts)
-        config_error("--soft-topn", "more experts than the model has", std::to_string(k_),
+        config_error(flag_of("soft_topn"), "more experts than the model has", std::to_string(k_),
                      fmt::format("use at most {}", m_.moe.num_experts));
 
     layers_.clear();
@@ -175,9 +179,10 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     if (planned_bytes_ + reserve > static_cast<int64_t>(free_b)) {
         throw UnsupportedError(fmt::format(
             "the run needs about {:.1f} GiB on the GPU ({} layers of {} at {} tokens, bf16) but {:.1f} GiB are free "
-            "(keeping {:.1f} GiB spare); use fewer --layers, a smaller --batch/--context, or more GPUs (expert "
+            "(keeping {:.1f} GiB spare); use fewer {}, a smaller {}/{}, or more GPUs (expert "
             "parallelism is not available on the cuda backend yet)",
-            planned_bytes_ / 1073741824.0, layers.size(), m_.name, T_, free_b / 1073741824.0, reserve / 1073741824.0));
+            planned_bytes_ / 1073741824.0, layers.size(), m_.name, T_, free_b / 1073741824.0, reserve / 1073741824.0,
+            flag_of("layers"), flag_of("batch"), flag_of("context")));
     }
 
     // Model-level tensors and shared activations.
@@ -241,6 +246,19 @@ void CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& 
     }
     kernels::launch_embed(token_ids_.get(), embed_.get(), x0_.get(), T_, H_, s());
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return prepared_step();
+}
+
+PreparedStep CudaBackend::prepared_step() const {
+    PreparedStep step;
+    // Expanded MLA (flash) is counted as such; absorbed otherwise (mla_expand_).
+    step.mla_form = mla_expand_ ? MlaForm::latent_expand : MlaForm::absorbed;
+    if (m_.moe.num_experts > 0)
+        step.kernels.emplace_back("expert_gemm", expert_path_ == ExpertPath::gemv    ? "gemv"
+                                                 : expert_path_ == ExpertPath::tiled ? "tiled"
+                                                                                     : "cublas");
+    if (m_.attn.kind == AttentionKind::mla) step.kernels.emplace_back("mla", mla_expand_ ? "expanded" : "absorbed");
+    return step;
 }
 
 void CudaBackend::allocate_layer(Layer& L) {
@@ -377,15 +395,16 @@ void CudaBackend::choose_expert_kernel() {
     const std::string& v = opt_.expert_gemm;
     if (v == "gemv" || v == "tiled") {
         if (!fits)
-            config_error("--expert-gemm", "the " + v + " kernel reads rows of 8 bf16 at a time", v,
+            config_error(flag_of("expert_gemm"), "the " + v + " kernel reads rows of 8 bf16 at a time", v,
                          fmt::format("hidden {} and expert intermediate {} must be multiples of 8; use auto, grouped "
                                      "or loop", H_, I));
         expert_path_ = v == "gemv" ? ExpertPath::gemv : ExpertPath::tiled;
-        expert_choice_ = "forced: --expert-gemm " + v;
+        expert_choice_ = "forced: " + flag_of("expert_gemm") + " " + v;
         return;
     }
     if (v != "auto" || opt_.expert_times) {
-        expert_choice_ = opt_.expert_times ? "--expert-times: the per-expert loop" : "forced: --expert-gemm " + v;
+        expert_choice_ = opt_.expert_times ? flag_of("expert_times") + ": the per-expert loop"
+                                           : "forced: " + flag_of("expert_gemm") + " " + v;
         return;
     }
     // auto: rows per expert if the step's assignments spread over as many experts as they can. Up to

@@ -4,8 +4,10 @@
 #include "backends/sim/sim_backend.hpp"
 #include "backends/sim/sim_routing.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 #include "common/file_memo.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
 #include "common/read_file.hpp"
 #include "config/run_fields.hpp"
@@ -35,7 +37,7 @@ public:
     // prepare: the whole model's weights per GPU under the run's layout and formats, block scales included, the KV
     // cache of the step's batch and context, its activations and workspace; whatever --layers ran). A profile
     // without a capacity fits anything.
-    std::optional<ModeledFit> modeled_fit() const override {
+    ModeledFit modeled_fit() const {
         ModeledFit f;
         f.fits = !(hw_.memory_bytes > 0) || memory_.fits;
         if (f.fits) return f;
@@ -53,9 +55,9 @@ public:
         for (int c = 0; c < kNumComponents; ++c)
             by_component[std::string(kComponentNames[c])] = memory_.weights_by_component_bytes[static_cast<size_t>(c)];
         return {{"source", "modeled"},
-                {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever "
-                          "--layers ran) under the run's layout and number formats (block scales included), the KV "
-                          "cache and activations of the step's batch and context"},
+                {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever " +
+                              flag_of("layers") + " ran) under the run's layout and number formats (block scales "
+                              "included), the KV cache and activations of the step's batch and context"},
                 {"capacity_bytes", memory_.capacity_bytes},
                 {"weights_bytes", memory_.weights_bytes},
                 {"weights_by_component_bytes", by_component},
@@ -85,9 +87,10 @@ public:
                                   : json((placement_.source == "contiguous" ? std::string("experts contiguous per rank")
                                                                             : "experts placed by " + placement_.source) +
                                          (opt_.layout.moe_exchange() == MoeExchange::all_to_all
-                                              ? "; sequences spread over ranks (data-parallel attention); --a2a " +
-                                                    std::string(to_string(opt_.layout.a2a)) + ", dispatch rows of " +
-                                                    fmt::format("{:g}", dispatch_row_bytes_) + " bytes, combine rows of " +
+                                              ? "; sequences spread over ranks (data-parallel attention); " +
+                                                    flag_of("a2a") + " " + std::string(to_string(opt_.layout.a2a)) +
+                                                    ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
+                                                    " bytes, combine rows of " +
                                                     fmt::format("{:g}", combine_row_bytes_) + " bytes (payload only)"
                                               : "; every GPU computes its experts for the step's tokens (no "
                                                 "all-to-all: see parallel_layout)"))},
@@ -196,8 +199,8 @@ public:
         return j;
     }
 
-    void prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
-                 const RunOptions& opt, const Topology& topo = Topology{}) override {  // one process models every rank
+    PreparedStep prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                         const RunOptions& opt, const Topology& topo = Topology{}) override {  // models every rank
         const int64_t ep = opt.layout.moe_ep, gpus = opt.layout.num_gpus();
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
             config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
@@ -233,8 +236,9 @@ public:
         memory_ = plan_memory(model, hw_, deployment);
         deployment_ = deployment;
         if (opt.soft_topn > 0)
-            throw UnsupportedError("sim: --soft-topn is not modeled (the sim has no router probabilities); "
-                                   "use the cpu or cuda backend, or drop --soft-topn");
+            throw UnsupportedError(fmt::format("sim: {} is not modeled (the sim has no router probabilities); use the "
+                                               "cpu or cuda backend, or drop {}", flag_of("soft_topn"),
+                                               flag_of("soft_topn")));
         model_ = model;
         layers_ = layers;
         shape_ = shape;
@@ -261,8 +265,11 @@ public:
                              [&](int64_t c) { return rank_batch_[static_cast<size_t>(c)] == rank_batch_[static_cast<size_t>(r)]; }))
                 batch_classes_.push_back(r);
         }
+        PreparedStep step;
+        step.mla_form = p_.mla_form;
+        step.fit = modeled_fit();
         // The statistical path's routing comes with set_routing_statistics, next: no per-token state at all.
-        if (opt.routing_statistics) return;
+        if (opt.routing_statistics) return step;
         // Without an override the router is assumed uniform: each token picks top_k distinct experts, each equally
         // likely, drawn from the run's seed (the "uniform" workload).
         check_host_memory();
@@ -273,6 +280,7 @@ public:
             default_routing_.per_layer.assign(layers_.size(), LayerRouting{});
         }
         set_routing_override(nullptr);
+        return step;
     }
 
     // The statistical routing path (harness/routing_path.hpp): each MoE layer's counts and all-to-all rows drawn once
@@ -325,7 +333,9 @@ public:
                          fmt::format("needs about {:.1f} GiB of host memory for the routing of {} MoE layer(s) x {} "
                                      "tokens, more than the {:.1f} GiB available (85% of MemAvailable)",
                                      bytes / 1073741824.0, moe_layers, shape_.num_tokens(), avail / 1073741824.0),
-                         std::to_string(shape_.batch), "run fewer --layers or a smaller --batch/--seq-len");
+                         std::to_string(shape_.batch),
+                         fmt::format("run fewer {} or a smaller {}/{}", flag_of("layers"), flag_of("batch"),
+                                     flag_of("seq_len")));
     }
 
     void set_routing_override(const StepRouting* routing) override {
@@ -357,8 +367,6 @@ public:
         MOEBENCH_CHECK(slot >= 0 && slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
         return slots_[static_cast<size_t>(slot)].result;
     }
-    std::vector<NamedTensor> moe_block_tensors(int64_t) const override { return {}; }  // no weights, no data
-
 private:
     struct Slot {
         int64_t layer = 0;
@@ -728,7 +736,8 @@ SimParams sim_params_from_json(const json& sim, const std::string& path) {
     for (const SimField& f : kSimFields) keys.emplace_back(f.key);
     for (const auto& [key, value] : sim.items())
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
-            config_error(r.field(key), "unknown sim field", key, "use " + joined(keys, ", ", " or "));
+            config_error(r.field(key), "unknown sim field", key,
+                         did_you_mean(key, keys, "use " + joined(keys, ", ", " or ")));
     SimParams p;
     for (const SimField& f : kSimFields) read_sim_field(r, f, p);
     return p;
@@ -855,7 +864,7 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
     BackendTraits t;
     t.name = "sim";
     t.measures = false;
-    t.computes_tensors = false;
+    t.capabilities = {Capability::ep_modeled_ranks};  // no weights, no data: no tensors to hand out
     t.linear_attention = true;
     t.attention_output_gate = true;
     t.native_precision = uniform_precision(p.dtype);  // the profile's sim.dtype: bf16 unless it says fp32
@@ -864,8 +873,6 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p) 
         if (i.weights) t.weight_dtypes.push_back(i.dtype);
     t.kv_dtypes = {DType::fp32, DType::bf16, DType::fp8};
     t.dispatch_dtypes = {DType::fp32, DType::bf16, DType::fp8};
-    t.mla_form = p.mla_form;
-    t.expert_parallel = true;
     t.tensor_parallel = true;
     t.routing_statistics = true;  // the statistical routing path (harness/routing_path.hpp)
     t.default_hardware = hw.name;

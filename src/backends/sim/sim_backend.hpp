@@ -81,7 +81,7 @@ BackendTraits sim_backend_traits(const HardwareProfile& hw, const SimParams& p);
 /// A sim backend for `hw` with its profile's parameters (or `p`).
 std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw);
 std::unique_ptr<Backend> make_sim_backend(const HardwareProfile& hw, const SimParams& p);
-/// The default profile, h200-sxm.
-inline constexpr const char* kSimDefaultHardware = "h200-sxm";
+/// The profile modeled when none is given: the one default (plan's too).
+inline constexpr const char* kSimDefaultHardware = kDefaultHardware;
 
 }  // namespace moebench
