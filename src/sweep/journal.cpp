@@ -110,9 +110,10 @@ namespace {
 
 // One journal line in two pieces, the record last: `head` + record + "}". The record's place in the line is then
 // known without searching it.
-std::string journal_line_head(const std::string& fingerprint, const JournalEntry& entry) {
-    json j = {{"journal", kJournalSchema}, {"fingerprint", fingerprint}, {"key", entry.key},
-              {"point", entry.point},      {"inputs", entry.inputs},    {"finished_utc", utc_now_iso()}};
+std::string journal_line_head(const std::string& fingerprint, const std::string& key, const json& point,
+                              const json& inputs) {
+    json j = {{"journal", kJournalSchema}, {"fingerprint", fingerprint}, {"key", key},
+              {"point", point},            {"inputs", inputs},          {"finished_utc", utc_now_iso()}};
     std::string head = j.dump();
     head.pop_back();  // the closing brace
     return head + ",\"record\":";
@@ -127,7 +128,8 @@ double now_s() {
 }  // namespace
 
 void append_journal(const std::string& path, const std::string& fingerprint, const JournalEntry& entry) {
-    append_line_durable(path, journal_line_head(fingerprint, entry) + entry.record.dump() + "}");
+    append_line_durable(path, journal_line_head(fingerprint, entry.key, entry.point, entry.inputs) +
+                                  entry.record.dump() + "}");
 }
 
 JournalWriter::JournalWriter(std::string path, std::string fingerprint)
@@ -151,9 +153,16 @@ JournalWriter::~JournalWriter() {
 }
 
 JournalSpan JournalWriter::append(const JournalEntry& entry) {
+    return append(entry.key, entry.point, entry.inputs, entry.record.dump());
+}
+
+JournalSpan JournalWriter::append(const std::string& key, const json& point, const json& inputs,
+                                  const std::string& record_text) {
     MOEBENCH_CHECK(fd_ >= 0, "journal {} is closed", path_);
-    const std::string head = journal_line_head(fingerprint_, entry);
-    const std::string line = head + entry.record.dump() + "}\n";
+    const std::string head = journal_line_head(fingerprint_, key, point, inputs);
+    std::string line;
+    line.reserve(head.size() + record_text.size() + 2);
+    line.append(head).append(record_text).append("}\n");
     for (size_t done = 0; done < line.size();) {
         const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
         if (n < 0 && errno == EINTR) continue;

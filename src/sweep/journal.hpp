@@ -77,6 +77,8 @@ public:
     JournalWriter& operator=(const JournalWriter&) = delete;
     /// Appends one finished point; returns where its record lies in the file.
     JournalSpan append(const JournalEntry& entry);
+    /// The same with the record already written as compact JSON (`record_text`, from json::dump()).
+    JournalSpan append(const std::string& key, const json& point, const json& inputs, const std::string& record_text);
     /// fsync now (ConfigError on failure).
     void sync();
     /// sync and close (ConfigError on failure); the destructor then does nothing.

@@ -232,11 +232,45 @@ PointResult execute_point(const RunConfig& cfg, const PointExecutor& exec) {
     return r;
 }
 
+// One point made whole for the sweep: executed, its record given the sweep's fields (every sweep axis in `axes`,
+// sweep_point, sweep_label, sweep_point_s), and, as its journal line and the report need them, its compact text and
+// its summary (on a worker thread when points run side by side: the loop only writes them).
+struct FinishedPoint {
+    PointResult r;
+    std::string text;  // r.rec.dump() (when `text` was asked for)
+    json summary;      // record_summary(r.rec) (when asked for)
+};
+
+FinishedPoint finish_point(const RunConfig& cfg, const json& point, const std::string& label,
+                           const PointExecutor& exec, bool text, bool summary) {
+    FinishedPoint f;
+    f.r = execute_point(cfg, exec);
+    json& rec = f.r.rec;
+    // The record's axes gain every sweep axis it lacks (a model axis, threads, ...), never overriding the resolved
+    // values the engine wrote (backend "auto" -> "cpu").
+    if (!rec.contains(keys::kAxes) || !rec[keys::kAxes].is_object()) rec[keys::kAxes] = run_axes(cfg);
+    for (const auto& [k, v] : point.items())
+        if (!rec[keys::kAxes].contains(k)) rec[keys::kAxes][k] = v;
+    rec["sweep_point"] = point;
+    rec["sweep_label"] = label;
+    rec["sweep_point_s"] = f.r.seconds;
+    if (text) f.text = rec.dump();
+    if (summary) f.summary = record_summary(rec);
+    return f;
+}
+
 // Points computed ahead of the sweep's loop on `threads` threads (SweepSpec::jobs); the loop takes each result in
 // expansion order.
 class PointWorkers {
 public:
-    PointWorkers(size_t threads, const PointExecutor& exec) : exec_(exec) {
+    struct Job {
+        size_t index;
+        const RunConfig* cfg;
+        const json* point;
+        std::string label;
+    };
+    PointWorkers(size_t threads, const PointExecutor& exec, bool text, bool summary)
+        : exec_(exec), text_(text), summary_(summary) {
         for (size_t t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
     }
     ~PointWorkers() {
@@ -247,21 +281,21 @@ public:
         work_cv_.notify_all();
         for (std::thread& t : threads_) t.join();
     }
-    void submit(size_t index, const RunConfig& cfg) {
+    void submit(Job job) {
         {
             std::lock_guard<std::mutex> lock(mu_);
-            queue_.push_back({index, &cfg});
+            queue_.push_back(std::move(job));
             ++in_flight_;
         }
         work_cv_.notify_one();
     }
-    PointResult take(size_t index) {
+    FinishedPoint take(size_t index) {
         std::unique_lock<std::mutex> lock(mu_);
         done_cv_.wait(lock, [&] { return done_.count(index) > 0; });
-        PointResult r = std::move(done_.at(index));
+        FinishedPoint f = std::move(done_.at(index));
         done_.erase(index);
         --in_flight_;
-        return r;
+        return f;
     }
     size_t in_flight() {
         std::lock_guard<std::mutex> lock(mu_);
@@ -271,28 +305,29 @@ public:
 private:
     void work() {
         while (true) {
-            std::pair<size_t, const RunConfig*> job;
+            Job job;
             {
                 std::unique_lock<std::mutex> lock(mu_);
                 work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
                 if (stop_) return;
-                job = queue_.front();
+                job = std::move(queue_.front());
                 queue_.pop_front();
             }
-            PointResult r = execute_point(*job.second, exec_);
+            FinishedPoint f = finish_point(*job.cfg, *job.point, job.label, exec_, text_, summary_);
             {
                 std::lock_guard<std::mutex> lock(mu_);
-                done_[job.first] = std::move(r);
+                done_[job.index] = std::move(f);
             }
             done_cv_.notify_all();
         }
     }
 
     const PointExecutor& exec_;
+    const bool text_, summary_;
     std::mutex mu_;
     std::condition_variable work_cv_, done_cv_;
-    std::deque<std::pair<size_t, const RunConfig*>> queue_;
-    std::map<size_t, PointResult> done_;
+    std::deque<Job> queue_;
+    std::map<size_t, FinishedPoint> done_;
     size_t in_flight_ = 0;  // submitted and not yet taken
     bool stop_ = false;
     std::vector<std::thread> threads_;
@@ -411,23 +446,26 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
     if (root) journal.emplace(spec.journal_path, plan.fingerprint);
     std::vector<std::string> point_keys(points.size());
     for (size_t i = 0; i < points.size(); ++i) point_keys[i] = point_key(points[i]);
-    // Side by side (SweepSpec::jobs): up to `jobs` points are computed ahead of this loop, each started when the
-    // time budget and the signals allow it, as the loop would have started it.
+    // Side by side (SweepSpec::jobs): points are computed ahead of this loop (a few per thread, so that no thread
+    // waits while the loop takes an earlier point), each started when the time budget and the signals allow it, as
+    // the loop would have started it.
     const size_t jobs = comm ? 1 : static_cast<size_t>(std::max<int64_t>(spec.jobs, 1));
+    const size_t ahead = 4 * jobs;
+    const bool as_text = root, summarize = !spec.keep_records && root;
     std::optional<PointWorkers> workers;
-    if (jobs > 1) workers.emplace(jobs, exec);
+    if (jobs > 1) workers.emplace(jobs, exec, as_text, summarize);
     std::vector<char> started(points.size(), 0);
     size_t next = 0;
     bool stopped = false;
     const auto fill = [&] {
-        while (workers && !stopped && next < points.size() && workers->in_flight() < jobs) {
+        while (workers && !stopped && next < points.size() && workers->in_flight() < ahead) {
             const size_t j = next++;
             if (done_by_key.count(point_keys[j])) continue;
             if (!st.may_run(spec, progress.mean_point_s())) {
                 stopped = true;
                 break;
             }
-            workers->submit(j, plan.configs[j]);
+            workers->submit({j, &plan.configs[j], &points[j], label_of(points[j])});
             started[j] = 1;
         }
     };
@@ -452,31 +490,24 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
                 continue;
             }
             progress.start(i, label);
-            const RunConfig& cfg = plan.configs[i];
-            PointResult r = workers ? workers->take(i) : execute_point(cfg, exec);
-            if (!r.config_error.empty()) {
-                if (out.first_config_error.empty()) out.first_config_error = r.config_error;
+            FinishedPoint f = workers ? workers->take(i)
+                                      : finish_point(plan.configs[i], point, label, exec, as_text, summarize);
+            if (!f.r.config_error.empty()) {
+                if (out.first_config_error.empty()) out.first_config_error = f.r.config_error;
                 ++out.num_config_errors;
             }
-            rec = std::move(r.rec);
-            // The record's axes gain every sweep axis it lacks (a model axis, threads, ...), never overriding the
-            // resolved values the engine wrote (backend "auto" -> "cpu").
-            if (!rec.contains(keys::kAxes) || !rec[keys::kAxes].is_object()) rec[keys::kAxes] = run_axes(cfg);
-            for (const auto& [k, v] : point.items())
-                if (!rec[keys::kAxes].contains(k)) rec[keys::kAxes][k] = v;
-            rec["sweep_point"] = point;
-            rec["sweep_label"] = label;
-            st.last_point_s = r.seconds;
-            rec["sweep_point_s"] = st.last_point_s;
-            if (root) span = journal->append(JournalEntry{key, point, rec, plan.inputs[i]});
+            rec = std::move(f.r.rec);
+            st.last_point_s = f.r.seconds;
+            if (root) span = journal->append(key, point, plan.inputs[i], f.text);
             progress.finish(i, label, outcome_text(rec), st.last_point_s);
+            if (!spec.keep_records && span.length > 0) rec = std::move(f.summary);
         }
         std::string status = rec.value(keys::kStatus, "ok");
         if (status == "ok") ++out.num_ok;
         else if (status == "skipped") ++out.num_skipped;
         else ++out.num_failed;
         out.spans.push_back(span);
-        out.runs.push_back(spec.keep_records || span.length == 0 ? std::move(rec) : record_summary(rec));
+        out.runs.push_back(std::move(rec));
     }
     workers.reset();
     if (journal) journal->close();  // every point on the disk before the report is written
