@@ -90,7 +90,7 @@ PhaseWork mean_moe_work(const ModelConfig& model, const PhaseEntry& e, const Ste
                  static_cast<double>(c.steps) / static_cast<double>(num_steps));
         from_ids -= c.steps;
     }
-    std::vector<int64_t> tpe(static_cast<size_t>(E));
+    std::vector<int64_t> tpe(static_cast<size_t>(from_ids > 0 ? E : 0));  // (none on the statistical path)
     for (int64_t i = 0; i < from_ids; ++i) {
         std::fill(tpe.begin(), tpe.end(), 0);
         for (int64_t a = i * T * k; a < (i + 1) * T * k && a < static_cast<int64_t>(acc.ids.size()); ++a)
