@@ -239,6 +239,7 @@ struct FinishedPoint {
     PointResult r;
     std::string text;              // r.rec.dump() (when `text` was asked for)
     std::vector<uint8_t> summary;  // record_summary(r.rec) as MessagePack (when asked for; see run_sweep)
+    std::string status, outcome;   // the record's status and its progress text (outcome_text)
 };
 
 FinishedPoint finish_point(const RunConfig& cfg, const json& point, const std::string& label,
@@ -255,7 +256,14 @@ FinishedPoint finish_point(const RunConfig& cfg, const json& point, const std::s
     rec["sweep_label"] = label;
     rec["sweep_point_s"] = f.r.seconds;
     if (text) f.text = rec.dump();
-    if (summary) f.summary = json::to_msgpack(record_summary(rec));
+    f.status = rec.value(keys::kStatus, "ok");
+    f.outcome = outcome_text(rec);
+    // With a summary the loop keeps no record: it is freed here, on the thread that made it (freed on the loop's
+    // thread, every node went back to another thread's heap under its lock).
+    if (summary) {
+        f.summary = json::to_msgpack(record_summary(rec));
+        rec = json();
+    }
     return f;
 }
 
@@ -474,7 +482,6 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
     // short-lived ones fragmented the heap, and every allocation became slower as the sweep went on (10,000 points
     // took 1.3x the time of ten sweeps of 1,000).
     std::vector<std::pair<size_t, std::vector<uint8_t>>> packed;  // (index in out.runs, summary)
-    std::vector<uint8_t> f_summary;
     for (size_t i = 0; i < points.size(); ++i) {
         fill();
         const json& point = points[i];
@@ -483,8 +490,10 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
         auto hit = done_by_key.find(key);
         json rec;
         JournalSpan span;
+        std::string status;
         if (hit != done_by_key.end()) {
             rec = hit->second->record;
+            status = rec.value(keys::kStatus, "ok");
             rec["sweep_label"] = label;  // the axes that vary now may differ from when it ran
             ++out.num_resumed;
             ++st.used_from_journal;
@@ -503,15 +512,14 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
                 ++out.num_config_errors;
             }
             rec = std::move(f.r.rec);
-            f_summary = std::move(f.summary);
             st.last_point_s = f.r.seconds;
             if (root) span = journal->append(key, point, plan.inputs[i], f.text);
-            progress.finish(i, label, outcome_text(rec), st.last_point_s);
-        }
-        const std::string status = rec.value(keys::kStatus, "ok");
-        if (!spec.keep_records && span.length > 0) {  // its summary, packed until the sweep ends
-            packed.emplace_back(out.runs.size(), std::move(f_summary));
-            rec = json();
+            progress.finish(i, label, f.outcome, st.last_point_s);
+            status = std::move(f.status);
+            if (summarize) {  // its summary, packed until the sweep ends (the record is in the journal)
+                MOEBENCH_CHECK(span.length > 0, "sweep: point {} has a summary but no journal line", i);
+                packed.emplace_back(out.runs.size(), std::move(f.summary));
+            }
         }
         if (status == "ok") ++out.num_ok;
         else if (status == "skipped") ++out.num_skipped;
