@@ -492,9 +492,9 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
         JournalSpan span;
         std::string status;
         if (hit != done_by_key.end()) {
-            rec = hit->second->record;
-            status = rec.value(keys::kStatus, "ok");
+            rec = hit->second->record;  // (null on the ranks other than 0 under mpirun: they know only the keys)
             rec["sweep_label"] = label;  // the axes that vary now may differ from when it ran
+            status = rec.value(keys::kStatus, "ok");
             ++out.num_resumed;
             ++st.used_from_journal;
         } else {
