@@ -32,17 +32,22 @@ std::string sweep_summary(const json& runs, const json& s) {
             o += fmt::format("{:<44} {:>8}  {}\n", label, st, why);
         }
     }
-    if (s.contains("series"))
+    // A report read from a file may lack any key: a const json's operator[] on a missing key reads freed memory, so
+    // every lookup below asks first.
+    const json none = json::array();
+    const json& varying = s.contains("varying_axes") && s["varying_axes"].is_array() ? s["varying_axes"] : none;
+    if (s.contains("series") && s["series"].is_array())
         for (const auto& series : s["series"])
-            if (series.contains("knee") && !series["knee"].is_null()) {
+            if (series.is_object() && series.contains("knee") && series["knee"].is_object()) {
                 std::string fixed;
-                for (const auto& [k, v] : series["fixed"].items())
-                    if (std::find(s["varying_axes"].begin(), s["varying_axes"].end(), json(k)) != s["varying_axes"].end())
-                        fixed += (fixed.empty() ? "" : " ") + k + "=" + scalar_text(v);
+                if (series.contains("fixed") && series["fixed"].is_object())
+                    for (const auto& [k, v] : series["fixed"].items())
+                        if (std::find(varying.begin(), varying.end(), json(k)) != varying.end())
+                            fixed += (fixed.empty() ? "" : " ") + k + "=" + scalar_text(v);
                 o += "knee" + (fixed.empty() ? std::string() : " [" + fixed + "]") + ": " +
                      series["knee"].value("reason", "") + "\n";
             }
-    if (s.contains("golden") && !s["golden"].is_null())
+    if (s.contains("golden") && s["golden"].is_object())
         o += "golden point: " + s["golden"].value("reason", "") + "\n";
     else if (s.contains("golden_reason"))
         o += "golden point: none (" + s.value("golden_reason", "") + ")\n";
