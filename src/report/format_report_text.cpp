@@ -33,22 +33,23 @@ std::string sweep_summary(const json& runs, const json& s) {
         }
     }
     // A report read from a file may lack any key: a const json's operator[] on a missing key reads freed memory, so
-    // every lookup below asks first.
-    const json none = json::array();
-    const json& varying = s.contains("varying_axes") && s["varying_axes"].is_array() ? s["varying_axes"] : none;
-    if (s.contains("series") && s["series"].is_array())
-        for (const auto& series : s["series"])
-            if (series.is_object() && series.contains("knee") && series["knee"].is_object()) {
+    // every lookup below goes through find_path.
+    const json* varying = find_path(s, {"varying_axes"});
+    const auto is_varying = [&](const std::string& axis) {
+        return varying && varying->is_array() && std::find(varying->begin(), varying->end(), json(axis)) != varying->end();
+    };
+    if (const json* all = find_path(s, {"series"}); all && all->is_array())
+        for (const auto& series : *all)
+            if (const json* knee = find_path(series, {"knee"}); knee && knee->is_object()) {
                 std::string fixed;
-                if (series.contains("fixed") && series["fixed"].is_object())
-                    for (const auto& [k, v] : series["fixed"].items())
-                        if (std::find(varying.begin(), varying.end(), json(k)) != varying.end())
-                            fixed += (fixed.empty() ? "" : " ") + k + "=" + scalar_text(v);
-                o += "knee" + (fixed.empty() ? std::string() : " [" + fixed + "]") + ": " +
-                     series["knee"].value("reason", "") + "\n";
+                if (const json* axes = find_path(series, {"fixed"}); axes && axes->is_object())
+                    for (const auto& [k, v] : axes->items())
+                        if (is_varying(k)) fixed += (fixed.empty() ? "" : " ") + k + "=" + scalar_text(v);
+                o += "knee" + (fixed.empty() ? std::string() : " [" + fixed + "]") + ": " + knee->value("reason", "") +
+                     "\n";
             }
-    if (s.contains("golden") && s["golden"].is_object())
-        o += "golden point: " + s["golden"].value("reason", "") + "\n";
+    if (const json* golden = find_path(s, {"golden"}); golden && golden->is_object())
+        o += "golden point: " + golden->value("reason", "") + "\n";
     else if (s.contains("golden_reason"))
         o += "golden point: none (" + s.value("golden_reason", "") + ")\n";
     if (s.value("stop_reason", "done") != "done")

@@ -13,6 +13,7 @@
 #include "common/flag_names.hpp"
 #include "common/read_file.hpp"
 #include "sweep/golden.hpp"
+#include "report/formats.hpp"
 #include "comm/communicator.hpp"
 #include "comm/process_group.hpp"
 #include "sweep/journal.hpp"
@@ -86,14 +87,7 @@ std::string outcome_text(const json& rec) {
 }  // namespace
 
 json record_summary(const json& rec) {
-    const auto find_path = [](const json& j, std::initializer_list<const char*> path) -> const json* {
-        const json* cur = &j;
-        for (const char* k : path) {
-            if (!cur->is_object() || !cur->contains(k)) return nullptr;
-            cur = &cur->at(k);
-        }
-        return cur;
-    };
+    using formats_detail::find_path;
     json s = json::object();
     for (const char* key : {keys::kStatus, "skip_reason", "skip_kind", "error", keys::kAxes, "batch", "sweep_point",
                             "sweep_label", "sweep_point_s", "backend", "backend_note", "model", "fits"})
