@@ -79,6 +79,7 @@ int run_main(int argc, char** argv) {
     moebench::cli::add_compare_command(app);
     moebench::cli::add_report_command(app);
     moebench::cli::add_bench_command(app);
+    moebench::cli::add_deploy_command(app);
     moebench::cli::add_place_command(app);
     try {
         app.parse(argc, argv);

@@ -6,7 +6,9 @@
 #include "common/read_file.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <vector>
 #include <filesystem>
 
 namespace fs = std::filesystem;

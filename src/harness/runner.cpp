@@ -345,7 +345,7 @@ json expert_load_brief(const Prepared& p, const Measured& m) {
             {"max_over_mean_max", most}};
 }
 
-json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
+json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run, bool warn_no_fit) {
     json record;
     record[keys::kStatus] = "ok";
     record[keys::kAxes] = run_axes(cfg);
@@ -376,14 +376,15 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run) {
             const std::string fit =
                 p.step.fit->what + " (" + p.step.fit->value + "): the modeled times assume it fits; " + p.step.fit->fix;
             record["sim_fit_warning"] = fit;
-            std::cerr << ("warning: " + p.traits.name + " (" + find_run_field("allow_no_fit")->flag + "): " + fit +
-                          "\n");  // one write: points may run side by side
+            if (warn_no_fit)
+                std::cerr << ("warning: " + p.traits.name + " (" + find_run_field("allow_no_fit")->flag + "): " + fit +
+                              "\n");  // one write: points may run side by side
         }
     }
     return record;
 }
 
-json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
+json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bool warn_no_fit = true) {
     const std::string source = p.backend->timing_source();
     const int64_t T = cfg.shape.num_tokens(), num_steps = static_cast<int64_t>(m.steps.size());
     const int64_t num_run = static_cast<int64_t>(p.layers.size());
@@ -392,7 +393,7 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
         derive_latency(p.model, p.layers, p.plan, m.steps, source, cfg.include_lm_head, T, detail);
     const json backend_info = p.backend->describe();
 
-    json record = identity_record(cfg, p, num_run);
+    json record = identity_record(cfg, p, num_run, warn_no_fit);
     record[keys::kBackendInfo] = backend_info;
     record["seed"] = cfg.options.seed;
     json kinds = json::array();
@@ -487,13 +488,15 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
 
 }  // namespace
 
-json run_point(const RunConfig& given) {
+json run_point(const RunConfig& given) { return run_point(given, PointOptions{}); }
+
+json run_point(const RunConfig& given, const PointOptions& options) {
     RunConfig cfg = given;
     validate_run(cfg);
     Prepared p = prepare_point(cfg);
     Measured m = measure_point(cfg, p);
     if (p.comm) return record_ranks(cfg, p, std::move(m));
-    return record_point(cfg, p, m);
+    return record_point(cfg, p, m, options.warn_no_fit);
 }
 
 }  // namespace moebench

@@ -13,4 +13,11 @@ namespace moebench {
 /// Bad input -> ConfigError; a point the backend cannot run -> UnsupportedError (sweeps record it as skipped).
 json run_point(const RunConfig& cfg);
 
+/// How a caller that is not `run` wants a point: deploy prices steps whose batch is no deployment (a decode step of
+/// D + B tokens holds no KV cache of D + B sequences) with allow_no_fit, and checks the fit of its own.
+struct PointOptions {
+    bool warn_no_fit = true;  // with allow_no_fit: a point that does not fit warns on stderr
+};
+json run_point(const RunConfig& cfg, const PointOptions& options);
+
 }  // namespace moebench

@@ -73,6 +73,10 @@ const std::vector<std::string>& csv_columns();
 /// (sim), or "measured or modeled (per point)" when the runs differ. A view says this word, never "measured" alone.
 std::string times_source(const json& runs);
 
+/// Views of a moebench.deploy/1 document (`moebench deploy`, format_deploy.cpp): text | json | csv | html.
+std::string render_deploy(const json& doc, const std::string& format);
+const std::vector<std::string>& deploy_formats();
+
 namespace formats_detail {
 
 /// Value at a path of object keys, or nullptr.
