@@ -384,7 +384,33 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run, b
     return record;
 }
 
-json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bool warn_no_fit = true) {
+// A modeled step's cost and energy per token (docs/report-schema.md, "cost_energy"): the whole model's tokens/s over
+// the layout's GPUs, at the profile's price per GPU-hour and board power; the tokens are the step's (decode: output
+// tokens, prefill: prompt tokens).
+json cost_energy_block(const RunConfig& cfg, const Prepared& p, const json& latency) {
+    const std::string profile = cfg.hardware.empty() ? p.traits.default_hardware : cfg.hardware;
+    const json* whole = latency.contains(keys::kWholeModel) ? &latency[keys::kWholeModel] : nullptr;
+    if (profile.empty() || !whole || !whole->contains(keys::kTokensPerS))
+        return {{"source", "modeled"}, {"unavailable", "needs a hardware profile and the whole model's step"}};
+    const HardwareProfile hw = load_hardware(profile);
+    const double tps = (*whole)[keys::kTokensPerS].get<double>();
+    const double gpus = static_cast<double>(p.options.layout.num_gpus());
+    json b = {{"source", whole->value("source", std::string("modeled"))},
+              {"basis", "latency.whole_model.tokens_per_s over num_gpus: usd = price_per_gpu_hour x num_gpus / 3600 / "
+                        "tokens_per_s x 1e6; joules = tdp_w x num_gpus / tokens_per_s (every board at its TDP); the "
+                        "tokens are the step's (decode: output tokens, prefill: prompt tokens)"},
+              {"num_gpus", p.options.layout.num_gpus()},
+              {"price_per_gpu_hour", hw.price_per_gpu_hour > 0 ? json(hw.price_per_gpu_hour) : json(nullptr)},
+              {"price_source", hw.price_source},
+              {"tdp_w", hw.tdp_w > 0 ? json(hw.tdp_w) : json(nullptr)}};
+    b["usd_per_million_tokens"] =
+        hw.price_per_gpu_hour > 0 && tps > 0 ? json(hw.price_per_gpu_hour * gpus / 3600.0 / tps * 1e6) : json(nullptr);
+    b["joules_per_token"] = hw.tdp_w > 0 && tps > 0 ? json(hw.tdp_w * gpus / tps) : json(nullptr);
+    return b;
+}
+
+json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bool warn_no_fit = true,
+                  bool cost_energy = true) {
     const std::string source = p.backend->timing_source();
     const int64_t T = cfg.shape.num_tokens(), num_steps = static_cast<int64_t>(m.steps.size());
     const int64_t num_run = static_cast<int64_t>(p.layers.size());
@@ -415,6 +441,7 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bo
                             {keys::kTokensPerS,
                              latency.step.mean_us > 0 ? static_cast<double>(T) / (latency.step.mean_us * 1e-6) : 0.0},
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
+    if (!p.traits.measures && cost_energy) record["cost_energy"] = cost_energy_block(cfg, p, latency.block);
     record[keys::kExpertLoad] = detail ? expert_load_record(p, m, source, T) : expert_load_brief(p, m);
     json routing_layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
@@ -496,7 +523,7 @@ json run_point(const RunConfig& given, const PointOptions& options) {
     Prepared p = prepare_point(cfg);
     Measured m = measure_point(cfg, p);
     if (p.comm) return record_ranks(cfg, p, std::move(m));
-    return record_point(cfg, p, m, options.warn_no_fit);
+    return record_point(cfg, p, m, options.warn_no_fit, options.cost_energy);
 }
 
 }  // namespace moebench

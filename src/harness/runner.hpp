@@ -17,6 +17,7 @@ json run_point(const RunConfig& cfg);
 /// D + B tokens holds no KV cache of D + B sequences) with allow_no_fit, and checks the fit of its own.
 struct PointOptions {
     bool warn_no_fit = true;  // with allow_no_fit: a point that does not fit warns on stderr
+    bool cost_energy = true;  // a modeled point's cost_energy block (reads the hardware profile)
 };
 json run_point(const RunConfig& cfg, const PointOptions& options);
 

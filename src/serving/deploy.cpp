@@ -103,7 +103,8 @@ double memory_per_gpu(const MemoryPlan& p) { return p.weights_bytes + p.kv_cache
 // A refusal in deploy's words: the run's --batch / --context are deploy's --concurrency / --isl + --osl.
 std::string deploy_words(std::string s) {
     for (const auto& [from, to] : {std::pair<std::string, std::string>{"--batch", "--concurrency"},
-                                   {"--context", "--isl/--osl"}}) {
+                                   {"--context", "--isl/--osl"},
+                                   {"; batch ", "; concurrency "}}) {
         for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
             s.replace(at, from.size(), to);
     }

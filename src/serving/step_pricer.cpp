@@ -35,7 +35,7 @@ PhaseTimes SimStepPricer::priced(Mode mode, int64_t batch, int64_t seq_len, int6
     cfg.shape.batch = batch;
     cfg.shape.seq_len = seq_len;
     cfg.shape.context = context;
-    const json record = run_point(cfg, PointOptions{.warn_no_fit = false});
+    const json record = run_point(cfg, PointOptions{.warn_no_fit = false, .cost_energy = false});
     PhaseTimes t;
     const json& phases = record.at(keys::kLatency).at(keys::kPhases);
     for (const PhaseInfo& row : kPhaseTable) {

@@ -36,7 +36,7 @@ json cli_json(const std::string& args) {
 
 // The modeled end-to-end step of `moebench run --backend sim` for one shape, in ms.
 double sim_step_ms(const std::string& args) {
-    const json rep = cli_json("run --backend sim --record brief --warmup 0 --iters 1 --json - " + args);
+    const json rep = cli_json("run --backend sim --layers 0 --record brief --warmup 0 --iters 1 --json - " + args);
     return rep["runs"][0]["latency"]["step"]["mean_us"].get<double>() / 1e3;
 }
 
@@ -193,8 +193,8 @@ TEST_CASE("deploy on bad input: exit 2 naming the flag, the value and the fix", 
 
 TEST_CASE("deploy search: the frontier per hardware is undominated, the best point meets the limits", "[deploy]") {
     const std::string search = "deploy --model olmoe-1b-7b --isl 256 --osl 128 --gpus 1,2 --hardware h100-sxm,h200-sxm "
-                               "--concurrency 1,4,16 --format json ";
-    const json d = cli_json(search);
+                               "--concurrency 1,4,16 ";
+    const json d = cli_json(search + "--format json");
     CHECK(d["kind"] == "search");
     const json& pts = d["points"];
     REQUIRE(pts.size() >= 6);
@@ -212,7 +212,7 @@ TEST_CASE("deploy search: the frontier per hardware is undominated, the best poi
         }
     }
     // The limits: the best point is the most tokens/s/GPU among those under them.
-    const json lim = cli_json(search + "--tpot-ms 1000");
+    const json lim = cli_json(search + "--format json --tpot-ms 1000");
     REQUIRE(lim["best"].is_number());
     const json& best = lim["points"][lim["best"].get<size_t>()];
     for (const json& q : lim["points"])
@@ -272,4 +272,17 @@ TEST_CASE("the serving groups of moebench deploy", "[deploy]") {
                     Phase::unpermute_reduce, Phase::dense_mlp, Phase::final_norm, Phase::lm_head})
         CHECK(serving_group(q) == ServingGroup::other);
     CHECK(serving_group_name(Phase::dispatch_a2a) == "all_to_all");
+}
+
+TEST_CASE("a sim run report's cost and energy per token, by hand from the profile", "[deploy]") {
+    const json rep = cli_json("run --backend sim --model olmoe-1b-7b --hardware h200-sxm --ep 2 --batch 16 --context 512 --layers 0 "
+                              "--record brief --warmup 0 --iters 1 --json -");
+    const json& r = rep["runs"][0];
+    const double tps = r["latency"]["whole_model"]["tokens_per_s"].get<double>();
+    const json& c = r["cost_energy"];
+    CHECK(c["source"] == "modeled");
+    CHECK(c["num_gpus"] == 2);
+    // h200-sxm: 1.6 USD per GPU-hour, 700 W.
+    CHECK(c["usd_per_million_tokens"].get<double>() == Approx(1.6 * 2 / 3600 / tps * 1e6));
+    CHECK(c["joules_per_token"].get<double>() == Approx(700.0 * 2 / tps));
 }
