@@ -189,6 +189,14 @@ TEST_CASE("deploy on bad input: exit 2 naming the flag, the value and the fix", 
             {"--decode-layout", "4 GPUs", "2"});
     refused("--isl 8 --osl 8 --concurrency 1 --disagg --prefill-gpus 1 --decode-gpus 1 --decode-layout pp=1",
             {"--decode-layout", "pp=1"});
+    refused("--isl 8 --osl 8 --concurrency 1 --price -1", {"--price", "-1"});
+    refused("--isl 8 --osl 8 --concurrency 1 --max-prefill-tokens 0", {"--max-prefill-tokens", "0"});
+    refused("--isl 8 --osl 8 --gpus 0", {"--gpus", "0"});
+    refused("--isl 8 --osl 8 --concurrency 1 --disagg", {"--prefill-gpus"});
+    refused("--isl 8 --osl 8 --concurrency 1 --prefill-gpus 2", {"--prefill-gpus", "--disagg"});
+    auto no_model = run_cli("deploy --isl 8 --osl 8 --concurrency 1");
+    CHECK(no_model.exit_code == 2);
+    CHECK(no_model.err.find("--model") != std::string::npos);
 }
 
 TEST_CASE("deploy search: the frontier per hardware is undominated, the best point meets the limits", "[deploy]") {
@@ -285,4 +293,12 @@ TEST_CASE("a sim run report's cost and energy per token, by hand from the profil
     // h200-sxm: 1.6 USD per GPU-hour, 700 W.
     CHECK(c["usd_per_million_tokens"].get<double>() == Approx(1.6 * 2 / 3600 / tps * 1e6));
     CHECK(c["joules_per_token"].get<double>() == Approx(700.0 * 2 / tps));
+}
+
+TEST_CASE("the README's deploy example runs as written", "[deploy][docs]") {
+    const json d = cli_json("deploy --model deepseek-v3 --hardware h200-sxm --dtype fp8-block --ep 8 --isl 1024 --osl 1024 "
+                            "--concurrency 64 --format json");
+    CHECK(d["fits"] == true);
+    CHECK(d["num_gpus"] == 8);
+    CHECK(d["tpot_ms"].get<double>() > 0);
 }
