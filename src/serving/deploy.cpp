@@ -498,9 +498,16 @@ json deploy_disagg(const DisaggRequest& r) {
     const bool prefill_caps = prefill_requests_per_s < decode_requests_per_s;
     const double requests_per_s = std::min(decode_requests_per_s, prefill_requests_per_s);
     int64_t decode_batch = C;
-    if (prefill_caps) {  // fewer sequences decode: Little's law on the decode pool at the capped arrivals
-        decode_batch = std::max<int64_t>(1, std::min<int64_t>(C, std::llround(requests_per_s * O * tpot_us * 1e-6)));
-        tpot_us = dp.decode(decode_batch).total_us();
+    if (prefill_caps) {
+        // Fewer sequences decode: Little's law on the decode pool at the capped arrivals, D = arrivals x O x TPOT(D),
+        // iterated to its fixed point (TPOT falls with D; a few rounds settle it, a cycle between two stops).
+        for (int round = 0; round < 32; ++round) {
+            const int64_t next = std::max<int64_t>(
+                1, std::min<int64_t>(C, std::llround(requests_per_s * static_cast<double>(O) * tpot_us * 1e-6)));
+            if (next == decode_batch) break;
+            decode_batch = next;
+            tpot_us = dp.decode(decode_batch).total_us();
+        }
     }
     const PhaseTimes dec_step = dp.decode(decode_batch);
     const int64_t gpus = r.prefill_gpus + r.decode_gpus;
