@@ -302,3 +302,16 @@ TEST_CASE("the README's deploy example runs as written", "[deploy][docs]") {
     CHECK(d["num_gpus"] == 8);
     CHECK(d["tpot_ms"].get<double>() > 0);
 }
+
+TEST_CASE("deploy --disagg: a prefill pool that caps arrivals leaves the decode pool at Little's law's fixed point",
+          "[deploy]") {
+    // Long prompts, short answers, one prefill GPU: the prefill pool sets the pace.
+    const json d = cli_json(kPoint + "--isl 8192 --osl 16 --concurrency 64 --disagg --prefill-gpus 1 --decode-gpus 1");
+    CHECK(d["balance"].get<std::string>().find("prefill pool") != std::string::npos);
+    const double arrivals = d["prefill_pool"]["requests_per_s"].get<double>();
+    const int64_t batch = d["decode_pool"]["decode_batch"];
+    const double tpot_s = d["tpot_ms"].get<double>() / 1e3;
+    CHECK(batch == std::max<int64_t>(1, std::llround(arrivals * 16 * tpot_s)));
+    // Throughput: the arrivals' tokens over both pools' GPUs.
+    CHECK(d["output_tokens_per_s_per_gpu"].get<double>() == Approx(arrivals * 16 / 2));
+}
