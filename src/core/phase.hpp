@@ -45,6 +45,15 @@ inline constexpr int kNumPhases = static_cast<int>(Phase::count_);
 enum class PhaseGroup { embed, attention, router, dispatch, experts, combine, dense, head, count_ };
 inline constexpr int kNumPhaseGroups = static_cast<int>(PhaseGroup::count_);
 
+/// The coarser groups a serving summary splits a step into (`moebench deploy`'s phase_groups_us): attention (its
+/// norm, projections and the attention itself), the MoE experts (routed and shared), the expert-parallel all-to-alls,
+/// the tensor-parallel collectives, and everything else (embedding, router, permutation, dense MLP, head). The two
+/// communication groups are exactly the link-bound phases (checked below).
+enum class ServingGroup { attention, moe_experts, all_to_all, collectives, other, count_ };
+inline constexpr int kNumServingGroups = static_cast<int>(ServingGroup::count_);
+inline constexpr std::array<std::string_view, kNumServingGroups> kServingGroupNames = {
+    "attention", "moe_experts", "all_to_all", "collectives", "other"};
+
 /// What bounds a phase's time. device: compute or memory of one GPU (the roofline judges which); interconnect: a link
 /// between GPUs (scale-up inside a node, the network when the ranks span nodes); host: the link to host memory.
 enum class PhaseBound { device, interconnect, host };
@@ -74,6 +83,7 @@ struct PhaseInfo {
     Phase phase;
     std::string_view name;   // verbatim in reports, views, NVTX ranges
     PhaseGroup group;
+    ServingGroup serving;
     PhaseBound bound;
     PhaseSide side;
     PhaseScope scope;
@@ -89,6 +99,7 @@ using G = PhaseGroup;
 using M = PhaseMatmul;
 using S = PhaseSide;
 using W = PhaseWeights;
+using SG = ServingGroup;
 using When = PhaseScope;
 }  // namespace phase_table_detail
 
@@ -96,31 +107,31 @@ using When = PhaseScope;
 inline constexpr std::array<PhaseInfo, kNumPhases> kPhaseTable = [] {
     using namespace phase_table_detail;
     return std::array<PhaseInfo, kNumPhases>{{
-        // phase             name                group         bound            side        scope                weights        matmul                     colour
-        {P::embed,            "embed",            G::embed,     B::device,       S::tokens,  When::before_layers, W::once,       M::none,                   "#8c564b"},
-        {P::attn_norm,        "attn_norm",        G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#c7c7c7"},
-        {P::qkv_proj,         "qkv_proj",         G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#1f77b4"},
-        {P::attention,        "attention",        G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::activations,            "#aec7e8"},
-        {P::linear_attention, "linear_attention", G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::activations,            "#5254a3"},
-        {P::o_proj,           "o_proj",           G::attention, B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#6baed6"},
-        {P::attn_allreduce,   "attn_allreduce",   G::attention, B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#3182bd"},
-        {P::ffn_norm,         "ffn_norm",         G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#bcbd22"},
-        {P::router_gemm,      "router_gemm",      G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::high_precision_weights, "#ff7f0e"},
-        {P::topk,             "topk",             G::router,    B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#ffbb78"},
-        {P::moe_allgather,    "moe_allgather",    G::dispatch,  B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#74c476"},
-        {P::permute,          "permute",          G::dispatch,  B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#2ca02c"},
-        {P::dispatch_a2a,     "dispatch_a2a",     G::dispatch,  B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#98df8a"},
-        {P::expert_up,        "expert_up",        G::experts,   B::device,       S::experts, When::layer,         W::once,       M::expert_weights,         "#d62728"},
-        {P::activation,       "activation",       G::experts,   B::device,       S::experts, When::layer,         W::once,       M::none,                   "#ff9896"},
-        {P::expert_down,      "expert_down",      G::experts,   B::device,       S::experts, When::layer,         W::once,       M::expert_weights,         "#9467bd"},
-        {P::shared_expert,    "shared_expert",    G::experts,   B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#c5b0d5"},
-        {P::combine_a2a,      "combine_a2a",      G::combine,   B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#e377c2"},
-        {P::unpermute_reduce, "unpermute_reduce", G::combine,   B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#f7b6d2"},
-        {P::moe_allreduce,    "moe_allreduce",    G::combine,   B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#ce6dbd"},
-        {P::dense_mlp,        "dense_mlp",        G::dense,     B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#17becf"},
-        {P::dense_allreduce,  "dense_allreduce",  G::dense,     B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#9edae5"},
-        {P::final_norm,       "final_norm",       G::head,      B::device,       S::tokens,  When::after_layers,  W::replicated, M::none,                   "#7f7f7f"},
-        {P::lm_head,          "lm_head",          G::head,      B::device,       S::tokens,  When::after_layers,  W::replicated, M::high_precision_weights, "#393b79"},
+        // phase             name                group         serving          bound            side        scope                weights        matmul                     colour
+        {P::embed,            "embed",            G::embed,     SG::other,       B::device,       S::tokens,  When::before_layers, W::once,       M::none,                   "#8c564b"},
+        {P::attn_norm,        "attn_norm",        G::attention, SG::attention,   B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#c7c7c7"},
+        {P::qkv_proj,         "qkv_proj",         G::attention, SG::attention,   B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#1f77b4"},
+        {P::attention,        "attention",        G::attention, SG::attention,   B::device,       S::tokens,  When::layer,         W::replicated, M::activations,            "#aec7e8"},
+        {P::linear_attention, "linear_attention", G::attention, SG::attention,   B::device,       S::tokens,  When::layer,         W::replicated, M::activations,            "#5254a3"},
+        {P::o_proj,           "o_proj",           G::attention, SG::attention,   B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#6baed6"},
+        {P::attn_allreduce,   "attn_allreduce",   G::attention, SG::collectives, B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#3182bd"},
+        {P::ffn_norm,         "ffn_norm",         G::router,    SG::other,       B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#bcbd22"},
+        {P::router_gemm,      "router_gemm",      G::router,    SG::other,       B::device,       S::tokens,  When::layer,         W::replicated, M::high_precision_weights, "#ff7f0e"},
+        {P::topk,             "topk",             G::router,    SG::other,       B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#ffbb78"},
+        {P::moe_allgather,    "moe_allgather",    G::dispatch,  SG::collectives, B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#74c476"},
+        {P::permute,          "permute",          G::dispatch,  SG::other,       B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#2ca02c"},
+        {P::dispatch_a2a,     "dispatch_a2a",     G::dispatch,  SG::all_to_all,  B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#98df8a"},
+        {P::expert_up,        "expert_up",        G::experts,   SG::moe_experts, B::device,       S::experts, When::layer,         W::once,       M::expert_weights,         "#d62728"},
+        {P::activation,       "activation",       G::experts,   SG::moe_experts, B::device,       S::experts, When::layer,         W::once,       M::none,                   "#ff9896"},
+        {P::expert_down,      "expert_down",      G::experts,   SG::moe_experts, B::device,       S::experts, When::layer,         W::once,       M::expert_weights,         "#9467bd"},
+        {P::shared_expert,    "shared_expert",    G::experts,   SG::moe_experts, B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#c5b0d5"},
+        {P::combine_a2a,      "combine_a2a",      G::combine,   SG::all_to_all,  B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#e377c2"},
+        {P::unpermute_reduce, "unpermute_reduce", G::combine,   SG::other,       B::device,       S::tokens,  When::layer,         W::replicated, M::none,                   "#f7b6d2"},
+        {P::moe_allreduce,    "moe_allreduce",    G::combine,   SG::collectives, B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#ce6dbd"},
+        {P::dense_mlp,        "dense_mlp",        G::dense,     SG::other,       B::device,       S::tokens,  When::layer,         W::replicated, M::dense_weights,          "#17becf"},
+        {P::dense_allreduce,  "dense_allreduce",  G::dense,     SG::collectives, B::interconnect, S::tokens,  When::layer,         W::replicated, M::none,                   "#9edae5"},
+        {P::final_norm,       "final_norm",       G::head,      SG::other,       B::device,       S::tokens,  When::after_layers,  W::replicated, M::none,                   "#7f7f7f"},
+        {P::lm_head,          "lm_head",          G::head,      SG::other,       B::device,       S::tokens,  When::after_layers,  W::replicated, M::high_precision_weights, "#393b79"},
     }};
 }();
 // clang-format on
@@ -158,6 +169,8 @@ constexpr bool rows_consistent() {
             if (static_cast<int>(r.scope) < static_cast<int>(prev)) return false;
         }
         if (r.bound != PhaseBound::device && r.matmul != PhaseMatmul::none) return false;
+        const bool link_group = r.serving == ServingGroup::all_to_all || r.serving == ServingGroup::collectives;
+        if (link_group != (r.bound == PhaseBound::interconnect)) return false;
     }
     return true;
 }
@@ -171,7 +184,8 @@ constexpr bool groups_consistent() {
 }  // namespace phase_table_detail
 static_assert(phase_table_detail::rows_consistent(),
               "phase table: one row per Phase in enum order, unique names, once-per-step phases first or last, "
-              "link-bound phases without matrix products");
+              "link-bound phases without matrix products, the serving groups all_to_all and collectives exactly the "
+              "link-bound phases");
 static_assert(phase_table_detail::groups_consistent(), "phase group table: one row per PhaseGroup in enum order");
 
 constexpr const PhaseInfo& phase_info(Phase p) { return kPhaseTable[static_cast<size_t>(p)]; }
@@ -193,6 +207,8 @@ constexpr std::optional<Phase> phase_from_name(std::string_view name) {
 constexpr const PhaseGroupInfo& phase_group_info(PhaseGroup g) { return kPhaseGroupTable[static_cast<size_t>(g)]; }
 constexpr std::string_view phase_group_name(PhaseGroup g) { return phase_group_info(g).name; }
 constexpr PhaseGroup phase_group(Phase p) { return phase_info(p).group; }
+constexpr ServingGroup serving_group(Phase p) { return phase_info(p).serving; }
+constexpr std::string_view serving_group_name(Phase p) { return kServingGroupNames[static_cast<size_t>(serving_group(p))]; }
 /// The group's name of a phase named in a report; "" for a name outside the vocabulary.
 constexpr std::string_view phase_group_name(std::string_view phase) {
     const auto p = phase_from_name(phase);

@@ -5,14 +5,15 @@
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_cpus.hpp"
 #include "config/hardware.hpp"
 #include "config/layout_request.hpp"
 #include "config/model_config.hpp"
 #include "config/run_fields.hpp"
+#include "core/phase.hpp"
 #include "harness/validate.hpp"
 #include "model/memory_plan.hpp"
-#include "serving/serving_groups.hpp"
 #include "serving/step_pricer.hpp"
 #include "serving/steady_state.hpp"
 
@@ -133,7 +134,7 @@ json layout_json(const Layout& l) {
 json groups_json(const PhaseTimes& t) {
     std::array<double, kNumServingGroups> g{};
     for (const PhaseInfo& row : kPhaseTable)
-        g[static_cast<size_t>(serving_group(row.phase))] += t.us[static_cast<size_t>(row.phase)];
+        g[static_cast<size_t>(row.serving)] += t.us[static_cast<size_t>(row.phase)];
     json j = json::object();
     for (int i = 0; i < kNumServingGroups; ++i) j[std::string(kServingGroupNames[static_cast<size_t>(i)])] = g[i];
     return j;

@@ -5,7 +5,6 @@
 #include "cli_helpers.hpp"
 #include "test_paths.hpp"
 #include "serving/deploy.hpp"
-#include "serving/serving_groups.hpp"
 #include "serving/steady_state.hpp"
 
 #include <nlohmann/json.hpp>
