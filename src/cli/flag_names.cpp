@@ -20,6 +20,12 @@ constexpr std::pair<const char*, const char*> kOwnFlags[] = {
     {"window", "--window"},          {"top_pairs", "--top-pairs"},     {"replicas", "--replicas"},
     {"num_experts", "--num-experts"}, {"trace", "--trace"},             {"tokens", "--tokens"},
     {"layer", "--layer"},            {"baseline_iters", "--baseline-iters"}, {"config", "--config"},
+    // deploy (cli/deploy.cpp): the load, the search and the pools that serving/ names
+    {"isl", "--isl"},                {"osl", "--osl"},                 {"concurrency", "--concurrency"},
+    {"max_prefill_tokens", "--max-prefill-tokens"}, {"price", "--price"}, {"gpus", "--gpus"},
+    {"ttft_ms", "--ttft-ms"},        {"tpot_ms", "--tpot-ms"},         {"disagg", "--disagg"},
+    {"prefill_gpus", "--prefill-gpus"}, {"decode_gpus", "--decode-gpus"},
+    {"prefill_layout", "--prefill-layout"}, {"decode_layout", "--decode-layout"},
 };
 
 }  // namespace

@@ -35,6 +35,9 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The flag that spells one of deploy's fields (isl, concurrency, ...: cli/flag_names.cpp) or a run field.
+std::string flag(const char* key) { return flag_of(key); }
+
 // What the figures leave out; every point document says so.
 const std::vector<std::string>& assumptions() {
     static const std::vector<std::string> a = {
@@ -76,7 +79,7 @@ struct Deployment {
 
 Deployment resolve_deployment(RunConfig base) {
     base.backend = "sim";
-    if (base.hardware.empty()) base.hardware = kDefaultDeployHardware;
+    if (base.hardware.empty()) base.hardware = kDefaultHardware;
     validate_run(base);
     Deployment d;
     d.model = load_model(base.model);
@@ -101,11 +104,13 @@ MemoryPlan deployment_memory(const Deployment& d, int64_t sequences, int64_t con
 
 double memory_per_gpu(const MemoryPlan& p) { return p.weights_bytes + p.kv_cache_bytes + p.activation_bytes; }
 
-// A refusal in deploy's words: the run's --batch / --context are deploy's --concurrency / --isl + --osl.
+// A refusal in deploy's words: the run's batch / context (as fit_advice spells them, from the run field table) are
+// deploy's concurrency / isl + osl.
 std::string deploy_words(std::string s) {
-    for (const auto& [from, to] : {std::pair<std::string, std::string>{"--batch", "--concurrency"},
-                                   {"--context", "--isl/--osl"},
-                                   {"; batch ", "; concurrency "}}) {
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{find_run_field("batch")->flag, flag("concurrency")},
+          {find_run_field("context")->flag, flag("isl") + "/" + flag("osl")},
+          {"; batch ", "; concurrency "}}) {
         for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
             s.replace(at, from.size(), to);
     }
@@ -121,7 +126,7 @@ void refuse_no_fit(const Deployment& d, int64_t sequences, int64_t context, cons
     in.context = context;
     const FitAdvice a = fit_advice(d.model, d.hw, in, plan);
     config_error(deploy_words(a.field), pool + deploy_words(a.what), deploy_words(a.value),
-                 deploy_words(a.fix) + "; or " + find_run_field("allow_no_fit")->flag +
+                 deploy_words(a.fix) + "; or " + flag("allow_no_fit") +
                      " to model it anyway (the document says fits: false)");
 }
 
@@ -143,12 +148,12 @@ json groups_json(const PhaseTimes& t) {
 json nullable(double v, bool available) { return available ? json(v) : json(nullptr); }
 
 // Cost and energy of `gpus` GPUs delivering `output_tokens_per_s`, into `doc`.
-void add_cost_energy(json& doc, const HardwareProfile& hw, double price_override, int64_t gpus,
+void add_cost_energy(json& doc, const HardwareProfile& hw, const std::optional<double>& price_override, int64_t gpus,
                      double output_tokens_per_s) {
-    const bool overridden = price_override >= 0;
-    const double price = overridden ? price_override : hw.price_per_gpu_hour;
+    const bool overridden = price_override.has_value();
+    const double price = overridden ? *price_override : hw.price_per_gpu_hour;
     doc["price_per_gpu_hour"] = price > 0 ? json(price) : json(nullptr);
-    doc["price_source"] = overridden ? std::string("--price") : hw.price_source.empty() ? std::string("none") : hw.price_source;
+    doc["price_source"] = overridden ? flag("price") : hw.price_source.empty() ? std::string("none") : hw.price_source;
     const bool rate = output_tokens_per_s > 0 && std::isfinite(output_tokens_per_s);
     doc["usd_per_million_output_tokens"] =
         nullable(price * static_cast<double>(gpus) / 3600.0 / output_tokens_per_s * 1e6, price > 0 && rate);
@@ -206,21 +211,21 @@ json document_head(const std::string& kind, const DeployRequest& r, const std::s
 }
 
 void check_load(const DeployRequest& r) {
-    const auto positive = [](const char* flag, int64_t v, const char* fix) {
-        if (v < 1) config_error(flag, "must be at least 1", std::to_string(v), fix);
+    const auto positive = [](const char* key, int64_t v, const char* what, const char* example) {
+        if (v < 1) config_error(flag(key), "must be at least 1", std::to_string(v), fmt::format("give {}, e.g. {} {}", what, flag(key), example));
     };
-    positive("--isl", r.isl, "give the prompt tokens per request, e.g. --isl 1024");
-    positive("--osl", r.osl, "give the output tokens per request, e.g. --osl 1024");
-    positive("--concurrency", r.concurrency, "give the requests in flight, e.g. --concurrency 64");
-    positive("--max-prefill-tokens", r.max_prefill_tokens, "give the prompt tokens a step may carry, e.g. 8192");
+    positive("isl", r.isl, "the prompt tokens per request", "1024");
+    positive("osl", r.osl, "the output tokens per request", "1024");
+    positive("concurrency", r.concurrency, "the requests in flight", "64");
+    positive("max_prefill_tokens", r.max_prefill_tokens, "the prompt tokens a step may carry", "8192");
     constexpr int64_t kMaxTokens = int64_t{1} << 24;
-    for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--isl", r.isl}, {"--osl", r.osl},
-                                  {"--concurrency", r.concurrency}, {"--max-prefill-tokens", r.max_prefill_tokens}})
+    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"isl", r.isl}, {"osl", r.osl},
+                                 {"concurrency", r.concurrency}, {"max_prefill_tokens", r.max_prefill_tokens}})
         if (v > kMaxTokens)
-            config_error(flag, fmt::format("is beyond {} (2^24)", kMaxTokens), std::to_string(v), "use a smaller value");
-    if (r.price_per_gpu_hour != -1 && !(r.price_per_gpu_hour >= 0 && std::isfinite(r.price_per_gpu_hour)))
-        config_error("--price", "must be a finite number of USD per GPU-hour, >= 0", fmt::format("{}", r.price_per_gpu_hour),
-                     "e.g. --price 2.5");
+            config_error(flag(key), fmt::format("is beyond {} (2^24)", kMaxTokens), std::to_string(v), "use a smaller value");
+    if (r.price_per_gpu_hour && !(*r.price_per_gpu_hour >= 0 && std::isfinite(*r.price_per_gpu_hour)))
+        config_error(flag("price"), "must be a finite number of USD per GPU-hour, >= 0", fmt::format("{}", *r.price_per_gpu_hour),
+                     "e.g. " + flag("price") + " 2.5");
 }
 
 }  // namespace
@@ -291,11 +296,14 @@ json deploy_search(const SearchRequest& r) {
     }
     for (int64_t g : r.gpus)
         if (g < 1 || g > kMaxLayoutGpus)
-            config_error("--gpus", "must be between 1 and 65536", std::to_string(g), "e.g. --gpus 8,16");
+            config_error(flag("gpus"), fmt::format("must be between 1 and {}", kMaxLayoutGpus), std::to_string(g),
+                         "e.g. " + flag("gpus") + " 8,16");
     if (!(r.ttft_ms_limit >= 0 && std::isfinite(r.ttft_ms_limit)))
-        config_error("--ttft-ms", "must be a finite number of ms >= 0 (0 = no limit)", fmt::format("{}", r.ttft_ms_limit), "e.g. --ttft-ms 2000");
+        config_error(flag("ttft_ms"), "must be a finite number of ms >= 0 (0 = no limit)", fmt::format("{}", r.ttft_ms_limit),
+                     "e.g. " + flag("ttft_ms") + " 2000");
     if (!(r.tpot_ms_limit >= 0 && std::isfinite(r.tpot_ms_limit)))
-        config_error("--tpot-ms", "must be a finite number of ms >= 0 (0 = no limit)", fmt::format("{}", r.tpot_ms_limit), "e.g. --tpot-ms 50");
+        config_error(flag("tpot_ms"), "must be a finite number of ms >= 0 (0 = no limit)", fmt::format("{}", r.tpot_ms_limit),
+                     "e.g. " + flag("tpot_ms") + " 50");
     const ModelConfig model = load_model(r.base.base.model);
     // One task per (hardware, layout): its concurrencies share one pricer (the prompt's prefill, the decode steps).
     struct Task {
@@ -452,7 +460,7 @@ LayoutRequest parse_compact_layout(const std::string& text, const std::string& f
 
 json deploy_disagg(const DisaggRequest& r) {
     check_load(r.base);
-    const auto pool = [&](const LayoutRequest& lr, int64_t gpus, const char* flag_gpus, const char* flag_layout) {
+    const auto pool = [&](const LayoutRequest& lr, int64_t gpus, const std::string& flag_gpus, const std::string& flag_layout) {
         if (gpus < 1) config_error(flag_gpus, "must be at least 1", std::to_string(gpus), "give the pool's GPUs, e.g. 8");
         RunConfig cfg = r.base.base;
         cfg.layout.ep = lr.ep;
@@ -467,8 +475,8 @@ json deploy_disagg(const DisaggRequest& r) {
                          d.layout.describe(), fmt::format("give a layout of {} GPUs (e.g. ep={})", gpus, gpus));
         return d;
     };
-    const Deployment pre = pool(r.prefill_layout, r.prefill_gpus, "--prefill-gpus", "--prefill-layout");
-    const Deployment dec = pool(r.decode_layout, r.decode_gpus, "--decode-gpus", "--decode-layout");
+    const Deployment pre = pool(r.prefill_layout, r.prefill_gpus, flag("prefill_gpus"), flag("prefill_layout"));
+    const Deployment dec = pool(r.decode_layout, r.decode_gpus, flag("decode_gpus"), flag("decode_layout"));
     const int64_t I = r.base.isl, O = r.base.osl, C = r.base.concurrency, B = r.base.max_prefill_tokens;
     // The prefill pool holds the prompts of one step (whole prompts when they fit the budget) at I tokens each.
     const int64_t prompts_per_step = std::max<int64_t>(1, B / I);
@@ -546,7 +554,7 @@ json deploy_disagg(const DisaggRequest& r) {
                           {"memory_per_gpu_bytes", memory_per_gpu(dec_plan)},
                           {"fits", dec_plan.fits}};
     doc["balance"] = prefill_caps ? "the prefill pool's input rate caps arrivals: the decode pool runs fewer than "
-                                    "--concurrency sequences (decode_pool.decode_batch)"
+                                    + flag("concurrency") + " sequences (decode_pool.decode_batch)"
                                   : "the decode pool's rate caps arrivals: the prefill pool idles part of the time";
     doc["kv_transfer"] = {{"bytes_per_gpu", kv_bytes_per_gpu},
                           {"link", network ? "network" : "scale-up (the profile has no network)"},

@@ -7,6 +7,7 @@
 #include "config/run_config.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +16,6 @@ namespace moebench {
 
 inline constexpr const char* kDeploySchema = "moebench.deploy/1";
 inline constexpr int64_t kDefaultMaxPrefillTokens = 8192;
-inline constexpr const char* kDefaultDeployHardware = "h200-sxm";
 
 struct DeployRequest {
     RunConfig base;         // model, hardware, layout, precision, routing, seed, allow_no_fit (run's fields)
@@ -23,7 +23,7 @@ struct DeployRequest {
     int64_t osl = 0;
     int64_t concurrency = 0;
     int64_t max_prefill_tokens = kDefaultMaxPrefillTokens;
-    double price_per_gpu_hour = -1;  // < 0: the profile's
+    std::optional<double> price_per_gpu_hour;  // none: the profile's
 };
 
 /// One layout (kind "point"). A point whose memory does not fit is refused (ConfigError naming what fits) unless
