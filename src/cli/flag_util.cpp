@@ -6,6 +6,7 @@
 #include "common/overloaded.hpp"
 #include "sweep/axes.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -46,6 +47,28 @@ int64_t parse_whole_number(const std::string& text, const std::string& label, co
         config_error(label, "must be a whole number", text,
                      number_fix(text, sweep_example, "write digits only, e.g. 8"));
     return v;
+}
+
+std::vector<int64_t> parse_whole_list(const std::string& text, const std::string& label, int64_t min) {
+    std::vector<int64_t> out;
+    for (const json& v : parse_axis_values(text, label)) {
+        if (v.is_string()) {
+            const std::string item = v.get<std::string>(), meant = range_meant(item);
+            config_error(label, std::string("takes whole numbers: ") + kAxisSyntax, item,
+                         meant.empty() ? "write whole numbers, e.g. 8, 1,2,4 or 1..64"
+                                       : "write " + meant + " (powers of two) or " + meant + ":+1 (every value)");
+        }
+        if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+            config_error(label, "is out of range", v.dump(), "use a smaller value");
+        if (!v.is_number_integer())
+            config_error(label, std::string("takes whole numbers: ") + kAxisSyntax, v.dump(),
+                         "write whole numbers, e.g. 8, 1,2,4 or 1..64");
+        const int64_t n = v.get<int64_t>();
+        if (n < min) config_error(label, "must be at least " + std::to_string(min), std::to_string(n),
+                                  "e.g. " + label + " " + std::to_string(std::max<int64_t>(min, 8)));
+        out.push_back(n);
+    }
+    return out;
 }
 
 double parse_decimal(const std::string& text, const std::string& label, const std::string& sweep_example) {

@@ -22,6 +22,11 @@ int64_t parse_whole_number(const std::string& text, const std::string& label, co
 /// A finite decimal given for `label`, read alike on every command (as parse_whole_number).
 double parse_decimal(const std::string& text, const std::string& label, const std::string& sweep_example = "");
 
+/// Whole numbers given for `label` in a sweep axis's syntax (8; 1,2,4; 1..64 powers of two, 1..64:x4, 0..64:+8:
+/// sweep/axes), each at least `min`: a flag that takes several values (`deploy --gpus 8,16`). ConfigError naming the
+/// flag, the value and the forms it takes (kAxisSyntax); a range written with a dash is named as the range meant.
+std::vector<int64_t> parse_whole_list(const std::string& text, const std::string& label, int64_t min = 1);
+
 /// How a sweep takes a list or range for run field `f`, the value to be appended: "moebench sweep --batch ",
 /// "moebench sweep --set seed=".
 std::string sweep_example_of(const RunField& f);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Views of a moebench.deploy/1 document (`moebench deploy`, docs/deploy.md): text (the terminal's), csv (one row per
-// configuration), html (the frontier of each hardware on one chart, a point's layout on hover), json.
+// configuration), html (the frontier of each hardware on one chart, a point's layout on hover); json is the document.
+// Registered in the format table (formats.cpp, DocKind::deploy), which parses --format.
 #include "report/formats.hpp"
 
-#include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "report/html_svg.hpp"
 
 #include <fmt/format.h>
@@ -41,13 +42,14 @@ std::string figures_text(const json& p) {
     s += fmt::format("  memory        {} of {} per GPU ({})\n", gib(num(p, "memory_per_gpu_bytes")),
                      gib(num(p, "memory_capacity_bytes")), p.value("fits", false) ? "fits" : "DOES NOT FIT");
     const double usd = num(p, "usd_per_million_output_tokens");
+    const std::string price_flag = flag_of("price");
     s += fmt::format("  cost          {}\n",
                      std::isfinite(usd) ? fmt::format("${:.3f} per million output tokens (${}/GPU-hour, {})", usd,
                                                       fixed(num(p, "price_per_gpu_hour"), 2),
-                                                      text_of(p, "price_source") == "--price"
-                                                          ? "--price"
+                                                      text_of(p, "price_source") == price_flag
+                                                          ? price_flag
                                                           : "the profile's price_per_gpu_hour: price_source")
-                                        : std::string("not available: no price (give --price USD per GPU-hour)"));
+                                        : "not available: no price (give " + price_flag + " USD per GPU-hour)");
     const double j = num(p, "joules_per_output_token");
     s += fmt::format("  energy        {}\n", std::isfinite(j) ? fmt::format("{:.3f} J per output token (every board at "
                                                                            "its TDP, {} W)", j, fixed(num(p, "tdp_w"), 0))
@@ -61,7 +63,32 @@ std::string figures_text(const json& p) {
     return s;
 }
 
-std::string render_text(const json& doc) {
+const std::vector<std::string> kCsvColumns = {
+    "hardware",        "num_gpus",       "tp",
+    "attention_dp",    "moe_tp",         "moe_ep",
+    "concurrency",     "ttft_ms",        "tpot_ms",
+    "tpot_p90_ms",     "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
+    "input_tokens_per_s_per_gpu",        "memory_per_gpu_bytes", "fits",
+    "usd_per_million_output_tokens",     "joules_per_output_token", "on_frontier"};
+
+std::string csv_cell(const json& p, const std::string& col) {
+    if (col == "tp" || col == "attention_dp" || col == "moe_tp" || col == "moe_ep")
+        return p.contains("layout") ? text_of(p["layout"], col.c_str()) : "";
+    if (col == "on_frontier") return p.value("on_frontier", false) ? "true" : "false";
+    std::string v = text_of(p, col.c_str());
+    if (v.find_first_of(",\"\n") != std::string::npos) {
+        std::string q = "\"";
+        for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+        return q + "\"";
+    }
+    return v;
+}
+
+}  // namespace
+
+namespace formats_detail {
+
+std::string render_deploy_text(const json& doc) {
     const std::string kind = str_at(doc, {"kind"}, "point");
     std::string s = fmt::format("moebench deploy: {}, isl {}, osl {}, chunk budget {} tokens; every figure modeled "
                                 "(sim steps)\n",
@@ -119,28 +146,7 @@ std::string render_text(const json& doc) {
     return s;
 }
 
-const std::vector<std::string> kCsvColumns = {
-    "hardware",        "num_gpus",       "tp",
-    "attention_dp",    "moe_tp",         "moe_ep",
-    "concurrency",     "ttft_ms",        "tpot_ms",
-    "tpot_p90_ms",     "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
-    "input_tokens_per_s_per_gpu",        "memory_per_gpu_bytes", "fits",
-    "usd_per_million_output_tokens",     "joules_per_output_token", "on_frontier"};
-
-std::string csv_cell(const json& p, const std::string& col) {
-    if (col == "tp" || col == "attention_dp" || col == "moe_tp" || col == "moe_ep")
-        return p.contains("layout") ? text_of(p["layout"], col.c_str()) : "";
-    if (col == "on_frontier") return p.value("on_frontier", false) ? "true" : "false";
-    std::string v = text_of(p, col.c_str());
-    if (v.find_first_of(",\"\n") != std::string::npos) {
-        std::string q = "\"";
-        for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-        return q + "\"";
-    }
-    return v;
-}
-
-std::string render_csv_doc(const json& doc) {
+std::string render_deploy_csv(const json& doc) {
     std::string s;
     for (size_t i = 0; i < kCsvColumns.size(); ++i) {
         if (i) s += ',';
@@ -161,7 +167,7 @@ std::string render_csv_doc(const json& doc) {
     return s;
 }
 
-std::string render_html_doc(const json& doc) {
+std::string render_deploy_html(const json& doc) {
     using namespace html_svg;
     std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>moebench deploy</title>\n"
                     "<style>body{font-family:sans-serif;margin:20px}text{font-size:12px}.axis{stroke:#333}"
@@ -233,21 +239,6 @@ std::string render_html_doc(const json& doc) {
     return h;
 }
 
-}  // namespace
-
-const std::vector<std::string>& deploy_formats() {
-    static const std::vector<std::string> f = {"text", "json", "csv", "html"};
-    return f;
-}
-
-std::string render_deploy(const json& doc, const std::string& format) {
-    if (!doc.is_object() || doc.value("schema", json()) != json("moebench.deploy/1"))
-        config_error("document", "is not a moebench.deploy/1 document", json_brief(doc), "pass what moebench deploy wrote");
-    if (format == "text") return render_text(doc);
-    if (format == "json") return doc.dump(2) + "\n";
-    if (format == "csv") return render_csv_doc(doc);
-    if (format == "html") return render_html_doc(doc);
-    config_error("--format", "is not a view of a deploy document", format, "use text, json, csv or html");
-}
+}  // namespace formats_detail
 
 }  // namespace moebench

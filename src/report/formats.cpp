@@ -33,6 +33,9 @@ std::string render_devices_text(const json& devices);     // format_devices_text
 std::string render_placement_text(const json& placement);  // format_place_text.cpp
 std::string render_hardware_fields_text(const json& fields);  // format_hardware_fields.cpp
 std::string render_hardware_fields_md(const json& fields);    // format_hardware_fields.cpp
+std::string render_deploy_text(const json& deploy);  // format_deploy.cpp
+std::string render_deploy_csv(const json& deploy);   // format_deploy.cpp
+std::string render_deploy_html(const json& deploy);  // format_deploy.cpp
 }  // namespace formats_detail
 
 namespace {
@@ -43,7 +46,7 @@ std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
 
 constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
                                  DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement,
-                                 DocKind::hardware_fields};
+                                 DocKind::hardware_fields, DocKind::deploy};
 
 std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
     std::vector<std::pair<DocKind, Renderer>> out;
@@ -63,13 +66,14 @@ const std::vector<ReportFormat> kReportFormats = {
       {DocKind::trace_info, render_trace_info_text},
       {DocKind::devices, render_devices_text},
       {DocKind::placement, render_placement_text},
-      {DocKind::hardware_fields, render_hardware_fields_text}}},
-    {"csv", "csv", {}, {{DocKind::report, render_csv}}},
+      {DocKind::hardware_fields, render_hardware_fields_text},
+      {DocKind::deploy, render_deploy_text}}},
+    {"csv", "csv", {}, {{DocKind::report, render_csv}, {DocKind::deploy, render_deploy_csv}}},
     {"md", "md", {"markdown"},
      {{DocKind::report, render_markdown},
       {DocKind::comparison, render_comparison_md},
       {DocKind::hardware_fields, render_hardware_fields_md}}},
-    {"html", "html", {}, {{DocKind::report, render_html}}},
+    {"html", "html", {}, {{DocKind::report, render_html}, {DocKind::deploy, render_deploy_html}}},
     {"trace", "trace.json", {}, {{DocKind::report, render_chrome_trace}}},
     {"prom", "prom", {"prometheus"}, {{DocKind::report, render_prometheus}}},
     {"json", "json", {}, every_kind(render_json)},
@@ -97,6 +101,7 @@ const char* to_string(DocKind kind) {
         case DocKind::devices: return "devices";
         case DocKind::placement: return "placement";
         case DocKind::hardware_fields: return "hardware field table";
+        case DocKind::deploy: return "deploy document";
     }
     return "?";
 }

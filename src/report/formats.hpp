@@ -2,8 +2,8 @@
 // The views of every document moebench prints, in one table (formats.cpp): each output format (--format) with the
 // file extension it is written with, its aliases, and its renderer for each kind of document that has this view
 // (the run report: terminal, CSV, Markdown, self-contained HTML with inline SVG charts, Chrome trace JSON, Prometheus
-// text exposition; plan, bench, compare, trace info, devices, placement and hardware field documents: terminal and
-// more). The JSON document stays the source of truth: a renderer reads the document alone.
+// text exposition; plan, bench, compare, trace info, devices, placement, hardware field and deploy documents: terminal
+// and more). The JSON document stays the source of truth: a renderer reads the document alone.
 #pragma once
 #include "common/json_util.hpp"
 
@@ -24,9 +24,10 @@ enum class DocKind {
     devices,     // moebench.devices/1
     placement,   // moebench.placement/1 as `place` writes it (with its predicted block)
     hardware_fields,  // `devices --hardware-fields`: the fields of a hardware profile and of its sim object
+    deploy,      // moebench.deploy/1 (`moebench deploy`: one layout, a search, or disaggregated pools, by its kind)
 };
 /// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement", "hardware field
-/// table": how messages name a kind.
+/// table", "deploy document": how messages name a kind.
 const char* to_string(DocKind kind);
 
 using Renderer = std::string (*)(const json& doc);
@@ -72,10 +73,6 @@ const std::vector<std::string>& csv_columns();
 /// Where the step and phase times of the finished runs come from (their latency.source): "measured", "modeled"
 /// (sim), or "measured or modeled (per point)" when the runs differ. A view says this word, never "measured" alone.
 std::string times_source(const json& runs);
-
-/// Views of a moebench.deploy/1 document (`moebench deploy`, format_deploy.cpp): text | json | csv | html.
-std::string render_deploy(const json& doc, const std::string& format);
-const std::vector<std::string>& deploy_formats();
 
 namespace formats_detail {
 

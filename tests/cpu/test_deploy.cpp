@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
 
 using moebench::test::run_cli;
 using json = nlohmann::json;
@@ -193,6 +194,19 @@ TEST_CASE("deploy on bad input: exit 2 naming the flag, the value and the fix", 
     refused("--isl 8 --osl 8 --gpus 0", {"--gpus", "0"});
     refused("--isl 8 --osl 8 --concurrency 1 --disagg", {"--prefill-gpus"});
     refused("--isl 8 --osl 8 --concurrency 1 --prefill-gpus 2", {"--prefill-gpus", "--disagg"});
+    // Numbers and lists read as on every command: INT and FLOAT flags by the one parser, a list flag in a sweep axis's
+    // syntax with its forms named, a format the deploy document lacks named with the ones it has.
+    refused("--isl 1.5 --osl 8 --concurrency 1", {"--isl", "1.5", "whole number"});
+    refused("--isl 99999999999999999999 --osl 8 --concurrency 1", {"--isl", "out of range"});
+    refused("--isl 8 --osl 8 --concurrency 1 --price abc", {"--price", "abc", "must be a number"});
+    refused("--isl 8 --osl 8 --gpus 1 --concurrency 1-64", {"--concurrency", "1-64", "1,2,4", "write 1..64"});
+    refused("--isl 8 --osl 8 --gpus 1,x", {"--gpus", "x", "1..64"});
+    refused("--isl 8 --osl 8 --gpus 1 --concurrency 1,,2", {"--concurrency", "empty value"});
+    refused("--isl 8 --osl 8 --concurrency 1,2", {"--concurrency", "one value", "--gpus"});
+    refused("--isl 8 --osl 8 --concurrency 1 --hardware h100-sxm,h200-sxm", {"--hardware", "one profile", "--gpus"});
+    refused("--isl 8 --osl 8 --gpus 1 --hardware h100-sxm,", {"--hardware", "empty name", "h100-sxm,h200-sxm"});
+    refused("--isl 8 --osl 8 --concurrency 1 --format md",
+            {"--format", "a deploy document has no md view", "use one of: text, csv, html, json"});
     auto no_model = run_cli("deploy --isl 8 --osl 8 --concurrency 1");
     CHECK(no_model.exit_code == 2);
     CHECK(no_model.err.find("--model") != std::string::npos);
@@ -256,12 +270,34 @@ TEST_CASE("deploy --disagg: TPOT from the decode pool's step, TTFT the prompt pl
 }
 
 TEST_CASE("deploy -o writes the view to a file", "[deploy]") {
-    const std::string path = moebench::test::temp_dir("deploy") + "/point.csv";
+    const std::string dir = moebench::test::temp_dir("deploy"), path = dir + "/point.csv";
     auto r = run_cli("deploy --model olmoe-1b-7b --isl 64 --osl 64 --concurrency 2 --format csv -o " + path);
     REQUIRE(r.exit_code == 0);
     const std::string csv = moebench::test::read_text(path);
     CHECK(csv.rfind("hardware,num_gpus,", 0) == 0);
     CHECK(std::count(csv.begin(), csv.end(), '\n') == 2);
+    // The same view as stdout's, by --out as by -o.
+    auto out = run_cli("deploy --model olmoe-1b-7b --isl 64 --osl 64 --concurrency 2 --format csv --out " + dir + "/b.csv");
+    REQUIRE(out.exit_code == 0);
+    CHECK(moebench::test::read_text(dir + "/b.csv") == run_cli("deploy --model olmoe-1b-7b --isl 64 --osl 64 "
+                                                                "--concurrency 2 --format csv").out);
+    // An input as the output is refused before anything is written: the model file (a copy) stays as it was.
+    const std::string model = moebench::test::read_text(std::string(MOEBENCH_SOURCE_DIR) + "/configs/models/olmoe-1b-7b.json");
+    const std::string copy = moebench::test::write_temp("olmoe.json", model);
+    auto over = run_cli("deploy --model " + copy + " --isl 64 --osl 64 --concurrency 2 -o " + copy);
+    INFO(over.err);
+    CHECK(over.exit_code == 2);
+    CHECK(over.err.find("--model") != std::string::npos);
+    CHECK(moebench::test::read_text(copy) == model);
+}
+
+TEST_CASE("deploy search: --concurrency and --gpus take a sweep axis's lists and ranges", "[deploy]") {
+    const json d = cli_json("deploy --model olmoe-1b-7b --isl 64 --osl 64 --gpus 1..2 --concurrency 1..4 --format json");
+    CHECK(d["gpus"] == json::array({1, 2}));
+    CHECK(d["concurrency"] == json::array({1, 2, 4}));
+    std::set<int64_t> seen;
+    for (const json& p : d["points"]) seen.insert(p["concurrency"].get<int64_t>());
+    CHECK(seen == std::set<int64_t>{1, 2, 4});
 }
 
 TEST_CASE("the serving groups of moebench deploy", "[deploy]") {

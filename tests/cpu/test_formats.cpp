@@ -344,21 +344,26 @@ TEST_CASE("views of modeled times say modeled, never measured", "[formats]") {
 TEST_CASE("format table: each kind's views, and a format a kind lacks refused naming the formats it has", "[formats]") {
     const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
                                         DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
-                                        DocKind::devices,    DocKind::placement,  DocKind::hardware_fields};
-    // Every kind has its terminal view and its JSON document; the run report alone has csv, html, trace and prom.
+                                        DocKind::devices,    DocKind::placement,  DocKind::hardware_fields,
+                                        DocKind::deploy};
+    // Every kind has its terminal view and its JSON document; the run report alone has trace and prom, the run report
+    // and the deploy document csv and html.
     for (DocKind k : kinds) {
         INFO(to_string(k));
         CHECK(parse_format("text", k, "--format") == "text");
         CHECK(parse_format("json", k, "--format") == "json");
-        const bool report = k == DocKind::report;
-        for (const char* f : {"csv", "html", "trace", "prom"})
+        const bool report = k == DocKind::report, deploy = k == DocKind::deploy;
+        for (const char* f : {"trace", "prom"})
             CHECK(test::config_error_of([&] { parse_format(f, k, "--format"); }).empty() == report);
+        for (const char* f : {"csv", "html"})
+            CHECK(test::config_error_of([&] { parse_format(f, k, "--format"); }).empty() == (report || deploy));
     }
     CHECK(format_names(DocKind::report) ==
           std::vector<std::string>{"text", "csv", "md", "html", "trace", "prom", "json"});
     CHECK(format_names(DocKind::comparison) == std::vector<std::string>{"text", "md", "json"});
     CHECK(format_names(DocKind::plan) == std::vector<std::string>{"text", "json"});
     CHECK(format_names(DocKind::hardware_fields) == std::vector<std::string>{"text", "md", "json"});
+    CHECK(format_names(DocKind::deploy) == std::vector<std::string>{"text", "csv", "html", "json"});
     CHECK(format_names_help(DocKind::trace_info) == "text | json");
     // An alias resolves to its format's name, for the kinds that have it.
     CHECK(parse_format("markdown", DocKind::comparison, "--format") == "md");
@@ -387,7 +392,8 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
              {"devices --hardware-fields --format csv", "text, md, json"},
              {"bench moe --model " + tiny + " --format html", "text, json"},
              {"trace info " + dir + "/none.safetensors --format prom", "text, json"},
-             {"report " + dir + "/none.json --format yaml", "text, csv, md, html, trace, prom, json"}}) {
+             {"report " + dir + "/none.json --format yaml", "text, csv, md, html, trace, prom, json"},
+             {"deploy --model olmoe-1b-7b --isl 8 --osl 8 --concurrency 1 --format md", "text, csv, html, json"}}) {
         INFO(args);
         const auto r = test::run_cli(args);
         CHECK(r.exit_code == 2);
@@ -398,6 +404,7 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
     CHECK_THAT(test::run_cli("compare --help").out, Catch::Contains("text | md | json"));
     CHECK_THAT(test::run_cli("report --help").out, Catch::Contains("text | csv | md | html | trace | prom | json"));
     CHECK_THAT(test::run_cli("devices --help").out, Catch::Contains("with --hardware-fields text | md | json"));
+    CHECK_THAT(test::run_cli("deploy --help").out, Catch::Contains("text | csv | html | json"));
     // devices --hardware-fields: the views of its document, through the table.
     for (const char* f : {"text", "md", "json"}) {
         INFO(f);
