@@ -10,9 +10,9 @@ the modeled TTFT and TPOT sit beside the measured ones with the error, and the e
 share within 30% per hardware and per engine.
 
 Calibration (--fit): per hardware profile at most, never per row. The sim's compute_efficiency, memory_efficiency and
-phase_overhead_us are fitted on the training split (rows with an odd number: M0001, M0003, ...) by Gauss-Newton on
-the log error of TPOT and TTFT (Huber-weighted), and the errors are reported separately on the held-out rows (even
-numbers), on the training rows and on all. --write-profiles puts the fitted values into the profiles' `sim` objects.
+phase_overhead_us (within physical bounds) are fitted on the training split (the rows of source S01 with an odd
+number: M0001, M0003, ...) by Gauss-Newton on the log error of TPOT (Huber-weighted), and the errors are reported
+separately on the held-out rows (S01's even rows and every other source), on the training rows and on all. --write-profiles puts the fitted values into the profiles' `sim` objects.
 
 Python 3 standard library only. Usage:
   scripts/deploy_validation.py [--moebench build/moebench] [--jobs 2] [--fit [--write-profiles]] [--out docs/deploy-validation.md]
@@ -98,9 +98,13 @@ def row_number(row_id):
     return int(m.group(1)) if m else 0
 
 
-def split_of(row_id):
-    """The deterministic split: odd row numbers fit, even ones are held out."""
-    return "fit" if row_number(row_id) % 2 == 1 else "held-out"
+FIT_SOURCE = "S01"
+
+
+def split_of(row_id, source_id):
+    """The deterministic split: the rows of S01 (InferenceX: one harness, engines of 2025-10 to 2026-06) with an odd
+    number fit; every other row (S01's even rows, every other source) is held out."""
+    return "fit" if source_id == FIT_SOURCE and row_number(row_id) % 2 == 1 else "held-out"
 
 
 def _int(text):
@@ -277,7 +281,7 @@ def map_row(row, profiles, models, disagg=False):
         "measured_tpot_ms": tpot,
         "ttft_stat": "median" if _float(row["ttft_median_ms"]) else "mean",
         "notes": notes,
-        "split": split_of(row["row_id"]),
+        "split": split_of(row["row_id"], row["source_id"]),
     }
 
 
@@ -295,12 +299,14 @@ def layout_flags(lay):
 
 
 def deploy_command(moebench, point, hardware=None):
-    """The `moebench deploy` command line of a mapped point (hardware: a profile name or file)."""
+    """The `moebench deploy` command line of a mapped point (hardware: a profile name or file). --allow-no-fit: the
+    engines measured ran C requests whatever the memory said (holding fewer at once and queueing the rest); the row is
+    modeled anyway and marked as not fitting."""
     return [moebench, "deploy", "--model", point["model"], "--hardware", hardware or point["hardware"],
             "--isl", str(point["isl"]), "--osl", str(point["osl"]), "--concurrency", str(point["concurrency"])] + \
         layout_flags(point["layout"]) + \
         ["--dtype", point["dtype"], "--expert-dtype", point["expert_dtype"], "--kv-dtype", point["kv_dtype"],
-         "--format", "json"]
+         "--allow-no-fit", "--format", "json"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -380,10 +386,11 @@ def deploy_available(moebench):
 # ---------------------------------------------------------------------------------------------------------------
 # Calibration
 
-SIM_PARAMS = [  # key, default, lower, upper
-    ("compute_efficiency", 0.75, 0.05, 1.0),
-    ("memory_efficiency", 0.85, 0.2, 1.0),
-    ("phase_overhead_us", 3.0, 0.0, 200.0),
+SIM_PARAMS = [  # key, default, lower, upper: physical ranges, so that a missing term shows as a miss, not as an
+    # efficiency no GPU has
+    ("compute_efficiency", 0.75, 0.3, 0.95),
+    ("memory_efficiency", 0.85, 0.4, 0.95),
+    ("phase_overhead_us", 3.0, 0.5, 30.0),
 ]
 
 
@@ -417,14 +424,15 @@ def huber_weight(r, delta=0.3):
 
 
 def residuals(points, results):
-    """log(modeled / measured) of TPOT and TTFT (TTFT at half weight: it carries queueing the model does not have)."""
+    """log(modeled / measured) of TPOT. TTFT is not fitted: the measured TTFT holds what no GPU parameter is (the
+    request's way through the server, the queue of prefills that arrive together), and fitting the GPU's efficiencies
+    to it would make TPOT wrong to make TTFT less wrong."""
     res = []
     for p in points:
         r = results.get(p["row_id"])
         if not r or "error" in r:
             continue
         res.append((math.log(r["tpot_ms"] / p["measured_tpot_ms"]), 1.0))
-        res.append((math.log(r["ttft_ms"] / p["measured_ttft_ms"]), 0.5))
     return res
 
 
@@ -449,43 +457,45 @@ def solve(a, b):
 
 
 def fit_profile(runner, jobs, profile, points, folder, iterations=4, log=print):
-    """Gauss-Newton over the sim's parameters in log space on the points' TPOT and TTFT."""
+    """Gauss-Newton over the sim's parameters in log space on the points' TPOT, with a step-halving line search:
+    a step is taken only where it lowers the cost, and the best parameters seen are returned."""
     params = {k: (profile.get("sim", {}) or {}).get(k, d) for k, d, _, _ in SIM_PARAMS}
-    params["phase_overhead_us"] = max(params["phase_overhead_us"], 0.5)
+    params = {k: min(hi, max(lo, params[k])) for k, _, lo, hi in SIM_PARAMS}
 
     def evaluate(pvals):
         path = profile_with(profile, pvals, folder)
-        return run_points(runner, jobs, [(p["row_id"], p, path) for p in points])
+        return residuals(points, run_points(runner, jobs, [(p["row_id"], p, path) for p in points]))
 
+    def cost_of(res):
+        return sum(w * huber_weight(r) * r * r for r, w in res)
+
+    r0 = evaluate(params)
+    if not r0:
+        return params, None
+    cost = cost_of(r0)
     for it in range(iterations):
-        base = evaluate(params)
-        r0 = residuals(points, base)
-        if not r0:
-            return params, None
-        cost = sum(w * huber_weight(r) * r * r for r, w in r0)
-        log(f"  {profile['name']} iteration {it}: {params} cost {cost:.3f} over {len(r0) // 2} rows")
+        log(f"  {profile['name']} iteration {it}: {params} cost {cost:.3f} over {len(r0)} rows")
         cols = []
         for key, _, lo, hi in SIM_PARAMS:
-            step = 1.15
             trial = dict(params)
-            trial[key] = min(hi, params[key] * step) if params[key] * step <= hi else params[key] / step
+            trial[key] = params[key] * 1.15 if params[key] * 1.15 <= hi else params[key] / 1.15
             ratio = math.log(trial[key] / params[key])
-            rj = residuals(points, evaluate(trial))
-            if len(rj) != len(r0):
-                cols.append([0.0] * len(r0))
-                continue
-            cols.append([(a[0] - b[0]) / ratio for a, b in zip(rj, r0)])
+            rj = evaluate(trial)
+            cols.append([(a[0] - b[0]) / ratio for a, b in zip(rj, r0)] if len(rj) == len(r0) else [0.0] * len(r0))
         a = [[cols[j][i] * math.sqrt(w * huber_weight(r)) for j in range(len(cols))] for i, (r, w) in enumerate(r0)]
         b = [-r * math.sqrt(w * huber_weight(r)) for r, w in r0]
-        dx = solve(a, b)
-        new = {}
-        for (key, _, lo, hi), d in zip(SIM_PARAMS, dx):
-            d = max(-0.7, min(0.7, d))  # at most a factor 2 per iteration
-            new[key] = min(hi, max(lo, params[key] * math.exp(d)))
-        if all(abs(math.log(new[k] / params[k])) < 0.01 for k in new):
-            params = new
+        dx = [max(-0.7, min(0.7, d)) for d in solve(a, b)]  # at most a factor 2 per iteration
+        improved = False
+        for scale in (1.0, 0.5, 0.25):
+            new = {key: min(hi, max(lo, params[key] * math.exp(scale * d)))
+                   for (key, _, lo, hi), d in zip(SIM_PARAMS, dx)}
+            rn = evaluate(new)
+            if len(rn) == len(r0) and cost_of(rn) < cost:
+                params, r0, cost, improved = new, rn, cost_of(rn), True
+                break
+        if not improved or all(abs(scale * d) < 0.01 for d in dx):
             break
-        params = new
+    log(f"  {profile['name']} fitted: {params} cost {cost:.3f}")
     return {k: round(v, 3) for k, v in params.items()}, cost
 
 
@@ -503,6 +513,112 @@ def write_profile_sim(root, name, params, note):
         json.dump(doc, f, indent=2)
         f.write("\n")
     os.replace(path + ".tmp", path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The seeds' scenarios (configs/deploy/*.json): each a claim beside what moebench answers, from runs made here.
+
+
+def run_scenario_step(moebench, step):
+    """One step of a scenario: `plan` (counted parameters, memory, fit) or a sim `run` step (modeled)."""
+    if step["kind"] == "plan":
+        cmd = [moebench, "plan"] + step["args"] + ["--format", "json"]
+    else:
+        cmd = [moebench, "run", "--backend", "sim", "--layers", "0", "--record", "brief", "--iters", "1",
+               "--warmup", "0", "--json", "-"] + step["args"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    shown = "moebench " + " ".join(cmd[1:])
+    if p.returncode != 0:
+        return {"command": shown, "refused": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
+    doc = json.loads(p.stdout)
+    if step["kind"] == "plan":
+        mem = doc["memory"]["per_gpu"]
+        return {"command": shown, "params_total": doc["params"]["total"], "params_active": doc["params"]["active"],
+                "flops_per_token": doc["flops_per_token"]["total"], "context": doc["flops_per_token"]["context"],
+                "weights_gib": mem["weights_bytes"] / 2**30, "fits": doc["memory"]["fits"]}
+    run = doc["runs"][0]
+    step_us = run["latency"]["step"]["mean_us"]
+    out = {"command": shown, "step_ms": step_us / 1000.0, "tokens": run["num_tokens"], "fits": run.get("fits", True),
+           "tokens_per_s_per_gpu": run["num_tokens"] / (step_us / 1e6) / step["gpus"]}
+    groups = run["latency"]["groups"]
+    out["a2a_share"] = sum(groups.get(g, {}).get("share", 0.0) for g in ("dispatch", "combine"))
+    return out
+
+
+def run_scenarios(moebench, runner, folder):
+    out = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(folder, name)) as f:
+            sc = json.load(f)
+        sc["file"] = "configs/deploy/" + name
+        sc["results"] = [run_scenario_step(moebench, st) for st in sc["steps"]]
+        if sc.get("deploy") and isinstance(runner, DeployRunner):
+            cmd = [moebench, "deploy"] + sc["deploy"] + ["--format", "json"]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            sc["deploy_result"] = json.loads(p.stdout) if p.returncode == 0 else \
+                {"refused": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
+        out.append(sc)
+    return out
+
+
+def render_scenarios(scenarios):
+    lines = ["## The seeds' scenarios", "",
+             "Each `configs/deploy/*.json` holds a deployment the project's seeds asked about, the published claims about it,",
+             "the `moebench deploy` arguments that model it whole (once deploy has them) and the plan and sim steps run here.",
+             "Every moebench figure below comes from those runs (`counted` by plan, `modeled` by the sim); tokens/s per GPU =",
+             "the step's tokens / the step time / the GPUs; a decode step's time is the TPOT of its sequences.", ""]
+    for sc in scenarios:
+        lines += [f"### {sc['name']} (`{sc['file']}`)", "", sc["question"], ""]
+        if sc.get("notes"):
+            lines += [sc["notes"], ""]
+        lines += ["Claims:", ""]
+        for c in sc["claims"]:
+            lines.append(f"- {c['claim']} ({c['source']})")
+        lines += ["", "moebench:", "", "| step | result |", "| --- | --- |"]
+        for st, r in zip(sc["steps"], sc["results"]):
+            if "refused" in r:
+                res = "refused (exit 2): " + r["refused"].replace("|", "/")
+            elif st["kind"] == "plan":
+                res = (f"{r['params_total'] / 1e9:.1f}B parameters, {r['params_active'] / 1e9:.1f}B active per token, "
+                       f"{r['flops_per_token'] / 1e9:.0f} GFLOP per token at context {r['context']} (counted); "
+                       f"{r['weights_gib']:.1f} GiB of weights per GPU, fits: {str(r['fits']).lower()}")
+            else:
+                res = (f"step {r['step_ms']:.1f} ms for {r['tokens']} token{'s' if r['tokens'] != 1 else ''}: {r['tokens_per_s_per_gpu']:,.0f} tokens/s "
+                       f"per GPU" + (f", {1000.0 / r['step_ms']:.1f} tokens/s per user" if "decode" in st["args"] else "")
+                       + f"; dispatch and combine groups (permute, all-to-all, unpermute) {100 * r['a2a_share']:.0f}% of the "
+                       f"step; fits: {str(r['fits']).lower()} (modeled)")
+            lines.append(f"| {st['label']} | {res} |")
+        lines.append("")
+        lines.append("Commands: " + "; ".join(f"`{r['command']}`" for r in sc["results"]))
+        lines.append("")
+        if sc.get("deploy"):
+            dr = sc.get("deploy_result")
+            cmd = "moebench deploy " + " ".join(sc["deploy"])
+            if sc.get("deploy_note"):
+                lines += ["Deploy's point: " + sc["deploy_note"] + ".", ""]
+            if dr is None:
+                lines += [f"Deploy (not run: no deploy in this build): `{cmd}`", ""]
+            elif "refused" in dr:
+                lines += [f"Deploy: `{cmd}`: refused: {dr['refused']}", ""]
+            else:
+                keys = ["ttft_ms", "tpot_ms", "tpot_p90_ms", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
+                        "input_tokens_per_s_per_gpu", "kv_transfer_ms", "memory_per_gpu_bytes", "fits", "balance"]
+                shown = []
+                for k in keys:
+                    if k in dr:
+                        v = dr[k]
+                        if k == "memory_per_gpu_bytes":
+                            shown.append(f"memory per GPU {v / 2**30:.1f} GiB")
+                        elif isinstance(v, float):
+                            shown.append(f"{k} {v:,.1f}")
+                        else:
+                            shown.append(f"{k} {json.dumps(v)}")
+                lines += [f"Deploy (modeled): `{cmd} --format json`: " + ", ".join(shown), ""]
+        else:
+            lines += [f"Deploy: {sc.get('deploy_pending', 'not expressible yet')}", ""]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -554,7 +670,7 @@ def grouped(rows, key):
     return sorted(groups.items())
 
 
-def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, command_line):
+def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, command_line, scenarios=()):
     lines = []
     add = lines.append
     add("# `moebench deploy` against published serving measurements")
@@ -578,9 +694,10 @@ def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, com
         add("## Calibration")
         add("")
         add("Per hardware profile only (no constant per row): the sim's `compute_efficiency`, `memory_efficiency` and")
-        add("`phase_overhead_us` fitted on the **fit split, rows with an odd number** (M0001, M0003, ...), by Gauss-Newton on the")
-        add("log error of TPOT and TTFT (TTFT at half weight, Huber-weighted); the **held-out split, rows with an even number**,")
-        add("was not used to fit. Profiles with fewer than 4 fit rows keep the defaults. The values are in the profiles' `sim`")
+        add("`phase_overhead_us`, within physical bounds (0.3-0.95, 0.4-0.95, 0.5-30 us), fitted on the **fit split: the rows of")
+        add("S01 (InferenceX) with an odd number** (M0001, M0003, ...) by Gauss-Newton on the log error of TPOT (Huber-weighted).")
+        add("Everything else is **held out**: S01's even rows and every row of the other sources. TTFT is not fitted (see the")
+        add("misses). Profiles with fewer than 6 fit rows keep their values. The fitted values are in the profiles' `sim`")
         add("objects (their `sources` name this script and split).")
         add("")
         add("| profile | fit rows | compute_efficiency | memory_efficiency | phase_overhead_us |")
@@ -620,6 +737,8 @@ def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, com
         block = old_doc[old_doc.index(MISSES_BEGIN):old_doc.index(MISSES_END) + len(MISSES_END)]
     add(block or (MISSES_BEGIN + "\n\n(to be written from the numbers)\n\n" + MISSES_END))
     add("")
+    if scenarios:
+        lines.extend(render_scenarios(scenarios))
     add("## Rows")
     add("")
     add("| row | source | split | engine | hardware | model | layout | formats (dense/experts/KV) | ISL/OSL/conc | "
@@ -669,10 +788,11 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rows", default="", help="comma-separated row ids (default: all)")
     ap.add_argument("--runner", choices=["auto", "deploy", "stand-in"], default="auto")
-    ap.add_argument("--fit", action="store_true", help="fit the sim parameters per hardware profile on the odd rows")
+    ap.add_argument("--fit", action="store_true", help="fit the sim parameters per hardware profile on the odd rows of S01")
     ap.add_argument("--write-profiles", action="store_true", help="with --fit: write the fitted values into configs/hardware")
-    ap.add_argument("--min-fit-rows", type=int, default=4)
+    ap.add_argument("--min-fit-rows", type=int, default=6)
     ap.add_argument("--results", default="", help="also write every point's mapping and result as JSON here")
+    ap.add_argument("--no-scenarios", action="store_true", help="leave out configs/deploy's scenarios")
     ap.add_argument("--dry-run", action="store_true", help="print the mapped commands and skip reasons, run nothing")
     args = ap.parse_args(argv)
 
@@ -724,9 +844,9 @@ def main(argv=None):
                 if args.write_profiles:
                     write_profile_sim(ROOT, hw, params,
                                       "sim: compute_efficiency, memory_efficiency and phase_overhead_us fitted by "
-                                      "scripts/deploy_validation.py --fit on the odd-numbered rows of "
-                                      f"tests/data/deploy/measurements.csv ({len(train)} rows of this profile, "
-                                      "TPOT and TTFT); the even-numbered rows are held out (docs/deploy-validation.md)")
+                                      "scripts/deploy_validation.py --fit to the TPOT of the odd-numbered S01 rows of "
+                                      f"tests/data/deploy/measurements.csv ({len(train)} rows of this profile); "
+                                      "every other row is held out (docs/deploy-validation.md)")
             folder_profiles = {hw: profile_with(profiles[hw], fitted[hw][0], folder) for hw in fitted}
             results = run_points(runner, args.jobs,
                                  [(p["row_id"], p, folder_profiles.get(p["hardware"])) for p in points])
@@ -746,9 +866,10 @@ def main(argv=None):
         p["ttft_err"] = err_pct(r["ttft_ms"], p["measured_ttft_ms"])
         p["tpot_err"] = err_pct(r["tpot_ms"], p["measured_tpot_ms"])
         done.append(p)
+    scenarios = [] if args.no_scenarios else run_scenarios(args.moebench, runner, os.path.join(ROOT, "configs", "deploy"))
     old = open(args.out).read() if os.path.exists(args.out) else ""
     cmd = "scripts/deploy_validation.py" + (" --fit" if args.fit else "")
-    text = render_doc(done, skipped, failed, runner.name, fitted, sources, old, cmd)
+    text = render_doc(done, skipped, failed, runner.name, fitted, sources, old, cmd, scenarios)
     with open(args.out + ".tmp", "w") as f:
         f.write(text)
     os.replace(args.out + ".tmp", args.out)

@@ -52,6 +52,7 @@ class Mapping(unittest.TestCase):
         self.assertEqual(p["layout"], {"tp": 1, "attention_dp": 8, "moe_tp": 8, "moe_ep": 1, "gpus": 8})
         self.assertEqual((p["dtype"], p["kv_dtype"]), ("fp8-block", "bf16"))
         self.assertEqual((p["isl"], p["osl"], p["concurrency"]), (3200, 800, 128))
+        self.assertEqual(p["split"], "held-out")  # odd, but only S01's odd rows fit
 
     def test_trtllm_tp8_ep4(self):
         p = mapped("M0241")
