@@ -212,6 +212,33 @@ def map_layout(row):
     return layout
 
 
+POOL_RE = re.compile(r"^\s*(\d+)\s*x\s*\(?\s*([^)=]*?)\s*\)?\s*=\s*(\d+)\s*GPUs\s*$", re.I)
+
+
+def parse_pool(text):
+    """'4x(TP8 EP8) = 32 GPUs' -> (instances 4, layout of one instance). Raises ValueError(reason)."""
+    m = POOL_RE.match(text or "")
+    if not m:
+        raise ValueError(f"pool '{text}' not understood")
+    count, inner, total = int(m.group(1)), m.group(2), int(m.group(3))
+    if count < 1 or total % count:
+        raise ValueError(f"pool '{text}': {total} GPUs do not split into {count} instances")
+    gpus = total // count
+    tp = re.search(r"TP(\d+)", inner, re.I)
+    ep = re.search(r"EP(\d+)", inner, re.I)
+    tp = int(tp.group(1)) if tp else gpus
+    ep = int(ep.group(1)) if ep else 1
+    if tp != gpus:
+        raise ValueError(f"pool '{text}': TP {tp} on instances of {gpus} GPUs: the layout is ambiguous")
+    lay = map_layout({"pp": "", "tp": str(tp), "num_gpus": str(gpus), "ep": str(ep),
+                      "dp_attention": "yes" if re.search(r"DP", inner) else "no"})
+    return count, lay
+
+
+def compact_layout(lay):
+    return ",".join(f"{k}={lay[k]}" for k in ("tp", "attention_dp", "moe_tp", "moe_ep"))
+
+
 def describe_layout(lay):
     attn = f"DP{lay['attention_dp']}" if lay["attention_dp"] > 1 else f"TP{lay['tp']}"
     if lay["moe_ep"] > 1 and lay["moe_tp"] > 1:
@@ -230,10 +257,9 @@ def map_row(row, profiles, models, disagg=False):
     spec = row["spec_decoding"].strip().lower()
     if spec not in ("", "none"):
         return ("skip", f"speculative decoding ({row['spec_decoding'].strip()}): deploy models one token per step")
-    if row["disaggregated"].strip().lower().startswith("yes") and not disagg:
+    is_disagg = row["disaggregated"].strip().lower().startswith("yes")
+    if is_disagg and not disagg:
         return ("skip", "disaggregated serving: deploy --disagg does not exist yet")
-    if row["disaggregated"].strip().lower().startswith("yes"):
-        return ("skip", "disaggregated serving: the pools' layouts are not mapped yet")
     conc = _int(row["concurrency"])
     if conc is None or conc < 1:
         return ("skip", f"no fixed concurrency ({row['concurrency'].strip()}): TTFT holds the queue of a burst")
@@ -243,8 +269,18 @@ def map_row(row, profiles, models, disagg=False):
     hw = map_hardware(row["hardware"])
     if hw is None or hw not in profiles:
         return ("skip", f"no hardware profile for {row['hardware']}")
+    pools = None
     try:
-        layout = map_layout(row)
+        if is_disagg:
+            n_p, lay_p = parse_pool(row["prefill_pool"])
+            n_d, lay_d = parse_pool(row["decode_pool"])
+            # One prefill instance and one decode instance with its share of the requests: the instances of a pool
+            # run side by side, each with C / (decode instances) sequences (at these concurrencies the prefill pool
+            # is not what sets the pace).
+            pools = {"prefill": lay_p, "decode": lay_d, "prefill_instances": n_p, "decode_instances": n_d}
+            layout = lay_d
+        else:
+            layout = map_layout(row)
     except ValueError as e:
         return ("skip", str(e))
     try:
@@ -254,6 +290,10 @@ def map_row(row, profiles, models, disagg=False):
     isl, osl = _float(row["isl"]), _float(row["osl"])
     if not isl or not osl:
         return ("skip", "ISL/OSL not stated")
+    actual = re.search(r"actual mean output = ([0-9.]+) tokens", row["seq_len_note"])
+    if actual:
+        osl = float(actual.group(1))
+        notes.append("OSL: the outputs' actual mean where the benchmark did not force the nominal length")
     if row["source_id"] == "S01":
         # bench_serving --random-range-ratio 0.8: lengths uniform in [0.8, 1.0] x nominal, mean 0.9 x.
         isl, osl = 0.9 * isl, 0.9 * osl
@@ -264,6 +304,11 @@ def map_row(row, profiles, models, disagg=False):
         return ("skip", "TTFT or TPOT missing")
     if model_note:
         notes.append(model_note)
+    if pools:
+        share = max(1, int(round(conc / pools["decode_instances"])))
+        notes.append("disaggregated: one prefill and one decode instance, the decode instance with C / (decode "
+                     "instances) requests")
+        conc = share
     return {
         "row_id": row["row_id"],
         "source_id": row["source_id"],
@@ -281,6 +326,7 @@ def map_row(row, profiles, models, disagg=False):
         "measured_tpot_ms": tpot,
         "ttft_stat": "median" if _float(row["ttft_median_ms"]) else "mean",
         "notes": notes,
+        "pools": pools,
         "split": split_of(row["row_id"], row["source_id"]),
     }
 
@@ -293,6 +339,15 @@ def engine_family(name):
     return name.strip()
 
 
+def describe_point_layout(point):
+    pools = point.get("pools")
+    if not pools:
+        return describe_layout(point["layout"])
+    return (f"disagg: prefill {pools['prefill_instances']}x[{pools['prefill']['gpus']} GPUs: "
+            f"{describe_layout(pools['prefill'])}], decode {pools['decode_instances']}x[{pools['decode']['gpus']} GPUs: "
+            f"{describe_layout(pools['decode'])}]")
+
+
 def layout_flags(lay):
     return ["--tp", str(lay["tp"]), "--attention-dp", str(lay["attention_dp"]),
             "--moe-tp", str(lay["moe_tp"]), "--moe-ep", str(lay["moe_ep"])]
@@ -302,9 +357,16 @@ def deploy_command(moebench, point, hardware=None):
     """The `moebench deploy` command line of a mapped point (hardware: a profile name or file). --allow-no-fit: the
     engines measured ran C requests whatever the memory said (holding fewer at once and queueing the rest); the row is
     modeled anyway and marked as not fitting."""
+    if point.get("pools"):
+        pools = point["pools"]
+        layout = ["--disagg", "--prefill-gpus", str(pools["prefill"]["gpus"]),
+                  "--prefill-layout", compact_layout(pools["prefill"]),
+                  "--decode-gpus", str(pools["decode"]["gpus"]), "--decode-layout", compact_layout(pools["decode"])]
+    else:
+        layout = layout_flags(point["layout"])
     return [moebench, "deploy", "--model", point["model"], "--hardware", hardware or point["hardware"],
             "--isl", str(point["isl"]), "--osl", str(point["osl"]), "--concurrency", str(point["concurrency"])] + \
-        layout_flags(point["layout"]) + \
+        layout + \
         ["--dtype", point["dtype"], "--expert-dtype", point["expert_dtype"], "--kv-dtype", point["kv_dtype"],
          "--allow-no-fit", "--format", "json"]
 
@@ -365,6 +427,8 @@ class StandInRunner:
 
     def run(self, point, hardware=None):
         hw = hardware or point["hardware"]
+        if point.get("pools"):
+            return {"error": "disaggregated: the stand-in models aggregated serving only"}
         try:
             decode_us, fits = self._step_us(point, hw, "decode")
             prefill_us, _ = self._step_us(point, hw, "prefill")
@@ -746,7 +810,7 @@ def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, com
     add("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in sorted(done, key=lambda r: r["row_id"]):
         add(f"| {r['row_id']} | {r['source_id']} | {r['split']} | {r['engine']} | {r['hardware']} | {r['model']} | "
-            f"{describe_layout(r['layout'])} | {r['dtype']}/{r['expert_dtype']}/{r['kv_dtype']} | "
+            f"{describe_point_layout(r)} | {r['dtype']}/{r['expert_dtype']}/{r['kv_dtype']} | "
             f"{r['isl']}/{r['osl']}/{r['concurrency']} | {r['measured_ttft_ms']:.1f} | {r['modeled_ttft_ms']:.1f} | "
             f"{r['ttft_err']:+.0f}% | {r['measured_tpot_ms']:.2f} | {r['modeled_tpot_ms']:.2f} | {r['tpot_err']:+.0f}% |")
     add("")
@@ -756,7 +820,7 @@ def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, com
         add("| row | hardware | model | layout | reason |")
         add("| --- | --- | --- | --- | --- |")
         for p, reason in sorted(failed, key=lambda x: x[0]["row_id"]):
-            add(f"| {p['row_id']} | {p['hardware']} | {p['model']} | {describe_layout(p['layout'])} | {reason} |")
+            add(f"| {p['row_id']} | {p['hardware']} | {p['model']} | {describe_point_layout(p)} | {reason} |")
         add("")
     add("## Skipped rows")
     add("")

@@ -95,6 +95,25 @@ class Mapping(unittest.TestCase):
         # both splits are populated, and the split is the row number's parity
         self.assertEqual({p["split"] for p in points}, {"fit", "held-out"})
 
+    def test_disaggregated_pools(self):
+        # M0093: Dynamo + TensorRT-LLM on GB200: prefill 1x(TP4 EP4 DP-attn) = 4 GPUs, decode 4x(TP8 EP8) = 32 GPUs,
+        # concurrency 24: one decode instance with 24 / 4 = 6 requests.
+        p = dv.map_row(ROWS["M0093"], PROFILES, MODELS, disagg=True)
+        self.assertEqual(p["pools"]["prefill"], {"tp": 1, "attention_dp": 4, "moe_tp": 1, "moe_ep": 4, "gpus": 4})
+        self.assertEqual(p["pools"]["decode"], {"tp": 8, "attention_dp": 1, "moe_tp": 1, "moe_ep": 8, "gpus": 8})
+        self.assertEqual((p["pools"]["prefill_instances"], p["pools"]["decode_instances"]), (1, 4))
+        self.assertEqual(p["concurrency"], 6)
+        text = " ".join(dv.deploy_command("moebench", p))
+        self.assertIn("--disagg --prefill-gpus 4 --prefill-layout tp=1,attention_dp=4,moe_tp=1,moe_ep=4 "
+                      "--decode-gpus 8 --decode-layout tp=8,attention_dp=1,moe_tp=1,moe_ep=8", text)
+        # dstack PD ratio, gpt-oss: outputs not forced to the nominal OSL: the actual mean (714) is used
+        p = dv.map_row(ROWS["M0262"], PROFILES, MODELS, disagg=True)
+        self.assertEqual((p["isl"], p["osl"], p["concurrency"]), (128, 714, 64))
+        # a pool whose TP does not cover its instance's GPUs is ambiguous, and skipped
+        m = dv.map_row(ROWS["M0094"], PROFILES, MODELS, disagg=True)
+        self.assertIn("ambiguous", m[1])
+        self.assertIn("does not exist yet", mapped("M0093")[1])
+
     def test_deploy_command(self):
         cmd = dv.deploy_command("moebench", mapped("M0014"))
         self.assertEqual(cmd[:2], ["moebench", "deploy"])
