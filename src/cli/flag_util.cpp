@@ -4,7 +4,10 @@
 #include "cli/set_flags.hpp"
 #include "common/error.hpp"
 #include "common/overloaded.hpp"
+#include "common/read_file.hpp"
+#include "common/tensor_file.hpp"
 #include "sweep/axes.hpp"
+#include "workload/trace_import.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -161,6 +164,15 @@ CLI::Option* RunFieldFlags::option(const std::string& key) const {
     for (const auto& b : bound_)
         if (b->field->key == key) return b->opt;
     return nullptr;
+}
+
+RoutingTrace load_any_trace(const std::string& path, int64_t num_experts, const std::string& flag) {
+    require_readable_file(path, flag);  // a folder, FIFO or device is refused by name, before any read
+    const std::string head = peek_file_bytes(path, 64);
+    const int64_t bytes = file_size_bytes(path);
+    if (head.size() >= 9 && looks_like_safetensors(head, bytes)) return read_trace(path);
+    ImportSummary summary;
+    return import_trace(path, num_experts, &summary);
 }
 
 }  // namespace moebench::cli

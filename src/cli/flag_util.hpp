@@ -5,6 +5,7 @@
 #pragma once
 #include "common/error.hpp"
 #include "config/run_fields.hpp"
+#include "workload/trace.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -90,5 +91,10 @@ private:
     void add(CLI::App* cmd, const RunField& f);
     std::vector<std::unique_ptr<Bound>> bound_;  // stable addresses: CLI11 writes into them
 };
+
+/// A moebench trace (safetensors), or a JSONL / text recording imported on the fly (with the model's expert count
+/// when known, else 0: an expert no token chose would otherwise be missing from the inferred count); `flag` names it
+/// in errors (`place`, `offload`).
+RoutingTrace load_any_trace(const std::string& path, int64_t num_experts, const std::string& flag);
 
 }  // namespace moebench::cli

@@ -32,17 +32,6 @@ struct PlaceArgs {
     int64_t ep = 0, replicas = 0, batch = 64;
 };
 
-// A moebench trace (safetensors), or a JSONL / text recording imported on the fly (with the model's expert count
-// when known: an expert no token chose would otherwise be missing from the inferred count).
-RoutingTrace load_any_trace(const std::string& path, int64_t num_experts) {
-    require_readable_file(path, "--trace");  // a folder, FIFO or device is refused by name, before any read
-    const std::string head = peek_file_bytes(path, 64);
-    const int64_t bytes = file_size_bytes(path);
-    if (head.size() >= 9 && looks_like_safetensors(head, bytes)) return read_trace(path);
-    ImportSummary summary;
-    return import_trace(path, num_experts, &summary);
-}
-
 void run_place(const PlaceArgs& a) {
     const std::string format = parse_format(a.format, DocKind::placement, "--format");
     if (a.out.empty()) config_error("--out", "is required", "", "e.g. -o placement.json");
@@ -50,7 +39,7 @@ void run_place(const PlaceArgs& a) {
     ModelConfig m;
     if (!a.model.empty()) m = load_model(a.model);
     refuse_output_over_input({{"-o", a.out}}, {{"--trace", a.trace}, {"--model", m.source}});
-    const RoutingTrace trace = load_any_trace(a.trace, a.model.empty() ? 0 : m.moe.num_experts);
+    const RoutingTrace trace = load_any_trace(a.trace, a.model.empty() ? 0 : m.moe.num_experts, "--trace");
     if (!a.model.empty()) {
         if (m.moe.top_k != trace.top_k)
             config_error("--model", fmt::format("selects top-{} experts, the trace top-{}", m.moe.top_k, trace.top_k),

@@ -36,6 +36,8 @@ std::string render_hardware_fields_md(const json& fields);    // format_hardware
 std::string render_deploy_text(const json& deploy);  // format_deploy.cpp
 std::string render_deploy_csv(const json& deploy);   // format_deploy.cpp
 std::string render_deploy_html(const json& deploy);  // format_deploy.cpp
+std::string render_offload_text(const json& offload);         // format_offload.cpp
+std::string render_offload_csv(const json& offload);          // format_offload.cpp
 }  // namespace formats_detail
 
 namespace {
@@ -46,7 +48,7 @@ std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
 
 constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
                                  DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement,
-                                 DocKind::hardware_fields, DocKind::deploy};
+                                 DocKind::hardware_fields, DocKind::deploy, DocKind::offload};
 
 std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
     std::vector<std::pair<DocKind, Renderer>> out;
@@ -67,8 +69,9 @@ const std::vector<ReportFormat> kReportFormats = {
       {DocKind::devices, render_devices_text},
       {DocKind::placement, render_placement_text},
       {DocKind::hardware_fields, render_hardware_fields_text},
-      {DocKind::deploy, render_deploy_text}}},
-    {"csv", "csv", {}, {{DocKind::report, render_csv}, {DocKind::deploy, render_deploy_csv}}},
+      {DocKind::deploy, render_deploy_text},
+      {DocKind::offload, render_offload_text}}},
+    {"csv", "csv", {}, {{DocKind::report, render_csv}, {DocKind::deploy, render_deploy_csv}, {DocKind::offload, render_offload_csv}}},
     {"md", "md", {"markdown"},
      {{DocKind::report, render_markdown},
       {DocKind::comparison, render_comparison_md},
@@ -102,6 +105,7 @@ const char* to_string(DocKind kind) {
         case DocKind::placement: return "placement";
         case DocKind::hardware_fields: return "hardware field table";
         case DocKind::deploy: return "deploy document";
+        case DocKind::offload: return "offload replay";
     }
     return "?";
 }

@@ -345,18 +345,18 @@ TEST_CASE("format table: each kind's views, and a format a kind lacks refused na
     const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
                                         DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
                                         DocKind::devices,    DocKind::placement,  DocKind::hardware_fields,
-                                        DocKind::deploy};
+                                        DocKind::deploy,     DocKind::offload};
     // Every kind has its terminal view and its JSON document; the run report alone has trace and prom, the run report
-    // and the deploy document csv and html.
+    // and the deploy document csv and html, the cache replay csv.
     for (DocKind k : kinds) {
         INFO(to_string(k));
         CHECK(parse_format("text", k, "--format") == "text");
         CHECK(parse_format("json", k, "--format") == "json");
-        const bool report = k == DocKind::report, deploy = k == DocKind::deploy;
+        const bool report = k == DocKind::report, deploy = k == DocKind::deploy, offload = k == DocKind::offload;
         for (const char* f : {"trace", "prom"})
             CHECK(test::config_error_of([&] { parse_format(f, k, "--format"); }).empty() == report);
-        for (const char* f : {"csv", "html"})
-            CHECK(test::config_error_of([&] { parse_format(f, k, "--format"); }).empty() == (report || deploy));
+        CHECK(test::config_error_of([&] { parse_format("csv", k, "--format"); }).empty() == (report || deploy || offload));
+        CHECK(test::config_error_of([&] { parse_format("html", k, "--format"); }).empty() == (report || deploy));
     }
     CHECK(format_names(DocKind::report) ==
           std::vector<std::string>{"text", "csv", "md", "html", "trace", "prom", "json"});
@@ -364,6 +364,7 @@ TEST_CASE("format table: each kind's views, and a format a kind lacks refused na
     CHECK(format_names(DocKind::plan) == std::vector<std::string>{"text", "json"});
     CHECK(format_names(DocKind::hardware_fields) == std::vector<std::string>{"text", "md", "json"});
     CHECK(format_names(DocKind::deploy) == std::vector<std::string>{"text", "csv", "html", "json"});
+    CHECK(format_names(DocKind::offload) == std::vector<std::string>{"text", "csv", "json"});
     CHECK(format_names_help(DocKind::trace_info) == "text | json");
     // An alias resolves to its format's name, for the kinds that have it.
     CHECK(parse_format("markdown", DocKind::comparison, "--format") == "md");
@@ -393,7 +394,8 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
              {"bench moe --model " + tiny + " --format html", "text, json"},
              {"trace info " + dir + "/none.safetensors --format prom", "text, json"},
              {"report " + dir + "/none.json --format yaml", "text, csv, md, html, trace, prom, json"},
-             {"deploy --model olmoe-1b-7b --isl 8 --osl 8 --concurrency 1 --format md", "text, csv, html, json"}}) {
+             {"deploy --model olmoe-1b-7b --isl 8 --osl 8 --concurrency 1 --format md", "text, csv, html, json"},
+             {"offload --trace " + dir + "/none.jsonl --resident 2 --format md", "text, csv, json"}}) {
         INFO(args);
         const auto r = test::run_cli(args);
         CHECK(r.exit_code == 2);
