@@ -31,7 +31,7 @@ struct PlanArgs {
 bool plan_field(const RunField& f) {
     static const char* const kKeys[] = {"model", "hardware", "batch", "context", "ep", "tp", "attention_dp",
                                         "moe_tp", "moe_ep", "redundant_experts", "dtype", "expert_dtype",
-                                        "kv_dtype"};
+                                        "kv_dtype", "resident_experts", "offload_ratio"};
     return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return f.key == k; });
 }
 

@@ -92,6 +92,27 @@ Layout resolve_layout(const LayoutRequest& r) {
                      fmt::format("use {} or {}", r.redundant_experts / l.moe_ep * l.moe_ep,
                                  (r.redundant_experts / l.moe_ep + 1) * l.moe_ep));
     l.redundant_experts = r.redundant_experts;
+    // Expert offload: one GPU's cache of resident experts (the policy's name is checked where its table is known).
+    if (r.resident_experts < 0)
+        config_error(label("resident_experts"), "must be >= 0 (0 = every expert resident)",
+                     std::to_string(r.resident_experts), "give the experts per MoE layer kept on the GPU, e.g. 6");
+    if (r.resident_experts > kMaxRedundantExperts)
+        config_error(label("resident_experts"), fmt::format("is beyond {} experts", kMaxRedundantExperts),
+                     std::to_string(r.resident_experts), "give at most the model's routed experts per layer");
+    if (!(r.offload_ratio >= 0 && r.offload_ratio < 1))
+        config_error(label("offload_ratio"), "must be in [0, 1) (the share of routed experts kept in host memory)",
+                     fmt::format("{}", r.offload_ratio), "e.g. --offload-ratio 0.3");
+    if (r.resident_experts > 0 && r.offload_ratio > 0)
+        config_error(label("offload_ratio"), "and --resident-experts say the same thing twice",
+                     fmt::format("{} and {}", r.offload_ratio, r.resident_experts), "give one of them");
+    if ((r.resident_experts > 0 || r.offload_ratio > 0) && gpus > 1)
+        config_error(label(r.resident_experts > 0 ? "resident_experts" : "offload_ratio"),
+                     "offloads experts of one GPU; this layout has " + std::to_string(gpus),
+                     r.resident_experts > 0 ? std::to_string(r.resident_experts) : fmt::format("{}", r.offload_ratio),
+                     "drop --ep/--tp, or drop the offload");
+    l.resident_experts = r.resident_experts;
+    l.offload_ratio = r.offload_ratio;
+    l.offload_policy = r.offload_policy;
     return l;
 }
 
@@ -105,6 +126,9 @@ LayoutRequest layout_request_of(const Layout& l) {
     r.a2a = std::string(to_string(l.a2a));
     r.placement = l.placement;
     r.redundant_experts = l.redundant_experts;
+    r.resident_experts = l.resident_experts;
+    r.offload_ratio = l.offload_ratio;
+    r.offload_policy = l.offload_policy;
     return r;
 }
 

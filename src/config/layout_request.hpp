@@ -23,6 +23,9 @@ struct LayoutRequest {
     std::string a2a = "dedup";
     std::string placement;
     int64_t redundant_experts = 0;  // extra expert slots per MoE layer (replicas of the hottest experts)
+    int64_t resident_experts = 0;   // expert offload: experts per MoE layer on the GPU (0 = all), or
+    double offload_ratio = 0;       // the share offloaded to host memory (0 = none); not both
+    std::string offload_policy = "lru";
     bool operator==(const LayoutRequest&) const = default;
 };
 

@@ -72,6 +72,15 @@ const std::vector<RunField> kRunFields = {
      "Extra expert slots per MoE layer (a multiple of the expert-parallel size): replicas of the layer's hottest "
      "experts by the workload's expected load, on the least-loaded ranks (EPLB; 0 = none)", true, true,
      MOEBENCH_FIELD(layout.redundant_experts)},
+    {"resident_experts", "--resident-experts",
+     "Expert offload (one GPU): routed experts per MoE layer kept on the GPU, the rest fetched from host memory on a "
+     "miss (phase expert_fetch; 0 = all resident)", true, true, MOEBENCH_FIELD(layout.resident_experts)},
+    {"offload_ratio", "--offload-ratio",
+     "Expert offload as the share of routed experts kept in host memory (resident = E - round(R x E); 0 = none)", true,
+     true, MOEBENCH_FIELD(layout.offload_ratio)},
+    {"offload_policy", "--offload-policy",
+     "Which experts stay resident: static-hot | lru | lfu | prefetch | optimal (docs/offload.md)", true, true,
+     MOEBENCH_FIELD(layout.offload_policy)},
     {"expert_gemm", "--expert-gemm", "Expert GEMMs (the values each backend accepts)", false, false,
      MOEBENCH_FIELD(options.expert_gemm)},
     {"attention_kernel", "--attention-kernel", "Attention kernel (the values each backend accepts)", false, false,

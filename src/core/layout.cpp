@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace moebench {
 
 std::string_view to_string(A2aMode m) { return m == A2aMode::dedup ? "dedup" : "per-expert"; }
@@ -26,6 +29,13 @@ std::string Layout::describe() const {
                                                : fmt::format("experts EP {}", moe_ep);
     const std::string redundant = redundant_experts > 0 ? fmt::format(", {} redundant experts", redundant_experts) : "";
     return fmt::format("{} GPUs: {}, {}{}", num_gpus(), attn, moe, redundant);
+}
+
+int64_t Layout::resident_of(int64_t num_experts) const {
+    int64_t n = resident_experts;
+    if (n == 0 && offload_ratio > 0)
+        n = std::max<int64_t>(1, num_experts - std::llround(offload_ratio * static_cast<double>(num_experts)));
+    return n > 0 && n < num_experts ? n : 0;
 }
 
 Layout ep_layout(int64_t ep) {

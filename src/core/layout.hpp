@@ -41,6 +41,12 @@ struct Layout {
     std::string placement;  // expert placement file (moebench place); "" = contiguous blocks
     int64_t redundant_experts = 0;  // extra expert slots per MoE layer, each a replica of a hot expert (EPLB); moe_ep
                                     // divides it (workload/redundant_experts.hpp chooses the replicas)
+    // Expert offload (one GPU): routed experts per MoE layer kept on the device, the rest in host memory and fetched
+    // on a miss (phase expert_fetch); resident_experts N, or offload_ratio R (N = E - round(R x E), at least 1); 0 and
+    // 0: every expert resident. offload_policy: which stay (a row of workload/expert_cache.cpp's policy table).
+    int64_t resident_experts = 0;
+    double offload_ratio = 0;
+    std::string offload_policy = "lru";
 
     int64_t num_gpus() const { return attn_tp * attn_dp; }
     bool expert_parallel() const { return moe_ep > 1; }
@@ -54,6 +60,9 @@ struct Layout {
     double expert_copies(int64_t num_experts) const {
         return num_experts > 0 ? 1.0 + static_cast<double>(redundant_experts) / static_cast<double>(num_experts) : 1.0;
     }
+    /// Routed experts resident per MoE layer of `num_experts`, or 0 when every expert is (no offload).
+    int64_t resident_of(int64_t num_experts) const;
+    bool offloads(int64_t num_experts) const { return resident_of(num_experts) > 0; }
     /// "8 GPUs: attention DP 8, experts EP 8" (", 32 redundant experts" when there are): for reports and messages.
     std::string describe() const;
     bool operator==(const Layout&) const = default;

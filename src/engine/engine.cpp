@@ -28,6 +28,7 @@ std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, const L
     if (gather && layout.attn_dp > 1) p.push_back(Phase::moe_allgather);
     p.push_back(Phase::permute);
     if (a2a) p.push_back(Phase::dispatch_a2a);
+    if (layout.offloads(m.moe.num_experts)) p.push_back(Phase::expert_fetch);  // the missed experts from host memory
     p.insert(p.end(), {Phase::expert_up, Phase::activation, Phase::expert_down});
     if (m.moe.num_shared_experts > 0) p.push_back(Phase::shared_expert);
     if (a2a) p.push_back(Phase::combine_a2a);

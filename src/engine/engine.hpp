@@ -13,11 +13,12 @@ namespace moebench {
 
 /// The phases of one decoder layer under `layout`, in execution order:
 /// attn_norm, qkv_proj, attention, o_proj, [attn_allreduce], then for a MoE layer ffn_norm, router_gemm, topk,
-/// [moe_allgather], permute, [dispatch_a2a], expert_up, activation, expert_down, [shared_expert], [combine_a2a],
+/// [moe_allgather], permute, [dispatch_a2a], [expert_fetch], expert_up, activation, expert_down, [shared_expert], [combine_a2a],
 /// unpermute_reduce, [moe_allreduce]; for a dense layer ffn_norm, dense_mlp, [dense_allreduce].
 /// attn_allreduce and dense_allreduce appear with attention tensor parallelism (attn_tp > 1); the *_a2a phases with
 /// the all-to-all exchange, moe_allreduce with the gather exchange and moe_allgather with it when attention has more
-/// than one data-parallel replica (Layout::moe_exchange); shared_expert only when the model has shared experts.
+/// than one data-parallel replica (Layout::moe_exchange); shared_expert only when the model has shared experts;
+/// expert_fetch when the layout offloads experts (Layout::offloads).
 std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, const Layout& layout);
 /// `ep_size` ranks of data-parallel attention and expert-parallel experts (--ep N): ep_layout(ep_size).
 std::vector<Phase> phases_for_layer(const ModelConfig& m, int64_t layer, int64_t ep_size);

@@ -76,6 +76,25 @@ json component_json_double(const std::array<double, kNumComponents>& a, bool as_
     return j;
 }
 
+// Expert offload: what stays on the GPU and what in host memory; null without offload.
+json offload_json(const Plan& p) {
+    const MemoryPlan& mem = p.mem;
+    if (mem.resident_experts == 0) return nullptr;
+    const double one_expert = mem.fetch_buffer_bytes / double(mem.fetch_buffer_experts);
+    return {{"resident_experts", mem.resident_experts},
+            {"num_experts", p.model.moe.num_experts},
+            {"resident_bytes", round_bytes(double(mem.resident_experts) * double(p.model.num_moe_layers()) * one_expert)},
+            {"fetch_buffer_experts", mem.fetch_buffer_experts},
+            {"fetch_buffer_bytes", round_bytes(mem.fetch_buffer_bytes)},
+            {"host_bytes", round_bytes(mem.host_expert_bytes)},
+            {"expert_bytes", round_bytes(one_expert)},
+            {"assumptions", "N routed experts of every MoE layer resident on the GPU (weights_by_component_bytes."
+                            "routed_experts holds them and the fetch buffers); fetch buffers for one layer's top-k "
+                            "experts, double-buffered (2 x top-k experts); the other E - N experts of every MoE layer "
+                            "in host memory (host_bytes). What the misses cost: moebench offload, and run with " +
+                                flag_of("resident_experts") + " (expert_fetch)"}};
+}
+
 // The memory plan per GPU (modeled) and what it assumes.
 json memory_json(const Plan& p) {
     const MemoryPlan& mem = p.mem;
@@ -104,7 +123,8 @@ json memory_json(const Plan& p) {
         {"linear_state_bytes_per_sequence_per_gpu", mem.linear_state_bytes_per_sequence_per_gpu},
         {"activation_tokens", mem.activation_tokens},
         {"fits", mem.fits},
-        {"max_concurrent_sequences", mem.max_concurrent_sequences}};
+        {"max_concurrent_sequences", mem.max_concurrent_sequences},
+        {"expert_offload", offload_json(p)}};
 }
 
 // The decode floor (modeled, a lower bound) and what it assumes.

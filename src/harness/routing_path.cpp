@@ -28,6 +28,8 @@ std::string needs_ids(const RunConfig& cfg, const BackendTraits& traits, const W
     if (multi_process) return "the processes of an expert-parallel run exchange every token's rows";
     if (!cfg.dump_tensors.empty()) return flag_of("dump_tensors") + " writes every token's routing";
     if (cfg.check) return flag_of("check") + " compares every token's routing";
+    if (cfg.layout.resident_experts > 0 || cfg.layout.offload_ratio > 0)
+        return "expert offload replays every token's experts through the layer's cache";
     if (cfg.options.capacity_factor > 0)
         return "a capacity factor drops assignments in the order the tokens arrive";
     if (workload.overrides_routing() && workload.independent_shares().empty())

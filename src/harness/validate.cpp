@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "harness/validate.hpp"
+#include "workload/expert_cache.hpp"
 
 #include "backends/registry.hpp"
 #include "comm/process_group.hpp"
@@ -54,6 +55,8 @@ void check_choice(const BackendTraits& t, const ChoiceOption& c, const std::stri
 void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
     const Layout layout = resolve_layout(cfg.layout);
     const int64_t ep = layout.moe_ep;
+    if (layout.resident_experts > 0 || layout.offload_ratio > 0)  // the policy table: did-you-mean and the list
+        offload_policy(layout.offload_policy, run_field_label("", "offload_policy"));
     if ((layout.attn_tp > 1 || layout.moe_tp > 1) && !t.tensor_parallel) {
         const bool attn = layout.attn_tp > 1;
         const std::string modeling = backends_where([](const BackendTraits& b) { return b.tensor_parallel; });

@@ -43,6 +43,18 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     // Redundant experts: E + R expert slots per MoE layer over the GPUs instead of E.
     const double copies = m.is_moe_model() ? par.expert_copies(m.moe.num_experts) : 1.0;
     w[int(Component::routed_experts)] = params(Component::routed_experts) * copies * experts / n;
+    // Expert offload (one GPU): N of the E routed experts of every MoE layer on the GPU, the rest in host memory, and
+    // fetch buffers for one layer's top-k experts, double-buffered (the next layer's copies while this one computes).
+    if (m.is_moe_model() && par.offloads(m.moe.num_experts)) {
+        const int64_t E = m.moe.num_experts, N = par.resident_of(E);
+        const double one_expert = double(routed_expert_params(m)) * experts;
+        p.resident_experts = N;
+        p.fetch_buffer_experts = 2 * m.moe.top_k;
+        p.fetch_buffer_bytes = double(p.fetch_buffer_experts) * one_expert;
+        p.host_expert_bytes = double(E - N) * double(m.num_moe_layers()) * one_expert;
+        w[int(Component::routed_experts)] =
+            params(Component::routed_experts) * experts * double(N) / double(E) + p.fetch_buffer_bytes;
+    }
     w[int(Component::shared_experts)] = params(Component::shared_experts) * lin / tp;
     if (in.include_mtp) {
         // The MTP module is one MoE decoder layer plus projections: its experts shard like routed experts, the rest over tp.

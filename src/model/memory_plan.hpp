@@ -50,6 +50,12 @@ struct MemoryPlan {
     bool weights_fit = false;               // weights + activation <= capacity
     bool fits = false;                      // free_bytes >= 0
     int64_t max_concurrent_sequences = 0;   // over all dp replicas, at `context`
+    // Expert offload (layout resident_experts / offload_ratio): the routed experts component above holds N experts
+    // of each MoE layer plus the fetch buffers; the offloaded experts stay in host memory.
+    int64_t resident_experts = 0;           // N per MoE layer (0: no offload, every expert resident)
+    int64_t fetch_buffer_experts = 0;       // 2 x top-k: one layer's experts, double-buffered
+    double fetch_buffer_bytes = 0;          // per GPU, in the routed experts component
+    double host_expert_bytes = 0;           // (E - N) x MoE layers x one expert, in host memory
 };
 
 MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);

@@ -355,6 +355,9 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
         return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, contiguous_placement(m.moe.num_experts, ep_size),
                                       opt.a2a_dedup).total()};
     }
+    case Phase::expert_fetch:
+        // The fetched experts' weights over the host link (a transfer: no FLOPs, no device weight reads).
+        return {0.0, 0.0, std::max(0.0, opt.fetched_experts) * d(routed_expert_params(m)) * we};
     case Phase::expert_up:
     case Phase::activation:
     case Phase::expert_down: return routed_expert_phase(m, phase, tpe, we, a, moe_tp);

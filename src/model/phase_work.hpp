@@ -64,6 +64,10 @@ struct PhaseWorkOptions {
     /// Rows that cross ranks when known without ids (the sim's statistical routing path): dispatch_a2a /
     /// combine_a2a count these rows; -1: from `routing`, or the estimate.
     double cross_rank_rows = -1;
+    /// expert_fetch: routed experts this layer fetched from host memory in the step (the expert cache's misses, and
+    /// what a prefetching policy brought in ahead); each moves one expert's weights in the expert format over the
+    /// host link. -1: not known (no cache replayed): no bytes counted.
+    double fetched_experts = -1;
 };
 
 /// Bytes of one dispatched token row of `hidden` channels in `dispatch` (fp8 with its scales: core/dispatch_dtype.hpp;

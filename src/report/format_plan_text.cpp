@@ -74,6 +74,16 @@ std::string render_plan_text(const json& j) {
     row(expert_dtype != dtype && moe_model ? fmt::format("weights ({}, experts {})", dtype, expert_dtype)
                                            : fmt::format("weights ({})", dtype),
         gpu["weights_bytes"].get<double>(), "");
+    const json* offload = mem.contains("expert_offload") && mem["expert_offload"].is_object() ? &mem["expert_offload"]
+                                                                                              : nullptr;
+    if (offload) {
+        row("of which resident experts", (*offload)["resident_bytes"].get<double>(),
+            fmt::format("{} of {} routed experts per MoE layer on the GPU", (*offload)["resident_experts"].get<int64_t>(),
+                        m["num_experts"].get<int64_t>()));
+        row("of which fetch buffers", (*offload)["fetch_buffer_bytes"].get<double>(),
+            fmt::format("{} experts: one layer's top-{}, double-buffered",
+                        (*offload)["fetch_buffer_experts"].get<int64_t>(), m["top_k"].get<int64_t>()));
+    }
     row(fmt::format("KV cache ({} seq x {} tok)", sequences, context), gpu["kv_cache_bytes"].get<double>(),
         fmt::format("{}/token on this GPU, {}/token whole model",
                     human_bytes(mem["kv_bytes_per_token_per_gpu"].get<double>()),
@@ -92,6 +102,11 @@ std::string render_plan_text(const json& j) {
                                               flag_of("context")));
     line(fmt::format("  max concurrent sequences at context {}: {}", context,
                      mem["max_concurrent_sequences"].get<int64_t>()));
+    if (offload)
+        line(fmt::format("  host memory (offloaded experts)  {:>12}   {} of {} routed experts x {} MoE layers",
+                         human_bytes((*offload)["host_bytes"].get<double>()),
+                         m["num_experts"].get<int64_t>() - (*offload)["resident_experts"].get<int64_t>(),
+                         m["num_experts"].get<int64_t>(), m["num_moe_layers"].get<int64_t>()));
     line("");
     const json& f = j["decode_floor"];
     line(fmt::format("Decode-step floor (modeled, uniform routing, batch {}, context {})", f["batch"].get<int64_t>(),

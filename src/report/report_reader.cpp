@@ -217,6 +217,10 @@ void check_sweep(const Checker& c, const json& doc, size_t num_runs) {
 void fill_axes_added_later(json& axes) {
     if (!axes.contains("first_layer")) axes["first_layer"] = 0;  // runs started at layer 0 before it was a field
     if (!axes.contains("redundant_experts")) axes["redundant_experts"] = 0;  // no replicas before it was a field
+    // Every expert resident before expert offload was a field.
+    if (!axes.contains("resident_experts")) axes["resident_experts"] = 0;
+    if (!axes.contains("offload_ratio")) axes["offload_ratio"] = 0;
+    if (!axes.contains("offload_policy")) axes["offload_policy"] = "lru";
     if (!axes.contains("ep") || !axes["ep"].is_number_integer()) return;
     const json ep = axes["ep"];
     for (const auto& [k, v] : {std::pair<const char*, json>{"tp", 1}, {"attention_dp", ep}, {"moe_tp", 1}, {"moe_ep", ep},
@@ -252,7 +256,8 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
                                     {"moe_tp", kMaxLayoutGpus}, {"moe_ep", kMaxLayoutGpus},
                                     {"soft_topn", kMaxStepTokens}, {"layers", kMaxStepTokens},
                                     {"first_layer", kMaxStepTokens},
-                                    {"redundant_experts", kMaxRedundantExperts}}) {
+                                    {"redundant_experts", kMaxRedundantExperts},
+                                    {"resident_experts", kMaxRedundantExperts}}) {
             const json* v = Checker::opt(*where, k);
             if (!v || !v->is_number()) continue;  // an axis may hold text; the record's fields were type-checked above
             const std::string path = key_path(where == &r ? p : key_path(p, keys::kAxes), k);

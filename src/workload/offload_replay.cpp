@@ -92,6 +92,31 @@ double median_of(const std::vector<int64_t>& by_distance) {
 
 }  // namespace
 
+StepExpertCaches::StepExpertCaches(int64_t num_slots, int64_t num_experts, int64_t resident,
+                                   const OffloadPolicy& policy)
+    : num_experts_(num_experts), resident_(std::min(resident, num_experts)) {
+    MOEBENCH_CHECK(!policy.offline && !policy.prefetches, "step caches: policy {} is not a plain online one",
+                   policy.name);
+    ExpertCacheInput in;  // no accesses known ahead: the cache starts with experts 0..N-1
+    in.num_experts = num_experts;
+    in.capacity = resident_;
+    for (int64_t s = 0; s < num_slots; ++s) caches_.push_back(policy.make(in));
+}
+
+std::vector<int32_t> StepExpertCaches::access(int64_t slot, const std::vector<int32_t>& ids) {
+    std::vector<char> seen(static_cast<size_t>(num_experts_), 0);
+    std::vector<int32_t> fetched;
+    ExpertCache& cache = *caches_[static_cast<size_t>(slot)];
+    for (int32_t e : ids) {
+        if (e < 0 || seen[static_cast<size_t>(e)]) continue;
+        seen[static_cast<size_t>(e)] = 1;
+        ++accesses_;
+        if (cache.access(e)) ++hits_;
+        else fetched.push_back(e);
+    }
+    return fetched;
+}
+
 std::vector<int32_t> layer_accesses(const RoutingTrace& trace, int64_t layer) {
     std::vector<int32_t> out;
     out.reserve(static_cast<size_t>(trace.num_tokens * trace.top_k));

@@ -57,6 +57,25 @@ inline constexpr double kMaxPredictorBytes = 2.0 * 1024 * 1024 * 1024;
 /// Replays `trace` with `resident` experts per layer under `policy`. resident >= 1 (checked by the caller).
 OffloadReplay replay_offload(const RoutingTrace& trace, int64_t resident, const OffloadPolicy& policy);
 
+/// The expert caches of a run's steps (the sim prices their misses, the cpu backend copies them): one online cache
+/// per MoE layer slot, carried from step to step. A step's experts of a layer go through it once each, in the order
+/// its tokens first select them (a batch needs each of its experts once; at batch 1 this is the trace replay's
+/// order). Policies that read the future (offline) or prefetch are refused by the caller.
+class StepExpertCaches {
+public:
+    StepExpertCaches(int64_t num_slots, int64_t num_experts, int64_t resident, const OffloadPolicy& policy);
+    /// The experts of `ids` (num_tokens x k, -1 left out) through slot `slot`'s cache: the ones fetched, in order.
+    std::vector<int32_t> access(int64_t slot, const std::vector<int32_t>& ids);
+    /// Counts over every access so far (all slots).
+    int64_t accesses() const { return accesses_; }
+    int64_t hits() const { return hits_; }
+    int64_t resident() const { return resident_; }
+
+private:
+    std::vector<std::unique_ptr<ExpertCache>> caches_;
+    int64_t num_experts_ = 0, resident_ = 0, accesses_ = 0, hits_ = 0;
+};
+
 /// Each layer slot's accesses in replay order (the ids of its tokens' selections in order, -1 left out).
 std::vector<int32_t> layer_accesses(const RoutingTrace& trace, int64_t layer);
 

@@ -114,6 +114,7 @@ json CpuBackend::describe() const {
                                 {"combine_dtype", "fp32"},
                                 {"experts_held", ep_.experts.size()},
                                 {"tokens", T_}};
+    if (offload_) j["expert_offload"] = offload_json();
     return j;
 }
 
@@ -286,6 +287,7 @@ PreparedStep CpuBackend::prepare(const ModelConfig& model, const std::vector<int
     x0_.alloc(T_ * d_.H);
     phase_embed();
     std::memcpy(x0_.data(), x_.data(), sizeof(float) * T_ * d_.H);
+    offload_setup();
     PreparedStep step;
     step.mla_form = MlaForm::expanded_cache;  // MLA keys and values expanded per head into the cache
     if (d_.E > 0) step.kernels.emplace_back("expert_gemm", plan_.experts ? "panel" : "blas");
@@ -379,6 +381,7 @@ void CpuBackend::run_phase(Phase phase, int64_t slot) {
     case Phase::topk: phase_topk(slot); break;
     case Phase::permute: ep_on() ? ep_permute(slot) : phase_permute(slot); break;
     case Phase::dispatch_a2a: if (ep_on()) ep_dispatch(slot); break;  // one process: nothing crosses ranks
+    case Phase::expert_fetch: phase_expert_fetch(slot); break;
     case Phase::expert_up: phase_expert_up(slot); break;
     case Phase::activation: phase_activation(slot); break;
     case Phase::expert_down: phase_expert_down(slot); break;

@@ -7,6 +7,7 @@
 #include "backends/cpu/thread_pool.hpp"
 #include "core/dispatch_dtype.hpp"
 #include "model/placement.hpp"
+#include "workload/offload_replay.hpp"
 
 #include <chrono>
 #include <memory>
@@ -102,6 +103,11 @@ private:
     void phase_topk(int64_t slot);
     void phase_permute(int64_t slot);
     void phase_expert_up(int64_t slot);
+    // expert offload, the host analogue (cpu_offload.cpp)
+    void offload_setup();
+    void phase_expert_fetch(int64_t slot);
+    int64_t expert_floats() const;
+    json offload_json() const;
     void phase_activation(int64_t slot);
     void phase_expert_down(int64_t slot);
     void phase_shared(int64_t slot);
@@ -164,6 +170,9 @@ private:
     StepRouting override_;
     std::vector<std::chrono::steady_clock::time_point> marks_;
     EpState ep_;
+    std::unique_ptr<StepExpertCaches> offload_;  // expert offload: one cache per layer slot (null: none)
+    FBuf fetch_buf_;                             // [fetch_slots_, one expert's gate|up|down floats]
+    int64_t fetch_slots_ = 0, fetched_experts_ = 0, fetched_bytes_ = 0;
 };
 
 /// A weight goes to the panel layout when its products have at most this many rows (for experts: on average,

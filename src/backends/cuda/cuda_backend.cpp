@@ -125,6 +125,7 @@ json CudaBackend::describe() const {
     } else {
         d["cuda_graph"] = false;
     }
+    if (offload_) d["expert_offload"] = offload_json();
     return d;
 }
 
@@ -373,6 +374,7 @@ void CudaBackend::run_phase_eager(Phase phase, int64_t layer_slot) {
         case Phase::permute: phase_permute(*need()); break;
         case Phase::dispatch_a2a:
         case Phase::combine_a2a: break;  // ep_size > 1 is refused in prepare(): nothing to move on one GPU
+        case Phase::expert_fetch: phase_expert_fetch(*need(), layer_slot); break;
         case Phase::expert_up: phase_expert_up(*need()); break;
         case Phase::activation: phase_activation(*need()); break;
         case Phase::expert_down: phase_expert_down(*need()); break;

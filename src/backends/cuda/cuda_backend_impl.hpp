@@ -10,6 +10,7 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/launch.hpp"
 #include "model/route_params.hpp"
+#include "workload/offload_replay.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -172,6 +173,10 @@ private:
     }
     void phase_permute(Layer& L);
     void phase_expert_up(Layer& L);
+    // Expert offload (cuda_offload.cpp).
+    void offload_setup();
+    void phase_expert_fetch(Layer& L, int64_t slot_idx);
+    json offload_json() const;
     void phase_activation(Layer& L);
     void phase_expert_down(Layer& L);
     void phase_shared(Layer& L);
@@ -222,6 +227,14 @@ private:
     DeviceBuffer<unsigned long long> l2_flush_sink_;
 
     const StepRouting* override_ = nullptr;
+    // Expert offload: per layer slot the experts' pinned host copies, the caches, a copy stream and a fetch buffer.
+    std::unique_ptr<StepExpertCaches> offload_;
+    std::vector<PinnedBuffer<bf16>> offload_host_;
+    std::unique_ptr<CudaStream> copy_stream_;
+    CudaEvent copy_ready_, copy_done_;
+    DeviceBuffer<bf16> fetch_dev_;
+    PinnedBuffer<int32_t> offload_ids_;
+    int64_t fetch_slots_ = 0, expert_elems_ = 0, fetched_experts_ = 0;
     std::string expert_variant_ = "none (no MoE layer run yet)";
     std::string topk_variant_ = "none";
     kernels::AttentionKernel attn_kernel_ = kernels::AttentionKernel::automatic;  // automatic: no layer run yet

@@ -246,6 +246,7 @@ PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<in
     }
     kernels::launch_embed(token_ids_.get(), embed_.get(), x0_.get(), T_, H_, s());
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
+    offload_setup();
     return prepared_step();
 }
 

@@ -17,6 +17,8 @@
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
 #include "model/memory_plan.hpp"
+#include "workload/expert_cache.hpp"
+#include "workload/offload_replay.hpp"
 #include "workload/workload.hpp"
 
 #include <algorithm>
@@ -98,6 +100,7 @@ public:
                     {"routing_path", routing_path_},
                     {"ep_rank_load", rank_load_json()},
                     {"redundant_experts", redundant_json()},
+                    {"expert_offload", offload_json()},
                     {"timing_source", "modeled"}};
     }
 
@@ -142,6 +145,36 @@ public:
                                                           model_.moe.num_experts, L.moe_tp)
                                             : std::string())},
                 {"collectives", collectives}};
+    }
+
+    // Expert offload: the caches replayed over the run's routing (warm-up steps included) and how expert_fetch is
+    // priced; null without offload.
+    json offload_json() const {
+        if (!caches_) return nullptr;
+        std::vector<double> per_step(fetched_per_step_.begin(), fetched_per_step_.end());
+        std::sort(per_step.begin(), per_step.end());
+        const auto at = [&](double q) {
+            return per_step.empty() ? 0.0 : per_step[static_cast<size_t>(q * static_cast<double>(per_step.size() - 1))];
+        };
+        return {{"source", "counted"},
+                {"policy", opt_.layout.offload_policy},
+                {"resident_experts", caches_->resident()},
+                {"num_experts", model_.moe.num_experts},
+                {"start", "experts 0..N-1 resident in every layer (the routing is not known ahead); warm-up steps "
+                          "fill the caches"},
+                {"accesses", caches_->accesses()},
+                {"hits", caches_->hits()},
+                {"hit_rate", caches_->accesses() > 0 ? static_cast<double>(caches_->hits()) /
+                                                           static_cast<double>(caches_->accesses())
+                                                     : 0.0},
+                {"fetched_experts_per_step",
+                 {{"steps", per_step.size()}, {"p50", at(0.5)}, {"p95", at(0.95)}, {"p99", at(0.99)},
+                  {"max", per_step.empty() ? 0.0 : per_step.back()}}},
+                {"expert_bytes", expert_bytes_},
+                {"pricing", fmt::format("expert_fetch (modeled): per fetched expert {:g} bytes / ({:g} GB/s pcie_bw x "
+                                        "host_link_efficiency {:g}) + host_copy_latency_us {:g}",
+                                        expert_bytes_, hw_.pcie_bw_bytes_per_s / 1e9, p_.host_link_efficiency,
+                                        p_.host_copy_latency_us)}};
     }
 
     // The replicas of each layer (--redundant-experts): [expert, rank] of every slot beyond the layer's base placement.
@@ -280,7 +313,34 @@ public:
             default_routing_.per_layer.assign(layers_.size(), LayerRouting{});
         }
         set_routing_override(nullptr);
+        prepare_offload();
         return step;
+    }
+
+    // Expert offload: the layers' caches (online policies only: the sim sees the routing one step at a time) and the
+    // host link that prices a miss.
+    void prepare_offload() {
+        caches_.reset();
+        fetched_per_step_.clear();
+        pending_fetched_ = 0;
+        if (!model_.is_moe_model() || !opt_.layout.offloads(model_.moe.num_experts)) return;
+        const OffloadPolicy& policy = offload_policy(opt_.layout.offload_policy, run_field_label("", "offload_policy"));
+        if (policy.offline || policy.prefetches)
+            config_error(run_field_label("", "offload_policy"),
+                         "is not modeled by the sim, which sees the routing one step at a time",
+                         policy.name, "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name +
+                                          " replays a whole trace");
+        if (!(hw_.pcie_bw_bytes_per_s > 0))
+            config_error(run_field_label("", "resident_experts"),
+                         fmt::format("needs the host link of hardware {} (pcie_bw_gbps) to price expert_fetch",
+                                     hw_.name),
+                         std::to_string(opt_.layout.resident_of(model_.moe.num_experts)),
+                         "add pcie_bw_gbps to the profile, or drop the offload");
+        expert_bytes_ = static_cast<double>(routed_expert_params(model_)) * opt_.precision.expert_weight_bytes();
+        caches_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), model_.moe.num_experts,
+                                                     opt_.layout.resident_of(model_.moe.num_experts), policy);
+        // The slots built above (the default routing) fetch nothing: every step's routing comes with
+        // set_routing_override (offload takes the per-token path), which replays it through the caches.
     }
 
     // The statistical routing path (harness/routing_path.hpp): each MoE layer's counts and all-to-all rows drawn once
@@ -350,6 +410,8 @@ public:
     }
 
     void begin_step() override {
+        if (caches_) fetched_per_step_.push_back(pending_fetched_);
+        pending_fetched_ = 0;
         clock_us_ = 0;
         marks_.clear();
     }
@@ -373,6 +435,7 @@ private:
         MoeLayerResult result;    // routing after capacity, counts, drops (no ids on the statistical path)
         SimLayerRouting routing;  // per rank: what the phases are priced from
         std::array<double, kNumPhases> us;
+        int64_t fetched_experts = 0;  // expert offload: experts this step fetched from host memory (expert_fetch)
     };
 
     // A MoE layer's per-rank state from its routing (per token): each kept assignment counts at its token's rank
@@ -426,6 +489,15 @@ private:
             lr.cross_rank_rows = rows.total();
         }
         sl.result.routing = std::move(r);
+        note_fetches(sl, static_cast<int64_t>(s));
+    }
+
+    // This step's experts of a slot through its cache: what expert_fetch moves.
+    void note_fetches(Slot& sl, int64_t slot) {
+        sl.fetched_experts = 0;
+        if (!caches_ || sl.result.tokens_per_expert.empty()) return;
+        sl.fetched_experts = static_cast<int64_t>(caches_->access(slot, sl.result.routing.ids).size());
+        pending_fetched_ += sl.fetched_experts;
     }
 
     // Slowest GPU's time for a phase that runs where the tokens live (attention side, router, permute, shared
@@ -541,6 +613,11 @@ private:
     // A link-bound phase from its traffic: dispatch sends the slot's rows, combine returns them (the transpose); the
     // collectives of tensor parallelism as rings over their groups (sim_collective_us), the largest replica's tokens.
     double link_us(Phase phase, const Slot& sl) const {
+        if (phase == Phase::expert_fetch) {  // the missed experts over the host link, one copy each
+            if (sl.fetched_experts == 0) return 0.0;
+            return static_cast<double>(sl.fetched_experts) *
+                   (expert_bytes_ / (hw_.pcie_bw_bytes_per_s * p_.host_link_efficiency) * 1e6 + p_.host_copy_latency_us);
+        }
         if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.routing.dispatch_rows.scaled(dispatch_row_bytes_), hw_, p_);
         if (phase == Phase::combine_a2a)
             return sim_a2a_us(sl.routing.dispatch_rows.transposed().scaled(combine_row_bytes_), hw_, p_);
@@ -633,6 +710,10 @@ private:
     mutable bool by_tokens_ = false;
     double clock_us_ = 0;
     std::vector<double> marks_;
+    std::unique_ptr<StepExpertCaches> caches_;  // expert offload: one cache per layer slot (null: none)
+    double expert_bytes_ = 0;                    // one routed expert's weights in the expert format
+    int64_t pending_fetched_ = 0;                // fetched since the last step began (the next step's routing)
+    std::vector<int64_t> fetched_per_step_;      // experts fetched in each step, warm-up included
 };
 
 }  // namespace
@@ -673,6 +754,13 @@ const std::vector<SimField> kSimFields = {
      "fixed cost of one all-to-all inside a node"},
     {"a2a_network_latency_us", SimFieldKind::microseconds, &SimParams::a2a_network_latency_us, {}, nullptr, nullptr,
      "fixed cost of one all-to-all whose ranks span nodes"},
+    {"host_link_efficiency", SimFieldKind::fraction, &SimParams::host_link_efficiency, {}, nullptr, nullptr,
+     "fraction of the profile's pcie_bw_gbps a copy of pinned host memory to the GPU reaches (expert_fetch); default "
+     "0.78: 24.8 GB/s measured by nvbandwidth on a 32 GB/s PCIe 4.0 x16 A100 link (NVIDIA developer forum, "
+     "docs/offload.md)"},
+    {"host_copy_latency_us", SimFieldKind::microseconds, &SimParams::host_copy_latency_us, {}, nullptr, nullptr,
+     "fixed cost of one copy from host memory (one fetched expert: launch and synchronisation); 10 us is an "
+     "assumption, not a measurement"},
     {"dtype", SimFieldKind::choice, nullptr, {"bf16", "fp32"},
      [](SimParams& p, const std::string& v) { p.dtype = *dtype_named(v); },
      [](const SimParams& p) { return std::string(to_string(p.dtype)); },

@@ -23,6 +23,8 @@ struct SimParams {
     double phase_overhead_us = 3.0;       // per phase: kernel launch and tail, added to the roofline time
     double a2a_latency_us = 10.0;         // per all-to-all within one node (scale-up links)
     double a2a_network_latency_us = 25.0; // per all-to-all that crosses nodes
+    double host_link_efficiency = 0.78;   // fraction of pcie_bw_gbps a host-to-device copy of pinned memory reaches
+    double host_copy_latency_us = 10.0;   // per copy from host memory (one fetched expert): launch and sync
     DType dtype = DType::bf16;            // the native format ("auto" of --dtype): bf16, or fp32 (a profile's sim.dtype)
     MlaForm mla_form = MlaForm::absorbed; // MLA attention as the cuda backend runs it
 };
