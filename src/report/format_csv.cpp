@@ -26,7 +26,8 @@ const std::vector<std::string>& csv_columns() {
         "step_p99_us",    "step_cv",       keys::kTokensPerS,  keys::kIterations,     "load_max_over_mean_avg",
         "timing_source",  keys::kLowConfidence, "energy_j_per_token", "energy_scope", "host_contended",
         "throttled",      "rank",          "tp",            "attention_dp",   "moe_tp",        "moe_ep",
-        "dtype",          "expert_dtype",  "kv_dtype",      "first_layer",    "redundant_experts"};
+        "dtype",          "expert_dtype",  "kv_dtype",      "first_layer",    "redundant_experts",
+        "resident_experts", "offload_ratio", "offload_policy"};
     return kColumns;
 }
 
@@ -70,7 +71,7 @@ std::string render_csv(const json& report) {
     static const std::set<std::string> kStandardAxes = {
         "model",  "backend", "mode",  "batch",        "seq_len", "context", "routing",      "ep",      "capacity_factor",
         "soft_topn", "layers", "tp", "attention_dp", "moe_tp",  "moe_ep",  "dtype", "expert_dtype", "kv_dtype",
-        "first_layer", "redundant_experts"};
+        "first_layer", "redundant_experts", "resident_experts", "offload_ratio", "offload_policy"};
     std::string out;
     const auto& cols = csv_columns();
     for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
@@ -132,7 +133,8 @@ std::string render_csv(const json& report) {
             row.insert(row.end(), sc.begin(), sc.end());
             row.push_back(rank);
             for (const char* k : {"tp", "attention_dp", "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype",
-                                  "first_layer", "redundant_experts"})
+                                  "first_layer", "redundant_experts", "resident_experts", "offload_ratio",
+                                  "offload_policy"})
                 row.push_back(axis(k));  // appended after `rank`: the columns keep their places
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) out += ',';  // (appending in two steps: GCC 12 -Wrestrict false positive on "," + s)
