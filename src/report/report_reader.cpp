@@ -219,7 +219,7 @@ void fill_axes_added_later(json& axes) {
     if (!axes.contains("redundant_experts")) axes["redundant_experts"] = 0;  // no replicas before it was a field
     // Every expert resident before expert offload was a field.
     if (!axes.contains("resident_experts")) axes["resident_experts"] = 0;
-    if (!axes.contains("offload_ratio")) axes["offload_ratio"] = 0;
+    if (!axes.contains("offload_ratio")) axes["offload_ratio"] = 0.0;  // a double, as the writer has it
     if (!axes.contains("offload_policy")) axes["offload_policy"] = "lru";
     if (!axes.contains("ep") || !axes["ep"].is_number_integer()) return;
     const json ep = axes["ep"];
