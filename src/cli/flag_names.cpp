@@ -26,6 +26,7 @@ constexpr std::pair<const char*, const char*> kOwnFlags[] = {
     {"ttft_ms", "--ttft-ms"},        {"tpot_ms", "--tpot-ms"},         {"disagg", "--disagg"},
     {"prefill_gpus", "--prefill-gpus"}, {"decode_gpus", "--decode-gpus"},
     {"prefill_layout", "--prefill-layout"}, {"decode_layout", "--decode-layout"},
+    {"policy", "--policy"},
 };
 
 }  // namespace

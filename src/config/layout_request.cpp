@@ -101,15 +101,15 @@ Layout resolve_layout(const LayoutRequest& r) {
                      std::to_string(r.resident_experts), "give at most the model's routed experts per layer");
     if (!(r.offload_ratio >= 0 && r.offload_ratio < 1))
         config_error(label("offload_ratio"), "must be in [0, 1) (the share of routed experts kept in host memory)",
-                     fmt::format("{}", r.offload_ratio), "e.g. --offload-ratio 0.3");
+                     fmt::format("{}", r.offload_ratio), "e.g. " + flag_of("offload_ratio") + " 0.3");
     if (r.resident_experts > 0 && r.offload_ratio > 0)
-        config_error(label("offload_ratio"), "and --resident-experts say the same thing twice",
+        config_error(label("offload_ratio"), "and " + flag_of("resident_experts") + " say the same thing twice",
                      fmt::format("{} and {}", r.offload_ratio, r.resident_experts), "give one of them");
     if ((r.resident_experts > 0 || r.offload_ratio > 0) && gpus > 1)
         config_error(label(r.resident_experts > 0 ? "resident_experts" : "offload_ratio"),
                      "offloads experts of one GPU; this layout has " + std::to_string(gpus),
                      r.resident_experts > 0 ? std::to_string(r.resident_experts) : fmt::format("{}", r.offload_ratio),
-                     "drop --ep/--tp, or drop the offload");
+                     fmt::format("drop {}/{}, or drop the offload", flag_of("ep"), flag_of("tp")));
     l.resident_experts = r.resident_experts;
     l.offload_ratio = r.offload_ratio;
     l.offload_policy = r.offload_policy;

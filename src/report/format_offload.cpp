@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The text and CSV views of a moebench.offload/1 document (workload/offload_document.hpp), reading the document alone.
+#include "common/flag_names.hpp"
 #include "report/formats.hpp"
 
 #include <fmt/format.h>
@@ -60,7 +61,7 @@ std::string render_offload_text(const json& doc) {
         s += fmt::format("  one expert: {:.1f} MiB in {} ({})\n", doc["expert_bytes"].get<double>() / (1024.0 * 1024.0),
                          doc.value("expert_dtype", ""), doc["model"].is_string() ? doc["model"].get<std::string>() : "");
     else
-        s += "  bytes: give --model (the trace names no model moebench knows)\n";
+        s += "  bytes: give " + flag_of("model") + " (the trace names no model moebench knows)\n";
     const auto points = points_of(doc);
     for (const json* p : points) s += point_text(*p, doc.value("num_experts", int64_t{0}), points.size() == 1);
     return s;

@@ -3,6 +3,7 @@
 #include "workload/offload_replay.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fmt/format.h>
 
@@ -149,7 +150,7 @@ OffloadReplay replay_offload(const RoutingTrace& trace, int64_t resident, const 
     if (policy.prefetches && L > 1) {
         const double bytes = double(L - 1) * double(E) * double(E) * 4.0;
         if (bytes > kMaxPredictorBytes)
-            config_error("--policy", fmt::format("prefetch's predictor needs {:.1f} GiB for {} layers of {} experts",
+            config_error(flag_of("policy"), fmt::format("prefetch's predictor needs {:.1f} GiB for {} layers of {} experts",
                                                  bytes / (1024.0 * 1024 * 1024), L, E),
                          policy.name, "use lru, or a trace of fewer layers");
         predictors.assign(static_cast<size_t>(L - 1), LayerPairPredictor(E, k));

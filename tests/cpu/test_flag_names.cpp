@@ -49,6 +49,7 @@ TEST_CASE("flag names: every flag the CLI registers is an option of some subcomm
     cli::add_bench_command(app);
     cli::add_place_command(app);
     cli::add_deploy_command(app);
+    cli::add_offload_command(app);
     std::set<std::string> options;
     collect_options(app, options);
     const auto flags = registered_flags();

@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_backend_impl.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/run_fields.hpp"
 #include "workload/expert_cache.hpp"
 
@@ -24,7 +25,7 @@ void CpuBackend::offload_setup() {
     if (policy.offline || policy.prefetches)
         config_error(run_field_label("", "offload_policy"),
                      "is not run by the cpu backend, which sees the routing one step at a time", policy.name,
-                     "use lru or lfu here; moebench offload --policy " + policy.name + " replays a whole trace");
+                     "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name + " replays a whole trace");
     offload_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), d_.E, opt_.layout.resident_of(d_.E),
                                                   policy);
     // One slot per expert a token selects: a layer's fetches cycle through them.

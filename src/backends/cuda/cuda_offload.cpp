@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_backend_impl.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "config/run_fields.hpp"
 #include "workload/expert_cache.hpp"
 
@@ -25,10 +26,10 @@ void CudaBackend::offload_setup() {
     if (policy.offline || policy.prefetches)
         config_error(run_field_label("", "offload_policy"),
                      "is not run by the cuda backend, which sees the routing one step at a time", policy.name,
-                     "use lru or lfu here; moebench offload --policy " + policy.name + " replays a whole trace");
+                     "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name + " replays a whole trace");
     if (opt_.cuda_graph)
         config_error(run_field_label("", "cuda_graph"), "cannot capture expert offload (the host reads each layer's "
-                     "routing to choose the copies)", "true", "drop --cuda-graph, or drop the offload");
+                     "routing to choose the copies)", "true", "drop " + flag_of("cuda_graph") + ", or drop the offload");
     offload_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), E, opt_.layout.resident_of(E),
                                                   policy);
     copy_stream_ = std::make_unique<CudaStream>();
