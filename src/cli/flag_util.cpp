@@ -10,6 +10,8 @@
 #include "workload/trace_import.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -105,6 +107,15 @@ CLI::Option* add_decimal_option(CLI::App* cmd, const std::string& names, double&
         ->add_option_function<std::string>(
             names, [&target, label](const std::string& text) { target = parse_decimal(text, label); }, help)
         ->type_name("FLOAT");
+}
+
+CLI::Option* add_whole_list_option(CLI::App* cmd, const std::string& names, std::vector<int64_t>& target,
+                                   const std::string& help) {
+    const std::string label = long_name(names);
+    return cmd
+        ->add_option_function<std::string>(
+            names, [&target, label](const std::string& text) { target = parse_whole_list(text, label); }, help)
+        ->type_name("LIST");
 }
 
 void RunFieldFlags::add(CLI::App* cmd, const RunField& f) {

@@ -56,6 +56,10 @@ CLI::Option* add_whole_option(CLI::App* cmd, const std::string& names, Int& targ
 /// A decimal option: FLOAT in --help, its value read by parse_decimal.
 CLI::Option* add_decimal_option(CLI::App* cmd, const std::string& names, double& target, const std::string& help);
 
+/// A list option of whole numbers: LIST in --help, its value read by parse_whole_list.
+CLI::Option* add_whole_list_option(CLI::App* cmd, const std::string& names, std::vector<int64_t>& target,
+                                   const std::string& help);
+
 /// Sets `field` from `value` only when `opt` appeared on the command line.
 template <typename T, typename U>
 void override_if(const CLI::Option* opt, T& field, const U& value) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `moebench offload --trace T --resident N[,N...] [--policy P]`: a routing trace replayed through per-layer expert
-// caches of N resident experts (workload/offload_replay.hpp); the document and its views in report/.
+// caches of N resident experts (workload/offload_replay.hpp); its document built in workload/offload_document.hpp,
+// printed through the format table (report/formats.cpp, DocKind::offload).
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
@@ -16,7 +17,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <iostream>
 #include <memory>
 
@@ -25,29 +25,19 @@ namespace moebench::cli {
 namespace {
 
 struct OffloadArgs {
-    std::string trace, resident, policy = "lru", model, expert_dtype = "auto", format = "text", out;
+    std::string trace, policy = "lru", model, expert_dtype = "auto", format = "text", out;
+    std::vector<int64_t> resident;  // one replay each, in the order given
 };
 
-std::vector<int64_t> parse_resident_list(const std::string& text) {
-    std::vector<int64_t> out;
-    size_t start = 0;
-    while (true) {
-        const size_t comma = text.find(',', start);
-        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        int64_t v = 0;
-        const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
-            config_error("--resident", "is not a whole number or a comma-separated list of them", text,
-                         "e.g. --resident 2 or --resident 1,2,4");
-        if (v < 1)
-            config_error("--resident", "must be at least 1 resident expert per layer", item,
+// The cache sizes --resident gave (read as a sweep reads an axis: 2, 1,2,4 or 1..64): each at least 1.
+void check_resident(const std::vector<int64_t>& resident) {
+    for (int64_t n : resident)
+        if (n < 1)
+            config_error("--resident", "must be at least 1 resident expert per layer", std::to_string(n),
                          "give N >= 1 (N at or above the expert count keeps every expert resident)");
-        out.push_back(v);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    if (out.size() > 256) config_error("--resident", "lists more than 256 values", text, "give fewer cache sizes");
-    return out;
+    if (resident.size() > 256)
+        config_error("--resident", "lists more than 256 values", std::to_string(resident.size()) + " values",
+                     "give fewer cache sizes");
 }
 
 DType expert_dtype_of(const std::string& name) {
@@ -60,7 +50,7 @@ DType expert_dtype_of(const std::string& name) {
 }
 
 void run_offload(const OffloadArgs& a) {
-    const std::vector<int64_t> resident = parse_resident_list(a.resident);
+    check_resident(a.resident);
     const OffloadPolicy& policy = offload_policy(a.policy, "--policy");
     const DType dtype = expert_dtype_of(a.expert_dtype);
     const std::string format = parse_format(a.format, DocKind::offload, "--format");
@@ -104,7 +94,7 @@ void run_offload(const OffloadArgs& a) {
     ctx.num_tokens = trace.num_tokens;
     ctx.num_sequences = static_cast<int64_t>(trace.seq_starts.size());
     std::vector<OffloadReplay> replays;
-    for (int64_t n : resident) replays.push_back(replay_offload(trace, n, policy));
+    for (int64_t n : a.resident) replays.push_back(replay_offload(trace, n, policy));
     const std::string text = render_view(offload_document(ctx, replays), DocKind::offload, format);
     if (a.out.empty() || a.out == "-") {
         std::cout << text;
@@ -124,10 +114,11 @@ void add_offload_command(CLI::App& app) {
                 "docs/offload.md.");
     auto a = std::make_shared<OffloadArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace: a moebench trace, or a JSONL / text recording")->required();
-    cmd->add_option("--resident", a->resident, "Resident experts per layer: N or N1,N2,... (one replay each)")
+    add_whole_list_option(cmd, "--resident", a->resident,
+                          "Resident experts per layer: N, a list N1,N2,... or a range 1..64 (one replay each)")
         ->required();
-    std::string policy_help = "Cache policy: " + offload_policy_names() + " (default lru)";
-    cmd->add_option("--policy", a->policy, policy_help);
+    cmd->add_option("--policy", a->policy, "Cache policy: " + offload_policy_names() + " (default lru)")
+        ->type_name("POLICY");
     cmd->add_option("--model", a->model, "Model the trace was recorded on (expert bytes)");
     cmd->add_option("--expert-dtype", a->expert_dtype,
                     "Experts' weight format for the bytes: auto (bf16) | " + dtype_names_for(TensorClass::expert_weights));

@@ -2,6 +2,7 @@
 // The expert-cache policies and their table (expert_cache.hpp says the rules and ties).
 #include "workload/expert_cache.hpp"
 
+#include "common/did_you_mean.hpp"
 #include "common/error.hpp"
 
 #include <fmt/format.h>
@@ -172,21 +173,6 @@ const std::vector<OffloadPolicy> kOffloadPolicies = {
                 "the future: the bound on misses no policy beats)", false, true, make_optimal},
 };
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    std::iota(row.begin(), row.end(), size_t{0});
-    for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diag = up;
-        }
-    }
-    return row[b.size()];
-}
-
 }  // namespace
 
 const std::vector<OffloadPolicy>& offload_policies() { return kOffloadPolicies; }
@@ -198,16 +184,13 @@ std::string offload_policy_names(const std::string& separator) {
 }
 
 const OffloadPolicy& offload_policy(const std::string& name, const std::string& field) {
-    const OffloadPolicy* closest = nullptr;
-    size_t best = std::numeric_limits<size_t>::max();
+    std::vector<std::string> names;
     for (const OffloadPolicy& p : kOffloadPolicies) {
         if (p.name == name) return p;
-        const size_t d = edit_distance(name, p.name);
-        if (d < best) best = d, closest = &p;
+        names.push_back(p.name);
     }
-    const std::string hint =
-        closest && best <= std::max<size_t>(2, closest->name.size() / 3) ? "did you mean " + closest->name + "? " : "";
-    config_error(field, "unknown expert-cache policy", name, hint + "use one of: " + offload_policy_names(", "));
+    config_error(field, "unknown expert-cache policy", name,
+                 did_you_mean(name, names, "use one of: " + offload_policy_names(", ")));
 }
 
 }  // namespace moebench

@@ -316,6 +316,14 @@ TEST_CASE("moebench offload: JSON keys, one N and several, bytes from the model"
     auto text = run_cli("offload --trace " + trace + " --resident 99");
     CHECK(text.exit_code == 0);
     CHECK_THAT(text.out, Catch::Contains("hit rate 100.0%"));
+    // A range as a sweep writes it: 1..8 is 1, 2, 4, 8.
+    auto range = run_cli("offload --trace " + trace + " --resident 1..8 --policy optimal --format json");
+    INFO(range.err);
+    REQUIRE(range.exit_code == 0);
+    const auto rj = nlohmann::json::parse(range.out);
+    REQUIRE(rj.at("points").size() == 4);
+    CHECK(rj["points"][2].at("resident") == 4);
+    CHECK(rj["points"][1] == m["points"][1]);  // 2 resident: the same replay as in 1,2,8
     auto csv = run_cli("offload --trace " + trace + " --resident 2,3 --format csv");
     CHECK(csv.exit_code == 0);
     CHECK(std::count(csv.out.begin(), csv.out.end(), '\n') == 1 + 2 * 33);
@@ -324,7 +332,11 @@ TEST_CASE("moebench offload: JSON keys, one N and several, bytes from the model"
 TEST_CASE("moebench offload refuses bad input by flag, value and fix", "[offload][cli][robust]") {
     const std::string trace = std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-gsm8k.jsonl";
     expect_refused("offload --trace " + trace + " --resident 0", {"--resident", "got 0", "N >= 1"});
-    expect_refused("offload --trace " + trace + " --resident 2,x", {"--resident", "2,x"});
+    // --resident reads a list as a sweep reads an axis, and names that syntax where a value is no whole number.
+    expect_refused("offload --trace " + trace + " --resident 2,x",
+                   {"--resident", "2,x", "x is not one", "a list (1,2,4) or a range (1..64"});
+    expect_refused("offload --trace " + trace + " --resident 1-4", {"--resident", "1-4", "write 1..4"});
+    expect_refused("offload --trace " + trace + " --resident 2.5", {"--resident", "2.5 is not one"});
     expect_refused("offload --trace " + trace + " --resident 2 --policy lruu",
                    {"--policy", "lruu", "did you mean lru?", "static-hot"});
     expect_refused("offload --trace " + trace + " --resident 2 --model qwen3-30b-a3b",
