@@ -115,6 +115,21 @@ TEST_CASE("the sim prices each fetched expert over the host link and replays the
           run.at("latency").at("step").at("p50_us").get<double>());
 }
 
+TEST_CASE("offload keeps the sim on the per-token routing path, with the reason", "[offload][sim]") {
+    // zipf routes each token independently: without offload the sim draws it statistically (no token ids, so no cache
+    // to replay them through); with offload it routes every token and says why.
+    const std::string base = "run --backend sim --hardware h100-sxm --model mixtral-8x7b --dtype fp8 --layers 2 "
+                             "--batch 4 --iters 6 --warmup 1 --routing zipf:1.2";
+    CHECK(run_json(base).at("runs").at(0).at("routing").at("path") == "statistical");
+    const auto run = run_json(base + " --resident-experts 2").at("runs").at(0);
+    CHECK(run.at("routing").at("path") == "per-token");
+    CHECK_THAT(run.at("routing").at("path_reason").get<std::string>(), Catch::Contains("expert offload"));
+    const auto& off = run.at("backend_info").at("expert_offload");
+    CHECK(off.at("accesses").get<int64_t>() > 0);
+    CHECK(off.at("hits").get<int64_t>() < off.at("accesses").get<int64_t>());
+    expect_refused(base + " --resident-experts 2 --routing-path statistical", {"routing_path", "expert offload"});
+}
+
 TEST_CASE("the cpu backend copies the missed experts as the host analogue", "[offload][cpu]") {
     const auto doc = run_json("run --backend cpu --model olmoe-1b-7b --layers 1 --batch 1 --iters 3 --warmup 1 "
                               "--resident-experts 4 --threads 1");
