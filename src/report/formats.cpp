@@ -105,7 +105,7 @@ const char* to_string(DocKind kind) {
         case DocKind::placement: return "placement";
         case DocKind::hardware_fields: return "hardware field table";
         case DocKind::deploy: return "deploy document";
-        case DocKind::offload: return "offload replay";
+        case DocKind::offload: return "cache replay";
     }
     return "?";
 }

@@ -6,6 +6,7 @@
 #include "cli_helpers.hpp"
 #include "robust_helpers.hpp"
 
+#include "report/formats.hpp"
 #include "workload/expert_cache.hpp"
 #include "workload/offload_replay.hpp"
 #include "workload/trace_import.hpp"
@@ -316,6 +317,17 @@ TEST_CASE("moebench offload: JSON keys, one N and several, bytes from the model"
     auto text = run_cli("offload --trace " + trace + " --resident 99");
     CHECK(text.exit_code == 0);
     CHECK_THAT(text.out, Catch::Contains("hit rate 100.0%"));
+    // The text and csv views are the format table's views of that document, and -o writes the view.
+    for (const char* f : {"text", "csv"}) {
+        INFO(f);
+        const auto view = run_cli("offload --trace " + trace + " --resident 1,2,8 --policy optimal --format " + f);
+        CHECK(view.exit_code == 0);
+        CHECK(view.out == moebench::render_view(m, moebench::DocKind::offload, f));
+    }
+    const std::string out = moebench::test::temp_dir("offload-view") + "/v.csv";
+    REQUIRE(run_cli("offload --trace " + trace + " --resident 1,2,8 --policy optimal --format csv -o " + out)
+                .exit_code == 0);
+    CHECK(moebench::test::read_text(out) == moebench::render_view(m, moebench::DocKind::offload, "csv"));
     // A range as a sweep writes it: 1..8 is 1, 2, 4, 8.
     auto range = run_cli("offload --trace " + trace + " --resident 1..8 --policy optimal --format json");
     INFO(range.err);
