@@ -171,6 +171,12 @@ void run_command(const RunFlags& f, const RunFieldFlags& fields) {
     if (!cfg.dump_tensors.empty())
         term << "tensors: " << (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string() << "\n";
     term.flush();
+    // A crossed load gate (--max-cv, --min-balancedness) is exit 1, after the report (which records it) was written.
+    if (const std::vector<std::string> crossed = crossed_load_gates(record); !crossed.empty()) {
+        std::string why;
+        for (const std::string& c : crossed) why += (why.empty() ? "" : "; ") + c;
+        throw LoadGateCrossed(why + (out_path != "-" ? " (report: " + out_path + ")" : ""));
+    }
     // A failed --check is exit 3, after the report (which records the comparison) was written.
     if (record.contains("check") && !record["check"].value("passed", false))
         throw CheckFailed("--check failed: " + record["check"].value("failure", std::string("mismatch")) +

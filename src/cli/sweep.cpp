@@ -299,6 +299,17 @@ void run_sweep_command(SweepFlags& f) {
     if (root) write_sweep_outputs(f, context, base_json, o, out, journal, formats);
     if (o.stop_signal) throw SweepStopped(o.stop_signal, o.num_not_run, journal);
     if (o.num_failed > 0) throw Error(fmt::format("{} sweep point(s) failed; see the report", o.num_failed));
+    // Load gates (--max-cv, --min-balancedness): every point ran and is in the report; exit 1 naming those that crossed.
+    std::string crossed;
+    size_t num_crossed = 0;
+    for (const json& r : o.runs)
+        for (const std::string& why : crossed_load_gates(r)) {
+            if (num_crossed++ < 20)
+                crossed += "\n  " + r.value("sweep_label", point_label(r.value("sweep_point", json::object()))) + ": " + why;
+        }
+    if (num_crossed > 0)
+        throw LoadGateCrossed(fmt::format("{} load gate crossing(s) in the sweep (report: {}):{}{}", num_crossed, out,
+                                          crossed, num_crossed > 20 ? "\n  ..." : ""));
     if (o.num_ok == 0 && o.num_config_errors > 0 && o.num_config_errors == o.num_skipped)
         throw ConfigError("every sweep point was rejected; first: " + o.first_config_error);
 }

@@ -123,6 +123,12 @@ void validate(const RunConfig& c) {
         config_error(label("", "capacity_factor"), "must be a finite number >= 0",
                      fmt::format("{}", c.options.capacity_factor), "use 0 for dropless, or a factor such as 1.25");
     parse_rank_timeout(c.rank_timeout, label("", "rank_timeout"));
+    if (!(c.max_cv >= 0 && std::isfinite(c.max_cv)))
+        config_error(label("", "max_cv"), "must be a finite number >= 0", fmt::format("{}", c.max_cv),
+                     "use a coefficient of variation such as 0.5 (0 = off)");
+    if (!(c.min_balancedness >= 0 && c.min_balancedness <= 1))
+        config_error(label("", "min_balancedness"), "must be a number from 0 to 1", fmt::format("{}", c.min_balancedness),
+                     "use a balancedness such as 0.8 (1 = perfectly even, 0 = off)");
     if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
     if (c.record != "full" && c.record != "brief")
         config_error(label("", "record"), "is not full or brief", c.record,

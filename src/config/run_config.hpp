@@ -44,6 +44,8 @@ struct RunConfig {
     bool measure_ceilings = false;        // measure this machine's bandwidth and GEMM rate for the roofline block
     bool allow_no_fit = false;            // model (sim) a deployment that does not fit the profile's memory anyway
     std::string rank_timeout = "auto";    // under mpirun: seconds a collective may wait for the other ranks, or auto
+    double max_cv = 0;                    // gate: exit 1 when a MoE layer's CV of tokens per expert exceeds it (0 = off)
+    double min_balancedness = 0;          // gate: exit 1 when the balancedness falls below it (0 = off)
 };
 
 /// Parses a run config object; `path` prefixes field names in errors.

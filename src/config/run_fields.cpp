@@ -119,6 +119,13 @@ const std::vector<RunField> kRunFields = {
     {"rank_timeout", "--rank-timeout",
      "Under mpirun: seconds a collective may wait for the other ranks before the job ends naming the rank it waited "
      "on (auto = max(30 s, 5 x the slowest step so far))", false, false, MOEBENCH_FIELD(rank_timeout)},
+    {"max_cv", "--max-cv",
+     "Gate: exit 1 (after the report is written) when a MoE layer's coefficient of variation of tokens per expert "
+     "exceeds this (0 = off; docs/report-schema.md, Balance)", true, false, MOEBENCH_FIELD(max_cv)},
+    {"min_balancedness", "--min-balancedness",
+     "Gate: exit 1 (after the report is written) when the balancedness (mean over MoE layers of mean/max load, over "
+     "the expert-parallel ranks, or the experts without expert parallelism) falls below this (0 = off)", true, false,
+     MOEBENCH_FIELD(min_balancedness)},
 };
 
 #undef MOEBENCH_FIELD

@@ -31,6 +31,7 @@
 #include "workload/workload.hpp"
 
 #include <chrono>
+#include <numeric>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -295,6 +296,91 @@ json routing_record(const RunConfig& cfg, const Prepared& p, const json& backend
     return r;
 }
 
+// Tokens per expert of one MoE layer over the run: counted from its ids, or summed from the statistical path's
+// counted steps.
+std::vector<int64_t> layer_counts(const MoeLayerSamples& a, int64_t num_experts) {
+    if (!a.ids.empty())
+        return count_tokens_per_expert(a.ids.data(), static_cast<int64_t>(a.ids.size()) / std::max<int64_t>(a.k, 1),
+                                       a.k, num_experts);
+    std::vector<int64_t> counts(static_cast<size_t>(num_experts), 0);
+    for (const MoeLayerSamples::CountedSteps& c : a.counted)
+        for (size_t e = 0; e < counts.size() && e < c.tokens_per_expert.size(); ++e)
+            counts[e] += c.tokens_per_expert[e] * c.steps;
+    return counts;
+}
+
+// expert_load.balance: the balance figures engines log (metrics/expert_load.hpp, load_balance) over the experts and,
+// under expert parallelism, over the ranks, beside the CV of tokens per expert that --max-cv gates on.
+json load_balance_record(const Prepared& p, const Measured& m) {
+    const int64_t E = p.model.moe.num_experts;
+    const int64_t ranks = p.comm ? p.comm->world_size() : p.options.layout.moe_ep;
+    std::vector<std::vector<double>> by_expert, by_rank;
+    double cv_sum = 0, cv_max = 0;
+    int64_t cv_layers = 0, cv_max_layer = -1;
+    std::vector<int64_t> model_layer;
+    for (const MoeLayerSamples& a : m.moe) {
+        const std::vector<int64_t> counts = layer_counts(a, E);
+        if (std::accumulate(counts.begin(), counts.end(), int64_t{0}) <= 0) continue;
+        const double cv = coefficient_of_variation(counts);
+        cv_sum += cv;
+        if (cv_max_layer < 0 || cv > cv_max) cv_max = cv, cv_max_layer = a.layer;
+        ++cv_layers;
+        model_layer.push_back(a.layer);
+        by_expert.emplace_back(counts.begin(), counts.end());
+        if (ranks > 1) by_rank.push_back(rank_loads(counts, p.placement.of_layer(a.layer).ranks_of_expert, ranks));
+    }
+    const auto with_layer = [&](json j, const LoadBalance& b) {
+        j["imbalance_max_layer"] = b.imbalance_max_layer >= 0 ? json(model_layer[static_cast<size_t>(b.imbalance_max_layer)])
+                                                             : json(nullptr);
+        return j;
+    };
+    const LoadBalance experts = load_balance(by_expert);
+    json j = {{"source", p.routing_path.statistical ? "modeled" : "counted"},
+              {"basis", "tokens per expert of each MoE layer over the run's steps (as expert_load), and under expert "
+                        "parallelism each rank's share of them (its experts' assignments; an expert with replicas "
+                        "split evenly over them)"},
+              {"cv_mean", cv_layers > 0 ? cv_sum / static_cast<double>(cv_layers) : 0.0},
+              {"cv_max", cv_max},
+              {"cv_max_layer", cv_max_layer >= 0 ? json(cv_max_layer) : json(nullptr)},
+              {"experts", with_layer(to_json(experts), experts)},
+              {"ranks", nullptr},
+              {"gated", ranks > 1 ? "ranks" : "experts"}};
+    if (ranks > 1) {
+        const LoadBalance r = load_balance(by_rank);
+        j["ranks"] = with_layer(to_json(r), r);
+        j["ranks"]["num_ranks"] = ranks;
+    }
+    return j;
+}
+
+// The load gates of the run config (--max-cv, --min-balancedness) against a record's expert_load.balance: each gate
+// given, its value and whether it crossed (run and sweep exit 1 on a crossing, after the report is written).
+json load_gates_record(const RunConfig& cfg, const json& balance) {
+    json gates = json::array();
+    if (cfg.max_cv > 0) {
+        const double v = balance.value("cv_max", 0.0);
+        const bool crossed = v > cfg.max_cv;
+        gates.push_back({{"gate", "max_cv"}, {"metric", "cv_max"}, {"value", v}, {"limit", cfg.max_cv},
+                         {"crossed", crossed},
+                         {"message", fmt::format("cv_max {:.4g} (coefficient of variation of tokens per expert at MoE "
+                                                 "layer {}) {} the limit --max-cv {:g}",
+                                                 v, balance.value("cv_max_layer", json(nullptr)).dump(),
+                                                 crossed ? "exceeds" : "is within", cfg.max_cv)}});
+    }
+    if (cfg.min_balancedness > 0) {
+        const std::string unit = balance.value("gated", std::string("experts"));
+        const double v = balance.contains(unit) && balance[unit].is_object() ? balance[unit].value("balancedness", 0.0)
+                                                                              : 0.0;
+        const bool crossed = v < cfg.min_balancedness;
+        gates.push_back({{"gate", "min_balancedness"}, {"metric", unit + ".balancedness"}, {"value", v},
+                         {"limit", cfg.min_balancedness}, {"crossed", crossed},
+                         {"message", fmt::format("balancedness over the {} {:.4g} (mean over MoE layers of mean/max "
+                                                 "load) is {} the limit --min-balancedness {:g}",
+                                                 unit, v, crossed ? "below" : "at or above", cfg.min_balancedness)}});
+    }
+    return gates;
+}
+
 json expert_load_record(const Prepared& p, const Measured& m, const std::string& source, int64_t T) {
     json layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
@@ -319,16 +405,7 @@ json expert_load_brief(const Prepared& p, const Measured& m) {
     double sum = 0, most = 0;
     int64_t n = 0;
     for (const MoeLayerSamples& a : m.moe) {
-        std::vector<int64_t> counts;
-        if (a.ids.empty()) {
-            counts.assign(static_cast<size_t>(p.model.moe.num_experts), 0);
-            for (const MoeLayerSamples::CountedSteps& c : a.counted)
-                for (size_t e = 0; e < counts.size() && e < c.tokens_per_expert.size(); ++e)
-                    counts[e] += c.tokens_per_expert[e] * c.steps;
-        } else {
-            counts = count_tokens_per_expert(a.ids.data(), static_cast<int64_t>(a.ids.size()) / std::max<int64_t>(a.k, 1),
-                                             a.k, p.model.moe.num_experts);
-        }
+        const std::vector<int64_t> counts = layer_counts(a, p.model.moe.num_experts);
         int64_t total = 0, top = 0;
         for (int64_t c : counts) total += c, top = std::max(top, c);
         if (total <= 0) continue;
@@ -443,6 +520,11 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bo
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
     if (!p.traits.measures && cost_energy) record["cost_energy"] = cost_energy_block(cfg, p, latency.block);
     record[keys::kExpertLoad] = detail ? expert_load_record(p, m, source, T) : expert_load_brief(p, m);
+    if (p.model.is_moe_model()) {
+        record[keys::kExpertLoad]["balance"] = load_balance_record(p, m);
+        if (cfg.max_cv > 0 || cfg.min_balancedness > 0)
+            record["load_gates"] = load_gates_record(cfg, record[keys::kExpertLoad]["balance"]);
+    }
     json routing_layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
         if (detail && !a.ids.empty()) routing_layers.push_back(routing_layer(a, p.model.moe.num_experts, cfg.shape));
@@ -514,6 +596,14 @@ json record_ranks(const RunConfig& cfg, const Prepared& p, Measured m) {
 }
 
 }  // namespace
+
+std::vector<std::string> crossed_load_gates(const json& record) {
+    std::vector<std::string> out;
+    if (!record.is_object() || !record.contains("load_gates") || !record["load_gates"].is_array()) return out;
+    for (const json& g : record["load_gates"])
+        if (g.is_object() && g.value("crossed", false)) out.push_back(g.value("message", std::string("a load gate")));
+    return out;
+}
 
 json run_point(const RunConfig& given) { return run_point(given, PointOptions{}); }
 

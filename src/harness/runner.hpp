@@ -2,10 +2,12 @@
 // One benchmark point, end to end, as stages: validate -> prepare (model, workload, backend, ceilings) -> measure
 // (the engine's steps) -> derive (metrics/) -> record (one element of the report's runs[]).
 #pragma once
+#include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "config/run_config.hpp"
 
 #include <string>
+#include <vector>
 
 namespace moebench {
 
@@ -20,5 +22,15 @@ struct PointOptions {
     bool cost_energy = true;  // a modeled point's cost_energy block (reads the hardware profile)
 };
 json run_point(const RunConfig& cfg, const PointOptions& options);
+
+/// A load gate (run fields max_cv, min_balancedness) crossed: the outcome the gate asked about, not a fault. Exit 1.
+class LoadGateCrossed : public Error {
+public:
+    using Error::Error;
+    const char* label() const override { return "load gate"; }
+};
+
+/// The messages of the load gates a record (or a sweep's summary of it) crossed: its `load_gates`; empty when none.
+std::vector<std::string> crossed_load_gates(const json& record);
 
 }  // namespace moebench

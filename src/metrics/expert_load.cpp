@@ -156,6 +156,62 @@ std::vector<ExpertPair> top_coactivation_pairs(const int32_t* ids, int64_t num_t
     return pairs;
 }
 
+LoadBalance load_balance(const std::vector<std::vector<double>>& load_per_layer) {
+    LoadBalance b;
+    double sum_mean = 0, sum_max = 0, ratio_sum = 0, imbalance_sum = 0;
+    for (size_t l = 0; l < load_per_layer.size(); ++l) {
+        const std::vector<double>& x = load_per_layer[l];
+        if (x.empty()) continue;
+        double total = 0, most = 0;
+        for (double v : x) total += v, most = std::max(most, v);
+        if (!(total > 0)) continue;  // an idle layer has no balance to speak of
+        const double mean = total / static_cast<double>(x.size());
+        sum_mean += mean;
+        sum_max += most;
+        ratio_sum += mean / most;
+        const double imbalance = (most - mean) / mean;
+        imbalance_sum += imbalance;
+        if (b.imbalance_max_layer < 0 || imbalance > b.imbalance_max) {
+            b.imbalance_max = imbalance;
+            b.imbalance_max_layer = static_cast<int64_t>(l);
+        }
+        ++b.layers;
+    }
+    if (b.layers == 0) return b;
+    b.balancedness = ratio_sum / static_cast<double>(b.layers);
+    b.sum_mean_over_sum_max = sum_mean / sum_max;
+    b.imbalance_mean = imbalance_sum / static_cast<double>(b.layers);
+    return b;
+}
+
+json to_json(const LoadBalance& b) {
+    return {{"layers", b.layers},
+            {"balancedness", b.balancedness},
+            {"sum_mean_over_sum_max", b.sum_mean_over_sum_max},
+            {"imbalance_mean", b.imbalance_mean},
+            {"imbalance_max", b.imbalance_max},
+            {"definitions",
+             {{"balancedness", "mean over layers of (mean load / max load) of the layer's units: SGLang's "
+                               "per-layer balancedness, averaged over layers (1 = even, 1/N = one unit of N busy)"},
+              {"sum_mean_over_sum_max", "sum over layers of the mean load / sum over layers of the max load: vLLM "
+                                        "EPLB's logged balancedness (avg_tokens / max_tokens)"},
+              {"imbalance_mean", "mean over layers of (max load - mean load) / mean load (0 = even)"},
+              {"imbalance_max", "the largest (max load - mean load) / mean load of one layer"}}}};
+}
+
+std::vector<double> rank_loads(const std::vector<int64_t>& tokens_per_expert,
+                               const std::vector<std::vector<int32_t>>& ranks_of_expert, int64_t num_ranks) {
+    std::vector<double> load(static_cast<size_t>(std::max<int64_t>(num_ranks, 0)), 0.0);
+    for (size_t e = 0; e < tokens_per_expert.size() && e < ranks_of_expert.size(); ++e) {
+        const auto& holders = ranks_of_expert[e];
+        if (holders.empty()) continue;
+        const double share = static_cast<double>(tokens_per_expert[e]) / static_cast<double>(holders.size());
+        for (int32_t r : holders)
+            if (r >= 0 && r < num_ranks) load[static_cast<size_t>(r)] += share;
+    }
+    return load;
+}
+
 json to_json(const ExpertLoad& l) {
     return json{{"source", "counted"},
                 {"num_experts", l.num_experts},

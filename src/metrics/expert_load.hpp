@@ -67,6 +67,31 @@ std::vector<ExpertPair> top_coactivation_pairs(const int32_t* ids, int64_t num_t
 /// instead (a 20000-expert matrix would take gigabytes).
 inline constexpr int64_t kCoactivationMatrixMaxExperts = 512;
 
+/// The balance figures serving engines log, over the per-layer loads of some unit (the ranks of an expert-parallel
+/// layout, or the experts themselves). Layers whose load is all zero are left out. Definitions (docs/report-schema.md,
+/// "Balance"): with mean_l and max_l the mean and the largest load of layer l's units,
+///   balancedness            = (1/L) sum_l mean_l / max_l           (SGLang's per-layer "balancedness", averaged)
+///   sum_mean_over_sum_max   = sum_l mean_l / sum_l max_l            (vLLM EPLB's logged "balancedness")
+///   imbalance_{mean,max}    = (max_l - mean_l) / mean_l, averaged over the layers and at the worst layer
+/// 1, 1, 0 = perfectly even; a single busy unit of N gives 1/N, 1/N, N - 1.
+struct LoadBalance {
+    int64_t layers = 0;
+    double balancedness = 0;
+    double sum_mean_over_sum_max = 0;
+    double imbalance_mean = 0;
+    double imbalance_max = 0;
+    int64_t imbalance_max_layer = -1;  // index into the given layers of the worst one
+};
+LoadBalance load_balance(const std::vector<std::vector<double>>& load_per_layer);
+/// {"layers", "balancedness", "sum_mean_over_sum_max", "imbalance_mean", "imbalance_max", "definitions"}; the caller
+/// adds source and unit.
+json to_json(const LoadBalance& b);
+
+/// A layer's load on each rank of an expert-parallel placement: the rank's experts' assignments, an expert held by
+/// several ranks (replicas) split evenly over them.
+std::vector<double> rank_loads(const std::vector<int64_t>& tokens_per_expert, const std::vector<std::vector<int32_t>>& ranks_of_expert,
+                               int64_t num_ranks);
+
 /// {"source":"counted", tokens_per_expert, max_over_mean, cv, gini, top3_share, idle_experts, dropped, ...}
 json to_json(const ExpertLoad& load);
 json to_json(const LoadWindows& windows);

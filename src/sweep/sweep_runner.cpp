@@ -90,7 +90,7 @@ json record_summary(const json& rec) {
     using formats_detail::find_path;
     json s = json::object();
     for (const char* key : {keys::kStatus, "skip_reason", "skip_kind", "error", keys::kAxes, "batch", "sweep_point",
-                            "sweep_label", "sweep_point_s", "backend", "backend_note", "model", "fits"})
+                            "sweep_label", "sweep_point_s", "backend", "backend_note", "model", "fits", "load_gates"})
         if (rec.contains(key)) s[key] = rec.at(key);
     if (const json* v = find_path(rec, {keys::kThroughput, keys::kTokensPerS})) s[keys::kThroughput][keys::kTokensPerS] = *v;
     if (const json* src = find_path(rec, {keys::kLatency, "source"})) s[keys::kLatency]["source"] = *src;

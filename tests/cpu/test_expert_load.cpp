@@ -132,3 +132,29 @@ TEST_CASE("router entropy, top-1 probability and logit range", "[expert_load]") 
     CHECK(r.logit_max == Approx(std::log(4.0)).epsilon(1e-6));
     CHECK(r.logit_range_mean == Approx(std::log(4.0) / 2).epsilon(1e-6));
 }
+
+TEST_CASE("balance metrics engines log, by hand", "[expert_load][balance]") {
+    // Layer A: ranks [4, 0] (mean 2, max 4); layer B: [2, 2] (mean 2, max 2); layer C idle, left out.
+    const LoadBalance b = load_balance({{4, 0}, {2, 2}, {0, 0}});
+    CHECK(b.layers == 2);
+    CHECK(b.balancedness == Approx((0.5 + 1.0) / 2));             // mean of mean/max per layer
+    CHECK(b.sum_mean_over_sum_max == Approx((2.0 + 2.0) / (4 + 2)));  // sum of means / sum of maxima
+    CHECK(b.imbalance_mean == Approx((1.0 + 0.0) / 2));           // (max - mean) / mean, averaged
+    CHECK(b.imbalance_max == Approx(1.0));
+    CHECK(b.imbalance_max_layer == 0);
+    // One busy unit of N: 1/N, 1/N, N - 1.
+    const LoadBalance one = load_balance({{0, 0, 9, 0, 0}});
+    CHECK(one.balancedness == Approx(0.2));
+    CHECK(one.sum_mean_over_sum_max == Approx(0.2));
+    CHECK(one.imbalance_max == Approx(4.0));
+    CHECK(load_balance({}).layers == 0);
+}
+
+TEST_CASE("rank loads: an expert's assignments on its rank, replicas splitting them evenly", "[expert_load][balance]") {
+    // Experts 0,1 on rank 0, experts 2,3 on rank 1, expert 0 also replicated on rank 1.
+    const std::vector<std::vector<int32_t>> ranks_of_expert = {{0, 1}, {0}, {1}, {1}};
+    const std::vector<double> load = rank_loads({6, 1, 2, 3}, ranks_of_expert, 2);
+    REQUIRE(load.size() == 2);
+    CHECK(load[0] == Approx(3 + 1));
+    CHECK(load[1] == Approx(3 + 2 + 3));
+}
