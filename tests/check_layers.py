@@ -7,6 +7,8 @@
 - no file outside src/backends/ compares a backend's name ("cpu", "cuda", "sim"): it reads the backend's traits;
 - no file below the CLI spells a flag in a string ("--batch"): it names the field and asks flag_of (common/flag_names.hpp),
   which the CLI fills; the run field table (config/run_fields.cpp) is where the run fields' flags are written.
+  Another program's option (an engine's server flag that a message tells the user to set) is not ours: a line whose
+  comment says "another program's option" may spell it.
 Usage: check_layers.py ROOT LAYER [LAYER ...]   (lowest layer first, as CMakeLists.txt's MOEBENCH_LAYERS)"""
 import pathlib
 import re
@@ -18,6 +20,7 @@ SOURCES = ("*.cpp", "*.hpp", "*.cu", "*.cuh")
 STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 FLAG = re.compile(r'(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*)')
 FLAG_TABLE = "src/config/run_fields.cpp"
+FOREIGN = "another program's option"
 
 
 def flag_literals(text):
@@ -35,6 +38,8 @@ def flag_literals(text):
             if c == '"':
                 in_string = not in_string
             elif not in_string and code.startswith("//", i):
+                if FOREIGN in code[i:]:
+                    out = ""  # another program's flag, named as such
                 break
             out += c
             i += 1

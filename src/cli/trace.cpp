@@ -12,6 +12,7 @@
 #include "config/run_config.hpp"
 #include "metrics/trace_info.hpp"
 #include "report/formats.hpp"
+#include "workload/engine_dumps.hpp"
 #include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
 #include "workload/workload.hpp"
@@ -23,6 +24,8 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <optional>
 
 namespace moebench::cli {
 
@@ -105,13 +108,27 @@ void run_convert(const ConvertArgs& a) {
                      std::to_string(a.num_experts), "give the model's routed experts per layer (or 0 to infer)");
     refuse_output_over_input({{"-o", a.out}}, {{"IN", a.in}});
     ImportSummary summary;
-    RoutingTrace t = import_trace(a.in, a.num_experts, &summary);
-    if (!a.model.empty()) t.model = a.model;
+    // --model: a model that resolves (short name, model file, HF config.json) shapes an engine dump (which rows are
+    // MoE layers, top-k, experts); any other text is only the name stored in the trace.
+    std::optional<ModelConfig> model;
+    if (!a.model.empty()) {
+        try {
+            model = load_model(a.model);
+        } catch (const ConfigError&) {
+            model.reset();
+        }
+    }
+    const std::string kind = engine_dump_kind(a.in);
+    RoutingTrace t = kind.empty() ? import_trace(a.in, a.num_experts, &summary)
+                                  : trace_from_engine_dump(a.in, kind, model ? &*model : nullptr, a.num_experts, &summary);
+    if (!a.model.empty()) t.model = model ? model->name : a.model;
     write_trace(a.out, t);
     std::cout << summary.describe();
     std::cout << fmt::format("wrote {}: {} layers x {} tokens x top-{} of {} experts{}\n", a.out, t.num_layers,
                              t.num_tokens, t.top_k, t.num_experts,
-                             a.num_experts > 0 ? "" : " (expert count inferred: largest id + 1; set --num-experts)");
+                             a.num_experts > 0 || (model && !kind.empty())
+                                 ? ""
+                                 : " (expert count inferred: largest id + 1; set --num-experts)");
 }
 
 }  // namespace
@@ -141,11 +158,16 @@ void add_trace_command(CLI::App& app) {
     i->callback([info] { run_info(*info); });
 
     auto conv = std::make_shared<ConvertArgs>();
-    auto* c = cmd->add_subcommand("convert", "Import a JSONL or text routing trace into the safetensors format");
-    c->add_option("in", conv->in, "Input: JSONL records or the text form (docs/trace-format.md)")->required();
+    auto* c = cmd->add_subcommand("convert", "Import a routing trace (JSONL, text, or an engine's per-token dump: vLLM, "
+                                             "SGLang, Megatron) into the safetensors format");
+    c->add_option("in", conv->in, "Input: JSONL records, the text form, or an engine dump: a vLLM response or .npy, an "
+                                  "SGLang /generate response, a Megatron router trace or chat completion "
+                                  "(docs/trace-format.md)")->required();
     c->add_option("-o,--out", conv->out, "Output .safetensors file")->required()->type_name("FILE");
     add_whole_option(c, "--num-experts", conv->num_experts, "Expert count of the model (default: largest id + 1)");
-    c->add_option("--model", conv->model, "Model name stored in the metadata");
+    c->add_option("--model", conv->model, "Model the routing came from: a model that resolves (short name, file) says "
+                                          "which rows of an engine dump are MoE layers, its top-k and experts (SGLang's "
+                                          "raw dumps need it); any other text is stored as the trace's model name");
     c->callback([conv] { run_convert(*conv); });
 }
 

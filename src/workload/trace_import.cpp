@@ -20,6 +20,13 @@
 namespace moebench {
 
 std::string ImportSummary::describe() const {
+    if (format != "jsonl" && format != "text") {  // an engine dump (workload/engine_dumps.hpp)
+        std::string s = fmt::format("read an engine dump ({}{}): {} sequences, {} layers, {} tokens\n", format,
+                                    lines > 0 ? fmt::format(", {} lines", lines) : std::string(), num_sequences,
+                                    num_layers, tokens_kept);
+        for (const auto& e : examples) s += "  " + e + "\n";
+        return s;
+    }
     std::string s = fmt::format("read {} lines ({}): {} records, {} malformed, {} duplicate\n", lines, format, records,
                                 malformed, duplicates);
     s += fmt::format("{} sequences, {} layers, {} tokens seen; kept {} tokens present in every layer\n", num_sequences,
