@@ -27,6 +27,7 @@ constexpr std::pair<const char*, const char*> kOwnFlags[] = {
     {"prefill_gpus", "--prefill-gpus"}, {"decode_gpus", "--decode-gpus"},
     {"prefill_layout", "--prefill-layout"}, {"decode_layout", "--decode-layout"},
     {"policy", "--policy"},
+    {"cache_window", "--cache-window"},
 };
 
 }  // namespace

@@ -45,6 +45,7 @@ struct InfoArgs {
     std::string format = "text";
     int64_t window = 0;
     int64_t top_pairs = 3;
+    int64_t cache_window = 16;
     std::string out;
 };
 
@@ -87,7 +88,7 @@ void run_gen(const GenArgs& a) {
 
 void run_info(const InfoArgs& a) {
     const std::string format = parse_format(a.format, DocKind::trace_info, "--format");
-    const TraceInfoRequest request{a.file, a.window, a.top_pairs};
+    const TraceInfoRequest request{a.file, a.window, a.top_pairs, a.cache_window};
     check_trace_info_request(request);
     refuse_output_over_input({{"-o", a.out}}, {{"FILE", a.file}});
     const RoutingTrace t = read_trace(a.file);
@@ -154,6 +155,9 @@ void add_trace_command(CLI::App& app) {
         ->type_name("FORMAT");
     add_whole_option(i, "--window", info->window, "Also give the load over successive windows of W tokens");
     add_whole_option(i, "--top-pairs", info->top_pairs, "Co-activated expert pairs listed per layer");
+    add_whole_option(i, "--cache-window", info->cache_window,
+                     "Routing-decision cache: per layer, the share of tokens whose expert set repeats one of the "
+                     "previous W tokens of its sequence (default 16; 0 = off)");
     i->add_option("-o,--out", info->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
     i->callback([info] { run_info(*info); });
 

@@ -6,6 +6,7 @@
 #include "metrics/timing_stats.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 
 namespace moebench {
@@ -51,6 +52,38 @@ SwitchStats switch_stats(const int32_t* ids, int64_t num_tokens, int64_t k, cons
         s.mean_overlap = overlap_sum / static_cast<double>(s.num_pairs);
     }
     return s;
+}
+
+RoutingCacheStats routing_cache_stats(const int32_t* ids, int64_t num_tokens, int64_t k,
+                                      const std::vector<int64_t>& seq_starts, int64_t window) {
+    RoutingCacheStats s;
+    s.window = window;
+    if (k <= 0 || window <= 0) return s;
+    std::map<std::vector<int32_t>, int64_t> last_seen;  // expert set -> its latest token in this sequence
+    size_t next_start = 0;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+        bool starts_sequence = (t == 0);
+        while (next_start < seq_starts.size() && seq_starts[next_start] <= t) {
+            if (seq_starts[next_start] == t) starts_sequence = true;
+            ++next_start;
+        }
+        if (starts_sequence) last_seen.clear();
+        if (std::any_of(ids + t * k, ids + (t + 1) * k, [](int32_t e) { return e < 0; })) continue;  // missing: no lookup
+        std::vector<int32_t> cur = expert_set(ids + t * k, k);
+        ++s.lookups;
+        auto it = last_seen.find(cur);
+        if (it != last_seen.end() && t - it->second <= window) ++s.hits;
+        last_seen[std::move(cur)] = t;
+    }
+    if (s.lookups > 0) s.hit_rate = static_cast<double>(s.hits) / static_cast<double>(s.lookups);
+    return s;
+}
+
+json to_json(const RoutingCacheStats& s) {
+    return {{"source", "counted"}, {"window", s.window}, {"lookups", s.lookups}, {"hits", s.hits},
+            {"hit_rate", s.hit_rate},
+            {"basis", "share of tokens whose expert set repeats one of the previous `window` tokens of its sequence "
+                      "(the first token of a sequence misses; tokens with a missing selection are not looked up)"}};
 }
 
 RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_experts) {

@@ -23,6 +23,19 @@ struct SwitchStats {
 /// `seq_starts`: first token of each sequence (sorted; empty = one sequence). ids row-major [num_tokens, k].
 SwitchStats switch_stats(const int32_t* ids, int64_t num_tokens, int64_t k, const std::vector<int64_t>& seq_starts);
 
+/// How often a token's expert set (unordered) repeats the set of one of the previous `window` tokens of its sequence:
+/// the hit rate a cache of routing decisions keyed by the expert set, holding the last `window` tokens, could have.
+/// Every token with a complete selection (no -1) is a lookup; the first token of a sequence always misses.
+struct RoutingCacheStats {
+    int64_t window = 0;
+    int64_t lookups = 0;
+    int64_t hits = 0;
+    double hit_rate = 0;  // hits / lookups (0 when there are none)
+};
+RoutingCacheStats routing_cache_stats(const int32_t* ids, int64_t num_tokens, int64_t k,
+                                      const std::vector<int64_t>& seq_starts, int64_t window);
+json to_json(const RoutingCacheStats& s);
+
 /// From router logits [num_tokens, E]: p = softmax(logits) per token (for every family, sigmoid ones included).
 struct RouterStats {
     int64_t num_tokens = 0;

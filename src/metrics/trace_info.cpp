@@ -52,6 +52,9 @@ void check_trace_info_request(const TraceInfoRequest& r) {
     if (r.top_pairs < 0)
         config_error(flag_of("top_pairs"), "must be >= 0", std::to_string(r.top_pairs),
                      "e.g. " + flag_of("top_pairs") + " 3");
+    if (r.cache_window < 0 || r.cache_window > (int64_t{1} << 40))
+        config_error(flag_of("cache_window"), "must be from 0 (off) to 2^40 tokens", std::to_string(r.cache_window),
+                     "e.g. " + flag_of("cache_window") + " 16 (the default)");
 }
 
 json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {
@@ -59,7 +62,7 @@ json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {
     if (r.window > 0) check_window_memory(t, r.window);
     // Rows are labelled by model layer when the trace says which (as run reports are), else by MoE layer slot.
     const std::vector<int64_t> model_layer = model_layers_of(t);
-    std::vector<double> mom, switch_rates;  // max/mean load and switch rate per layer
+    std::vector<double> mom, switch_rates, cache_rates;  // max/mean load, switch and routing-cache hit rate per layer
     json layers = json::array();
     for (int64_t l = 0; l < t.num_layers; ++l) {
         const int32_t* ids = t.layer_ids(l);
@@ -69,6 +72,11 @@ json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {
         for (const auto& p : top_coactivation_pairs(ids, t.num_tokens, t.top_k, r.top_pairs))
             pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
         json lj = {{"layer", l}, {"load", to_json(load)}, {"switch", to_json(sw)}, {"coactivation_top_pairs", pairs}};
+        if (r.cache_window > 0) {
+            const RoutingCacheStats cache = routing_cache_stats(ids, t.num_tokens, t.top_k, t.seq_starts, r.cache_window);
+            lj["routing_cache"] = to_json(cache);
+            cache_rates.push_back(cache.hit_rate);
+        }
         if (!model_layer.empty()) lj["model_layer"] = model_layer[static_cast<size_t>(l)];
         if (r.window > 0) lj["windows"] = to_json(load_windows(ids, t.num_tokens, t.top_k, t.num_experts, r.window));
         layers.push_back(lj);
@@ -93,7 +101,12 @@ json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {
               {"max_over_mean_median", median(mom)},
               {"max_over_mean_max", *std::max_element(mom.begin(), mom.end())},
               {"switch_rate_mean",
-               std::accumulate(switch_rates.begin(), switch_rates.end(), 0.0) / static_cast<double>(switch_rates.size())}}},
+               std::accumulate(switch_rates.begin(), switch_rates.end(), 0.0) / static_cast<double>(switch_rates.size())},
+              {"routing_cache_window", r.cache_window},
+              {"routing_cache_hit_rate_mean",
+               r.cache_window > 0 ? json(std::accumulate(cache_rates.begin(), cache_rates.end(), 0.0) /
+                                         static_cast<double>(cache_rates.size()))
+                                  : json(nullptr)}}},
             {"layers", layers}};
 }
 

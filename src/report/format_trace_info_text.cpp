@@ -28,24 +28,33 @@ std::string render_trace_info_text(const json& j) {
     o += fmt::format("\nexpert load per layer (counted){}\n",
                      by_model_layer ? "; layer = model layer index"
                                     : "; layer = MoE layer slot (the trace names no model layers)");
-    o += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>5} {:>8} {:>7}  {}\n", "layer", "max/mean", "cv", "gini", "top3",
-                     "idle", "entropy", "switch", "top co-activated pairs (count)");
+    // The routing-decision cache's column: its hit rate per layer, "-" when the document has none (a window of 0).
+    const int64_t cache_window = j["summary"].value("routing_cache_window", int64_t{0});
+    o += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>5} {:>8} {:>7} {:>7}  {}\n", "layer", "max/mean", "cv", "gini",
+                     "top3", "idle", "entropy", "switch", "cache", "top co-activated pairs (count)");
     for (const json& l : layers) {
         std::string pairs;
         for (const json& p : l["coactivation_top_pairs"])
             pairs += fmt::format("{}+{} ({})  ", p["experts"][0].get<int64_t>(), p["experts"][1].get<int64_t>(),
                                  p["count"].get<int64_t>());
         const json& load = l["load"];
-        o += fmt::format("{:>5} {:>8.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5} {:>8.3f} {:>7.3f}  {}\n", label(l),
+        o += fmt::format("{:>5} {:>8.3f} {:>6.3f} {:>6.3f} {:>6.3f} {:>5} {:>8.3f} {:>7.3f} {:>7}  {}\n", label(l),
                          load[keys::kMaxOverMean].get<double>(), load["cv"].get<double>(), load["gini"].get<double>(),
                          load["top3_share"].get<double>(), load["idle_experts"].get<int64_t>(),
-                         load["entropy_norm"].get<double>(), l["switch"]["switch_rate"].get<double>(), pairs);
+                         load["entropy_norm"].get<double>(), l["switch"]["switch_rate"].get<double>(),
+                         l.contains("routing_cache") ? fmt::format("{:.3f}", l["routing_cache"]["hit_rate"].get<double>())
+                                                     : std::string("-"),
+                         pairs);
     }
     const json& s = j["summary"];
     o += fmt::format("max/mean over layers: min {:.3f}, median {:.3f}, max {:.3f}; mean switch rate {:.3f}\n",
                      s["max_over_mean_min"].get<double>(), s["max_over_mean_median"].get<double>(),
                      s["max_over_mean_max"].get<double>(), s["switch_rate_mean"].get<double>());
-    o += "(entropy = entropy of the load / log2(E); switch = share of consecutive tokens whose expert sets differ)\n";
+    o += "(entropy = entropy of the load / log2(E); switch = share of consecutive tokens whose expert sets differ";
+    if (cache_window > 0)
+        o += fmt::format("; cache = share of tokens whose expert set repeats one of the previous {} tokens of its "
+                         "sequence: the hit rate of a routing-decision cache ({})", cache_window, flag_of("cache_window"));
+    o += ")\n";
     if (num_experts <= 16) {
         o += "\ntokens per expert (layer x expert)\n" + fmt::format("{:>5}", "layer");
         for (int64_t e = 0; e < num_experts; ++e) o += fmt::format(" {:>6}", e);

@@ -158,3 +158,22 @@ TEST_CASE("rank loads: an expert's assignments on its rank, replicas splitting t
     CHECK(load[0] == Approx(3 + 1));
     CHECK(load[1] == Approx(3 + 2 + 3));
 }
+
+TEST_CASE("routing-decision cache: repeats of a token's expert set within a window of its sequence, by hand",
+          "[routing_cache]") {
+    // Sequence A: {1,2} {2,1} {3,4} {1,2} {-1,3}; sequence B: {1,2} {1,2}.
+    const std::vector<int32_t> ids = {1, 2, 2, 1, 3, 4, 1, 2, -1, 3, 1, 2, 1, 2};
+    // W = 2: t1 hits t0 (the same set in another order), t3 hits t1 (2 back), t4 is not looked up (missing), t5
+    // starts B (miss), t6 hits t5: 3 hits of 6 lookups.
+    RoutingCacheStats w2 = routing_cache_stats(ids.data(), 7, 2, {0, 5}, 2);
+    CHECK(w2.lookups == 6);
+    CHECK(w2.hits == 3);
+    CHECK(w2.hit_rate == Approx(0.5));
+    // W = 1: t3's repeat is 2 tokens back, out of the window.
+    RoutingCacheStats w1 = routing_cache_stats(ids.data(), 7, 2, {0, 5}, 1);
+    CHECK(w1.hits == 2);
+    CHECK(w1.hit_rate == Approx(2.0 / 6.0));
+    // One sequence: t5 now hits t3 (2 back) under W = 2.
+    CHECK(routing_cache_stats(ids.data(), 7, 2, {0}, 2).hits == 4);
+    CHECK(routing_cache_stats(ids.data(), 7, 2, {0}, 0).lookups == 0);
+}

@@ -265,3 +265,32 @@ TEST_CASE("moebench trace convert / info / gen, and exit 2 on bad input", "[trac
     CHECK(test::run_cli("trace gen --model " + kMixtralHf + " --routing router --tokens 10 -o " + dir + "/x").exit_code == 2);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("trace info: the routing-decision cache's hit rate per layer (--cache-window, default 16)", "[trace][routing_cache]") {
+    const std::string dir = test::temp_dir("cache");
+    // Layer 0 repeats one set every token (hits 3 of 4), layer 1 never repeats within 2 tokens.
+    const std::string txt = test::write_temp("c.txt", "0 1 | 0 1\n0 1 | 2 3\n1 0 | 0 2\n0 1 | 1 3\n");
+    REQUIRE(test::run_cli("trace convert " + txt + " -o " + dir + "/c.safetensors --num-experts 4").exit_code == 0);
+    auto r = test::run_cli("trace info " + dir + "/c.safetensors --format json --cache-window 2");
+    REQUIRE(r.exit_code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["layers"][0]["routing_cache"]["hits"] == 3);
+    CHECK(j["layers"][0]["routing_cache"]["lookups"] == 4);
+    CHECK(j["layers"][1]["routing_cache"]["hits"] == 0);
+    CHECK(j["summary"]["routing_cache_window"] == 2);
+    CHECK(j["summary"]["routing_cache_hit_rate_mean"].get<double>() == Approx(0.375));
+    // The text view (the format table's trace info renderer): a cache column, layer 0's 3 of 4, and its legend.
+    r = test::run_cli("trace info " + dir + "/c.safetensors --cache-window 2");
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(" cache ") != std::string::npos);
+    CHECK(r.out.find("  0.750  ") != std::string::npos);
+    CHECK(r.out.find("previous 2 tokens of its sequence") != std::string::npos);
+    r = test::run_cli("trace info " + dir + "/c.safetensors --cache-window 0 --format json");
+    CHECK(json::parse(r.out)["summary"]["routing_cache_hit_rate_mean"].is_null());
+    CHECK_FALSE(json::parse(r.out)["layers"][0].contains("routing_cache"));
+    r = test::run_cli("trace info " + dir + "/c.safetensors --format json");
+    CHECK(json::parse(r.out)["summary"]["routing_cache_window"] == 16);
+    r = test::run_cli("trace info " + dir + "/c.safetensors --cache-window -1");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--cache-window") != std::string::npos);
+}
