@@ -92,9 +92,10 @@ struct RouteParams {
     float jitter_eps = 0.01f;  // sparsemixer's router_jitter_noise: the relative band of logits each softmax keeps
 };
 
-/// Floats of scratch route_row needs: scores, choice scores, group scores (+ a byte mask stored in floats).
+/// Floats of scratch route_row needs: scores, choice scores, group scores (+ a byte mask stored in floats), and the
+/// logits with pruned experts' rows removed.
 MOEBENCH_HD inline int route_scratch_floats(int num_experts, int num_groups) {
-    return 2 * num_experts + 2 * num_groups + num_experts;
+    return 2 * num_experts + 2 * num_groups + num_experts + num_experts;
 }
 
 /// Llama-4 multiplies the expert INPUT by the router weight (routed_in = x * score) instead of the output;
@@ -231,16 +232,26 @@ MOEBENCH_HD inline void route_weights(const RouteParams& p, const float* logits,
 /// Mixtral / gpt-oss top-k of logits -> softmax over k; Llama-4 top-k -> sigmoid; PhiMoE sparsemixer (top-2);
 /// DeepSeek-V3 (reference inference/model.py Gate) sigmoid + bias, group score = top-2 sum, topk_groups groups;
 /// DeepSeek-V2 (modeling_deepseek.py MoEGate, group_limited_greedy) softmax, group score = max.
+/// Pruning: expert_keep[E] (nullptr = every expert) marks the experts kept. A pruned expert is as if its router row
+/// were deleted: its logit is -inf (so a softmax over the experts renormalises over the kept ones, and a sigmoid gives
+/// it 0), it never enters a group's score or the top-k (a token takes its next-best kept expert), and the chosen
+/// weights are then normalised as the family does (over the kept top-k where it renormalises). The host keeps at least
+/// top_k experts; should the chosen groups hold fewer than k kept experts, the top-k is taken over every kept expert.
 MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, const float* correction_bias,
-                                  float* scratch, int* ids, float* weights) {
+                                  float* scratch, int* ids, float* weights, const unsigned char* expert_keep = nullptr) {
     const int E = p.num_experts, G = p.num_groups > 0 ? p.num_groups : 1;
     float* scores = scratch;             // [E]
     float* choice = scratch + E;         // [E]
     float* gscores = scratch + 2 * E;    // [G]
     float* gsel = gscores + G;           // [G]
     unsigned char* keep = reinterpret_cast<unsigned char*>(gsel + G);  // [E] bytes
+    float* kept_logits = gsel + G + E;   // [E]: the logits with pruned rows at -inf (pruning only)
     int gids[64];                        // topk_groups <= 64 (checked by the host; real models have <= 8 groups)
     const int key_kind = route_key(p.kind, correction_bias != nullptr);
+    if (expert_keep) {
+        for (int i = 0; i < E; ++i) kept_logits[i] = expert_keep[i] ? logits[i] : -INFINITY;
+        logits = kept_logits;
+    }
     // (1) per-expert arrays.
     if (route_softmax_scores(p.kind)) {
         softmax_row(logits, E, scores);
@@ -248,7 +259,9 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
         for (int i = 0; i < E; ++i) scores[i] = sigmoidf_(logits[i]);
     }
     if (key_kind == kKeyChoice)
-        for (int i = 0; i < E; ++i) choice[i] = scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
+        for (int i = 0; i < E; ++i)
+            choice[i] = expert_keep && !expert_keep[i] ? -INFINITY
+                                                       : scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
     const float* key = key_kind == kKeyLogits ? logits : (key_kind == kKeyScores ? scores : choice);
     // (2) group mask.
     const unsigned char* mask = nullptr;
@@ -256,11 +269,16 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
         const int group_size = E / G;
         for (int g = 0; g < G; ++g) gscores[g] = route_group_score(p.kind, key, g, group_size);
         group_mask(gscores, G, p.topk_groups, group_size, gsel, gids, keep);
+        if (expert_keep)
+            for (int i = 0; i < E; ++i) keep[i] = keep[i] && expert_keep[i];
         mask = keep;
+    } else if (expert_keep) {
+        mask = expert_keep;
     }
     // (3) top-k of the key, then the weights.
     const int k_sel = p.kind == kRouteSparsemixer ? 2 : p.top_k;
-    topk_row(key, E, k_sel, mask, weights, ids);
+    if (topk_row(key, E, k_sel, mask, weights, ids) < k_sel && expert_keep)
+        topk_row(key, E, k_sel, expert_keep, weights, ids);  // the chosen groups hold too few kept experts
     route_weights(p, logits, scores, ids, weights);
 }
 

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -15,10 +16,11 @@ struct Routed {
     std::vector<int> ids;
     std::vector<float> w;
 };
-Routed route(const RouteParams& p, std::vector<float> logits, const float* bias = nullptr) {
+Routed route(const RouteParams& p, std::vector<float> logits, const float* bias = nullptr,
+             const std::vector<unsigned char>& keep = {}) {
     std::vector<float> scratch(static_cast<size_t>(route_scratch_floats(p.num_experts, p.num_groups)));
     Routed r{std::vector<int>(static_cast<size_t>(p.top_k)), std::vector<float>(static_cast<size_t>(p.top_k))};
-    route_row(p, logits.data(), bias, scratch.data(), r.ids.data(), r.w.data());
+    route_row(p, logits.data(), bias, scratch.data(), r.ids.data(), r.w.data(), keep.empty() ? nullptr : keep.data());
     return r;
 }
 RouteParams params(int kind, int E, int k) {
@@ -164,6 +166,72 @@ TEST_CASE("NaN router logits rank last: every kind returns k distinct ids in ran
             // NaN, and then the lowest ids win).
             const bool ranks_logits = kind == kRouteTopkSoftmax || kind == kRouteTopkSigmoid || kind == kRouteSparsemixer;
             if (logits[1] == 0.5f && ranks_logits) CHECK(r.ids[0] == 3);
+        }
+    }
+}
+
+TEST_CASE("pruning: a pruned expert is as if its router row were deleted; weights normalised as the family does",
+          "[routing][prune]") {
+    // softmax then top-k, expert 2 pruned: softmax over the kept [1, 2, _, 0] = e^1, e^2, e^0 over 11.107337 =
+    // [0.244728, 0.665241, -, 0.090031]; the token takes expert 1, then its next best kept, 0.
+    auto p = params(kRouteSoftmaxTopk, 4, 2);
+    const std::vector<unsigned char> keep = {1, 1, 0, 1};
+    auto r = route(p, {1, 2, 3, 0}, nullptr, keep);
+    CHECK(r.ids == std::vector<int>{1, 0});
+    CHECK(r.w[0] == Approx(0.6652410f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.2447285f).epsilon(1e-5));
+    p.norm_topk_prob = 1;  // renormalised over the kept top-2: sigmoid(1), sigmoid(-1)
+    r = route(p, {1, 2, 3, 0}, nullptr, keep);
+    CHECK(r.w[0] == Approx(0.7310586f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.2689414f).epsilon(1e-5));
+    // Mixtral (top-k of logits, softmax over the k): the same two, softmax over their logits [2, 1].
+    r = route(params(kRouteTopkSoftmax, 4, 2), {1, 2, 3, 0}, nullptr, keep);
+    CHECK(r.ids == std::vector<int>{1, 0});
+    CHECK(r.w[0] == Approx(0.7310586f).epsilon(1e-5));
+    // DeepSeek-V3 (sigmoid, 2 groups of 4, 1 group kept, top-2 renormalised): logits [0,0,0,0 | 3,2,1,0]. Unpruned:
+    // group 1 (sigmoid(3) + sigmoid(2) = 1.833 > 1.0), experts 4 and 5. Expert 4 pruned: group 1 still leads
+    // (sigmoid(2) + sigmoid(1) = 1.612), and the token takes 5 and 6: 0.880797 / 1.611856, 0.731059 / 1.611856.
+    RouteParams v3 = params(kRouteSigmoidGroupTopk, 8, 2);
+    v3.num_groups = 2;
+    v3.topk_groups = 1;
+    v3.norm_topk_prob = 1;
+    const std::vector<float> logits = {0, 0, 0, 0, 3, 2, 1, 0};
+    CHECK(route(v3, logits).ids == std::vector<int>{4, 5});
+    r = route(v3, logits, nullptr, {1, 1, 1, 1, 0, 1, 1, 1});
+    CHECK(r.ids == std::vector<int>{5, 6});
+    CHECK(r.w[0] == Approx(0.5464500f).epsilon(1e-5));
+    CHECK(r.w[1] == Approx(0.4535500f).epsilon(1e-5));
+    // Every expert of the leading group but one pruned: fewer than k kept there, the top-k spans the kept experts.
+    r = route(v3, logits, nullptr, {1, 1, 1, 1, 0, 0, 0, 1});
+    CHECK(r.ids[0] != 4);
+    CHECK(std::find(r.ids.begin(), r.ids.end(), 5) == r.ids.end());
+}
+
+TEST_CASE("pruning: no family ever routes to a pruned expert; weights sum as unpruned", "[routing][prune]") {
+    uint64_t state = 12345;
+    const auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+    for (int kind : {kRouteSoftmaxTopk, kRouteTopkSoftmax, kRouteSigmoidGroupTopk, kRouteSoftmaxGroupGreedy,
+                     kRouteTopkSigmoid}) {
+        for (int trial = 0; trial < 200; ++trial) {
+            RouteParams p = params(kind, 16, kind == kRouteTopkSigmoid ? 1 : 4);
+            p.norm_topk_prob = 1;
+            if (kind == kRouteSigmoidGroupTopk || kind == kRouteSoftmaxGroupGreedy) p.num_groups = 4, p.topk_groups = 2;
+            std::vector<float> logits(16);
+            for (float& l : logits) l = static_cast<float>(static_cast<int>(next() >> 40) % 2000) / 500.0f - 2.0f;
+            std::vector<unsigned char> keep(16, 1);
+            int pruned = 0;
+            for (int e = 0; e < 16 && pruned < 16 - p.top_k; ++e)
+                if ((next() >> 33) % 3 == 0) keep[static_cast<size_t>(e)] = 0, ++pruned;
+            const Routed r = route(p, logits, nullptr, keep);
+            INFO("kind " << kind << " trial " << trial);
+            float sum = 0;
+            for (int j = 0; j < p.top_k; ++j) {
+                REQUIRE(r.ids[static_cast<size_t>(j)] >= 0);
+                REQUIRE(r.ids[static_cast<size_t>(j)] < 16);
+                CHECK(keep[static_cast<size_t>(r.ids[static_cast<size_t>(j)])] == 1);
+                sum += r.w[static_cast<size_t>(j)];
+            }
+            if (kind != kRouteTopkSigmoid) CHECK(sum == Approx(1.0f).epsilon(1e-4));  // renormalised (k > 1)
         }
     }
 }
