@@ -123,6 +123,9 @@ void validate(const RunConfig& c) {
         config_error(label("", "capacity_factor"), "must be a finite number >= 0",
                      fmt::format("{}", c.options.capacity_factor), "use 0 for dropless, or a factor such as 1.25");
     parse_rank_timeout(c.rank_timeout, label("", "rank_timeout"));
+    if (!(c.prune_below >= 0 && c.prune_below < 1))
+        config_error(label("", "prune_below"), "must be a fraction from 0 (off) up to, not including, 1",
+                     fmt::format("{}", c.prune_below), "use e.g. 0.005 to drop experts used below 0.5% of the routing");
     if (!(c.max_cv >= 0 && std::isfinite(c.max_cv)))
         config_error(label("", "max_cv"), "must be a finite number >= 0", fmt::format("{}", c.max_cv),
                      "use a coefficient of variation such as 0.5 (0 = off)");

@@ -46,6 +46,7 @@ struct RunConfig {
     std::string rank_timeout = "auto";    // under mpirun: seconds a collective may wait for the other ranks, or auto
     double max_cv = 0;                    // gate: exit 1 when a MoE layer's CV of tokens per expert exceeds it (0 = off)
     double min_balancedness = 0;          // gate: exit 1 when the balancedness falls below it (0 = off)
+    double prune_below = 0;               // drop each MoE layer's experts with a share of the routing below it (0 = off)
 };
 
 /// Parses a run config object; `path` prefixes field names in errors.

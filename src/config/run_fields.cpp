@@ -119,6 +119,10 @@ const std::vector<RunField> kRunFields = {
     {"rank_timeout", "--rank-timeout",
      "Under mpirun: seconds a collective may wait for the other ranks before the job ends naming the rank it waited "
      "on (auto = max(30 s, 5 x the slowest step so far))", false, false, MOEBENCH_FIELD(rank_timeout)},
+    {"prune_below", "--prune-below",
+     "Prune each MoE layer's experts whose share of the routing is below this fraction (from a trace's counts or a "
+     "synthetic workload's shares; a token takes a kept expert instead; quality is not measured; 0 = off)", true, true,
+     MOEBENCH_FIELD(prune_below)},
     {"max_cv", "--max-cv",
      "Gate: exit 1 (after the report is written) when a MoE layer's coefficient of variation of tokens per expert "
      "exceeds this (0 = off; docs/report-schema.md, Balance)", true, false, MOEBENCH_FIELD(max_cv)},

@@ -27,6 +27,8 @@
 #include "metrics/roofline.hpp"
 #include "metrics/routing_stats.hpp"
 #include "metrics/stop_rule.hpp"
+#include "model/accounting.hpp"
+#include "workload/pruning.hpp"
 #include "workload/redundant_experts.hpp"
 #include "workload/workload.hpp"
 
@@ -60,6 +62,7 @@ struct Prepared {
     Communicator* comm = nullptr;  // expert parallelism over processes (nullptr: one process)
     ExpertPlacement placement;
     RoutingPath routing_path;      // per token, or statistical (harness/routing_path.hpp)
+    std::optional<ExpertPruning> pruning;  // run field prune_below
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -87,6 +90,10 @@ Prepared prepare_point(const RunConfig& cfg) {
     p.workload = make_workload(cfg.routing, p.model, cfg.options.seed, run_field_label("", "routing"));
     p.workload->check_layers(p.layers);
     if (cfg.shape.mode == Mode::decode) p.workload->interleave_sequences(cfg.shape.batch);
+    if (cfg.prune_below > 0 && p.model.is_moe_model()) {
+        p.pruning = prune_experts(*p.workload, p.model, p.layers, cfg.prune_below, run_field_label("", "prune_below"));
+        p.workload = pruned_workload(std::move(p.workload), *p.pruning);
+    }
 
     // Its own ConfigError (a bad hardware profile for sim, no device for cuda) names the real cause.
     p.backend = make_backend(cfg.backend, &p.backend_note, cfg.hardware);
@@ -381,6 +388,48 @@ json load_gates_record(const RunConfig& cfg, const json& balance) {
     return gates;
 }
 
+// The record's pruning block (run field prune_below): which experts each MoE layer run keeps, and the memory the
+// dropped experts' weights free (counted from the model's expert bytes at the run's expert format).
+json pruning_record(const Prepared& p) {
+    const ExpertPruning& pr = *p.pruning;
+    const double expert_bytes =
+        static_cast<double>(routed_expert_params(p.model)) * p.options.precision.expert_weight_bytes();
+    json per_layer = json::array();
+    int64_t dropped_run = 0, moe_run = 0;
+    for (int64_t l : p.layers) {
+        if (!p.model.is_moe_layer(l)) continue;
+        ++moe_run;
+        const auto& keep = pr.keep[static_cast<size_t>(l)];
+        const auto& share = pr.shares[static_cast<size_t>(l)];
+        json dropped = json::array();
+        double dropped_share = 0;
+        for (size_t e = 0; e < keep.size(); ++e)
+            if (!keep[e]) dropped.push_back(e), dropped_share += share[e];
+        dropped_run += static_cast<int64_t>(dropped.size());
+        per_layer.push_back({{"layer", l}, {"experts_kept", pr.kept(l)}, {"experts_pruned", dropped},
+                             {"pruned_share", dropped_share}});
+    }
+    const double per_layer_mean = moe_run > 0 ? static_cast<double>(dropped_run) / static_cast<double>(moe_run) : 0.0;
+    return {{"prune_below", pr.below},
+            {"shares_from", pr.shares_from},
+            {"rule", "each MoE layer drops its experts with a share of the routing below prune_below; a token never "
+                     "routes to a dropped expert: each dropped choice goes to the kept expert the layer uses most that "
+                     "the token has not chosen, with the dropped choice's weight (the workload imposes ids, so the "
+                     "token's own next-best expert is not known)"},
+            {"quality", "not measured: pruning changes the model's outputs; this report gives load, time and memory "
+                        "only"},
+            {"per_layer", per_layer},
+            {"memory",
+             {{"source", "counted"},
+              {"expert_bytes", expert_bytes},
+              {"basis", "routed-expert parameters x the expert format's bytes per element, per pruned expert"},
+              {"freed_bytes_layers_run", expert_bytes * static_cast<double>(dropped_run)},
+              {"freed_bytes_model", expert_bytes * per_layer_mean * static_cast<double>(p.model.num_moe_layers())},
+              {"model_basis", "the layers run's mean pruned experts per MoE layer, times the model's MoE layers"}}},
+            {"compare", "load and time against the same point unpruned: moebench sweep --prune-below 0,F ... then "
+                        "compare the two points (expert_load, latency)"}};
+}
+
 json expert_load_record(const Prepared& p, const Measured& m, const std::string& source, int64_t T) {
     json layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
@@ -520,6 +569,7 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bo
                             {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
     if (!p.traits.measures && cost_energy) record["cost_energy"] = cost_energy_block(cfg, p, latency.block);
     record[keys::kExpertLoad] = detail ? expert_load_record(p, m, source, T) : expert_load_brief(p, m);
+    if (p.pruning) record["pruning"] = pruning_record(p);
     if (p.model.is_moe_model()) {
         record[keys::kExpertLoad]["balance"] = load_balance_record(p, m);
         if (cfg.max_cv > 0 || cfg.min_balancedness > 0)
