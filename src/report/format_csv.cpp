@@ -27,7 +27,7 @@ const std::vector<std::string>& csv_columns() {
         "timing_source",  keys::kLowConfidence, "energy_j_per_token", "energy_scope", "host_contended",
         "throttled",      "rank",          "tp",            "attention_dp",   "moe_tp",        "moe_ep",
         "dtype",          "expert_dtype",  "kv_dtype",      "first_layer",    "redundant_experts",
-        "resident_experts", "offload_ratio", "offload_policy"};
+        "resident_experts", "offload_ratio", "offload_policy", "prune_below"};
     return kColumns;
 }
 
@@ -71,7 +71,7 @@ std::string render_csv(const json& report) {
     static const std::set<std::string> kStandardAxes = {
         "model",  "backend", "mode",  "batch",        "seq_len", "context", "routing",      "ep",      "capacity_factor",
         "soft_topn", "layers", "tp", "attention_dp", "moe_tp",  "moe_ep",  "dtype", "expert_dtype", "kv_dtype",
-        "first_layer", "redundant_experts", "resident_experts", "offload_ratio", "offload_policy"};
+        "first_layer", "redundant_experts", "resident_experts", "offload_ratio", "offload_policy", "prune_below"};
     std::string out;
     const auto& cols = csv_columns();
     for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
@@ -134,7 +134,7 @@ std::string render_csv(const json& report) {
             row.push_back(rank);
             for (const char* k : {"tp", "attention_dp", "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype",
                                   "first_layer", "redundant_experts", "resident_experts", "offload_ratio",
-                                  "offload_policy"})
+                                  "offload_policy", "prune_below"})
                 row.push_back(axis(k));  // appended after `rank`: the columns keep their places
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) out += ',';  // (appending in two steps: GCC 12 -Wrestrict false positive on "," + s)

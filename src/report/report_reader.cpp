@@ -213,7 +213,7 @@ void check_sweep(const Checker& c, const json& doc, size_t num_runs) {
 // The point's identity and description: checked for every record, whatever its status.
 // Axes that reports of an earlier moebench do not carry take the value their run had: the layout of --ep (attention
 // data-parallel over the expert-parallel ranks), the backend's own number formats, the first layer (0) and no redundant
-// experts (0). So such a report still matches a new one of the same point in compare.
+// experts (0), nothing pruned (0). So such a report still matches a new one of the same point in compare.
 void fill_axes_added_later(json& axes) {
     if (!axes.contains("first_layer")) axes["first_layer"] = 0;  // runs started at layer 0 before it was a field
     if (!axes.contains("redundant_experts")) axes["redundant_experts"] = 0;  // no replicas before it was a field
@@ -221,6 +221,7 @@ void fill_axes_added_later(json& axes) {
     if (!axes.contains("resident_experts")) axes["resident_experts"] = 0;
     if (!axes.contains("offload_ratio")) axes["offload_ratio"] = 0.0;  // a double, as the writer has it
     if (!axes.contains("offload_policy")) axes["offload_policy"] = "lru";
+    if (!axes.contains("prune_below")) axes["prune_below"] = 0;  // nothing pruned before it was a field
     if (!axes.contains("ep") || !axes["ep"].is_number_integer()) return;
     const json ep = axes["ep"];
     for (const auto& [k, v] : {std::pair<const char*, json>{"tp", 1}, {"attention_dp", ep}, {"moe_tp", 1}, {"moe_ep", ep},

@@ -121,7 +121,7 @@ TEST_CASE("csv: exact header, one row per point x phase", "[formats]") {
           "phase_max_us,phase_stdev_us,phase_cv,phase_share,step_mean_us,step_p50_us,step_p95_us,step_p99_us,step_cv,"
           "tokens_per_s,iterations,load_max_over_mean_avg,timing_source,low_confidence,energy_j_per_token,energy_scope,"
           "host_contended,throttled,rank,tp,attention_dp,moe_tp,moe_ep,dtype,expert_dtype,kv_dtype,first_layer,"
-          "redundant_experts,resident_experts,offload_ratio,offload_policy");
+          "redundant_experts,resident_experts,offload_ratio,offload_policy,prune_below");
     const size_t ncol = csv_columns().size();
     // 2 ok points x 15 phases + 1 skipped point.
     REQUIRE(lines.size() == 1 + 2 * 15 + 1);
