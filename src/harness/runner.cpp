@@ -370,9 +370,9 @@ json load_gates_record(const RunConfig& cfg, const json& balance) {
         gates.push_back({{"gate", "max_cv"}, {"metric", "cv_max"}, {"value", v}, {"limit", cfg.max_cv},
                          {"crossed", crossed},
                          {"message", fmt::format("cv_max {:.4g} (coefficient of variation of tokens per expert at MoE "
-                                                 "layer {}) {} the limit --max-cv {:g}",
+                                                 "layer {}) {} the limit {} {:g}",
                                                  v, balance.value("cv_max_layer", json(nullptr)).dump(),
-                                                 crossed ? "exceeds" : "is within", cfg.max_cv)}});
+                                                 crossed ? "exceeds" : "is within", flag_of("max_cv"), cfg.max_cv)}});
     }
     if (cfg.min_balancedness > 0) {
         const std::string unit = balance.value("gated", std::string("experts"));
@@ -382,8 +382,9 @@ json load_gates_record(const RunConfig& cfg, const json& balance) {
         gates.push_back({{"gate", "min_balancedness"}, {"metric", unit + ".balancedness"}, {"value", v},
                          {"limit", cfg.min_balancedness}, {"crossed", crossed},
                          {"message", fmt::format("balancedness over the {} {:.4g} (mean over MoE layers of mean/max "
-                                                 "load) is {} the limit --min-balancedness {:g}",
-                                                 unit, v, crossed ? "below" : "at or above", cfg.min_balancedness)}});
+                                                 "load) is {} the limit {} {:g}",
+                                                 unit, v, crossed ? "below" : "at or above", flag_of("min_balancedness"),
+                                                 cfg.min_balancedness)}});
     }
     return gates;
 }
@@ -426,8 +427,8 @@ json pruning_record(const Prepared& p) {
               {"freed_bytes_layers_run", expert_bytes * static_cast<double>(dropped_run)},
               {"freed_bytes_model", expert_bytes * per_layer_mean * static_cast<double>(p.model.num_moe_layers())},
               {"model_basis", "the layers run's mean pruned experts per MoE layer, times the model's MoE layers"}}},
-            {"compare", "load and time against the same point unpruned: moebench sweep --prune-below 0,F ... then "
-                        "compare the two points (expert_load, latency)"}};
+            {"compare", fmt::format("load and time against the same point unpruned: moebench sweep {} 0,F ... then "
+                                    "compare the two points (expert_load, latency)", flag_of("prune_below"))}};
 }
 
 json expert_load_record(const Prepared& p, const Measured& m, const std::string& source, int64_t T) {

@@ -2,6 +2,7 @@
 #include "workload/pruning.hpp"
 
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 
 #include <fmt/format.h>
 
@@ -33,11 +34,12 @@ ExpertPruning prune_experts(const Workload& workload, const ModelConfig& model, 
         if (!model.is_moe_layer(l)) continue;
         std::vector<double> share = workload.expected_load(l);
         if (static_cast<int64_t>(share.size()) != E)
-            config_error(field, "drops the experts below a share of the routing, and --routing " + spec +
-                                    " gives no share before the run (the model's router decides)",
+            config_error(field, fmt::format("drops the experts below a share of the routing, and {} {} gives no "
+                                            "share before the run (the model's router decides)", flag_of("routing"), spec),
                          fmt::format("{:g}", below),
-                         "use a trace (--routing trace:FILE, e.g. the model's own routing recorded with trace "
-                         "convert) or a synthetic workload, or drop --prune-below");
+                         fmt::format("use a trace ({} trace:FILE, e.g. the model's own routing recorded with trace "
+                                     "convert) or a synthetic workload, or drop {}", flag_of("routing"),
+                                     flag_of("prune_below")));
         const double total = std::accumulate(share.begin(), share.end(), 0.0);
         if (total > 0)
             for (double& s : share) s /= total;
