@@ -32,6 +32,11 @@ std::string needs_ids(const RunConfig& cfg, const BackendTraits& traits, const W
         return "expert offload replays every token's experts through the layer's cache";
     if (cfg.options.capacity_factor > 0)
         return "a capacity factor drops assignments in the order the tokens arrive";
+    // Pruning moves each dropped choice to the layer's most used kept expert that the token has not chosen: a token's
+    // experts then depend on its other choices, which the shares drawn from do not say (workload/pruning.hpp).
+    if (cfg.prune_below > 0)
+        return run_field_label("", "prune_below") + " moves each pruned choice to a kept expert the token has not chosen, "
+               "which depends on the token's other experts";
     if (workload.overrides_routing() && workload.independent_shares().empty())
         return "the " + workload.spec() + " workload's tokens depend on their place in the stream";
     if (has_replicas(placement))

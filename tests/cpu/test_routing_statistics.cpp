@@ -348,6 +348,8 @@ TEST_CASE("the statistical path is taken where the run allows it, and refused by
         {{{"capacity_factor", 1.0}}, "capacity factor"},
         {{{"routing", "zipf:1.2"}, {"ep", 4}, {"redundant_experts", 4}}, "replicas"},
         {{{"routing_path", "per-token"}}, "asked for"},
+        // zipf:1.2 over 8 experts: the two least used take 0.035 and 0.041 of the routing, pruned below 0.05.
+        {{{"routing", "zipf:1.2"}, {"ep", 4}, {"prune_below", 0.05}}, "prune_below"},
     };
     for (const auto& [fields, why] : per_token) {
         INFO(fields.dump());
@@ -363,6 +365,9 @@ TEST_CASE("the statistical path is taken where the run allows it, and refused by
                       Catch::Contains("routing_path") && Catch::Contains("cpu backend routes every token"));
     CHECK_THROWS_WITH(point({{"routing", "balanced"}, {"routing_path", "statistical"}}),
                       Catch::Contains("routing_path") && Catch::Contains("place in the stream"));
+    CHECK_THROWS_WITH(point({{"routing", "zipf:1.2"}, {"prune_below", 0.05}, {"routing_path", "statistical"}}),
+                      Catch::Contains("routing_path") && Catch::Contains("prune_below") &&
+                          Catch::Contains("a kept expert the token has not chosen"));
     CHECK_THROWS_AS(point({{"routing_path", "sometimes"}}), ConfigError);
 }
 
