@@ -70,6 +70,26 @@ TEST_CASE("run --prune-below: experts below the share go, no token routes to the
     CHECK(pr["memory"]["freed_bytes_layers_run"].get<double>() == Approx(2 * 3 * 64 * 32 * elem));
     CHECK(pr["memory"]["freed_bytes_model"].get<double>() == Approx(2 * 3 * 64 * 32 * elem));  // 1 per layer x 2
 
+    // The CSV's column 55 (after expert offload's 52-54): the point's prune_below on each of its rows.
+    const auto csv = run_cli("report " + dir + "/p.json --format csv");
+    REQUIRE(csv.exit_code == 0);
+    const auto cells = [](const std::string& line) {  // RFC 4180: a quoted cell may hold commas
+        std::vector<std::string> out(1);
+        bool quoted = false;
+        for (char c : line) {
+            if (c == '"') quoted = !quoted;
+            else if (c == ',' && !quoted) out.emplace_back();
+            else out.back().push_back(c);
+        }
+        return out;
+    };
+    const std::string header = csv.out.substr(0, csv.out.find('\n'));
+    const std::string row = csv.out.substr(header.size() + 1, csv.out.find('\n', header.size() + 1) - header.size() - 1);
+    REQUIRE(cells(header).size() == 55);
+    CHECK(cells(header)[54] == "prune_below");
+    REQUIRE(cells(row).size() == 55);
+    CHECK(cells(row)[54] == "0.1");
+
     // Unpruned, the same trace loads all four experts of layer 0.
     REQUIRE(run_cli(sim_run(trace, dir + "/u.json")).exit_code == 0);
     const json u = load_json_file(dir + "/u.json")["runs"][0];
