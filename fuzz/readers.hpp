@@ -10,6 +10,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
+#include "common/npy.hpp"
 #include "common/tensor_file.hpp"
 #include "config/hardware.hpp"
 #include "config/model_config.hpp"
@@ -22,6 +23,7 @@
 #include "sweep/golden.hpp"
 #include "sweep/journal.hpp"
 #include "sweep/sweep_runner.hpp"
+#include "workload/engine_dumps.hpp"
 #include "workload/routing_spec.hpp"
 #include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
@@ -284,6 +286,16 @@ inline void read_trace_text(const std::string& bytes, const std::string& dir) {
     convert_trace(trace_from_text(put(dir + "/trace.txt", bytes), 0, &summary), summary, dir);
 }
 
+// `moebench trace convert DUMP.npy -o OUT` (vLLM's routed experts as a .npy file): the container alone, then the
+// import (workload/engine_dumps, without --model), write and read back.
+inline void read_npy(const std::string& bytes, const std::string& dir) {
+    (void)parse_npy(bytes, "dump.npy");
+    const std::string path = put(dir + "/dump.npy", bytes);
+    if (engine_dump_kind(path) != "npy") throw std::logic_error("a .npy that parses is not recognised as one");
+    ImportSummary summary;
+    convert_trace(trace_from_engine_dump(path, "npy", nullptr, 0, &summary), summary, dir);
+}
+
 // `moebench report FILE --format F` for every format.
 inline void read_report(const std::string& bytes, const std::string& dir) {
     const std::string path = put(dir + "/report.json", bytes);
@@ -343,6 +355,7 @@ inline const std::vector<Reader>& readers() {
         {"trace_safetensors", "safetensors trace: `trace info`, `--routing trace:FILE`", detail::read_trace_safetensors},
         {"trace_jsonl", "JSONL trace import (`trace convert`)", detail::read_trace_jsonl},
         {"trace_text", "text trace import (`trace convert`)", detail::read_trace_text},
+        {"npy", "engine dump .npy import (`trace convert DUMP.npy`)", detail::read_npy},
         {"report", "`report FILE --format *`", detail::read_report},
         {"compare", "`compare A B` (input: A \\n---\\n B)", detail::read_compare},
         {"journal", "sweep journal: `report J.jsonl`, `sweep --resume`", detail::read_journal},

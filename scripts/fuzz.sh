@@ -82,7 +82,7 @@ seeds_for() {
     hardware) echo configs/hardware ;;
     run_config) echo configs/runs ;;
     sweep_config) echo configs/sweeps configs/runs ;;
-    routing_spec | trace_text) echo "fuzz/seeds/$1" ;;
+    routing_spec | trace_text | npy) echo "fuzz/seeds/$1" ;;
     *) echo "$build/seeds/$1" ;;
   esac
   # Past findings seed their target, so a fix that regresses stops it at once (an unfixed one would stop it at its

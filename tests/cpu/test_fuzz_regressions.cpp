@@ -180,6 +180,7 @@ TEST_CASE("fuzz readers: shipped inputs are read without error", "[fuzz]") {
     std::string line, records;
     for (int i = 0; i < 200 && std::getline(jsonl, line); ++i) records += line + "\n";
     CHECK_REPLAY("trace_jsonl", records, Outcome::returned);
+    CHECK_REPLAY("npy", slurp(root / "tests/data/engine-dumps/vllm_r3_routing_u8.npy"), Outcome::returned);
 }
 
 TEST_CASE("fuzz readers: traces, tensors, reports and journals moebench wrote are read without error", "[fuzz]") {
