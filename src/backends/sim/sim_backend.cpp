@@ -425,6 +425,14 @@ public:
         return out;
     }
 
+    // reprice_sim: new numbers, the same prepared step; every cached price is dropped.
+    void reprice(const SimParams& p) {
+        for (const SimNumberField& f : sim_number_fields()) p_.*f.member = p.*f.member;
+        for (Slot& sl : slots_) sl.us.fill(-1.0);
+        head_us_.fill(-1.0);
+        token_side_by_class_.clear();  // times, not work (expert_linear_ is work: it stays)
+    }
+
     MoeLayerResult moe_result(int64_t slot) const override {
         MOEBENCH_CHECK(slot >= 0 && slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
         return slots_[static_cast<size_t>(slot)].result;
@@ -723,6 +731,9 @@ namespace {
 // The profile's `sim` object as one table, of the same kind as the profile's own (config/hardware_fields.cpp): key,
 // accepted values, default (SimParams' initializer), meaning, and the member it fills. The reader, its unknown-key
 // list and docs/sim-backend.md's parameter table come from it.
+// The accepted ranges of the two kinds of number: the reader, the docs' table and what calibration may fit.
+constexpr double kFractionMin = 0.01, kFractionMax = 1.0, kMicrosecondsMax = 1e6;
+
 enum class SimFieldKind {
     fraction,      // of a datasheet figure, in [0.01, 1]: below 1% no real kernel runs (1e-300 would model centuries)
     microseconds,  // a fixed cost in [0, 1e6] us: above a second per operation is a typo
@@ -782,8 +793,8 @@ std::string joined(const std::vector<std::string>& v, const std::string& sep, co
 
 std::string accepted_text(const SimField& f) {
     switch (f.kind) {
-    case SimFieldKind::fraction: return "0.01 to 1";
-    case SimFieldKind::microseconds: return "0 to 1e6 us";
+    case SimFieldKind::fraction: return "0.01 to 1";       // kFractionMin, kFractionMax
+    case SimFieldKind::microseconds: return "0 to 1e6 us";  // kMicrosecondsMax
     case SimFieldKind::choice: return joined(f.choices, ", ", ", ");
     }
     return "";
@@ -806,11 +817,13 @@ void read_sim_field(const JsonReader& r, const SimField& f, SimParams& p) {
         return;
     }
     const double v = r.req_double(key);
-    if (f.kind == SimFieldKind::fraction && (!std::isfinite(v) || v < 0.01 || v > 1))
-        config_error(r.field(key), "must be a fraction in [0.01, 1]", json_brief(r.raw().at(key)),
+    if (f.kind == SimFieldKind::fraction && (!std::isfinite(v) || v < kFractionMin || v > kFractionMax))
+        config_error(r.field(key), "must be a fraction in [0.01, 1]",
+                     json_brief(r.raw().at(key)),
                      "use e.g. 0.8 for 80% of the datasheet figure");
-    if (f.kind == SimFieldKind::microseconds && (!std::isfinite(v) || v < 0 || v > 1e6))
-        config_error(r.field(key), "must be between 0 and 1e6 microseconds", json_brief(r.raw().at(key)),
+    if (f.kind == SimFieldKind::microseconds && (!std::isfinite(v) || v < 0 || v > kMicrosecondsMax))
+        config_error(r.field(key), "must be between 0 and 1e6 microseconds",
+                     json_brief(r.raw().at(key)),
                      "give the fixed cost of the operation in microseconds (launch latencies are 1-50)");
     p.*f.number = v;
 }
@@ -868,6 +881,27 @@ SimParams sim_params_for(const HardwareProfile& hw) {
         if (!j.is_object() || !j.contains("sim") || j.at("sim").is_null()) return SimParams{};
         return sim_params_from_json(j.at("sim"), hw.source + ": sim");
     });
+}
+
+json sim_params_to_json(const SimParams& p) {
+    json j = json::object();
+    for (const SimField& f : kSimFields) j[f.key] = f.kind == SimFieldKind::choice ? json(f.get(p)) : json(p.*f.number);
+    return j;
+}
+
+std::vector<SimNumberField> sim_number_fields() {
+    std::vector<SimNumberField> out;
+    for (const SimField& f : kSimFields) {
+        if (f.kind == SimFieldKind::fraction) out.push_back({f.key, f.number, kFractionMin, kFractionMax});
+        if (f.kind == SimFieldKind::microseconds) out.push_back({f.key, f.number, 0.0, kMicrosecondsMax});
+    }
+    return out;
+}
+
+void reprice_sim(Backend& backend, const SimParams& p) {
+    auto* sim = dynamic_cast<SimBackend*>(&backend);
+    MOEBENCH_CHECK(sim != nullptr, "reprice_sim: backend {} is not the sim", backend.traits().name);
+    sim->reprice(p);
 }
 
 double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype, "sim.dtype"); }

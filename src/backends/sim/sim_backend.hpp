@@ -37,6 +37,21 @@ SimParams sim_params_from_json(const json& sim, const std::string& path);
 std::string sim_fields_table(const std::string& format);
 /// The profile's "sim" object when its source file has one, else the defaults.
 SimParams sim_params_for(const HardwareProfile& hw);
+/// `p` as a profile's "sim" object (every field of the table): what a calibrated profile holds.
+json sim_params_to_json(const SimParams& p);
+
+/// One number of the sim object (an efficiency or a fixed cost): its key, member and accepted range, from the same
+/// table as the reader. What `moebench calibrate` fits.
+struct SimNumberField {
+    std::string key;
+    double SimParams::*member = nullptr;
+    double min = 0, max = 0;
+};
+std::vector<SimNumberField> sim_number_fields();
+/// Prices the prepared step of a sim backend again with the efficiencies and fixed costs of `p` (its dtype and MLA
+/// form stay those it was prepared with): calibration prices one prepared step under many parameter sets without
+/// preparing it again. `backend` must come from make_sim_backend (else InternalError).
+void reprice_sim(Backend& backend, const SimParams& p);
 
 /// Peak FLOP/s of the native format `p.dtype` on `hw` (what the profile must have for the sim to model anything).
 double sim_peak_flops(const HardwareProfile& hw, const SimParams& p);
