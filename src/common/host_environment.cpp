@@ -114,4 +114,16 @@ json environment_block() {
                 {"gpus", json::array()}};
 }
 
+std::string machine_identity(const json& env) {
+    auto text = [&](const char* key) -> std::string {
+        if (!env.is_object() || !env.contains(key)) return "";
+        const json& v = env.at(key);
+        return v.is_string() ? v.get<std::string>() : v.is_number_integer() ? std::to_string(v.get<int64_t>()) : "";
+    };
+    const std::string host = text("host"), cpu = text("cpu_model"), cpus = text("num_cpus");
+    if (host.empty() && cpu.empty() && cpus.empty()) return "";
+    return "host " + (host.empty() ? "unknown" : host) + ", CPU " + (cpu.empty() ? "unknown" : cpu) + ", " +
+           (cpus.empty() ? "unknown" : cpus) + " CPUs";
+}
+
 }  // namespace moebench

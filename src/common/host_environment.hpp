@@ -11,6 +11,11 @@ namespace moebench {
 /// load average now. Unreadable facts are "unknown" / null, never guessed.
 json environment_block();
 
+/// The machine of an environment block (a report's, or environment_block() now), in one line: "host H, CPU M,
+/// N CPUs". What `moebench calibrate` compares between reports and with a measured profile's `machine`; "" when the
+/// block records none of them.
+std::string machine_identity(const json& environment);
+
 /// The 1-minute load average now; null where /proc/loadavg is unreadable.
 json loadavg_now();
 

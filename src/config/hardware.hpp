@@ -30,6 +30,7 @@ struct HardwareProfile {
     double tdp_w = 0;                     // board power (TDP / TGP / TBP), watts; 0 = not given
     double price_per_gpu_hour = 0;        // USD per GPU-hour, a stated default; 0 = none public
     std::string price_source;             // where the price comes from, and its date
+    std::string machine;                  // the machine a measured profile was measured on ("" = a datasheet profile)
 };
 
 /// The one default profile: what plan reads and the sim backend models when no hardware is given. cpu and cuda run

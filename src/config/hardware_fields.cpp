@@ -81,6 +81,12 @@ HardwareField text(std::string key, HardwareTextDefault dflt, std::string P::*me
     f.member = member;
     return f;
 }
+// Text that the report's hardware block leaves out (a profile's provenance, not a figure a time depends on).
+HardwareField unrecorded_text(std::string key, std::string P::*member, std::string meaning) {
+    HardwareField f = text(std::move(key), HardwareTextDefault::empty, member, std::move(meaning));
+    f.recorded = false;
+    return f;
+}
 HardwareField other(std::string key, std::string unit, K kind, bool recorded, HardwareMember member,
                     std::string meaning) {
     HardwareField f;
@@ -137,6 +143,9 @@ const std::vector<HardwareField> kHardwareFields = {
     optional_figure("price_per_gpu_hour", "USD per GPU-hour", 1, 0.001, 10000, &P::price_per_gpu_hour,
                     "a default rental price, stated with its source and date in price_source; 0 = none public"),
     text("price_source", kEmpty, &P::price_source, "where price_per_gpu_hour comes from, what kind of price, its date"),
+    unrecorded_text("machine", &P::machine,
+         "the machine a measured profile was measured on (`moebench devices --cpu-profile` writes its host, CPU model "
+         "and CPU count); `moebench calibrate` refuses reports of another machine"),
     other("sim", "object", K::object, false, {},
           "the sim backend's efficiency settings (compute and memory efficiency, overheads): docs/sim-backend.md"),
 };
