@@ -26,9 +26,10 @@ enum class DocKind {
     hardware_fields,  // `devices --hardware-fields`: the fields of a hardware profile and of its sim object
     deploy,      // moebench.deploy/1 (`moebench deploy`: one layout, a search, or disaggregated pools, by its kind)
     offload,     // moebench.offload/1 (`moebench offload`: a trace replayed through expert caches)
+    hardware_profile,  // moebench.hardware/1 (`devices --cpu-profile` writes one)
 };
 /// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement", "hardware field
-/// table", "deploy document", "cache replay": how messages name a kind.
+/// table", "deploy document", "cache replay", "hardware profile": how messages name a kind.
 const char* to_string(DocKind kind);
 
 using Renderer = std::string (*)(const json& doc);
