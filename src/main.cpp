@@ -82,6 +82,7 @@ int run_main(int argc, char** argv) {
     moebench::cli::add_deploy_command(app);
     moebench::cli::add_place_command(app);
     moebench::cli::add_offload_command(app);
+    moebench::cli::add_calibrate_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

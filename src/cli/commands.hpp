@@ -16,6 +16,7 @@ void add_bench_command(CLI::App& app);
 void add_place_command(CLI::App& app);
 void add_deploy_command(CLI::App& app);
 void add_offload_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 /// `bench a2a` under `bench` (bench_a2a.cpp).
 void add_bench_a2a_command(CLI::App* bench);
 

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// 'moebench calibrate R1.json R2.json ... --hardware P -o P-calibrated.json': the sim's efficiencies and fixed costs
+// of profile P fitted to measured reports of one machine, with the model's error per phase before and after
+// (compare/calibrate.hpp; docs/calibration.md).
+#include "backends/sim/sim_backend.hpp"
+#include "cli/commands.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/file_identity.hpp"
+#include "common/paths.hpp"
+#include "compare/calibrate.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace moebench::cli {
+
+namespace {
+
+struct CalibrateFlags {
+    std::vector<std::string> reports;
+    std::string hardware, out, format = "text";
+    bool no_fit = false;
+};
+
+void run_calibrate(const CalibrateFlags& f) {
+    if (f.format != "text" && f.format != "json") config_error("--format", "unknown format", f.format, "use text or json");
+    if (f.no_fit && !f.out.empty())
+        config_error("-o", "writes the fitted profile; --no-fit fits nothing", f.out,
+                     "drop -o to see the profile's errors on these reports, or drop --no-fit");
+    const std::string profile_path = resolve_config("hardware", f.hardware, "--hardware");
+    std::vector<FileArg> inputs = {{"--hardware", profile_path}};
+    for (const std::string& r : f.reports) inputs.push_back({"REPORT", r});
+    refuse_output_over_input({{"-o", f.out}}, inputs);
+    check_output_path(f.out);
+    const HardwareProfile hw = load_hardware(profile_path);
+    const SimParams start = sim_params_for(hw);
+    const std::vector<CalibrationCase> cases = calibration_cases(f.reports, hw);
+    const CalibrationResult r = calibrate(cases, hw, start, !f.no_fit);
+    std::cout << (f.format == "json" ? calibration_json(r).dump(2) + "\n" : calibration_text(r));
+    std::cout.flush();
+    if (f.out.empty()) return;
+    const std::string name = std::filesystem::path(f.out).stem().string();
+    write_file_atomic(f.out, calibrated_profile(load_json_file(profile_path, kMaxConfigBytes), r, f.reports, name)
+                                     .dump(2) + "\n");
+    std::cerr << "calibrated profile: " << f.out << "\n";
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand(
+        "calibrate", "Fit a hardware profile's sim efficiencies and fixed costs to measured reports of one machine");
+    cmd->footer(
+        "Each report's run is modeled by the sim on --hardware (as run --backend sim --config REPORT.json would) and\n"
+        "compared phase by phase with the report's measured medians; the numbers of the profile's sim object that some\n"
+        "modeled time depends on are fitted to minimise the sum of ln(modeled / measured)^2. Prints each report's\n"
+        "phases and step, measured and modeled, with the error before and after. Judge the result on reports it was\n"
+        "not fitted to: --no-fit prints a profile's errors on other reports. Reports of another machine (or of\n"
+        "another than the one the profile was measured on), modeled reports, reports without phases and fewer\n"
+        "reports than parameters to fit are refused (exit 2). docs/calibration.md.");
+    auto f = std::make_shared<CalibrateFlags>();
+    cmd->add_option("REPORT", f->reports, "Measured reports of one point each (moebench run --out R.json)")->required();
+    cmd->add_option("--hardware", f->hardware, "The profile to calibrate: a name in configs/hardware or a file "
+                                               "(moebench devices --cpu-profile writes this machine's)")
+        ->required();
+    cmd->add_option("-o,--out", f->out, "Write the calibrated profile to FILE (its name: FILE's stem)");
+    cmd->add_option("--format", f->format, "text | json (default text)");
+    cmd->add_flag("--no-fit", f->no_fit, "Fit nothing: the profile's own errors on these reports (held-out checks)");
+    cmd->callback([f] { run_calibrate(*f); });
+}
+
+}  // namespace moebench::cli
