@@ -25,7 +25,8 @@ struct CalibrateFlags {
 };
 
 void run_calibrate(const CalibrateFlags& f) {
-    if (f.format != "text" && f.format != "json") config_error("--format", "unknown format", f.format, "use text or json");
+    if (f.format != "text" && f.format != "json")
+        config_error("--format", "unknown format", f.format, "use text or json");
     if (f.no_fit && !f.out.empty())
         config_error("-o", "writes the fitted profile; --no-fit fits nothing", f.out,
                      "drop -o to see the profile's errors on these reports, or drop --no-fit");
@@ -53,13 +54,13 @@ void add_calibrate_command(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "calibrate", "Fit a hardware profile's sim efficiencies and fixed costs to measured reports of one machine");
     cmd->footer(
-        "Each report's run is modeled by the sim on --hardware (as run --backend sim --config REPORT.json would) and\n"
-        "compared phase by phase with the report's measured medians; the numbers of the profile's sim object that some\n"
-        "modeled time depends on are fitted to minimise the sum of ln(modeled / measured)^2. Prints each report's\n"
-        "phases and step, measured and modeled, with the error before and after. Judge the result on reports it was\n"
-        "not fitted to: --no-fit prints a profile's errors on other reports. Reports of another machine (or of\n"
-        "another than the one the profile was measured on), modeled reports, reports without phases and fewer\n"
-        "reports than parameters to fit are refused (exit 2). docs/calibration.md.");
+        "Each report's run is modeled by the sim on --hardware (as run --backend sim --config REPORT.json would)\n"
+        "and compared phase by phase with the report's measured medians; the numbers of the profile's sim object\n"
+        "that some modeled time depends on are fitted to minimise the sum of ln(modeled / measured)^2. Prints each\n"
+        "report's phases and step, measured and modeled, with the error before and after. Judge the result on\n"
+        "reports it was not fitted to: --no-fit prints a profile's errors on other reports. Reports of another\n"
+        "machine (or of another than the one the profile was measured on), modeled reports, reports without phases\n"
+        "and fewer reports than parameters to fit are refused (exit 2). docs/calibration.md.");
     auto f = std::make_shared<CalibrateFlags>();
     cmd->add_option("REPORT", f->reports, "Measured reports of one point each (moebench run --out R.json)")->required();
     cmd->add_option("--hardware", f->hardware, "The profile to calibrate: a name in configs/hardware or a file "

@@ -64,13 +64,14 @@ CalibrationCase case_of_report(const std::string& path) {
     const ReadReport rep = load_report(path);
     const json& doc = rep.doc;
     if (rep.runs.size() != 1)
-        config_error(path + ": runs", fmt::format("holds {} points; calibrate takes reports of one point", rep.runs.size()),
-                     "", "pass each point's own report (moebench run --out R.json)");
+        config_error(path + ": runs",
+                     fmt::format("holds {} points; calibrate takes reports of one point", rep.runs.size()), "",
+                     "pass each point's own report (moebench run --out R.json)");
     const ReadRun& run = rep.runs[0];
     const json& record = doc[keys::kRuns][0];
     if (!run.ok())
-        config_error(path + ": runs[0].status", "the point did not run", run.status + (run.reason.empty() ? "" : ": " + run.reason),
-                     "pass reports of points that ran");
+        config_error(path + ": runs[0].status", "the point did not run",
+                     run.status + (run.reason.empty() ? "" : ": " + run.reason), "pass reports of points that ran");
     if (run.timing_source != "measured")
         config_error(path + ": runs[0].latency.source",
                      "is not measured: a model is calibrated against measurements, never against a model's output",
@@ -239,14 +240,16 @@ double minimise(const Objective& f, const Coordinates& c, std::vector<double>& x
 
 // Starting points: a coarse grid over every fitted parameter (at most 4 of them: 7^4 points), else a grid along each
 // in turn; the start itself comes first.
-std::vector<std::vector<double>> starting_points(const Objective& f, const Coordinates& c, const std::vector<double>& x0) {
+std::vector<std::vector<double>> starting_points(const Objective& f, const Coordinates& c,
+                                                 const std::vector<double>& x0) {
     const std::vector<double> fractions = {0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0};
     const std::vector<double> micros = {0, 1, 3, 10, 30, 100, 300};
     const size_t n = x0.size();
     std::vector<std::pair<double, std::vector<double>>> scored;
     auto values = [&](size_t i) {
         std::vector<double> v;
-        for (double u : c.is_us(i) ? micros : fractions) v.push_back(c.to_x(i, std::clamp(u, c.fields[i].min, c.fields[i].max)));
+        for (double u : c.is_us(i) ? micros : fractions)
+            v.push_back(c.to_x(i, std::clamp(u, c.fields[i].min, c.fields[i].max)));
         return v;
     };
     if (n <= 4) {
@@ -383,15 +386,16 @@ std::vector<CalibrationCase> calibration_cases(const std::vector<std::string>& p
         const CalibrationCase& c = cases.back();
         if (c.machine != cases.front().machine)
             config_error(c.name + ": environment",
-                         fmt::format("is another machine than {} ({}); a profile models one machine", cases.front().name,
-                                     cases.front().machine),
+                         fmt::format("is another machine than {} ({}); a profile models one machine",
+                                     cases.front().name, cases.front().machine),
                          c.machine, "calibrate each machine's reports against its own profile");
         if (!hw.machine.empty() && c.machine != hw.machine)
             config_error(c.name + ": environment",
                          fmt::format("is another machine than the one profile {} was measured on ({})", hw.name,
                                      hw.machine),
                          c.machine,
-                         "pass reports of that machine, or measure this one's profile (moebench devices --cpu-profile)");
+                         "pass reports of that machine, or measure this one's profile "
+                         "(moebench devices --cpu-profile)");
     }
     return cases;
 }
@@ -404,7 +408,8 @@ CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const Har
     Model m{cases, {}, 0};
     for (const CalibrationCase& c : cases) {
         SimParams p = start;
-        if (!c.mla_form.empty()) p.mla_form = sim_params_from_json({{"mla_form", c.mla_form}}, c.name + ": roofline").mla_form;
+        if (!c.mla_form.empty())
+            p.mla_form = sim_params_from_json({{"mla_form", c.mla_form}}, c.name + ": roofline.mla_form").mla_form;
         try {
             m.replays.emplace_back(c.run, hw, p);
         } catch (const ConfigError& e) {
@@ -450,17 +455,16 @@ CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const Har
         }
         best = c.params(start, xbest);
         // A parameter no phase is bound by at the optimum moved freely: its start value fits as well, and is kept.
-        for (size_t i = 0; i < c.fields.size(); ++i) {
+        for (const SimNumberField& f : c.fields) {
+            if (best.*f.member == start.*f.member) continue;
             SimParams q = best;
-            q.*c.fields[i].member = start.*c.fields[i].member;
+            q.*f.member = start.*f.member;
             const double fq = m.objective(q);
-            if (fq <= fbest * (1 + 1e-9) + 1e-300) {
-                best = q;
-                fbest = fq;
-                for (CalibrationParam& p : r.params)
-                    if (p.key == c.fields[i].key && best.*c.fields[i].member != c.params(start, xbest).*c.fields[i].member)
-                        p.status = "not determined";
-            }
+            if (fq > fbest * (1 + 1e-9)) continue;
+            best = q;
+            fbest = fq;
+            for (CalibrationParam& p : r.params)
+                if (p.key == f.key) p.status = "not determined";
         }
         for (CalibrationParam& p : r.params)
             for (const SimNumberField& f : c.fields)
@@ -493,12 +497,13 @@ std::string calibration_text(const CalibrationResult& r) {
     s += fmt::format("calibrate: profile {}, {} parameter sets priced\n", r.hardware, r.evaluations);
     s += fmt::format("{:<24} {:>12} {:>12}  {}\n", "parameter", "before", r.fitted ? "after" : "", "");
     for (const CalibrationParam& p : r.params) {
-        const std::string why = p.status == "unused"           ? "unused: no report's modeled time depends on it"
-                                : p.status == "not determined" ? "not determined: no phase is bound by it at the fit; kept"
-                                : r.fitted                     ? "fitted"
-                                                               : "";
-        s += fmt::format("{:<24} {:>12.4g} {:>12}  {}\n", p.key, p.before, r.fitted ? fmt::format("{:.4g}", p.after) : "",
-                         why);
+        const std::string why =
+            p.status == "unused"           ? "unused: no report's modeled time depends on it"
+            : p.status == "not determined" ? "not determined: no phase is bound by it at the fit; kept"
+            : r.fitted                     ? "fitted"
+                                           : "";
+        s += fmt::format("{:<24} {:>12.4g} {:>12}  {}\n", p.key, p.before,
+                         r.fitted ? fmt::format("{:.4g}", p.after) : "", why);
     }
     s += fmt::format("sum of ln(modeled / measured)^2 over {} phase rows: {:.4g}", r.num_terms, r.objective_before);
     s += r.fitted ? fmt::format(" before, {:.4g} after\n\n", r.objective_after) : "\n\n";
@@ -511,12 +516,13 @@ std::string calibration_text(const CalibrationResult& r) {
     std::string current;
     for (const CalibrationRow& x : r.rows) {
         if (x.report != current) s += x.report + "\n", current = x.report;
-        s += fmt::format("{:<{}} {:>12} {:>12} {:>10}", "  " + x.phase, wn, us_text(x.measured_us), us_text(x.before_us),
-                         pct(error_of(x.before_us, x.measured_us)));
+        s += fmt::format("{:<{}} {:>12} {:>12} {:>10}", "  " + x.phase, wn, us_text(x.measured_us),
+                         us_text(x.before_us), pct(error_of(x.before_us, x.measured_us)));
         s += r.fitted ? fmt::format(" {:>12} {:>10}\n", us_text(x.after_us), pct(error_of(x.after_us, x.measured_us)))
                       : "\n";
     }
-    s += fmt::format("\nerrors (modeled / measured - 1), {}:\n", r.fitted ? "before -> after the fit" : "of the profile as given");
+    s += fmt::format("\nerrors (modeled / measured - 1), {}:\n",
+                     r.fitted ? "before -> after the fit" : "of the profile as given");
     for (bool steps : {false, true}) {
         s += fmt::format("  {:<7} {}\n", steps ? "steps" : "phases", spread_text(spread(r.rows, steps, false)));
         if (r.fitted) s += fmt::format("  {:<7} {}\n", "", spread_text(spread(r.rows, steps, true)));

@@ -82,8 +82,8 @@ std::string write_json(const std::string& dir, const std::string& name, const js
 // A measured report of the tiny OLMoE on the cpu backend (a fraction of a second).
 json tiny_cpu_report(int64_t batch) {
     const std::string tiny = std::string(MOEBENCH_SOURCE_DIR) + "/tests/data/conformance/models/tiny-olmoe-1b-7b.json";
-    auto r = test::run_cli(fmt::format("run --json - --warmup 1 --iters 3 --backend cpu --threads 1 --model {} --batch {}",
-                                       tiny, batch));
+    auto r = test::run_cli(
+        fmt::format("run --json - --warmup 1 --iters 3 --backend cpu --threads 1 --model {} --batch {}", tiny, batch));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     return json::parse(r.out);
@@ -272,7 +272,8 @@ TEST_CASE("moebench calibrate: fits measured cpu reports, writes a profile, and 
     refused(fmt::format("{} --hardware {} --no-fit -o {}/x.json", pa, profile, dir), "--no-fit fits nothing");
 }
 
-TEST_CASE("moebench devices --cpu-profile writes this machine's profile, which calibrate takes", "[calibrate][cli][slow]") {
+TEST_CASE("moebench devices --cpu-profile writes this machine's profile, which calibrate takes",
+          "[calibrate][cli][slow]") {
     const std::string dir = test::temp_dir("calib-profile");
     auto r = test::run_cli("devices --cpu-profile --out " + dir + "/cpu-local.json");
     INFO(r.err);
