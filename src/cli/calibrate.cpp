@@ -54,11 +54,12 @@ void add_calibrate_command(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "calibrate", "Fit a hardware profile's sim efficiencies and fixed costs to measured reports of one machine");
     cmd->footer(
-        "Each report's run is modeled by the sim on --hardware (as run --backend sim --config REPORT.json would)\n"
-        "and compared phase by phase with the report's measured medians; the numbers of the profile's sim object\n"
-        "that some modeled time depends on are fitted to minimise the sum of ln(modeled / measured)^2. Prints each\n"
-        "report's phases and step, measured and modeled, with the error before and after. Judge the result on\n"
-        "reports it was not fitted to: --no-fit prints a profile's errors on other reports. Reports of another\n"
+        "Each report's run is modeled by the sim on --hardware (as run --backend sim --routing-path per-token\n"
+        "--config REPORT.json would) and compared phase by phase with the report's measured medians; the numbers\n"
+        "of the profile's sim object that some modeled time depends on are fitted to minimise the sum of\n"
+        "ln(modeled / measured)^2. Prints each report's phases and step, measured and modeled, with the error\n"
+        "before and after. Judge the result on reports it was not fitted to: --no-fit prints a profile's errors\n"
+        "on other reports. Reports of another\n"
         "machine (or of another than the one the profile was measured on), modeled reports, reports without phases\n"
         "and fewer reports than parameters to fit are refused (exit 2). docs/calibration.md.");
     auto f = std::make_shared<CalibrateFlags>();

@@ -6,6 +6,7 @@
 #include "config/layout_request.hpp"
 #include "engine/engine.hpp"
 #include "harness/validate.hpp"
+#include "workload/redundant_experts.hpp"
 #include "workload/workload.hpp"
 
 namespace moebench {
@@ -21,6 +22,9 @@ SimReplay::SimReplay(const RunConfig& measured, const HardwareProfile& hw, const
     cfg.options.expert_gemm = "auto";
     cfg.options.attention_kernel = "auto";
     cfg.options.cuda_graph = cfg.options.cold_l2 = cfg.options.expert_times = false;
+    // The measured run's phase work: every token's experts, as cpu and cuda ran them (the statistical path draws
+    // counts from the workload's shares instead, another step than the one measured).
+    cfg.routing_path = "per-token";
     validate_run(cfg);
     model_ = load_model(cfg.model);
     layers_ = layers_to_run(model_, cfg);
@@ -33,15 +37,21 @@ SimReplay::SimReplay(const RunConfig& measured, const HardwareProfile& hw, const
     const BackendTraits traits = backend_->traits();
     check_backend_accepts(traits, cfg);
     check_backend_runs_model(traits, model_, layers_);
-    const RunOptions options = resolved_options(cfg, traits);
+    RunOptions options = resolved_options(cfg, traits);
     Topology topo;
     if (options.layout.moe_ep > 1 && model_.is_moe_model()) {
         placement_ = load_placement(cfg.layout.placement, model_.moe.num_experts, options.layout.moe_ep);
+        if (options.layout.redundant_experts > 0)  // each layer's replicas, as the run chose them
+            placement_ = with_redundant_experts(placement_, *workload, model_, layers_, cfg.shape,
+                                                options.layout.redundant_experts);
         topo.placement = &placement_;
     }
+    options.routing_statistics = false;
+    // Not asked whether the modeled deployment fits the profile's memory: the measured run ran.
     backend_->prepare(model_, layers_, cfg.shape, options, topo);
-    plan_ = step_plan(model_, layers_, options.layout.moe_ep, cfg.include_lm_head);
+    plan_ = step_plan(model_, layers_, options.layout, cfg.include_lm_head);
     // The first measured step's routing (a run's warm-up steps rewind the stream to its start).
+    workload->seek(0);
     routing_ = workload->next_step(cfg.shape.num_tokens(), layers_);
     backend_->set_routing_override(routing_ ? &*routing_ : nullptr);
 }

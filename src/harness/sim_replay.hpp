@@ -27,8 +27,9 @@ public:
     /// `measured` as the measured run ran it (a report's config.run, its number formats resolved): the backend
     /// becomes the sim on `hw`, and what only steers measuring or writing (outputs, --check, --measure-ceilings,
     /// kernel choices, CUDA graphs) is dropped. The step is the one `moebench run --backend sim --hardware HW
-    /// --config REPORT.json` models first: the same model, layers, layout, formats and the workload's first step of
-    /// routing. ConfigError as that run would give it.
+    /// --routing-path per-token --config REPORT.json` models first: the same model, layers, layout, formats and the
+    /// workload's first step of routing, every token's experts as the measured run routed them (never the
+    /// statistical path's drawn counts). ConfigError as that run would give it.
     SimReplay(const RunConfig& measured, const HardwareProfile& hw, const SimParams& p);
     ~SimReplay();
     SimReplay(SimReplay&&) noexcept;

@@ -100,8 +100,12 @@ TEST_CASE("calibrate: the sim replay prices each phase as run --backend sim mode
         sim["sim"] = sim_params_to_json(p);
         cfg.backend = "sim";
         cfg.hardware = write_json(dir, "tuned.json", sim);
+        cfg.routing_path = "per-token";  // the replay's path: every token's experts, as a measured run routes them
         const json record = run_point(cfg);
-        const ModeledStep s = SimReplay(cfg, load_hardware(profile), sim_params_for(load_hardware(profile))).price(p);
+        REQUIRE(record["routing"]["path"] == "per-token");
+        SimReplay replay(cfg, load_hardware(profile), sim_params_for(load_hardware(profile)));
+        replay.price(fp32_params(1.0, 1.0, 3.0));  // priced before under other numbers: no price of those may stay
+        const ModeledStep s = replay.price(p);
         REQUIRE(s.phase_us.size() == record["latency"]["phases"].size());
         for (const auto& [phase, us] : s.phase_us) {
             INFO(phase);
