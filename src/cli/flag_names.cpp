@@ -28,6 +28,7 @@ constexpr std::pair<const char*, const char*> kOwnFlags[] = {
     {"prefill_layout", "--prefill-layout"}, {"decode_layout", "--decode-layout"},
     {"policy", "--policy"},
     {"cache_window", "--cache-window"},
+    {"cpu_profile", "--cpu-profile"}, {"no_fit", "--no-fit"},
 };
 
 }  // namespace

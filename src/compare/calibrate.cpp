@@ -6,6 +6,7 @@
 #include "build_info.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_environment.hpp"
 #include "core/phase.hpp"
 #include "core/report_keys.hpp"
@@ -66,7 +67,7 @@ CalibrationCase case_of_report(const std::string& path) {
     if (rep.runs.size() != 1)
         config_error(path + ": runs",
                      fmt::format("holds {} points; calibrate takes reports of one point", rep.runs.size()), "",
-                     "pass each point's own report (moebench run --out R.json)");
+                     "pass each point's own report (moebench run " + flag_of("out") + " R.json)");
     const ReadRun& run = rep.runs[0];
     const json& record = doc[keys::kRuns][0];
     if (!run.ok())
@@ -75,7 +76,8 @@ CalibrationCase case_of_report(const std::string& path) {
     if (run.timing_source != "measured")
         config_error(path + ": runs[0].latency.source",
                      "is not measured: a model is calibrated against measurements, never against a model's output",
-                     run.timing_source, "pass reports of the cpu or cuda backend (moebench run --backend cpu)");
+                     run.timing_source,
+                     "pass reports of the cpu or cuda backend (moebench run " + flag_of("backend") + " cpu)");
     CalibrationCase c;
     c.name = path;
     for (const auto& [phase, stats] : run.phases)
@@ -375,7 +377,8 @@ std::vector<std::pair<std::string, json>> by_phase(const std::vector<Calibration
 std::vector<CalibrationCase> calibration_cases(const std::vector<std::string>& paths, const HardwareProfile& hw) {
     if (paths.empty())
         config_error("REPORT", "no report given", "",
-                     "pass the measured reports: moebench calibrate R1.json R2.json ... --hardware PROFILE");
+                     "pass the measured reports: moebench calibrate R1.json R2.json ... " + flag_of("hardware") +
+                         " PROFILE");
     std::vector<CalibrationCase> cases;
     for (size_t i = 0; i < paths.size(); ++i) {
         for (size_t j = 0; j < i; ++j)
@@ -394,8 +397,8 @@ std::vector<CalibrationCase> calibration_cases(const std::vector<std::string>& p
                          fmt::format("is another machine than the one profile {} was measured on ({})", hw.name,
                                      hw.machine),
                          c.machine,
-                         "pass reports of that machine, or measure this one's profile "
-                         "(moebench devices --cpu-profile)");
+                         "pass reports of that machine, or measure this one's profile (moebench devices " +
+                             flag_of("cpu_profile") + ")");
     }
     return cases;
 }
@@ -404,7 +407,8 @@ CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const Har
                             const SimParams& start, bool fit) {
     if (cases.empty())
         config_error("REPORT", "no report given", "",
-                     "pass the measured reports: moebench calibrate R1.json R2.json ... --hardware PROFILE");
+                     "pass the measured reports: moebench calibrate R1.json R2.json ... " + flag_of("hardware") +
+                         " PROFILE");
     Model m{cases, {}, 0};
     for (const CalibrationCase& c : cases) {
         SimParams p = start;
@@ -440,8 +444,8 @@ CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const Har
                          fmt::format("{} report(s) for {} parameters to fit ({})", cases.size(), c.fields.size(), keys),
                          std::to_string(cases.size()),
                          fmt::format("pass at least {} measured reports of this machine (other batch sizes, modes, "
-                                     "models), or --no-fit for the profile's own errors",
-                                     c.fields.size()));
+                                     "models), or {} for the profile's own errors",
+                                     c.fields.size(), flag_of("no_fit")));
         }
         if (r.num_terms == 0)
             config_error("REPORT", "no phase of these reports is one the sim models", "",

@@ -144,8 +144,8 @@ const std::vector<HardwareField> kHardwareFields = {
                     "a default rental price, stated with its source and date in price_source; 0 = none public"),
     text("price_source", kEmpty, &P::price_source, "where price_per_gpu_hour comes from, what kind of price, its date"),
     unrecorded_text("machine", &P::machine,
-         "the machine a measured profile was measured on (`moebench devices --cpu-profile` writes its host, CPU model "
-         "and CPU count); `moebench calibrate` refuses reports of another machine"),
+         "the machine a measured profile was measured on (the CPU profile `moebench devices` measures records its "
+         "host, CPU model and CPU count); `moebench calibrate` refuses reports of another machine"),
     other("sim", "object", K::object, false, {},
           "the sim backend's efficiency settings (compute and memory efficiency, overheads): docs/sim-backend.md"),
 };

@@ -4,6 +4,7 @@
 #include "backends/registry.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "common/error.hpp"
+#include "common/flag_names.hpp"
 #include "common/host_environment.hpp"
 #include "common/host_memory.hpp"
 #include "config/hardware.hpp"
@@ -37,15 +38,15 @@ json measure_cpu_profile(const std::string& name) {
         {"name", name},
         {"display_name", cpu_model + " (this machine's CPU, measured)"},
         {"comment",
-         fmt::format("Measured by moebench devices --cpu-profile on {} threads: memory_bw_gbps is the streaming read "
-                     "bandwidth, fp32_tflops the OpenBLAS sgemm rate (the cpu backend's --measure-ceilings, twice, "
+         fmt::format("Measured by moebench devices {} on {} threads: memory_bw_gbps is the streaming read "
+                     "bandwidth, fp32_tflops the OpenBLAS sgemm rate (the cpu backend's {}, twice, "
                      "the higher of each kept). "
                      "bf16_tflops is not measured: the cpu backend computes fp32 only, and a profile needs a bf16 "
                      "rate, so it repeats the fp32 rate. memory_bytes is the host's MemTotal. The sim object models "
                      "the cpu backend (fp32, MLA with the expanded cache); its efficiencies start at 1 (the ceilings "
                      "are this machine's own) and its fixed costs at the sim's defaults until moebench calibrate "
                      "fits them to this machine's cpu reports.",
-                     std::thread::hardware_concurrency())},
+                     flag_of("cpu_profile"), std::thread::hardware_concurrency(), flag_of("measure_ceilings"))},
         {"sources",
          json::array({c.detail["mem_bw"].value("method", std::string()),
                       c.detail["peak_flops"].value("method", std::string())})},

@@ -4,6 +4,7 @@
 #include "harness/sim_replay.hpp"
 
 #include "config/layout_request.hpp"
+#include "config/run_fields.hpp"
 #include "engine/engine.hpp"
 #include "harness/validate.hpp"
 #include "workload/redundant_experts.hpp"
@@ -30,7 +31,7 @@ SimReplay::SimReplay(const RunConfig& measured, const HardwareProfile& hw, const
     layers_ = layers_to_run(model_, cfg);
     check_layout_for_model(model_, resolve_layout(cfg.layout));
     // The workload before the backend, as a run builds it: a bad --routing fails before any allocation.
-    std::unique_ptr<Workload> workload = make_workload(cfg.routing, model_, cfg.options.seed, "routing (--routing)");
+    std::unique_ptr<Workload> workload = make_workload(cfg.routing, model_, cfg.options.seed, run_field_label("", "routing"));
     workload->check_layers(layers_);
     if (cfg.shape.mode == Mode::decode) workload->interleave_sequences(cfg.shape.batch);
     backend_ = make_sim_backend(hw, p);

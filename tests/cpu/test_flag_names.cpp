@@ -50,6 +50,7 @@ TEST_CASE("flag names: every flag the CLI registers is an option of some subcomm
     cli::add_place_command(app);
     cli::add_deploy_command(app);
     cli::add_offload_command(app);
+    cli::add_calibrate_command(app);
     std::set<std::string> options;
     collect_options(app, options);
     const auto flags = registered_flags();
