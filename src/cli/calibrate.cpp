@@ -9,6 +9,7 @@
 #include "common/file_identity.hpp"
 #include "common/paths.hpp"
 #include "compare/calibrate.hpp"
+#include "report/formats.hpp"
 
 #include <filesystem>
 #include <iostream>
@@ -25,8 +26,7 @@ struct CalibrateFlags {
 };
 
 void run_calibrate(const CalibrateFlags& f) {
-    if (f.format != "text" && f.format != "json")
-        config_error("--format", "unknown format", f.format, "use text or json");
+    const std::string format = parse_format(f.format, DocKind::calibration, "--format");
     if (f.no_fit && !f.out.empty())
         config_error("-o", "writes the fitted profile; --no-fit fits nothing", f.out,
                      "drop -o to see the profile's errors on these reports, or drop --no-fit");
@@ -39,7 +39,7 @@ void run_calibrate(const CalibrateFlags& f) {
     const SimParams start = sim_params_for(hw);
     const std::vector<CalibrationCase> cases = calibration_cases(f.reports, hw);
     const CalibrationResult r = calibrate(cases, hw, start, !f.no_fit);
-    std::cout << (f.format == "json" ? calibration_json(r).dump(2) + "\n" : calibration_text(r));
+    std::cout << render_view(calibration_document(r), DocKind::calibration, format);
     std::cout.flush();
     if (f.out.empty()) return;
     const std::string name = std::filesystem::path(f.out).stem().string();
@@ -63,12 +63,16 @@ void add_calibrate_command(CLI::App& app) {
         "machine (or of another than the one the profile was measured on), modeled reports, reports without phases\n"
         "and fewer reports than parameters to fit are refused (exit 2). docs/calibration.md.");
     auto f = std::make_shared<CalibrateFlags>();
-    cmd->add_option("REPORT", f->reports, "Measured reports of one point each (moebench run --out R.json)")->required();
+    cmd->add_option("REPORT", f->reports, "Measured reports of one point each (moebench run -o R.json)")->required();
     cmd->add_option("--hardware", f->hardware, "The profile to calibrate: a name in configs/hardware or a file "
                                                "(moebench devices --cpu-profile writes this machine's)")
         ->required();
-    cmd->add_option("-o,--out", f->out, "Write the calibrated profile to FILE (its name: FILE's stem)");
-    cmd->add_option("--format", f->format, "text | json (default text)");
+    cmd->add_option("-o,--out", f->out, "Write the calibrated profile to FILE, atomically (its name: FILE's stem)")
+        ->type_name("FILE");
+    cmd->add_option("--format", f->format,
+                    format_names_help(DocKind::calibration) +
+                        " (to stdout: the error table, or its moebench.calibration/1 document; default text)")
+        ->type_name("FORMAT");
     cmd->add_flag("--no-fit", f->no_fit, "Fit nothing: the profile's own errors on these reports (held-out checks)");
     cmd->callback([f] { run_calibrate(*f); });
 }

@@ -303,8 +303,6 @@ double error_of(double modeled, double measured) {
     return modeled >= 0 && measured > 0 ? modeled / measured - 1.0 : std::nan("");
 }
 
-std::string pct(double e) { return std::isnan(e) ? "-" : fmt::format("{:+.1f}%", 100.0 * e); }
-std::string us_text(double v) { return v < 0 ? "-" : fmt::format("{:.1f}", v); }
 
 struct Spread {
     int64_t count = 0, within = 0;
@@ -336,13 +334,6 @@ Spread spread(const std::vector<CalibrationRow>& rows, bool steps, bool after) {
 json spread_json(const Spread& s) {
     return {{"count", s.count}, {"within_25pct", s.within}, {"median_abs_error", s.median}, {"p90_abs_error", s.p90},
             {"max_abs_error", s.max}, {"worst", s.worst}, {"worst_error", s.worst_error}};
-}
-
-std::string spread_text(const Spread& s) {
-    if (s.count == 0) return "none";
-    return fmt::format("|error| median {:.1f}%, 90th percentile {:.1f}%, max {:.1f}% ({}: {}); {} of {} within {:.0f}%",
-                       100 * s.median, 100 * s.p90, 100 * s.max, s.worst, pct(s.worst_error), s.within, s.count,
-                       100 * kTarget);
 }
 
 // Per phase name over the reports: the median error (signed) and the worst, after the fit (or before without one).
@@ -496,49 +487,7 @@ CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const Har
     return r;
 }
 
-std::string calibration_text(const CalibrationResult& r) {
-    std::string s;
-    s += fmt::format("calibrate: profile {}, {} parameter sets priced\n", r.hardware, r.evaluations);
-    s += fmt::format("{:<24} {:>12} {:>12}  {}\n", "parameter", "before", r.fitted ? "after" : "", "");
-    for (const CalibrationParam& p : r.params) {
-        const std::string why =
-            p.status == "unused"           ? "unused: no report's modeled time depends on it"
-            : p.status == "not determined" ? "not determined: no phase is bound by it at the fit; kept"
-            : r.fitted                     ? "fitted"
-                                           : "";
-        s += fmt::format("{:<24} {:>12.4g} {:>12}  {}\n", p.key, p.before,
-                         r.fitted ? fmt::format("{:.4g}", p.after) : "", why);
-    }
-    s += fmt::format("sum of ln(modeled / measured)^2 over {} phase rows: {:.4g}", r.num_terms, r.objective_before);
-    s += r.fitted ? fmt::format(" before, {:.4g} after\n\n", r.objective_after) : "\n\n";
-
-    const size_t wn = std::max<size_t>(
-        16, std::accumulate(r.rows.begin(), r.rows.end(), size_t{0},
-                            [](size_t w, const CalibrationRow& x) { return std::max(w, x.phase.size() + 2); }));
-    s += fmt::format("{:<{}} {:>12} {:>12} {:>10}", "report / phase", wn, "measured_us", "modeled_us", "error");
-    s += r.fitted ? fmt::format(" {:>12} {:>10}\n", "after_us", "error") : "\n";
-    std::string current;
-    for (const CalibrationRow& x : r.rows) {
-        if (x.report != current) s += x.report + "\n", current = x.report;
-        s += fmt::format("{:<{}} {:>12} {:>12} {:>10}", "  " + x.phase, wn, us_text(x.measured_us),
-                         us_text(x.before_us), pct(error_of(x.before_us, x.measured_us)));
-        s += r.fitted ? fmt::format(" {:>12} {:>10}\n", us_text(x.after_us), pct(error_of(x.after_us, x.measured_us)))
-                      : "\n";
-    }
-    s += fmt::format("\nerrors (modeled / measured - 1), {}:\n",
-                     r.fitted ? "before -> after the fit" : "of the profile as given");
-    for (bool steps : {false, true}) {
-        s += fmt::format("  {:<7} {}\n", steps ? "steps" : "phases", spread_text(spread(r.rows, steps, false)));
-        if (r.fitted) s += fmt::format("  {:<7} {}\n", "", spread_text(spread(r.rows, steps, true)));
-    }
-    s += fmt::format("per phase over the reports{} (median error; worst):\n", r.fitted ? ", after the fit" : "");
-    for (const auto& [phase, j] : by_phase(r.rows, r.fitted))
-        s += fmt::format("  {:<18} {:>8}  worst {:>8} ({})\n", phase, pct(j["median_error"].get<double>()),
-                         pct(j["worst_error"].get<double>()), j["worst_report"].get<std::string>());
-    return s;
-}
-
-json calibration_json(const CalibrationResult& r) {
+json calibration_document(const CalibrationResult& r) {
     json params = json::array();
     for (const CalibrationParam& p : r.params)
         params.push_back({{"key", p.key}, {"before", p.before}, {"after", p.after}, {"status", p.status}});

@@ -68,10 +68,9 @@ struct CalibrationResult {
 CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const HardwareProfile& hw,
                             const SimParams& start, bool fit);
 
-/// The result for a terminal: the parameters, the error table, and the errors summed up (overall and per phase).
-std::string calibration_text(const CalibrationResult& r);
-/// The same as a "moebench.calibration/1" document.
-json calibration_json(const CalibrationResult& r);
+/// The result as a "moebench.calibration/1" document: the parameters, the error table, and the errors summed up
+/// (overall and per phase). Its views are the format table's (report/format_calibration_text.cpp: the terminal's).
+json calibration_document(const CalibrationResult& r);
 /// `profile` (the profile's document) with its sim object set to r.after, named `name`, and a line in its sources
 /// that says what it was fitted to.
 json calibrated_profile(const json& profile, const CalibrationResult& r, const std::vector<std::string>& reports,

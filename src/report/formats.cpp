@@ -39,6 +39,7 @@ std::string render_deploy_html(const json& deploy);  // format_deploy.cpp
 std::string render_offload_text(const json& offload);         // format_offload.cpp
 std::string render_offload_csv(const json& offload);          // format_offload.cpp
 std::string render_hardware_profile_text(const json& profile);  // format_hardware_profile_text.cpp
+std::string render_calibration_text(const json& calibration);   // format_calibration_text.cpp
 }  // namespace formats_detail
 
 namespace {
@@ -49,7 +50,7 @@ std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
 
 constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
                                  DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement,
-                                 DocKind::hardware_fields, DocKind::deploy, DocKind::offload, DocKind::hardware_profile};
+                                 DocKind::hardware_fields, DocKind::deploy, DocKind::offload, DocKind::hardware_profile, DocKind::calibration};
 
 std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
     std::vector<std::pair<DocKind, Renderer>> out;
@@ -72,7 +73,8 @@ const std::vector<ReportFormat> kReportFormats = {
       {DocKind::hardware_fields, render_hardware_fields_text},
       {DocKind::deploy, render_deploy_text},
       {DocKind::offload, render_offload_text},
-      {DocKind::hardware_profile, render_hardware_profile_text}}},
+      {DocKind::hardware_profile, render_hardware_profile_text},
+      {DocKind::calibration, render_calibration_text}}},
     {"csv", "csv", {}, {{DocKind::report, render_csv}, {DocKind::deploy, render_deploy_csv}, {DocKind::offload, render_offload_csv}}},
     {"md", "md", {"markdown"},
      {{DocKind::report, render_markdown},
@@ -109,6 +111,7 @@ const char* to_string(DocKind kind) {
         case DocKind::deploy: return "deploy document";
         case DocKind::offload: return "cache replay";
         case DocKind::hardware_profile: return "hardware profile";
+        case DocKind::calibration: return "calibration";
     }
     return "?";
 }

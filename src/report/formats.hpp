@@ -27,9 +27,10 @@ enum class DocKind {
     deploy,      // moebench.deploy/1 (`moebench deploy`: one layout, a search, or disaggregated pools, by its kind)
     offload,     // moebench.offload/1 (`moebench offload`: a trace replayed through expert caches)
     hardware_profile,  // moebench.hardware/1 (`devices --cpu-profile` writes one)
+    calibration,       // moebench.calibration/1 (`calibrate`)
 };
 /// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement", "hardware field
-/// table", "deploy document", "cache replay", "hardware profile": how messages name a kind.
+/// table", "deploy document", "cache replay", "hardware profile", "calibration": how messages name a kind.
 const char* to_string(DocKind kind);
 
 using Renderer = std::string (*)(const json& doc);

@@ -10,6 +10,7 @@
 #include "config/hardware.hpp"
 #include "harness/runner.hpp"
 #include "harness/sim_replay.hpp"
+#include "report/formats.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -170,7 +171,7 @@ TEST_CASE("calibrate: the error table holds measured, modeled before and after, 
     CHECK_FALSE(r.fitted);
     REQUIRE(r.rows.size() == c.measured_phase_us.size() + 1);
     CHECK(r.rows.back().phase == "step");
-    const json j = calibration_json(r);
+    const json j = calibration_document(r);
     CHECK(j["schema"] == "moebench.calibration/1");
     int64_t with_error = 0;
     for (const json& row : j["rows"]) {
@@ -194,9 +195,17 @@ TEST_CASE("calibrate: the error table holds measured, modeled before and after, 
     CHECK(j["summary"]["steps_before"]["count"] == 1);
     // ln(1/2)^2 per modeled phase.
     CHECK(r.objective_before == Approx(static_cast<double>(r.num_terms) * std::log(2.0) * std::log(2.0)));
-    const std::string text = calibration_text(r);
+    // The terminal view reads the document alone: the same text from the document written out and read back.
+    const std::string text = render_view(j, DocKind::calibration, "text");
+    CHECK(render_view(json::parse(j.dump()), DocKind::calibration, "text") == text);
     CHECK_THAT(text, Catch::Contains("-50.0%"));
     CHECK_THAT(text, Catch::Contains("0 of 1 within 25%"));
+    CHECK_THAT(text, Catch::Contains("of the profile as given"));
+    // The measured-only row: its time, no model, no error.
+    CHECK_THAT(text, Catch::Contains(fmt::format("  {:<16} {:>12} {:>12} {:>10}\n", "dispatch_a2a", "5.0", "-", "-")));
+    CHECK_THAT(text, Catch::Contains(fmt::format("  {:<16} {:>12} {:>12} {:>10}\n", "step",
+                                                 fmt::format("{:.1f}", c.measured_step_us),
+                                                 fmt::format("{:.1f}", c.measured_step_us / 2), "-50.0%")));
 }
 
 TEST_CASE("calibrate: machine_identity names host, CPU and CPU count", "[calibrate]") {
@@ -274,14 +283,27 @@ TEST_CASE("moebench calibrate: fits measured cpu reports, writes a profile, and 
     refused(fmt::format("{} {} {} --hardware {}", pa, pb, pa, profile), "the same report is given twice");
     refused(fmt::format("{} {} {} --hardware {} -o {}", pa, pb, pc, profile, pa), "-o");
     refused(fmt::format("{} --hardware {} --no-fit -o {}/x.json", pa, profile, dir), "--no-fit fits nothing");
+    // --format from the format table: a calibration has text and json views.
+    refused(fmt::format("{} {} {} --hardware {} --format md", pa, pb, pc, profile),
+            "--format: a calibration has no md view (got md); use one of: text, json");
 }
 
 TEST_CASE("moebench devices --cpu-profile writes this machine's profile, which calibrate takes",
           "[calibrate][cli][slow]") {
     const std::string dir = test::temp_dir("calib-profile");
+    // A format the profile lacks is refused before anything is measured.
+    auto md = test::run_cli("devices --cpu-profile --format md -o " + dir + "/x.json");
+    CHECK(md.exit_code == 2);
+    CHECK_THAT(md.err, Catch::Contains("a hardware profile has no md view (got md); use one of: text, json"));
+    CHECK_FALSE(std::ifstream(dir + "/x.json").good());
+    // -o writes the profile; stdout shows its terminal view, which reads the document alone.
     auto r = test::run_cli("devices --cpu-profile --out " + dir + "/cpu-local.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
+    const json doc = json::parse(std::ifstream(dir + "/cpu-local.json"));
+    CHECK(r.out == render_view(doc, DocKind::hardware_profile, "text") + "profile: " + dir + "/cpu-local.json\n");
+    CHECK_THAT(r.out, Catch::Contains("Hardware profile cpu-local: "));
+    CHECK_THAT(r.out, Catch::Contains("memory_bw_gbps"));
     const HardwareProfile hw = load_hardware(dir + "/cpu-local.json");
     CHECK(hw.name == "cpu-local");
     CHECK(hw.machine == machine_identity(environment_block()));

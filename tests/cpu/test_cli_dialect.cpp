@@ -82,7 +82,7 @@ TEST_CASE("-o FILE writes the output of every command that writes one", "[cli][d
     CHECK(read_json(dir + "/bench.json").value("schema", "") == "moebench.bench_moe/1");
     // Every command that writes a file spells it -o,--out FILE.
     for (const std::string& cmd : Strings{"run", "sweep", "plan", "devices", "report", "compare", "place", "trace gen",
-                                          "trace info", "trace convert", "bench moe", "bench a2a"}) {
+                                          "trace info", "trace convert", "bench moe", "bench a2a", "calibrate"}) {
         INFO(cmd);
         CHECK_THAT(help_line(run_cli(cmd + " --help").out, "--out"), Catch::Contains("-o,--out FILE"));
     }
@@ -101,11 +101,11 @@ TEST_CASE("--format is the output view with the table's names on every command",
     // has, and each help spells the option --format FORMAT.
     for (const std::string& cmd : Strings{"plan", "devices", "compare a.json b.json", "report r.json", "trace info t",
                                           "bench moe --model " + kTiny, "run --model " + kTiny,
-                                          "sweep --model " + kTiny}) {
+                                          "sweep --model " + kTiny, "calibrate r.json --hardware h200-sxm"}) {
         expect_refused(cmd + " --format nosuch", {"--format", "nosuch", "text"});
     }
     for (const std::string& cmd : Strings{"run", "sweep", "plan", "devices", "report", "compare", "place", "trace info",
-                                          "bench moe", "bench a2a"}) {
+                                          "bench moe", "bench a2a", "calibrate"}) {
         INFO(cmd);
         CHECK_THAT(help_line(run_cli(cmd + " --help").out, "--format"), Catch::Contains("--format FORMAT"));
     }

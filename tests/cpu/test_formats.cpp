@@ -345,7 +345,8 @@ TEST_CASE("format table: each kind's views, and a format a kind lacks refused na
     const std::vector<DocKind> kinds = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
                                         DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
                                         DocKind::devices,    DocKind::placement,  DocKind::hardware_fields,
-                                        DocKind::deploy,     DocKind::offload};
+                                        DocKind::deploy,     DocKind::offload,    DocKind::hardware_profile,
+                                        DocKind::calibration};
     // Every kind has its terminal view and its JSON document; the run report alone has trace and prom, the run report
     // and the deploy document csv and html, the cache replay csv.
     for (DocKind k : kinds) {
