@@ -19,7 +19,8 @@ json measure_cpu_profile(const std::string& name) {
     std::string why;
     std::unique_ptr<Backend> cpu = make_backend("cpu", &why);
     const CeilingProbe* probe = cpu ? cpu->capability<CeilingProbe>() : nullptr;
-    if (!probe) throw UnsupportedError("this build's cpu backend measures no ceilings" + (why.empty() ? "" : ": " + why));
+    if (!probe)
+        throw UnsupportedError("this build's cpu backend measures no ceilings" + (why.empty() ? "" : ": " + why));
     RunOptions opt;  // num_threads 0: every hardware thread, as a cpu run without --threads
     // Neighbours on the machine only ever lower a measured ceiling: two rounds, the higher of each kept.
     RooflineCeilings c = probe->measure_ceilings(opt);

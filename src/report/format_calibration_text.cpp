@@ -43,10 +43,11 @@ std::string render_calibration_text(const json& doc) {
     s += fmt::format("{:<24} {:>12} {:>12}  {}\n", "parameter", "before", fitted ? "after" : "", "");
     for (const json& p : params) {
         const std::string status = str_at(p, {"status"});
-        const std::string why = status == "unused"           ? "unused: no report's modeled time depends on it"
-                                : status == "not determined" ? "not determined: no phase is bound by it at the fit; kept"
-                                : fitted                     ? "fitted"
-                                                             : "";
+        const std::string why =
+            status == "unused"           ? "unused: no report's modeled time depends on it"
+            : status == "not determined" ? "not determined: no phase is bound by it at the fit; kept"
+            : fitted                     ? "fitted"
+                                         : "";
         s += fmt::format("{:<24} {:>12.4g} {:>12}  {}\n", str_at(p, {"key"}), num_at(p, {"before"}),
                          fitted ? fmt::format("{:.4g}", num_at(p, {"after"})) : "", why);
     }
@@ -70,12 +71,11 @@ std::string render_calibration_text(const json& doc) {
     }
     s += fmt::format("\nerrors (modeled / measured - 1), {}:\n",
                      fitted ? "before -> after the fit" : "of the profile as given");
+    const json summary = doc.value("summary", json::object());
     for (bool steps : {false, true}) {
         const std::string which = steps ? "steps" : "phases";
-        s += fmt::format("  {:<7} {}\n", which, spread_text(doc.value("summary", json::object()).value(which + "_before", json())));
-        if (fitted)
-            s += fmt::format("  {:<7} {}\n", "",
-                             spread_text(doc.value("summary", json::object()).value(which + "_after", json())));
+        s += fmt::format("  {:<7} {}\n", which, spread_text(summary.value(which + "_before", json())));
+        if (fitted) s += fmt::format("  {:<7} {}\n", "", spread_text(summary.value(which + "_after", json())));
     }
     // The phases in the order the rows first give them an error (the step last), as the summary was made.
     const char* error_key = fitted ? "error_after" : "error_before";
