@@ -59,14 +59,14 @@ std::vector<int64_t> parse_whole_list(const std::string& text, const std::string
     for (const json& v : parse_axis_values(text, label)) {
         if (v.is_string()) {
             const std::string item = v.get<std::string>(), meant = range_meant(item);
-            config_error(label, std::string("takes whole numbers: ") + kAxisSyntax, item,
+            config_error(label, "takes whole numbers and " + item + " is not one: " + kAxisSyntax, text,
                          meant.empty() ? "write whole numbers, e.g. 8, 1,2,4 or 1..64"
                                        : "write " + meant + " (powers of two) or " + meant + ":+1 (every value)");
         }
         if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
             config_error(label, "is out of range", v.dump(), "use a smaller value");
         if (!v.is_number_integer())
-            config_error(label, std::string("takes whole numbers: ") + kAxisSyntax, v.dump(),
+            config_error(label, "takes whole numbers and " + v.dump() + " is not one: " + kAxisSyntax, text,
                          "write whole numbers, e.g. 8, 1,2,4 or 1..64");
         const int64_t n = v.get<int64_t>();
         if (n < min) config_error(label, "must be at least " + std::to_string(min), std::to_string(n),
@@ -110,11 +110,12 @@ CLI::Option* add_decimal_option(CLI::App* cmd, const std::string& names, double&
 }
 
 CLI::Option* add_whole_list_option(CLI::App* cmd, const std::string& names, std::vector<int64_t>& target,
-                                   const std::string& help) {
+                                   const std::string& help, int64_t min) {
     const std::string label = long_name(names);
     return cmd
         ->add_option_function<std::string>(
-            names, [&target, label](const std::string& text) { target = parse_whole_list(text, label); }, help)
+            names, [&target, label, min](const std::string& text) { target = parse_whole_list(text, label, min); },
+            help)
         ->type_name("LIST");
 }
 

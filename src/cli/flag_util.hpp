@@ -56,9 +56,10 @@ CLI::Option* add_whole_option(CLI::App* cmd, const std::string& names, Int& targ
 /// A decimal option: FLOAT in --help, its value read by parse_decimal.
 CLI::Option* add_decimal_option(CLI::App* cmd, const std::string& names, double& target, const std::string& help);
 
-/// A list option of whole numbers: LIST in --help, its value read by parse_whole_list.
+/// A list option of whole numbers: LIST in --help, its value read by parse_whole_list (each at least `min`; a
+/// command with its own words for a too-small value passes a lower min and checks it itself).
 CLI::Option* add_whole_list_option(CLI::App* cmd, const std::string& names, std::vector<int64_t>& target,
-                                   const std::string& help);
+                                   const std::string& help, int64_t min = 1);
 
 /// Sets `field` from `value` only when `opt` appeared on the command line.
 template <typename T, typename U>

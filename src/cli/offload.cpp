@@ -115,7 +115,8 @@ void add_offload_command(CLI::App& app) {
     auto a = std::make_shared<OffloadArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace: a moebench trace, or a JSONL / text recording")->required();
     add_whole_list_option(cmd, "--resident", a->resident,
-                          "Resident experts per layer: N, a list N1,N2,... or a range 1..64 (one replay each)")
+                          "Resident experts per layer: N, a list N1,N2,... or a range 1..64 (one replay each)",
+                          /*min=*/0)  // check_resident says what a size below 1 means
         ->required();
     cmd->add_option("--policy", a->policy, "Cache policy: " + offload_policy_names() + " (default lru)")
         ->type_name("POLICY");
