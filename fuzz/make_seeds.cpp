@@ -38,7 +38,8 @@ void write_traces(const fs::path& out) {
         const std::string name = fmt::format("seed-{}.safetensors", n++);
         write_trace((out / "trace_safetensors" / name).string(), t);
         fs::create_directories(out / "safetensors");
-        fs::copy_file(out / "trace_safetensors" / name, out / "safetensors" / name, fs::copy_options::overwrite_existing);
+        fs::copy_file(out / "trace_safetensors" / name, out / "safetensors" / name,
+                      fs::copy_options::overwrite_existing);
     };
     const ModelConfig olmoe = load_model("olmoe-1b-7b");
     const ModelConfig tiny = load_model("tests/data/models/tiny-gqa.json");
@@ -95,7 +96,8 @@ json smallest_readable_report(const fs::path& path) {
     const json whole = json::parse(slurp(path));  // (parsed twice: seeds are made once per fuzz.sh run)
     for (int form = 0; form < 2; ++form) {
         json r = whole;
-        if (form == 0 && r.contains("runs") && r["runs"].size() > 1) r["runs"].erase(r["runs"].begin() + 1, r["runs"].end());
+        if (form == 0 && r.contains("runs") && r["runs"].size() > 1)
+            r["runs"].erase(r["runs"].begin() + 1, r["runs"].end());
         shrink_arrays(r);
         if (reads_cleanly("report", r.dump())) return r;
     }
@@ -117,7 +119,8 @@ void write_reports(const fs::path& root, const fs::path& out) {
         put(out / "report" / fmt::format("seed-{}.json", i), reports[i].dump());
         json slower = reports[i];
         for (auto& run : slower["runs"])
-            if (run.contains("latency") && run["latency"].contains("step") && run["latency"]["step"].contains("mean_us"))
+            if (run.contains("latency") && run["latency"].contains("step") &&
+                run["latency"]["step"].contains("mean_us"))
                 run["latency"]["step"]["mean_us"] = run["latency"]["step"]["mean_us"].get<double>() * 1.3;
         put(out / "compare" / fmt::format("seed-{}.txt", i),
             reports[i].dump() + fuzz::detail::kCompareSeparator + slower.dump());

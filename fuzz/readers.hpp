@@ -71,8 +71,9 @@ struct Scratch {
         namespace fs = std::filesystem;
         const char* env = std::getenv("MOEBENCH_FUZZ_TMPDIR");
         std::error_code ec;
-        fs::path base = env && *env ? fs::path(env) : fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm")
-                                                                                      : fs::temp_directory_path();
+        fs::path base = env && *env                        ? fs::path(env)
+                        : fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm")
+                                                           : fs::temp_directory_path();
         dir = (base / ("moebench-fuzz-" + std::to_string(::getpid()))).string();
     }
     ~Scratch() {
@@ -194,7 +195,8 @@ inline void read_sweep_config(const std::string& bytes, const std::string& dir) 
     const json sweep_opts = sweep_block_of(raw);
     std::vector<SweepAxis> axes;
     if (raw.contains("axes")) {
-        if (!raw["axes"].is_object()) config_error("axes", "must be an object of field: values", json_brief(raw["axes"]), "");
+        if (!raw["axes"].is_object())
+            config_error("axes", "must be an object of field: values", json_brief(raw["axes"]), "");
         for (const auto& [k, v] : raw["axes"].items()) axes.push_back({k, axis_values_from_json(v, "axes." + k)});
     }
     raw.erase("axes");
@@ -333,8 +335,8 @@ inline void read_journal(const std::string& bytes, const std::string& dir) {
         runs.push_back(rec);
     }
     // An empty environment: the real one probes /proc and OpenBLAS, which costs more than the reading itself.
-    json report = make_report({{"environment", json::object()}}, json::object(),
-                              std::vector<json>(runs.begin(), runs.end()));
+    json report =
+        make_report({{"environment", json::object()}}, json::object(), std::vector<json>(runs.begin(), runs.end()));
     report["sweep"] = analyze_sweep(runs, 5.0);
     (void)analyze_sweep(runs, std::nullopt);
     for (const auto& f : format_names(DocKind::report)) (void)render_report(report, f);
@@ -352,7 +354,8 @@ inline const std::vector<Reader>& readers() {
         {"sweep_config", "sweep config (`sweep --config FILE`, up to the first point)", detail::read_sweep_config},
         {"routing_spec", "`--routing SPEC` and the workload it makes", detail::read_routing_spec},
         {"safetensors", "generic safetensors reader", detail::read_safetensors_file},
-        {"trace_safetensors", "safetensors trace: `trace info`, `--routing trace:FILE`", detail::read_trace_safetensors},
+        {"trace_safetensors", "safetensors trace: `trace info`, `--routing trace:FILE`",
+         detail::read_trace_safetensors},
         {"trace_jsonl", "JSONL trace import (`trace convert`)", detail::read_trace_jsonl},
         {"trace_text", "text trace import (`trace convert`)", detail::read_trace_text},
         {"npy", "engine dump .npy import (`trace convert DUMP.npy`)", detail::read_npy},

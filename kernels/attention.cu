@@ -68,13 +68,12 @@ __device__ inline float block_max(float v, float* shm) {
     return warp_max(t);
 }
 
-// Grid: x = token * (num_heads / kHeads) + head group, y = split. Block: kAttnThreads. A block serves kHeads query heads
-// that share one kv head (GQA's group, or MLA's single latent head), so each key and value row of the chunk is read
-// once for all of them instead of once per head.
-// Steps: 1) the heads' q to shared (fp32); 2) each warp scores keys j = warp, warp + 4, ... of the chunk (lanes split
-// dk, one read of the key for every head); 3) per head: chunk max and exp-sum; 4) threads split dv and accumulate
-// p_hj * v_j for every head (one read of the value); 5) partials (m, l, o[dv]) per head to the workspace.
-// Dynamic shared memory: kHeads * (dk + chunk) floats (sized in launch_attention).
+// Grid: x = token * (num_heads / kHeads) + head group, y = split. Block: kAttnThreads. A block serves kHeads query
+// heads that share one kv head (GQA's group, or MLA's single latent head), so each key and value row of the chunk is
+// read once for all of them instead of once per head. Steps: 1) the heads' q to shared (fp32); 2) each warp scores keys
+// j = warp, warp + 4, ... of the chunk (lanes split dk, one read of the key for every head); 3) per head: chunk max and
+// exp-sum; 4) threads split dv and accumulate p_hj * v_j for every head (one read of the value); 5) partials (m, l,
+// o[dv]) per head to the workspace. Dynamic shared memory: kHeads * (dk + chunk) floats (sized in launch_attention).
 template <int kHeads>
 __global__ void attention_split_kernel(AttentionArgs a, float* ws_ml, float* ws_o, int num_splits) {
     extern __shared__ float attn_smem[];
@@ -223,7 +222,8 @@ int64_t attention_max_dv() { return kMaxDv; }
 // tokens would need ~138 GB in one launch).
 int64_t tile_tokens_of(const AttentionArgs& a) {
     const int64_t per_token = a.num_heads * num_splits_of(a) * (2 + a.dv) * static_cast<int64_t>(sizeof(float));
-    return std::max<int64_t>(1, std::min<int64_t>(a.num_tokens, kAttnWorkspaceBudgetBytes / std::max<int64_t>(1, per_token)));
+    return std::max<int64_t>(
+        1, std::min<int64_t>(a.num_tokens, kAttnWorkspaceBudgetBytes / std::max<int64_t>(1, per_token)));
 }
 
 size_t attention_workspace_bytes(const AttentionArgs& a) {
@@ -243,7 +243,7 @@ int64_t attention_decode_chunk(const AttentionArgs& a, int num_sms) {
         AttentionArgs c = a;
         c.chunk = chunk;
         const int64_t per_split = kernel == AttentionKernel::latent ? attn_tile::latent_blocks_per_token(c)
-                                                                   : c.num_heads / heads_per_block(c);
+                                                                    : c.num_heads / heads_per_block(c);
         if (tile_tokens_of(c) * per_split * num_splits_of(c) >= 2 * int64_t(num_sms)) break;
     }
     return chunk;
@@ -281,8 +281,8 @@ void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stre
     MOEBENCH_CHECK(a.dk > 0 && a.dk <= kMaxDk && a.dv > 0 && a.dv <= kMaxDv,
                    "attention: head dims dk={} dv={} exceed the kernel's limits ({} / {})", a.dk, a.dv, kMaxDk, kMaxDv);
     MOEBENCH_CHECK(a.chunk > 0 && a.chunk <= kMaxChunk, "attention: chunk {} not in [1, {}]", a.chunk, kMaxChunk);
-    MOEBENCH_CHECK(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0, "attention: heads {} not a multiple of kv heads {}",
-                   a.num_heads, a.num_kv_heads);
+    MOEBENCH_CHECK(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0,
+                   "attention: heads {} not a multiple of kv heads {}", a.num_heads, a.num_kv_heads);
     MOEBENCH_CHECK(a.tokens_per_seq > 0 && a.num_tokens % a.tokens_per_seq == 0 && a.pos_base >= 0 &&
                        a.cache_len >= a.pos_base + a.tokens_per_seq,
                    "attention: {} tokens of {} per sequence at position {} do not fit a cache of {}", a.num_tokens,

@@ -34,9 +34,9 @@ __global__ void __launch_bounds__(kThreads) attention_flash_kernel(AttentionArgs
     const int64_t b = blockIdx.x / tiles_per_seq, s0 = (blockIdx.x % tiles_per_seq) * kRows;
     const int64_t h = blockIdx.y, g = h / (a.num_heads / a.num_kv_heads);
     const int nq = static_cast<int>(min(int64_t(kRows), tps - s0));
-    const int64_t t0 = b * tps + s0;            // token index of query row 0
-    const int64_t pos0 = a.pos_base + s0;       // its position
-    const int64_t pos_last = pos0 + nq - 1;     // the last key any row of the tile sees
+    const int64_t t0 = b * tps + s0;         // token index of query row 0
+    const int64_t pos0 = a.pos_base + s0;    // its position
+    const int64_t pos_last = pos0 + nq - 1;  // the last key any row of the tile sees
     const int lane = threadIdx.x % kWarp, r0 = (threadIdx.x / kWarp) * 16;
 
     stage_rows(S.q, L.ld_qk, a.q + t0 * a.q_token_stride + h * a.q_head_stride, a.q_token_stride, nq, dk, kRows);
@@ -106,8 +106,8 @@ void allow_smem(const void* kernel, int64_t bytes, int64_t* allowed) {
 
 bool rows_aligned(const AttentionArgs& a) {
     const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool strides = a.q_token_stride % 8 == 0 && a.q_head_stride % 8 == 0 && a.kv_row_stride % 8 == 0 &&
-                         a.kv_head_stride % 8 == 0;
+    const bool strides =
+        a.q_token_stride % 8 == 0 && a.q_head_stride % 8 == 0 && a.kv_row_stride % 8 == 0 && a.kv_head_stride % 8 == 0;
     // Pointers are checked when set (a shape-only probe leaves them null).
     const bool pointers = (!a.q || aligned16(a.q)) && (!a.k || aligned16(a.k)) && (!a.v || aligned16(a.v));
     return strides && pointers;
@@ -116,8 +116,8 @@ bool rows_aligned(const AttentionArgs& a) {
 }  // namespace attn_tile
 
 bool flash_attention_fits(const AttentionArgs& a) {
-    const bool dims = a.dk > 0 && a.dk <= kFlashMaxDim && a.dk % 16 == 0 && a.dv > 0 && a.dv <= kFlashMaxDim &&
-                      a.dv % 16 == 0;
+    const bool dims =
+        a.dk > 0 && a.dk <= kFlashMaxDim && a.dk % 16 == 0 && a.dv > 0 && a.dv <= kFlashMaxDim && a.dv % 16 == 0;
     if (!dims || !attn_tile::rows_aligned(a)) return false;
     return flash_layout(static_cast<int>(a.dk), static_cast<int>(a.dv)).bytes <= attn_tile::max_optin_smem_bytes();
 }
@@ -135,10 +135,11 @@ AttentionKernel attention_kernel_of(const AttentionArgs& a) {
 }
 
 void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream) {
-    MOEBENCH_CHECK(flash_attention_fits(a),
-                   "attention: the flash kernel needs dk, dv <= {} and multiples of 16, strides multiples of 8, 16-byte "
-                   "aligned q/k/v and its shared memory (dk={} dv={})",
-                   kFlashMaxDim, a.dk, a.dv);
+    MOEBENCH_CHECK(
+        flash_attention_fits(a),
+        "attention: the flash kernel needs dk, dv <= {} and multiples of 16, strides multiples of 8, 16-byte "
+        "aligned q/k/v and its shared memory (dk={} dv={})",
+        kFlashMaxDim, a.dk, a.dv);
     const int64_t seqs = a.num_tokens / a.tokens_per_seq;
     const int64_t blocks = seqs * ((a.tokens_per_seq + kRows - 1) / kRows);
     MOEBENCH_CHECK(blocks < (int64_t(1) << 31) && a.num_heads <= 65535, "attention: flash grid too large ({} x {})",

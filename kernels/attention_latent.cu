@@ -122,7 +122,7 @@ void launch_latent_partials(const AttentionArgs& part, int64_t tokens, float* ws
     const dim3 grid(static_cast<unsigned>(tokens * head_tiles), static_cast<unsigned>(num_splits),
                     static_cast<unsigned>(part.dv / slice));
     attention_latent_kernel<<<grid, kThreads, static_cast<size_t>(smem), stream>>>(part, ws_ml, ws_o, num_splits,
-                                                                                  slice);
+                                                                                   slice);
     MOEBENCH_LAUNCH_CHECK();
 }
 

@@ -29,7 +29,10 @@ struct TileLayout {
     int ld_qk, ld_v, ld_s, ld_p, ld_o;
     int64_t q_off, k_off, v_off, s_off, p_off, o_off, stats_off, bytes;
     __host__ __device__ TileLayout(int dk, int out_cols, int keys, bool own_v)
-        : ld_qk(dk + kPadBf16), ld_v(out_cols + kPadBf16), ld_s(keys + kPadF32), ld_p(keys + kPadBf16),
+        : ld_qk(dk + kPadBf16),
+          ld_v(out_cols + kPadBf16),
+          ld_s(keys + kPadF32),
+          ld_p(keys + kPadBf16),
           ld_o(out_cols + kPadF32) {
         q_off = 0;
         k_off = q_off + int64_t(kRows) * ld_qk * 2;
@@ -54,10 +57,15 @@ struct TileSmem {
     float* l;
     float* alpha;
     __device__ TileSmem(unsigned char* base, const TileLayout& L)
-        : q(reinterpret_cast<bf16*>(base + L.q_off)), k(reinterpret_cast<bf16*>(base + L.k_off)),
-          v(reinterpret_cast<bf16*>(base + L.v_off)), s(reinterpret_cast<float*>(base + L.s_off)),
-          p(reinterpret_cast<bf16*>(base + L.p_off)), o(reinterpret_cast<float*>(base + L.o_off)),
-          m(reinterpret_cast<float*>(base + L.stats_off)), l(m + kRows), alpha(l + kRows) {}
+        : q(reinterpret_cast<bf16*>(base + L.q_off)),
+          k(reinterpret_cast<bf16*>(base + L.k_off)),
+          v(reinterpret_cast<bf16*>(base + L.v_off)),
+          s(reinterpret_cast<float*>(base + L.s_off)),
+          p(reinterpret_cast<bf16*>(base + L.p_off)),
+          o(reinterpret_cast<float*>(base + L.o_off)),
+          m(reinterpret_cast<float*>(base + L.stats_off)),
+          l(m + kRows),
+          alpha(l + kRows) {}
 };
 
 /// Copies `rows` rows of `cols` bf16 (cols % 8 == 0, 16-byte aligned rows) into shared rows of ld; rows up to

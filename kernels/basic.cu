@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Element-wise and row kernels of the dense path: embedding gather, RMSNorm/LayerNorm, bias, residual add, strided copy.
+// Element-wise and row kernels of the dense path: embedding gather, RMSNorm/LayerNorm, bias, residual add, strided
+// copy.
 #include "kernels/common.cuh"
 
 namespace moebench::kernels {
@@ -80,9 +81,8 @@ void launch_norm(const bf16* x, int64_t x_row_stride, const bf16* w, const bf16*
                  int64_t rows, int64_t cols, int64_t heads_per_row, float eps, bool layernorm, cudaStream_t stream) {
     if (rows <= 0) return;
     const int block = cols >= 1024 ? 256 : 128;
-    norm_kernel<<<static_cast<unsigned>(rows), block, 0, stream>>>(x, x_row_stride, w, b, y, y_row_stride, cols,
-                                                                   heads_per_row < 1 ? 1 : heads_per_row, eps,
-                                                                   layernorm);
+    norm_kernel<<<static_cast<unsigned>(rows), block, 0, stream>>>(
+        x, x_row_stride, w, b, y, y_row_stride, cols, heads_per_row < 1 ? 1 : heads_per_row, eps, layernorm);
     MOEBENCH_LAUNCH_CHECK();
 }
 

@@ -8,9 +8,9 @@
 namespace moebench::kernels {
 namespace {
 
-constexpr int kGemvWarps = 8;  // warps per block
-constexpr int kGemvRows = 8;   // rows held in registers per pass; more rows take further passes over the weight row
-constexpr int kGemvUnroll = 2; // 16-byte weight loads per lane in flight per row (times two when fused)
+constexpr int kGemvWarps = 8;   // warps per block
+constexpr int kGemvRows = 8;    // rows held in registers per pass; more rows take further passes over the weight row
+constexpr int kGemvUnroll = 2;  // 16-byte weight loads per lane in flight per row (times two when fused)
 
 __device__ inline float dot8(const float* a, const float* b) {
     float s = 0.0f;
@@ -22,7 +22,7 @@ __device__ inline float dot8(const float* a, const float* b) {
 // Each warp streams two weight rows: gate and up of one column (fused), or two adjacent output columns (down), so
 // every x load from L1 serves two rows of weights (with one row the x reads of 8 rows outrun L1 before HBM is busy).
 template <bool kFused>
-__global__ void __launch_bounds__(kGemvWarps * kWarp) expert_gemv_kernel(ExpertKernelArgs a) {
+__global__ void __launch_bounds__(kGemvWarps* kWarp) expert_gemv_kernel(ExpertKernelArgs a) {
     constexpr int kCols = kFused ? 1 : 2;  // output columns per warp
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int64_t num_active = a.active[0];
@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kGemvWarps * kWarp) expert_gemv_kernel(ExpertK
     const int64_t col_blocks = (a.n_cols + cols_per_block - 1) / cols_per_block;
     const int64_t items = num_active * col_blocks;
     const int64_t w_rows = kFused ? 2 * a.n_cols : a.n_cols;  // weight rows per expert
-    const int64_t step = int64_t(kWarp) * 8 * kGemvUnroll;     // k covered by one warp iteration
+    const int64_t step = int64_t(kWarp) * 8 * kGemvUnroll;    // k covered by one warp iteration
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int e = a.active[1 + item / col_blocks];
         const int64_t col = (item % col_blocks) * cols_per_block + int64_t(warp) * kCols;

@@ -25,8 +25,10 @@ __device__ inline int expert_of_tile(const int32_t* tile_offsets, int num_expert
     int lo = 0, hi = num_experts - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (tile_offsets[mid] <= tile) lo = mid;
-        else hi = mid - 1;
+        if (tile_offsets[mid] <= tile)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }

@@ -33,8 +33,8 @@ void launch_bf16_to_f32(const bf16* src, float* dst, int64_t n, cudaStream_t str
 void launch_embed(const int32_t* ids, const bf16* table, bf16* out, int64_t num_tokens, int64_t hidden,
                   cudaStream_t stream);
 /// RMSNorm (or LayerNorm when `layernorm`) over `cols` of each of `rows` rows. Row r lives at
-/// base + (r / heads_per_row) * row_stride + (r % heads_per_row) * cols (heads_per_row = 1: plain rows), in x and y alike.
-/// y = x_hat * w (+ b when b != nullptr). y may alias x.
+/// base + (r / heads_per_row) * row_stride + (r % heads_per_row) * cols (heads_per_row = 1: plain rows), in x and y
+/// alike. y = x_hat * w (+ b when b != nullptr). y may alias x.
 void launch_norm(const bf16* x, int64_t x_row_stride, const bf16* w, const bf16* b, bf16* y, int64_t y_row_stride,
                  int64_t rows, int64_t cols, int64_t heads_per_row, float eps, bool layernorm, cudaStream_t stream);
 /// x[t, c] += bias[c] for a [rows, cols] block with row stride `ld`.
@@ -67,17 +67,16 @@ void launch_kv_append(const bf16* src, int64_t src_ld, bf16* cache, int64_t row_
 /// Attention of `num_tokens` query tokens (token t: sequence t / tokens_per_seq, causal position
 /// pos_base + t % tokens_per_seq; it sees keys [lo, pos] with lo = max(0, pos - window + 1) under a sliding window,
 /// and lo = (pos / local_chunk) * local_chunk under Llama-4's chunked local attention; both as the CPU backend).
-/// q: head h of token t at q + t * q_token_stride + h * q_head_stride, dk wide. Keys of sequence b, position j, kv head g:
-/// k + (b * cache_len + j) * kv_row_stride + g * kv_head_stride (dk wide); values likewise from v (dv wide).
-/// GQA: query head h uses kv head h / (num_heads / num_kv_heads). sinks (may be null): one logit per head added to
-/// the softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16).
-/// Split over the context in chunks of `chunk` keys; partials go to workspace (attention_workspace_bytes(), at most
-/// kAttnWorkspaceBudgetBytes plus one token's worth: queries run in tiles that fit).
-/// Which attention kernel runs: split-context (attention.cu: decode, any shape; CUDA cores), flash
-/// (attention_flash.cu: prefill on tensor cores, dk and dv <= 256 and multiples of 16) or latent (attention_latent.cu:
-/// split-context over MLA's latent cache on tensor cores, all heads of a token as the rows of a tile; one kv head
-/// whose values are the first dv columns of its keys). automatic: flash for 16+ queries per sequence when it fits,
-/// else latent for 16+ heads on one shared latent row when it fits, else split.
+/// q: head h of token t at q + t * q_token_stride + h * q_head_stride, dk wide. Keys of sequence b, position j, kv head
+/// g: k + (b * cache_len + j) * kv_row_stride + g * kv_head_stride (dk wide); values likewise from v (dv wide). GQA:
+/// query head h uses kv head h / (num_heads / num_kv_heads). sinks (may be null): one logit per head added to the
+/// softmax denominator (gpt-oss). out: [num_tokens, num_heads, dv] contiguous (bf16). Split over the context in chunks
+/// of `chunk` keys; partials go to workspace (attention_workspace_bytes(), at most kAttnWorkspaceBudgetBytes plus one
+/// token's worth: queries run in tiles that fit). Which attention kernel runs: split-context (attention.cu: decode, any
+/// shape; CUDA cores), flash (attention_flash.cu: prefill on tensor cores, dk and dv <= 256 and multiples of 16) or
+/// latent (attention_latent.cu: split-context over MLA's latent cache on tensor cores, all heads of a token as the rows
+/// of a tile; one kv head whose values are the first dv columns of its keys). automatic: flash for 16+ queries per
+/// sequence when it fits, else latent for 16+ heads on one shared latent row when it fits, else split.
 enum class AttentionKernel { automatic, split, flash, latent };
 struct AttentionArgs {
     const bf16* q = nullptr;
@@ -92,23 +91,23 @@ struct AttentionArgs {
     int64_t window = 0;       // sliding window in keys; 0 = unlimited
     int64_t local_chunk = 0;  // chunked local attention (Llama-4 attention_chunk); 0 = none
     float scale = 1.0f;
-    int64_t chunk = 256;      // keys per split of the context (the kernel's work decomposition, not semantics)
-    int64_t token_begin = 0;  // set by launch_attention for each query tile (callers leave it 0)
+    int64_t chunk = 256;           // keys per split of the context (the kernel's work decomposition, not semantics)
+    int64_t token_begin = 0;       // set by launch_attention for each query tile (callers leave it 0)
     int64_t workspace_bytes = -1;  // the workspace's size; -1 = attention_workspace_bytes(*this). Bounds the tile
     AttentionKernel kernel = AttentionKernel::automatic;
     bool values_in_keys = false;  // v = the first dv columns of the key rows (absorbed MLA's latent cache)
 };
 /// The split workspace is bounded by this many bytes: longer prefills run in query tiles.
 constexpr int64_t kAttnWorkspaceBudgetBytes = int64_t(1) << 30;
-int64_t attention_max_dv();   // largest value width (dv: head_dim, MLA kv_lora_rank) the kernel supports
+int64_t attention_max_dv();  // largest value width (dv: head_dim, MLA kv_lora_rank) the kernel supports
 /// 0 when the flash kernel runs (it keeps its state in shared memory).
 size_t attention_workspace_bytes(const AttentionArgs& a);
 /// Keys per split for decode: the largest of 256, 128, 64, 32 whose launch fills num_sms SMs twice (else 32).
 int64_t attention_decode_chunk(const AttentionArgs& a, int num_sms);
 AttentionKernel attention_kernel_of(const AttentionArgs& a);  // the kernel launch_attention runs for these args
-bool flash_attention_fits(const AttentionArgs& a);           // shapes, strides, alignment, shared memory
-bool latent_attention_fits(const AttentionArgs& a);          // the same for the latent kernel
-constexpr int64_t kLatentMinHeads = 16;                      // automatic: fewer heads stay on the split kernel
+bool flash_attention_fits(const AttentionArgs& a);            // shapes, strides, alignment, shared memory
+bool latent_attention_fits(const AttentionArgs& a);           // the same for the latent kernel
+constexpr int64_t kLatentMinHeads = 16;                       // automatic: fewer heads stay on the split kernel
 void launch_attention(const AttentionArgs& a, void* workspace, cudaStream_t stream);
 void launch_attention_flash(const AttentionArgs& a, cudaStream_t stream);  // launch_attention's flash branch
 
@@ -130,14 +129,14 @@ const char* launch_topk(const float* logits, const float* bias, const float* cor
 /// assignments past `capacity` (arrival order) are dropped: ids[a] = -1 and weights[a] = 0. O(T k): a tile histogram,
 /// one scan, a stable scatter; nothing comes back to the host. N = offsets[E] <= T*k.
 struct PermuteMaps {
-    int32_t* counts = nullptr;       // [E] kept rows per expert
-    int32_t* offsets = nullptr;      // [E+1]
-    int32_t* perm_slot = nullptr;    // [T*k]: assignment of each permuted row (token = slot / k)
-    int32_t* perm_expert = nullptr;  // [T*k]: expert of each permuted row
-    int32_t* slot_pos = nullptr;     // [T*k]: row of each assignment, -1 if none
-    int32_t* dropped = nullptr;      // [1]
-    int32_t* active = nullptr;       // [E+1]: active[0] = experts with rows, active[1..] their ids ascending
-    int32_t* tile_offsets = nullptr; // [E+1] optional: exclusive sum of ceil(counts / kExpertTileRows) (the tile map)
+    int32_t* counts = nullptr;        // [E] kept rows per expert
+    int32_t* offsets = nullptr;       // [E+1]
+    int32_t* perm_slot = nullptr;     // [T*k]: assignment of each permuted row (token = slot / k)
+    int32_t* perm_expert = nullptr;   // [T*k]: expert of each permuted row
+    int32_t* slot_pos = nullptr;      // [T*k]: row of each assignment, -1 if none
+    int32_t* dropped = nullptr;       // [1]
+    int32_t* active = nullptr;        // [E+1]: active[0] = experts with rows, active[1..] their ids ascending
+    int32_t* tile_offsets = nullptr;  // [E+1] optional: exclusive sum of ceil(counts / kExpertTileRows) (the tile map)
 };
 /// Rows per tile of the tiled expert GEMM (the unit of PermuteMaps::tile_offsets).
 constexpr int64_t kExpertTileRows = 64;
@@ -163,8 +162,7 @@ void launch_activation(const bf16* h, bf16* a, int64_t rows, int64_t inter, int 
 /// (residual may be null). moe_out is bf16 [T, H].
 void launch_combine(const bf16* y_perm, const int32_t* slot_pos, const int32_t* ids, const float* weights,
                     bool unit_weights, const bf16* down_bias, const bf16* shared, const float* shared_gate_logit,
-                    bf16* moe_out, bf16* residual, int64_t num_tokens, int64_t k, int64_t hidden,
-                    cudaStream_t stream);
+                    bf16* moe_out, bf16* residual, int64_t num_tokens, int64_t k, int64_t hidden, cudaStream_t stream);
 /// logit[t] = dot(x[t, :], w) in fp32 (shared expert gate, Qwen2-MoE).
 void launch_row_dot(const bf16* x, const bf16* w, float* logit, int64_t num_tokens, int64_t hidden,
                     cudaStream_t stream);

@@ -2,8 +2,8 @@
 // MoE kernels: router scoring + top-k (moe_core's route_row in its three parts; one warp per token), deterministic
 // permutation by expert (tile histogram, one scan, stable scatter: O(T k)), row gather, the family's activation,
 // weighted combine with residual (16-byte loads), shared-expert gate. No kernel here needs a host-side count.
-#include "kernels/common.cuh"
 #include "core/moe_core.cuh"
+#include "kernels/common.cuh"
 
 #include <cub/block/block_scan.cuh>
 
@@ -16,16 +16,17 @@ namespace {
 // ---- top-k ------------------------------------------------------------------------------------------------------
 // One thread per token: the row semantics are moe_core's route_row / soft_topn_row, run verbatim, so the CPU and
 // the GPU choose the same experts by construction (same code, same tie-break). Per-token scratch lives in global
-// memory (beyond the warp kernel's limits: E > 512, k > 16 or more than 64 groups). Steps: 1) biased logits into scratch; 2) route; 3) write ids/weights.
-__global__ void topk_thread_kernel(const float* logits, const float* bias, const float* correction,
-                                   core::RouteParams p, int soft_topn, int64_t num_tokens, int32_t* ids,
-                                   float* weights, float* scratch, int64_t scratch_per_token) {
+// memory (beyond the warp kernel's limits: E > 512, k > 16 or more than 64 groups). Steps: 1) biased logits into
+// scratch; 2) route; 3) write ids/weights.
+__global__ void topk_thread_kernel(const float* logits, const float* bias, const float* correction, core::RouteParams p,
+                                   int soft_topn, int64_t num_tokens, int32_t* ids, float* weights, float* scratch,
+                                   int64_t scratch_per_token) {
     const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
     if (t >= num_tokens) return;
     const int E = p.num_experts;
     float* s = scratch + t * scratch_per_token;
-    float* row = s;          // [E] logits (+ router bias)
-    float* work = s + E;     // route_scratch_floats(E, G)
+    float* row = s;       // [E] logits (+ router bias)
+    float* work = s + E;  // route_scratch_floats(E, G)
     for (int e = 0; e < E; ++e) row[e] = logits[t * E + e] + (bias ? bias[e] : 0.0f);
     if (soft_topn > 0) {
         core::soft_topn_row(row, E, soft_topn, work, ids + t * soft_topn, weights + t * soft_topn);
@@ -108,7 +109,7 @@ __device__ float warp_sparsemixer_weight(const float* logits, int n, int sel, in
     return 1.0f / warp_sum(sum);
 }
 
-__global__ void __launch_bounds__(kTopkWarps * kWarp)
+__global__ void __launch_bounds__(kTopkWarps* kWarp)
     topk_warp_kernel(const float* logits, const float* bias, const float* correction, core::RouteParams p,
                      int soft_topn, int64_t num_tokens, int32_t* ids, float* weights) {
     extern __shared__ float topk_smem[];
@@ -195,9 +196,9 @@ __global__ void __launch_bounds__(kTopkWarps * kWarp)
 // 3) one warp per tile walks its assignments 32 at a time in order; lanes with the same expert (__match_any_sync)
 //    rank among themselves by lane, so row = offsets[e] + rank base of the tile + running rank; ranks >= capacity drop.
 constexpr int kPermWarps = 4;
-constexpr int kPermMaxTiles = 256;        // the scan walks the tiles of each expert serially: keep the walk short
+constexpr int kPermMaxTiles = 256;  // the scan walks the tiles of each expert serially: keep the walk short
 constexpr int kScanThreads = 256;
-constexpr int kScanItems = 16;            // experts per scan thread: E <= 4096
+constexpr int kScanItems = 16;  // experts per scan thread: E <= 4096
 
 __host__ __device__ inline int64_t perm_tile_size(int64_t num_assign) {
     const int64_t per_tile = (num_assign + kPermMaxTiles - 1) / kPermMaxTiles;
@@ -261,8 +262,7 @@ __global__ void __launch_bounds__(kScanThreads)
     if (local_drops) atomicAdd(&drops, local_drops);
     // The tile map: tiles of kExpertTileRows rows per expert, scanned (the tiled expert GEMM walks it).
     int tiles[kScanItems], tile_off[kScanItems], total_tiles = 0;
-    for (int i = 0; i < kScanItems; ++i)
-        tiles[i] = static_cast<int>((kept[i] + kExpertTileRows - 1) / kExpertTileRows);
+    for (int i = 0; i < kScanItems; ++i) tiles[i] = static_cast<int>((kept[i] + kExpertTileRows - 1) / kExpertTileRows);
     __syncthreads();  // temp is reused
     Scan(temp).ExclusiveSum(tiles, tile_off, total_tiles);
     for (int i = 0; i < kScanItems; ++i) {
@@ -438,8 +438,8 @@ __global__ void row_dot_kernel(const bf16* x, const bf16* w, float* logit, int64
 }  // namespace
 
 int64_t topk_scratch_floats(int64_t num_experts, int64_t num_groups) {
-    return num_experts + core::route_scratch_floats(static_cast<int>(num_experts),
-                                                    static_cast<int>(num_groups < 1 ? 1 : num_groups));
+    return num_experts +
+           core::route_scratch_floats(static_cast<int>(num_experts), static_cast<int>(num_groups < 1 ? 1 : num_groups));
 }
 
 const char* launch_topk(const float* logits, const float* bias, const float* correction, const RoutingParams& p,
@@ -469,7 +469,8 @@ const char* launch_topk(const float* logits, const float* bias, const float* cor
 }
 
 int64_t permute_workspace_ints(int64_t num_assign, int64_t num_experts) {
-    const int64_t tiles = (std::max<int64_t>(num_assign, 1) + perm_tile_size(num_assign) - 1) / perm_tile_size(num_assign);
+    const int64_t tiles =
+        (std::max<int64_t>(num_assign, 1) + perm_tile_size(num_assign) - 1) / perm_tile_size(num_assign);
     return tiles * std::max<int64_t>(num_experts, 1);
 }
 
@@ -502,10 +503,9 @@ void launch_permute_index(int32_t* ids, float* weights, int64_t num_tokens, int6
                                                        maps.dropped, maps.active, maps.tile_offsets);
     MOEBENCH_LAUNCH_CHECK();
     if (num_assign > 0) {
-        tile_scatter_kernel<<<blocks, kPermWarps * kWarp, smem, stream>>>(ids, weights, num_assign, tile, tiles, E,
-                                                                          capacity, workspace, maps.offsets,
-                                                                          maps.perm_slot, maps.perm_expert,
-                                                                          maps.slot_pos);
+        tile_scatter_kernel<<<blocks, kPermWarps * kWarp, smem, stream>>>(
+            ids, weights, num_assign, tile, tiles, E, capacity, workspace, maps.offsets, maps.perm_slot,
+            maps.perm_expert, maps.slot_pos);
         MOEBENCH_LAUNCH_CHECK();
     }
 }
@@ -515,23 +515,21 @@ void launch_gather_rows(const bf16* x, const int32_t* perm_slot, const float* we
                         cudaStream_t stream) {
     if (max_rows <= 0) return;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(max_rows, 8192));
-    gather_rows_kernel<<<grid, 128, 0, stream>>>(x, perm_slot, weights, scale_by_weight, x_perm, num_rows_dev,
-                                                 max_rows, k, hidden);
+    gather_rows_kernel<<<grid, 128, 0, stream>>>(x, perm_slot, weights, scale_by_weight, x_perm, num_rows_dev, max_rows,
+                                                 k, hidden);
     MOEBENCH_LAUNCH_CHECK();
 }
 
 void launch_activation(const bf16* h, bf16* a, int64_t rows, int64_t inter, int act, float limit, const bf16* bias,
                        const int32_t* row_expert, cudaStream_t stream) {
     if (rows * inter <= 0) return;
-    activation_kernel<<<grid_for(rows * inter, 256), 256, 0, stream>>>(h, a, rows, inter, act, limit, bias,
-                                                                       row_expert);
+    activation_kernel<<<grid_for(rows * inter, 256), 256, 0, stream>>>(h, a, rows, inter, act, limit, bias, row_expert);
     MOEBENCH_LAUNCH_CHECK();
 }
 
 void launch_combine(const bf16* y_perm, const int32_t* slot_pos, const int32_t* ids, const float* weights,
                     bool unit_weights, const bf16* down_bias, const bf16* shared, const float* shared_gate_logit,
-                    bf16* moe_out, bf16* residual, int64_t num_tokens, int64_t k, int64_t hidden,
-                    cudaStream_t stream) {
+                    bf16* moe_out, bf16* residual, int64_t num_tokens, int64_t k, int64_t hidden, cudaStream_t stream) {
     if (num_tokens <= 0) return;
     const unsigned grid = static_cast<unsigned>(num_tokens);
     if (hidden % 8 == 0) {
@@ -551,7 +549,7 @@ void launch_row_dot(const bf16* x, const bf16* w, float* logit, int64_t num_toke
     const int block = 256;
     const int64_t threads = num_tokens * kWarp;
     row_dot_kernel<<<static_cast<unsigned>((threads + block - 1) / block), block, 0, stream>>>(x, w, logit, num_tokens,
-                                                                                              hidden);
+                                                                                               hidden);
     MOEBENCH_LAUNCH_CHECK();
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device-side weight and input generation with moe_core.cuh's RNG (no host copies of large tensors), and conversions.
-#include "kernels/common.cuh"
 #include "core/moe_core.cuh"
+#include "kernels/common.cuh"
 
 namespace moebench::kernels {
 namespace {

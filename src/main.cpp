@@ -33,8 +33,9 @@ namespace {
     std::cerr.flush();
     std::fflush(nullptr);
     if (moebench::Communicator* comm = moebench::process_group()) {
-        if (rc != 0) comm->abort(rc, moebench::rank_prefix() + "moebench: ending every rank of the job (exit " +
-                                         std::to_string(rc) + ")\n");
+        if (rc != 0)
+            comm->abort(rc, moebench::rank_prefix() + "moebench: ending every rank of the job (exit " +
+                                std::to_string(rc) + ")\n");
         moebench::leave_process_group();
     }
     if (moebench::kAddressSanitizer) std::exit(rc);

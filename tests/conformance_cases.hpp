@@ -98,12 +98,13 @@ inline void check_backend(const std::string& backend, bool print) {
             const json& c = record["check"];
             INFO("check: " << c.dump());
             if (print)
-                std::printf("conformance-check backend=%s model=%s variant=%s passed=%d rel_l2=%.3e tolerance=%.1e "
-                            "ids_mismatched=%lld ids_near_tie=%lld\n",
-                            backend.c_str(), model_name(model).c_str(), name.c_str(), c.value("passed", false) ? 1 : 0,
-                            c["rel_l2_error"].is_number() ? c["rel_l2_error"].get<double>() : -1.0,
-                            c.value("tolerance", 0.0), static_cast<long long>(c.value("ids_mismatched", int64_t{-1})),
-                            static_cast<long long>(c.value("ids_near_tie", int64_t{-1})));
+                std::printf(
+                    "conformance-check backend=%s model=%s variant=%s passed=%d rel_l2=%.3e tolerance=%.1e "
+                    "ids_mismatched=%lld ids_near_tie=%lld\n",
+                    backend.c_str(), model_name(model).c_str(), name.c_str(), c.value("passed", false) ? 1 : 0,
+                    c["rel_l2_error"].is_number() ? c["rel_l2_error"].get<double>() : -1.0, c.value("tolerance", 0.0),
+                    static_cast<long long>(c.value("ids_mismatched", int64_t{-1})),
+                    static_cast<long long>(c.value("ids_near_tie", int64_t{-1})));
             CHECK(c.value("passed", false));
             CHECK(c.value("ids_mismatched", -1) == 0);
             ++points;
@@ -185,13 +186,13 @@ inline StepOut run_one_step(const RunConfig& given) {
 
 struct StepComparison {
     bool passed = true;
-    std::string failure;               // every reason, "; "-separated
-    double worst_in_rel_l2 = 0;        // over the MoE layers: moe_in rows compared
-    double worst_out_rel_l2 = 0;       // moe_out rows compared
-    int64_t tokens = 0;                // per layer
-    int64_t excused = 0;               // tokens left out of the last layer's comparison (near-ties and what follows)
-    int64_t ids_mismatched = 0;        // tokens whose experts differ without a near-tie (summed over layers)
-    int64_t near_ties = 0;             // tokens whose experts differ at a near-tie (summed over layers)
+    std::string failure;          // every reason, "; "-separated
+    double worst_in_rel_l2 = 0;   // over the MoE layers: moe_in rows compared
+    double worst_out_rel_l2 = 0;  // moe_out rows compared
+    int64_t tokens = 0;           // per layer
+    int64_t excused = 0;          // tokens left out of the last layer's comparison (near-ties and what follows)
+    int64_t ids_mismatched = 0;   // tokens whose experts differ without a near-tie (summed over layers)
+    int64_t near_ties = 0;        // tokens whose experts differ at a near-tie (summed over layers)
 };
 
 /// Relative L2 of `got` against `ref` over the rows of `rows` ([T, H] both).
@@ -213,7 +214,8 @@ inline double rows_rel_l2(const std::vector<float>& ref, const std::vector<float
 /// either backend's scores tie within `tie_eps` (routing_near_tie), the token is excused, and with it what its other
 /// expert changes later: its own rows from then on; in a prefill the later tokens of its sequence from the next layer
 /// on (their attention reads it); under a capacity factor every token routed to an expert either choice touched (their
-/// drops may change). Experts that differ with no tie fail the comparison; so does a layer with nothing left to compare.
+/// drops may change). Experts that differ with no tie fail the comparison; so does a layer with nothing left to
+/// compare.
 inline StepComparison compare_steps(const StepOut& ref, const StepOut& got, double tolerance, double tie_eps) {
     StepComparison c;
     auto fail = [&](const std::string& why) {
@@ -292,7 +294,8 @@ inline StepComparison compare_steps(const StepOut& ref, const StepOut& got, doub
             if (!excused[static_cast<size_t>(t)]) ++mismatched;
         c.ids_mismatched += mismatched;
         if (mismatched > 0)
-            fail(fmt::format("layer {}: {} of {} tokens chose other experts, with no near-tie", a.layer, mismatched, T));
+            fail(
+                fmt::format("layer {}: {} of {} tokens chose other experts, with no near-tie", a.layer, mismatched, T));
         // 3. The block's output over the tokens still compared.
         rows = compared();
         if (rows.empty()) {
@@ -324,7 +327,8 @@ inline void compare_backends(const std::string& ref_backend, const std::string& 
         std::string why = skip_reason(got_backend, model);
         if (why.empty()) why = skip_reason(ref_backend, model);
         if (!why.empty()) {
-            WARN("conformance: " << got_backend << " vs " << ref_backend << " skips " << model_name(model) << ": " << why);
+            WARN("conformance: " << got_backend << " vs " << ref_backend << " skips " << model_name(model) << ": "
+                                 << why);
             ++skipped;
             continue;
         }
@@ -340,14 +344,14 @@ inline void compare_backends(const std::string& ref_backend, const std::string& 
             const double tol = 2 * std::max(ref.tolerance, got.tolerance);
             const StepComparison c = compare_steps(ref, got, tol, tol);
             if (print)
-                std::printf("conformance-step backend=%s reference=%s model=%s variant=%s passed=%d "
-                            "moe_in_rel_l2=%.3e moe_out_rel_l2=%.3e tolerance=%.1e tokens=%lld excused=%lld "
-                            "near_ties=%lld ids_mismatched=%lld%s%s\n",
-                            got_backend.c_str(), ref_backend.c_str(), model_name(model).c_str(), name.c_str(),
-                            c.passed ? 1 : 0, c.worst_in_rel_l2, c.worst_out_rel_l2, tol,
-                            static_cast<long long>(c.tokens), static_cast<long long>(c.excused),
-                            static_cast<long long>(c.near_ties), static_cast<long long>(c.ids_mismatched),
-                            c.passed ? "" : " failure=", c.failure.c_str());
+                std::printf(
+                    "conformance-step backend=%s reference=%s model=%s variant=%s passed=%d "
+                    "moe_in_rel_l2=%.3e moe_out_rel_l2=%.3e tolerance=%.1e tokens=%lld excused=%lld "
+                    "near_ties=%lld ids_mismatched=%lld%s%s\n",
+                    got_backend.c_str(), ref_backend.c_str(), model_name(model).c_str(), name.c_str(), c.passed ? 1 : 0,
+                    c.worst_in_rel_l2, c.worst_out_rel_l2, tol, static_cast<long long>(c.tokens),
+                    static_cast<long long>(c.excused), static_cast<long long>(c.near_ties),
+                    static_cast<long long>(c.ids_mismatched), c.passed ? "" : " failure=", c.failure.c_str());
             INFO(c.failure);
             CHECK(c.passed);
             ++compared;

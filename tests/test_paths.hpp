@@ -5,9 +5,9 @@
 #pragma once
 
 namespace moebench::test {
-extern const char* const kBin;         // the moebench binary under test
-extern const char* const kSourceDir;   // the source tree
-extern const char* const kTestData;    // tests/data
+extern const char* const kBin;        // the moebench binary under test
+extern const char* const kSourceDir;  // the source tree
+extern const char* const kTestData;   // tests/data
 }  // namespace moebench::test
 
 #define MOEBENCH_BIN (::moebench::test::kBin)

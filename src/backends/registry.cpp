@@ -31,7 +31,8 @@ std::unique_ptr<Backend> make_cpu(const std::string&, std::string* why) {
 
 std::unique_ptr<Backend> make_sim(const std::string& hardware, std::string* why) {
     if (why)
-        *why = hardware.empty() ? std::string("backend sim: modeling ") + kSimDefaultHardware + " (no hardware given)" : "";
+        *why = hardware.empty() ? std::string("backend sim: modeling ") + kSimDefaultHardware + " (no hardware given)"
+                                : "";
     return make_sim_backend(load_hardware(hardware.empty() ? kSimDefaultHardware : hardware));
 }
 
@@ -39,9 +40,9 @@ std::unique_ptr<Backend> make_cuda(const std::string&, std::string* why) {
 #if MOEBENCH_HAS_CUDA
     std::string reason;
     if (!cuda_available(&reason))
-        config_error(flag_of("backend"), "cuda is unavailable", reason,
-                     "run on a machine with an NVIDIA GPU, or use " + flag_of("backend") +
-                         " cpu (measured) or sim (modeled)");
+        config_error(
+            flag_of("backend"), "cuda is unavailable", reason,
+            "run on a machine with an NVIDIA GPU, or use " + flag_of("backend") + " cpu (measured) or sim (modeled)");
     if (why) why->clear();
     return make_cuda_backend();
 #else
@@ -120,8 +121,9 @@ json accelerator_devices_json(bool measure) {
     return json{{"built_with_cuda", false},
                 {"available", false},
                 {"device_count", 0},
-                {"reason", "this moebench was built without CUDA (no nvcc at build time, or -DMOEBENCH_CUDA=OFF): "
-                           "no GPU can be used; rebuild with the CUDA toolkit to use one"},
+                {"reason",
+                 "this moebench was built without CUDA (no nvcc at build time, or -DMOEBENCH_CUDA=OFF): "
+                 "no GPU can be used; rebuild with the CUDA toolkit to use one"},
                 {"devices", json::array()}};
 #endif
 }

@@ -95,7 +95,8 @@ void add_bench_command(CLI::App& app) {
     auto* batch_opt = add_whole_option(moe, "--batch", f->batch, "Decode: tokens of the step (default 8)");
     auto* tokens_opt = add_whole_option(moe, "--tokens", f->tokens, "Tokens of the step (prefill default 4096)");
     moe->add_option("--mode", f->mode, "decode | prefill");
-    moe->add_option("--routing", f->routing, "Workload: router, uniform, balanced, zipf:1.2, hot:4:0.6, trace:FILE ...");
+    moe->add_option("--routing", f->routing,
+                    "Workload: router, uniform, balanced, zipf:1.2, hot:4:0.6, trace:FILE ...");
     add_whole_option(moe, "--threads", f->threads, "CPU threads (0 = all cores)");
     add_whole_option(moe, "--iters", f->iters, "Measured iterations");
     add_whole_option(moe, "--warmup", f->warmup, "Warm-up iterations (not measured)");
@@ -105,7 +106,8 @@ void add_bench_command(CLI::App& app) {
     moe->add_option("-o,--out", f->out, "Also write the JSON result to this file")->type_name("FILE");
     moe->add_option("--dump-routing", f->dump_routing, "Write the routing used (safetensors) to this file");
     moe->add_flag("--warm-cache", f->warm_cache, "Do not evict the LLC between iterations");
-    moe->add_option("--expert-gemm", f->expert_gemm, "auto | panel | blas: the expert GEMM kernel (auto: by rows per expert)");
+    moe->add_option("--expert-gemm", f->expert_gemm,
+                    "auto | panel | blas: the expert GEMM kernel (auto: by rows per expert)");
     moe->callback([f, batch_opt, tokens_opt] {
         f->batch_given = batch_opt->count() > 0;
         f->tokens_given = tokens_opt->count() > 0;

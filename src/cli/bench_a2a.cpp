@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // `mpirun -np N moebench bench a2a [run flags]`: one expert-parallel run, then bare MPI_Alltoallv calls of the byte
 // matrices it counted, in the same job (harness/bench_a2a.hpp). This file parses the flags and prints a view.
+#include "harness/bench_a2a.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "config/run_fields.hpp"
-#include "harness/bench_a2a.hpp"
 #include "report/formats.hpp"
 
 #include <iostream>
@@ -41,9 +41,10 @@ void run_bench_a2a(const A2aFlags& f, const RunFieldFlags& fields) {
 
 void add_bench_a2a_command(CLI::App* bench) {
     auto* cmd = bench->add_subcommand("a2a", "Expert-parallel all-to-alls vs bare MPI_Alltoallv of the same bytes");
-    cmd->footer("Run under mpirun -np N: one cpu run with --ep N (default: --layers 1), then bare MPI_Alltoallv\n"
-                "calls of the byte matrices it counted, in the same job. The ratio is moebench's algbw over the\n"
-                "bare calls' (1 = no overhead beyond MPI's).");
+    cmd->footer(
+        "Run under mpirun -np N: one cpu run with --ep N (default: --layers 1), then bare MPI_Alltoallv\n"
+        "calls of the byte matrices it counted, in the same job. The ratio is moebench's algbw over the\n"
+        "bare calls' (1 = no overhead beyond MPI's).");
     auto f = std::make_shared<A2aFlags>();
     auto fields = std::make_shared<RunFieldFlags>(cmd, [](const RunField& r) {
         return r.key == "model" || r.key == "mode" || r.key == "batch" || r.key == "seq_len" || r.key == "context" ||

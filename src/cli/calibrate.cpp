@@ -2,13 +2,13 @@
 // 'moebench calibrate R1.json R2.json ... --hardware P -o P-calibrated.json': the sim's efficiencies and fixed costs
 // of profile P fitted to measured reports of one machine, with the model's error per phase before and after
 // (compare/calibrate.hpp; docs/calibration.md).
+#include "compare/calibrate.hpp"
 #include "backends/sim/sim_backend.hpp"
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
 #include "common/paths.hpp"
-#include "compare/calibrate.hpp"
 #include "report/formats.hpp"
 
 #include <filesystem>
@@ -43,8 +43,8 @@ void run_calibrate(const CalibrateFlags& f) {
     std::cout.flush();
     if (f.out.empty()) return;
     const std::string name = std::filesystem::path(f.out).stem().string();
-    write_file_atomic(f.out, calibrated_profile(load_json_file(profile_path, kMaxConfigBytes), r, f.reports, name)
-                                     .dump(2) + "\n");
+    write_file_atomic(
+        f.out, calibrated_profile(load_json_file(profile_path, kMaxConfigBytes), r, f.reports, name).dump(2) + "\n");
     std::cerr << "calibrated profile: " << f.out << "\n";
 }
 
@@ -64,8 +64,9 @@ void add_calibrate_command(CLI::App& app) {
         "and fewer reports than parameters to fit are refused (exit 2). docs/calibration.md.");
     auto f = std::make_shared<CalibrateFlags>();
     cmd->add_option("REPORT", f->reports, "Measured reports of one point each (moebench run -o R.json)")->required();
-    cmd->add_option("--hardware", f->hardware, "The profile to calibrate: a name in configs/hardware or a file "
-                                               "(moebench devices --cpu-profile writes this machine's)")
+    cmd->add_option("--hardware", f->hardware,
+                    "The profile to calibrate: a name in configs/hardware or a file "
+                    "(moebench devices --cpu-profile writes this machine's)")
         ->required();
     cmd->add_option("-o,--out", f->out, "Write the calibrated profile to FILE, atomically (its name: FILE's stem)")
         ->type_name("FILE");

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // 'moebench compare A.json B.json': matched points side by side with noise-aware verdicts; exit 1 when anything
 // is slower beyond --threshold, so a CI job can gate on it (docs/sweep.md).
+#include "compare/compare.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
-#include "compare/compare.hpp"
 #include "report/formats.hpp"
 
 #include <cstdlib>
@@ -34,13 +34,15 @@ public:
 }  // namespace
 
 void add_compare_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("compare", "Compare two reports point by point; exit 1 on a slowdown beyond --threshold");
-    cmd->footer("A difference inside the measured noise of both runs is 'same': |mean_B - mean_A| <= max(k * sqrt(sA^2/nA +\n"
-                "sB^2/nB), z * sqrt((sA^2 + sB^2)/2), noise-floor * mean_A); inside a band wider than --threshold it is\n"
-                "'inconclusive'. Exit 1 when a matched point is slower beyond --threshold or inconclusive, or a point of A\n"
-                "failed or is missing in B. Points of different models never match; modeled and measured points only with\n"
-                "--allow-modeled; environment differences (machine, threads, dtype, git revision, build) are warnings.\n"
-                "Nothing comparable, or a malformed or implausible report: exit 2 (docs/sweep.md).");
+    auto* cmd =
+        app.add_subcommand("compare", "Compare two reports point by point; exit 1 on a slowdown beyond --threshold");
+    cmd->footer(
+        "A difference inside the measured noise of both runs is 'same': |mean_B - mean_A| <= max(k * sqrt(sA^2/nA +\n"
+        "sB^2/nB), z * sqrt((sA^2 + sB^2)/2), noise-floor * mean_A); inside a band wider than --threshold it is\n"
+        "'inconclusive'. Exit 1 when a matched point is slower beyond --threshold or inconclusive, or a point of A\n"
+        "failed or is missing in B. Points of different models never match; modeled and measured points only with\n"
+        "--allow-modeled; environment differences (machine, threads, dtype, git revision, build) are warnings.\n"
+        "Nothing comparable, or a malformed or implausible report: exit 2 (docs/sweep.md).");
     auto f = std::make_shared<CompareFlags>();
     cmd->add_option("A", f->a, "Baseline report (JSON, or a sweep journal .jsonl)")->required();
     cmd->add_option("B", f->b, "Candidate report (JSON, or a sweep journal .jsonl)")->required();
@@ -48,12 +50,14 @@ void add_compare_command(CLI::App& app) {
     cmd->add_option("--format", f->format, format_names_help(DocKind::comparison) + " (default text)")
         ->type_name("FORMAT");
     cmd->add_option("-o,--out", f->out, "Write the comparison to FILE instead of stdout")->type_name("FILE");
-    cmd->add_option("--match", f->match, "Comma-separated axes to match points by (default: the model, the hardware and every axis)");
+    cmd->add_option("--match", f->match,
+                    "Comma-separated axes to match points by (default: the model, the hardware and every axis)");
     add_decimal_option(cmd, "--k-sigma", f->k_sigma, "Noise band in standard errors of the difference (default 3)");
     add_decimal_option(cmd, "--spread-z", f->spread_z,
                        "Noise band in pooled step standard deviations (default 1.645; 0 = off)");
     cmd->add_option("--noise-floor", f->noise_floor, "Smallest noise band, fraction of A's mean (default 1%)");
-    cmd->add_flag("--gate-phases", f->gate_phases, "Also fail on a phase slower beyond the threshold (or inconclusive)");
+    cmd->add_flag("--gate-phases", f->gate_phases,
+                  "Also fail on a phase slower beyond the threshold (or inconclusive)");
     cmd->add_flag("--allow-missing", f->allow_missing,
                   "Points of A absent from B (or skipped there) do not fail the gate; failed ones still do");
     cmd->add_flag("--allow-modeled", f->allow_modeled,
@@ -89,8 +93,10 @@ void add_compare_command(CLI::App& app) {
         const ReadReport report_a = load_report(f->a), report_b = load_report(f->b);
         // Nothing compared (no match, or nothing ran in both) is exit 2 from compare_reports: a gate must not pass it.
         json cmp = reading_input(f->a + " or " + f->b, [&] { return compare_reports(report_a, report_b, o); });
-        for (const auto& w : cmp["warnings"]) std::cerr << "moebench: warning: " << printable(w.value("message", "")) << "\n";
-        std::string text = reading_input(f->a + " or " + f->b, [&] { return render_view(cmp, DocKind::comparison, format); });
+        for (const auto& w : cmp["warnings"])
+            std::cerr << "moebench: warning: " << printable(w.value("message", "")) << "\n";
+        std::string text =
+            reading_input(f->a + " or " + f->b, [&] { return render_view(cmp, DocKind::comparison, format); });
         if (f->out.empty()) {
             std::cout << text;
             std::cout.flush();

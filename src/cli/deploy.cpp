@@ -2,6 +2,7 @@
 // 'moebench deploy': serving figures (TTFT, TPOT, tokens/s/GPU and per user, memory, cost, energy) from the sim's
 // step times for one layout, a search over layouts and hardware with its Pareto frontier, or disaggregated prefill and
 // decode pools (docs/deploy.md). The layout, number formats and routing are run's own fields and flags.
+#include "serving/deploy.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
@@ -12,7 +13,6 @@
 #include "config/run_fields.hpp"
 #include "harness/validate.hpp"
 #include "report/formats.hpp"
-#include "serving/deploy.hpp"
 
 #include <fmt/format.h>
 
@@ -26,10 +26,25 @@ namespace moebench::cli {
 namespace {
 
 // The run fields deploy takes: what to model and how the steps are priced (not the shape, not the measuring).
-const char* const kDeployRunFields[] = {"model",    "hardware",          "routing",    "routing_path", "seed",
-                                        "ep",       "tp",                "attention_dp", "moe_tp",     "moe_ep",
-                                        "a2a",      "placement",         "redundant_experts", "dtype", "expert_dtype",
-                                        "kv_dtype", "dispatch_dtype",    "capacity_factor", "allow_no_fit"};
+const char* const kDeployRunFields[] = {"model",
+                                        "hardware",
+                                        "routing",
+                                        "routing_path",
+                                        "seed",
+                                        "ep",
+                                        "tp",
+                                        "attention_dp",
+                                        "moe_tp",
+                                        "moe_ep",
+                                        "a2a",
+                                        "placement",
+                                        "redundant_experts",
+                                        "dtype",
+                                        "expert_dtype",
+                                        "kv_dtype",
+                                        "dispatch_dtype",
+                                        "capacity_factor",
+                                        "allow_no_fit"};
 // A search's concurrencies when --concurrency is not given.
 constexpr const char* kDefaultSearchConcurrency = "1..1024";
 const char* const kLayoutFields[] = {"ep", "tp", "attention_dp", "moe_tp", "moe_ep", "redundant_experts", "placement"};
@@ -92,13 +107,16 @@ void deploy_command(const DeployFlags& f, const RunFieldFlags& fields) {
         if (layout_given)
             config_error("--gpus", "searches the layouts; a layout flag fixes one", f.gpus,
                          "drop --gpus to model the layout given, or drop the layout flags to search");
-        if (f.disagg) config_error("--gpus", "searches aggregated layouts; --disagg takes its pools' layouts", f.gpus, "drop one of them");
+        if (f.disagg)
+            config_error("--gpus", "searches aggregated layouts; --disagg takes its pools' layouts", f.gpus,
+                         "drop one of them");
         SearchRequest s;
         s.base = req;
         s.base.base = base;
         s.gpus = parse_whole_list(f.gpus, "--gpus");
         s.hardware = hardware;
-        s.concurrency = parse_whole_list(f.concurrency_given ? f.concurrency : kDefaultSearchConcurrency, "--concurrency");
+        s.concurrency =
+            parse_whole_list(f.concurrency_given ? f.concurrency : kDefaultSearchConcurrency, "--concurrency");
         s.ttft_ms_limit = f.ttft_ms;
         s.tpot_ms_limit = f.tpot_ms;
         doc = deploy_search(s);
@@ -127,19 +145,26 @@ void deploy_command(const DeployFlags& f, const RunFieldFlags& fields) {
             d.base = req;
             d.prefill_gpus = f.prefill_gpus;
             d.decode_gpus = f.decode_gpus;
-            if (f.prefill_gpus < 1) config_error("--prefill-gpus", "must be at least 1 with --disagg", std::to_string(f.prefill_gpus), "e.g. --prefill-gpus 8");
-            if (f.decode_gpus < 1) config_error("--decode-gpus", "must be at least 1 with --disagg", std::to_string(f.decode_gpus), "e.g. --decode-gpus 8");
-            d.prefill_layout = f.prefill_layout.empty() ? parse_compact_layout("ep=" + std::to_string(f.prefill_gpus), "--prefill-layout")
-                                                        : parse_compact_layout(f.prefill_layout, "--prefill-layout");
-            d.decode_layout = f.decode_layout.empty() ? parse_compact_layout("ep=" + std::to_string(f.decode_gpus), "--decode-layout")
-                                                      : parse_compact_layout(f.decode_layout, "--decode-layout");
+            if (f.prefill_gpus < 1)
+                config_error("--prefill-gpus", "must be at least 1 with --disagg", std::to_string(f.prefill_gpus),
+                             "e.g. --prefill-gpus 8");
+            if (f.decode_gpus < 1)
+                config_error("--decode-gpus", "must be at least 1 with --disagg", std::to_string(f.decode_gpus),
+                             "e.g. --decode-gpus 8");
+            d.prefill_layout = f.prefill_layout.empty()
+                                   ? parse_compact_layout("ep=" + std::to_string(f.prefill_gpus), "--prefill-layout")
+                                   : parse_compact_layout(f.prefill_layout, "--prefill-layout");
+            d.decode_layout = f.decode_layout.empty()
+                                  ? parse_compact_layout("ep=" + std::to_string(f.decode_gpus), "--decode-layout")
+                                  : parse_compact_layout(f.decode_layout, "--decode-layout");
             doc = deploy_disagg(d);
         } else {
             for (const auto& [flag, given] : {std::pair<const char*, bool>{"--prefill-gpus", f.prefill_gpus != 0},
                                               {"--decode-gpus", f.decode_gpus != 0},
                                               {"--prefill-layout", !f.prefill_layout.empty()},
                                               {"--decode-layout", !f.decode_layout.empty()}})
-                if (given) config_error(flag, "describes a pool of disaggregated serving", "", "add --disagg, or drop it");
+                if (given)
+                    config_error(flag, "describes a pool of disaggregated serving", "", "add --disagg, or drop it");
             doc = deploy_point(req);
         }
     }
@@ -156,44 +181,51 @@ void deploy_command(const DeployFlags& f, const RunFieldFlags& fields) {
 }  // namespace
 
 void add_deploy_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("deploy", "Serving figures (TTFT, TPOT, tokens/s/GPU, cost, energy) from the sim's "
-                                             "step times; a layout search with its Pareto frontier");
-    cmd->footer("One layout: --model M --isl I --osl O --concurrency C [--hardware H] [--ep/--tp/...].\n"
-                "Search: --gpus 8,16 [--hardware h100-sxm,h200-sxm,b200] [--concurrency 1,8,64 or 1..1024] [--ttft-ms X]\n"
-                "  [--tpot-ms Y]; --gpus and --concurrency take a sweep axis's lists and ranges.\n"
-                "Disaggregated: --disagg --prefill-gpus N --prefill-layout ep=N --decode-gpus M --decode-layout ep=M.\n"
-                "Every figure is modeled; docs/deploy.md gives the formulas and what the model leaves out.");
+    auto* cmd = app.add_subcommand("deploy",
+                                   "Serving figures (TTFT, TPOT, tokens/s/GPU, cost, energy) from the sim's "
+                                   "step times; a layout search with its Pareto frontier");
+    cmd->footer(
+        "One layout: --model M --isl I --osl O --concurrency C [--hardware H] [--ep/--tp/...].\n"
+        "Search: --gpus 8,16 [--hardware h100-sxm,h200-sxm,b200] [--concurrency 1,8,64 or 1..1024] [--ttft-ms X]\n"
+        "  [--tpot-ms Y]; --gpus and --concurrency take a sweep axis's lists and ranges.\n"
+        "Disaggregated: --disagg --prefill-gpus N --prefill-layout ep=N --decode-gpus M --decode-layout ep=M.\n"
+        "Every figure is modeled; docs/deploy.md gives the formulas and what the model leaves out.");
     auto f = std::make_shared<DeployFlags>();
     auto fields = std::make_shared<RunFieldFlags>(cmd, [](const RunField& field) {
         for (const char* key : kDeployRunFields)
             if (field.key == key) return true;
         return false;
     });
-    fields->option("hardware")->description(std::string("Hardware profile (configs/hardware; default ") +
-                                            kDefaultHardware + "); a list (h100-sxm,h200-sxm) in a search (--gpus)");
+    fields->option("hardware")
+        ->description(std::string("Hardware profile (configs/hardware; default ") + kDefaultHardware +
+                      "); a list (h100-sxm,h200-sxm) in a search (--gpus)");
     auto* o_isl = add_whole_option(cmd, "--isl", f->isl, "Prompt tokens per request (>= 1)");
     auto* o_osl = add_whole_option(cmd, "--osl", f->osl, "Output tokens per request (>= 1)");
     auto* o_conc = cmd->add_option("--concurrency", f->concurrency,
                                    std::string("Requests in flight; in a search a list or range (1,8,64; 1..1024; "
-                                               "default ") + kDefaultSearchConcurrency + ")")
+                                               "default ") +
+                                       kDefaultSearchConcurrency + ")")
                        ->type_name("LIST");
     add_whole_option(cmd, "--max-prefill-tokens", f->max_prefill_tokens,
                      "Prompt tokens one step may carry (the chunk budget; default 8192)");
     auto* o_price =
         add_decimal_option(cmd, "--price", f->price, "USD per GPU-hour (default: the profile's price_per_gpu_hour)");
-    cmd->add_option("--format", f->format, "Output: " + format_names_help(DocKind::deploy) +
-                                               " (default text; json schema moebench.deploy/1)")
+    cmd->add_option("--format", f->format,
+                    "Output: " + format_names_help(DocKind::deploy) + " (default text; json schema moebench.deploy/1)")
         ->type_name("FORMAT");
     cmd->add_option("-o,--out", f->out, "Write the output to FILE (atomically) instead of stdout")->type_name("FILE");
-    auto* o_gpus = cmd->add_option("--gpus", f->gpus,
-                                   "Search: every layout of these GPU counts, a list or range (8,16; 8..64)")
-                       ->type_name("LIST");
-    auto* o_ttft = add_decimal_option(cmd, "--ttft-ms", f->ttft_ms, "Search: the best point with TTFT at most this (ms)");
-    auto* o_tpot = add_decimal_option(cmd, "--tpot-ms", f->tpot_ms, "Search: the best point with TPOT at most this (ms)");
+    auto* o_gpus =
+        cmd->add_option("--gpus", f->gpus, "Search: every layout of these GPU counts, a list or range (8,16; 8..64)")
+            ->type_name("LIST");
+    auto* o_ttft =
+        add_decimal_option(cmd, "--ttft-ms", f->ttft_ms, "Search: the best point with TTFT at most this (ms)");
+    auto* o_tpot =
+        add_decimal_option(cmd, "--tpot-ms", f->tpot_ms, "Search: the best point with TPOT at most this (ms)");
     cmd->add_flag("--disagg", f->disagg, "Disaggregated serving: a prefill pool and a decode pool");
     add_whole_option(cmd, "--prefill-gpus", f->prefill_gpus, "Disaggregated: GPUs of the prefill pool");
     add_whole_option(cmd, "--decode-gpus", f->decode_gpus, "Disaggregated: GPUs of the decode pool");
-    cmd->add_option("--prefill-layout", f->prefill_layout, "Disaggregated: the prefill pool's layout, e.g. tp=8 or ep=8")
+    cmd->add_option("--prefill-layout", f->prefill_layout,
+                    "Disaggregated: the prefill pool's layout, e.g. tp=8 or ep=8")
         ->type_name("LAYOUT");
     cmd->add_option("--decode-layout", f->decode_layout, "Disaggregated: the decode pool's layout, e.g. ep=16")
         ->type_name("LAYOUT");

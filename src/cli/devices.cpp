@@ -2,12 +2,12 @@
 // `moebench devices`: the GPUs found (or plainly why none), the CPU and host memory, and, in CUDA builds, the
 // toolkit/runtime/driver versions (harness/devices.hpp), printed in a view of the format table; with --cpu-profile,
 // this machine's CPU measured as a hardware profile (harness/cpu_profile.hpp), written with -o.
+#include "harness/devices.hpp"
 #include "cli/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "harness/cpu_profile.hpp"
-#include "harness/devices.hpp"
 #include "report/formats.hpp"
 
 #include <filesystem>
@@ -56,8 +56,10 @@ void run_devices(const DevicesArgs& a) {
         const std::string format = parse_format(a.format, DocKind::devices, "--format");
         text = render_view(devices_document(a.measure), DocKind::devices, format);
     }
-    if (a.out.empty() || a.out == "-") std::cout << text;
-    else write_file_atomic(a.out, text);
+    if (a.out.empty() || a.out == "-")
+        std::cout << text;
+    else
+        write_file_atomic(a.out, text);
 }
 
 }  // namespace
@@ -70,7 +72,8 @@ void add_devices_command(CLI::App& app) {
                         format_names_help(DocKind::hardware_fields) + "; with --cpu-profile " +
                         format_names_help(DocKind::hardware_profile) + " (to stdout: the view, or the profile)")
         ->type_name("FORMAT");
-    cmd->add_flag("--measure", args->measure, "Also measure copy/read bandwidth and bf16 GEMM rate on each GPU (~1 s each)");
+    cmd->add_flag("--measure", args->measure,
+                  "Also measure copy/read bandwidth and bf16 GEMM rate on each GPU (~1 s each)");
     cmd->add_flag("--hardware-fields", args->hardware_fields,
                   "List the fields of a hardware profile (configs/hardware/*.json) and of its sim object: key, unit, "
                   "required or default, plausible range, meaning");

@@ -9,8 +9,8 @@
 #include "sweep/axes.hpp"
 #include "workload/trace_import.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include <charconv>
 #include <cmath>
@@ -69,8 +69,9 @@ std::vector<int64_t> parse_whole_list(const std::string& text, const std::string
             config_error(label, "takes whole numbers and " + v.dump() + " is not one: " + kAxisSyntax, text,
                          "write whole numbers, e.g. 8, 1,2,4 or 1..64");
         const int64_t n = v.get<int64_t>();
-        if (n < min) config_error(label, "must be at least " + std::to_string(min), std::to_string(n),
-                                  "e.g. " + label + " " + std::to_string(std::max<int64_t>(min, 8)));
+        if (n < min)
+            config_error(label, "must be at least " + std::to_string(min), std::to_string(n),
+                         "e.g. " + label + " " + std::to_string(std::max<int64_t>(min, 8)));
         out.push_back(n);
     }
     return out;
@@ -82,8 +83,7 @@ double parse_decimal(const std::string& text, const std::string& label, const st
     const double v = std::strtod(begin, &end);
     if (text.empty() || end != begin + text.size() || text.find_first_of("xXpP") != std::string::npos)
         config_error(label, "must be a number", text, number_fix(text, sweep_example, "write a decimal, e.g. 1.25"));
-    if (!std::isfinite(v))
-        config_error(label, "must be a finite number", text, "write a decimal, e.g. 1.25");
+    if (!std::isfinite(v)) config_error(label, "must be a finite number", text, "write a decimal, e.g. 1.25");
     return v;
 }
 
@@ -148,15 +148,14 @@ void RunFieldFlags::apply(RunConfig& cfg) const {
         // Where a list or range was given for one value: how a sweep takes it.
         const std::string sweep_example = sweep_example_of(f);
         const auto text = [&] { return std::get<std::string>(b->value); };
-        std::visit(Overloaded{[&](Mode* v) { *v = parse_mode(text(), label); },
-                              [&](uint64_t* v) {
-                                  *v = parse_seed(parse_whole_number(text(), label, sweep_example), label);
-                              },
-                              [&](std::string* v) { *v = text(); },
-                              [&](int64_t* v) { *v = parse_whole_number(text(), label, sweep_example); },
-                              [&](double* v) { *v = parse_decimal(text(), label, sweep_example); },
-                              [&](bool* v) { *v = std::get<bool>(b->value); }},
-                   f.ref(cfg));
+        std::visit(
+            Overloaded{[&](Mode* v) { *v = parse_mode(text(), label); },
+                       [&](uint64_t* v) { *v = parse_seed(parse_whole_number(text(), label, sweep_example), label); },
+                       [&](std::string* v) { *v = text(); },
+                       [&](int64_t* v) { *v = parse_whole_number(text(), label, sweep_example); },
+                       [&](double* v) { *v = parse_decimal(text(), label, sweep_example); },
+                       [&](bool* v) { *v = std::get<bool>(b->value); }},
+            f.ref(cfg));
     }
 }
 

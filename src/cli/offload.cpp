@@ -63,15 +63,17 @@ void run_offload(const OffloadArgs& a) {
     std::string model_name;
     if (!a.model.empty()) {
         if (m.moe.num_experts != trace.num_experts)
-            config_error("--model", fmt::format("has {} routed experts per layer, the trace {}", m.moe.num_experts,
-                                                trace.num_experts),
-                         a.model, "give the model the trace was recorded on");
+            config_error(
+                "--model",
+                fmt::format("has {} routed experts per layer, the trace {}", m.moe.num_experts, trace.num_experts),
+                a.model, "give the model the trace was recorded on");
         if (m.moe.top_k != trace.top_k)
             config_error("--model", fmt::format("selects top-{} experts, the trace top-{}", m.moe.top_k, trace.top_k),
                          a.model, "give the model the trace was recorded on");
         if (trace.num_layers > m.num_moe_layers())
-            config_error("--model", fmt::format("has {} MoE layers, the trace {}", m.num_moe_layers(), trace.num_layers),
-                         a.model, "give the model the trace was recorded on");
+            config_error("--model",
+                         fmt::format("has {} MoE layers, the trace {}", m.num_moe_layers(), trace.num_layers), a.model,
+                         "give the model the trace was recorded on");
         model_name = m.name;
     } else if (!trace.model.empty()) {
         // The trace's own model when moebench knows it (trace gen writes it); otherwise the bytes stay unknown.
@@ -88,8 +90,8 @@ void run_offload(const OffloadArgs& a) {
     ctx.trace = a.trace;
     ctx.model = model_name;
     ctx.expert_dtype = std::string(to_string(dtype));
-    ctx.expert_bytes = model_name.empty() ? 0.0
-                                          : static_cast<double>(routed_expert_params(m)) * dtype_info(dtype).bytes_per_elem();
+    ctx.expert_bytes =
+        model_name.empty() ? 0.0 : static_cast<double>(routed_expert_params(m)) * dtype_info(dtype).bytes_per_elem();
     ctx.num_layers = trace.num_layers;
     ctx.num_tokens = trace.num_tokens;
     ctx.num_sequences = static_cast<int64_t>(trace.seq_starts.size());
@@ -108,10 +110,12 @@ void run_offload(const OffloadArgs& a) {
 
 void add_offload_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("offload", "Replay a routing trace through per-layer caches of N resident experts");
-    cmd->footer("Each MoE layer keeps N experts on the device; the trace's tokens are replayed in order (a token's\n"
-                "experts in selection order) and every access is a hit or a fetch from host memory. Policies: " +
-                offload_policy_names(", ") + ".\nBytes need the model (--model, or the trace's own) and --expert-dtype. "
-                "docs/offload.md.");
+    cmd->footer(
+        "Each MoE layer keeps N experts on the device; the trace's tokens are replayed in order (a token's\n"
+        "experts in selection order) and every access is a hit or a fetch from host memory. Policies: " +
+        offload_policy_names(", ") +
+        ".\nBytes need the model (--model, or the trace's own) and --expert-dtype. "
+        "docs/offload.md.");
     auto a = std::make_shared<OffloadArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace: a moebench trace, or a JSONL / text recording")->required();
     add_whole_list_option(cmd, "--resident", a->resident,
@@ -121,8 +125,9 @@ void add_offload_command(CLI::App& app) {
     cmd->add_option("--policy", a->policy, "Cache policy: " + offload_policy_names() + " (default lru)")
         ->type_name("POLICY");
     cmd->add_option("--model", a->model, "Model the trace was recorded on (expert bytes)");
-    cmd->add_option("--expert-dtype", a->expert_dtype,
-                    "Experts' weight format for the bytes: auto (bf16) | " + dtype_names_for(TensorClass::expert_weights));
+    cmd->add_option(
+        "--expert-dtype", a->expert_dtype,
+        "Experts' weight format for the bytes: auto (bf16) | " + dtype_names_for(TensorClass::expert_weights));
     cmd->add_option("--format", a->format,
                     format_names_help(DocKind::offload) + " (default text; json: the moebench.offload/1 document)")
         ->type_name("FORMAT");

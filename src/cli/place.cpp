@@ -70,10 +70,11 @@ void run_place(const PlaceArgs& a) {
 
 void add_place_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("place", "Place experts on expert-parallel ranks from a routing trace");
-    cmd->footer("Co-selected experts share a rank (fewer dispatch rows with --a2a dedup); --replicas R adds R copies of\n"
-                "the hottest experts on the least-loaded ranks; the trace replayed as the run replays it chooses among the\n"
-                "candidates (docs/expert-parallel.md). Use the file with mpirun -np N moebench run --ep N --placement FILE.\n"
-                "The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
+    cmd->footer(
+        "Co-selected experts share a rank (fewer dispatch rows with --a2a dedup); --replicas R adds R copies of\n"
+        "the hottest experts on the least-loaded ranks; the trace replayed as the run replays it chooses among the\n"
+        "candidates (docs/expert-parallel.md). Use the file with mpirun -np N moebench run --ep N --placement FILE.\n"
+        "The trace: a moebench trace, or a JSONL / text recording (docs/trace-format.md).");
     auto a = std::make_shared<PlaceArgs>();
     cmd->add_option("--trace", a->trace, "Routing trace")->required();
     add_whole_option(cmd, "--ep", a->ep, "Expert-parallel ranks")->required();
@@ -81,9 +82,9 @@ void add_place_command(CLI::App& app) {
     add_whole_option(cmd, "--batch", a->batch, "Decode batch the prediction replays (tokens per step)");
     cmd->add_option("--model", a->model, "Model the trace was recorded on (its expert count; predicted bytes)");
     cmd->add_option("-o,--out", a->out, "Placement file to write")->type_name("FILE");
-    cmd->add_option("--format", a->format,
-                    format_names_help(DocKind::placement) +
-                        " (to stdout: the view, or the file's document; default text)")
+    cmd->add_option(
+           "--format", a->format,
+           format_names_help(DocKind::placement) + " (to stdout: the view, or the file's document; default text)")
         ->type_name("FORMAT");
     cmd->callback([a] { run_place(*a); });
 }

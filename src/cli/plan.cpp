@@ -29,9 +29,9 @@ struct PlanArgs {
 
 // The run config fields plan reads: the model, the hardware, the load, the layout and the number formats.
 bool plan_field(const RunField& f) {
-    static const char* const kKeys[] = {"model", "hardware", "batch", "context", "ep", "tp", "attention_dp",
-                                        "moe_tp", "moe_ep", "redundant_experts", "dtype", "expert_dtype",
-                                        "kv_dtype", "resident_experts", "offload_ratio"};
+    static const char* const kKeys[] = {"model", "hardware",     "batch",    "context",          "ep",
+                                        "tp",    "attention_dp", "moe_tp",   "moe_ep",           "redundant_experts",
+                                        "dtype", "expert_dtype", "kv_dtype", "resident_experts", "offload_ratio"};
     return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return f.key == k; });
 }
 
@@ -74,14 +74,15 @@ void run_plan(const PlanArgs& a, const RunFieldFlags& fields) {
 void add_plan_command(CLI::App& app) {
     auto args = std::make_shared<PlanArgs>();
     auto* cmd = app.add_subcommand(
-        "plan", "Parameters, FLOPs, memory per GPU and the decode-step floor of a model on a hardware profile (no GPU needed)");
+        "plan",
+        "Parameters, FLOPs, memory per GPU and the decode-step floor of a model on a hardware profile (no GPU needed)");
     auto fields = std::make_shared<RunFieldFlags>(cmd, plan_field);
     fields->option("model")->description(
         "Model: short name in configs/models, a moebench model JSON or a Hugging Face config.json (default "
         "mixtral-8x7b)");
-    fields->option("hardware")->description(
-        std::string("Hardware profile: short name in configs/hardware or a JSON path (default ") + kDefaultHardware +
-        ", as the sim backend's)");
+    fields->option("hardware")
+        ->description(std::string("Hardware profile: short name in configs/hardware or a JSON path (default ") +
+                      kDefaultHardware + ", as the sim backend's)");
     fields->option("batch")->description(
         "Concurrent sequences (default 1). Given with or without --context, it asks whether they fit: exit 2 when "
         "they do not");
@@ -93,7 +94,8 @@ void add_plan_command(CLI::App& app) {
         "Weights: " + dtype_names_for(TensorClass::dense_weights) +
         " (default bf16 = auto; bytes with scales and peak rates: docs/plan-schema.md)");
     fields->option("kv_dtype")->description("KV cache: " + dtype_names_for(TensorClass::kv_cache) + " (default bf16)");
-    cmd->add_flag("--include-mtp", args->include_mtp, "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
+    cmd->add_flag("--include-mtp", args->include_mtp,
+                  "Count multi-token-prediction modules (DeepSeek-V3) in params and memory");
     cmd->add_option("--format", args->format,
                     "Output: " + format_names_help(DocKind::plan) + " (default text; json schema moebench.plan/1)")
         ->type_name("FORMAT");

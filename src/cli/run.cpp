@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // 'moebench run': one benchmark point. Starts from --config (default configs/runs/default.json), applies the flags
 // that were given, runs it, prints the terminal summary and writes the moebench.report/1 document.
+#include "backends/registry.hpp"
 #include "cli/commands.hpp"
-#include "core/report_keys.hpp"
 #include "cli/flag_util.hpp"
 #include "cli/set_flags.hpp"
 #include "comm/process_group.hpp"
@@ -13,8 +13,8 @@
 #include "common/paths.hpp"
 #include "config/file_kind.hpp"
 #include "config/model_config.hpp"
-#include "backends/registry.hpp"
 #include "config/run_fields.hpp"
+#include "core/report_keys.hpp"
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
 #include "harness/validate.hpp"
@@ -43,9 +43,10 @@ struct RunFlags {
 json run_config_of_report(const json& doc, const std::string& path) {
     const json* runs = doc.contains(keys::kRuns) && doc[keys::kRuns].is_array() ? &doc[keys::kRuns] : nullptr;
     if (!runs || runs->size() != 1)
-        config_error(path, fmt::format("is a report of {} points; --config takes a run report (one point)",
-                                       runs ? runs->size() : 0),
-                     "", "re-run a sweep with moebench sweep (its config and --resume), or pass one run's report");
+        config_error(
+            path,
+            fmt::format("is a report of {} points; --config takes a run report (one point)", runs ? runs->size() : 0),
+            "", "re-run a sweep with moebench sweep (its config and --resume), or pass one run's report");
     if (!doc.contains("config") || !doc["config"].is_object() || !doc["config"].contains("run") ||
         !doc["config"]["run"].is_object())
         config_error(path + ": config.run", "is missing: this report does not say what it ran", "",
@@ -58,9 +59,9 @@ json run_config_of_report(const json& doc, const std::string& path) {
     try {
         resolved = load_model(model);
     } catch (const ConfigError& e) {
-        config_error(path + ": config.run.model", "no longer resolves here", model,
-                     std::string("pass --model with the same model (the report's config.model holds its shapes): ") +
-                         e.what());
+        config_error(
+            path + ": config.run.model", "no longer resolves here", model,
+            std::string("pass --model with the same model (the report's config.model holds its shapes): ") + e.what());
     }
     if (doc["config"].contains("model") && model_to_json(resolved) != doc["config"]["model"])
         std::cerr << "moebench: warning: model " << model << " resolves to other shapes than " << path
@@ -74,8 +75,8 @@ json run_config_of_report(const json& doc, const std::string& path) {
 
 // The run config of this command: the config file (or a run report's config), the flags over it, checked.
 RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
-    std::string config_path = f.config_given ? resolve_config("runs", f.config, "--config")
-                                             : resolve_config("runs", "default", "--config");
+    std::string config_path =
+        f.config_given ? resolve_config("runs", f.config, "--config") : resolve_config("runs", "default", "--config");
     json config_json = load_json_file(config_path, kMaxConfigBytes);
     refuse_other_file_kind(config_json, "--config " + config_path, {FileKind::run_config, FileKind::report});
     if (config_json.is_object() && config_json.value("schema", json()) == json(kReportSchema))
@@ -108,7 +109,7 @@ RunConfig command_run_config(const RunFlags& f, const RunFieldFlags& fields) {
         if (given("out") && cfg.out != f.json_out)
             config_error("--json", "and --out both name where the report goes", f.json_out + " and " + cfg.out,
                          "give one of them (--json - writes the report to stdout, --out FILE to a file)");
-        cfg.out = f.json_out;   // '-' = stdout; any other value is a file, like --out
+        cfg.out = f.json_out;  // '-' = stdout; any other value is a file, like --out
     }
     validate_run(cfg);
     // A bad --out fails now, not after the run; its folders are made only when the report is written, so a run
@@ -194,16 +195,20 @@ void add_run_command(CLI::App& app) {
         "--format FMT prints the report as FMT on stdout (the summary then goes to stderr); the JSON report is\n"
         "still written to --out. --json - writes only the JSON report, to stdout.");
     auto f = std::make_shared<RunFlags>();
-    auto* o_config = cmd->add_option("--config", f->config, "Run config: short name in configs/runs, a JSON file, or a "
-                                                            "run report (re-runs what it ran)");
+    auto* o_config = cmd->add_option("--config", f->config,
+                                     "Run config: short name in configs/runs, a JSON file, or a "
+                                     "run report (re-runs what it ran)");
     auto fields = std::make_shared<RunFieldFlags>(cmd, [](const RunField&) { return true; });
     fields->option("backend")->description(backends_help());
     fields->option("expert_gemm")->description("Expert GEMMs: " + choice_help(&BackendTraits::expert_gemm));
-    fields->option("attention_kernel")->description("Attention kernel: " + choice_help(&BackendTraits::attention_kernel));
-    cmd->add_option("--set", f->sets, "FIELD=VALUE: set any run config field (docs/run-schema.md), as sweep's --set; "
-                                      "one value each")
+    fields->option("attention_kernel")
+        ->description("Attention kernel: " + choice_help(&BackendTraits::attention_kernel));
+    cmd->add_option("--set", f->sets,
+                    "FIELD=VALUE: set any run config field (docs/run-schema.md), as sweep's --set; "
+                    "one value each")
         ->type_name("FIELD=VALUE");
-    auto* o_json = cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
+    auto* o_json =
+        cmd->add_option("--json", f->json_out, "'-' writes the report to stdout (the summary goes to stderr)");
     auto* o_format = cmd->add_option("--format", f->format,
                                      "Also print the report to stdout as " + format_names_help(DocKind::report))
                          ->type_name("FORMAT");

@@ -1,30 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 // 'moebench sweep': the cartesian product of run axes, point by point with run_point, journaled for --resume,
 // with the golden point and knees in the report's "sweep" block (docs/sweep.md).
-#include "cli/commands.hpp"
-#include "core/report_keys.hpp"
-#include "cli/flag_util.hpp"
 #include "backends/registry.hpp"
+#include "cli/commands.hpp"
+#include "cli/flag_util.hpp"
 #include "cli/set_flags.hpp"
-#include "common/blas_kernels.hpp"
-#include "common/host_cpus.hpp"
+#include "comm/process_group.hpp"
 #include "common/atomic_file.hpp"
+#include "common/blas_kernels.hpp"
 #include "common/error.hpp"
 #include "common/file_identity.hpp"
-#include "common/paths.hpp"
+#include "common/host_cpus.hpp"
 #include "common/json_util.hpp"
+#include "common/paths.hpp"
 #include "common/read_file.hpp"
 #include "config/file_kind.hpp"
 #include "config/hardware.hpp"
 #include "config/run_fields.hpp"
+#include "core/report_keys.hpp"
 #include "harness/run_inputs.hpp"
 #include "harness/runner.hpp"
 #include "report/formats.hpp"
-#include "report/report_json.hpp"
 #include "report/journal_reader.hpp"
+#include "report/report_json.hpp"
 #include "report/report_reader.hpp"
 #include "sweep/axes.hpp"
-#include "comm/process_group.hpp"
 #include "sweep/journal.hpp"
 #include "sweep/journal_lock.hpp"
 #include "sweep/sweep_runner.hpp"
@@ -96,8 +96,8 @@ std::string strip_json_ext(const std::string& path) {
 // The base run config (the config file's fields, --warmup/--iters, one-valued --set) and the axes (the config's
 // "axes", many-valued --set, the axis flags), in canonical order; `sweep_opts` gets the config's "sweep" block.
 std::pair<json, std::vector<SweepAxis>> sweep_base_and_axes(const SweepFlags& f, json& sweep_opts, RunConfig& base) {
-    const std::string config_path = f.config.empty() ? resolve_config("runs", "default", "--config")
-                                                     : resolve_sweep_config(f.config);
+    const std::string config_path =
+        f.config.empty() ? resolve_config("runs", "default", "--config") : resolve_sweep_config(f.config);
     json raw = load_json_file(config_path, kMaxConfigBytes);
     refuse_other_file_kind(raw, "--config " + config_path, {FileKind::sweep_config, FileKind::run_config});
     if (!raw.is_object()) config_error("--config", "must be a JSON object", json_brief(raw), "");
@@ -156,7 +156,8 @@ void sweep_settings(const SweepFlags& f, const json& sweep_opts, SweepSpec& spec
     if (!(spec.time_budget_s >= 0) || !std::isfinite(spec.time_budget_s))  // NaN would silently mean "no budget"
         config_error("--time-budget", "must be a finite number of seconds, not negative",
                      fmt::format("{}", spec.time_budget_s), "use seconds > 0 (or leave it out for no budget)");
-    if (f.o_slo->count()) spec.slo_p95_ms = f.slo_p95_ms;
+    if (f.o_slo->count())
+        spec.slo_p95_ms = f.slo_p95_ms;
     else if (sweep_opts.contains("slo_p95_ms"))
         spec.slo_p95_ms = sweep_opts["slo_p95_ms"].get<double>();
     if (spec.slo_p95_ms && !(*spec.slo_p95_ms > 0))
@@ -172,7 +173,8 @@ void sweep_settings(const SweepFlags& f, const json& sweep_opts, SweepSpec& spec
 // that a sweep of any length never holds its records; only the views (--format) load them all.
 void write_sweep_outputs(const SweepFlags& f, const json& context, const json& base_json, const SweepOutcome& o,
                          const std::string& out, const std::string& journal, const std::vector<std::string>& formats) {
-    json config = {{"run", base_json}, {"sweep", {{keys::kAxes, o.sweep[keys::kAxes]}, {"slo_p95_ms", o.sweep["slo_p95_ms"]}}}};
+    json config = {{"run", base_json},
+                   {"sweep", {{keys::kAxes, o.sweep[keys::kAxes]}, {"slo_p95_ms", o.sweep["slo_p95_ms"]}}}};
     const auto record_text = [&](size_t i) {
         return o.spans[i].length > 0 ? read_journal_span(journal, o.spans[i]) : o.runs[i].dump();
     };
@@ -224,9 +226,10 @@ int64_t sweep_jobs(const SweepFlags& f, const SweepPlan& plan) {
         const BackendTraits* t = find_backend_traits(cfg.backend);  // nullptr for "auto": cpu or cuda, measured
         if (t == nullptr || t->measures) {
             if (f.jobs > 1)
-                config_error("--jobs", "runs measured points one at a time (side by side they would disturb each "
-                             "other's timings)", std::to_string(f.jobs),
-                             "leave --jobs out, or sweep only modeled points (--backend sim)");
+                config_error("--jobs",
+                             "runs measured points one at a time (side by side they would disturb each "
+                             "other's timings)",
+                             std::to_string(f.jobs), "leave --jobs out, or sweep only modeled points (--backend sim)");
             return 1;
         }
     }
@@ -240,9 +243,10 @@ void refuse_sweep_outputs_over_inputs(const SweepFlags& f, const SweepPlan& plan
                                       const std::string& journal, const std::vector<std::string>& formats) {
     std::vector<FileArg> outputs = {{"--out", out}, {"--journal", journal}};
     for (const auto& fmt_name : formats)
-        if (fmt_name != "json") outputs.push_back({"--format " + fmt_name, strip_json_ext(out) + "." + format_extension(fmt_name)});
-    std::vector<FileArg> inputs = {
-        {"--config", f.config.empty() ? resolve_config("runs", "default", "--config") : resolve_sweep_config(f.config)}};
+        if (fmt_name != "json")
+            outputs.push_back({"--format " + fmt_name, strip_json_ext(out) + "." + format_extension(fmt_name)});
+    std::vector<FileArg> inputs = {{"--config", f.config.empty() ? resolve_config("runs", "default", "--config")
+                                                                 : resolve_sweep_config(f.config)}};
     for (const RunConfig& cfg : plan.configs)
         for (const FileArg& in : run_input_args(cfg))
             if (std::none_of(inputs.begin(), inputs.end(), [&](const FileArg& a) { return a.path == in.path; }))
@@ -250,7 +254,8 @@ void refuse_sweep_outputs_over_inputs(const SweepFlags& f, const SweepPlan& plan
     refuse_output_over_input(outputs, inputs);
     namespace fs = std::filesystem;
     std::error_code out_ec, journal_ec;
-    const fs::path out_path = fs::weakly_canonical(out, out_ec), journal_path = fs::weakly_canonical(journal, journal_ec);
+    const fs::path out_path = fs::weakly_canonical(out, out_ec),
+                   journal_path = fs::weakly_canonical(journal, journal_ec);
     if (same_file(out, journal) || (!out_ec && !journal_ec && out_path == journal_path))
         config_error("--journal", "is the same file as the report (--out)", journal,
                      "give the journal its own file (the default is the report path with .jsonl)");
@@ -263,7 +268,8 @@ void run_sweep_command(SweepFlags& f) {
     auto [base_json, axes] = sweep_base_and_axes(f, sweep_opts, base);
 
     // Outputs: named now, checked (and their folders created) only once every point is valid.
-    std::string out = !f.out.empty() ? f.out : (base.out.empty() ? "results/sweep-" + utc_now(true) + ".json" : base.out);
+    std::string out =
+        !f.out.empty() ? f.out : (base.out.empty() ? "results/sweep-" + utc_now(true) + ".json" : base.out);
     if (out == "-") config_error("--out", "a sweep report must go to a file", out, "give --out FILE.json");
     base_json["out"] = "";
     std::string journal = f.o_journal->count() ? f.journal : strip_json_ext(out) + ".jsonl";
@@ -286,7 +292,7 @@ void run_sweep_command(SweepFlags& f) {
     if (root) {
         check_output_path(out);  // a bad --out fails before the first point, not after the last
         check_output_path(journal);
-        lock.emplace(journal);   // one sweep per journal, until its report is written
+        lock.emplace(journal);  // one sweep per journal, until its report is written
         // Records reused by --resume go into the report and its golden-point analysis as they are: a corrupt or
         // hand-edited one must stop here (exit 2 naming the line's field), not as a type error after the sweep.
         // (An empty journal, of a sweep that finished no point, has nothing to reuse: the sweep starts afresh.)
@@ -299,13 +305,15 @@ void run_sweep_command(SweepFlags& f) {
     if (root) write_sweep_outputs(f, context, base_json, o, out, journal, formats);
     if (o.stop_signal) throw SweepStopped(o.stop_signal, o.num_not_run, journal);
     if (o.num_failed > 0) throw Error(fmt::format("{} sweep point(s) failed; see the report", o.num_failed));
-    // Load gates (--max-cv, --min-balancedness): every point ran and is in the report; exit 1 naming those that crossed.
+    // Load gates (--max-cv, --min-balancedness): every point ran and is in the report; exit 1 naming those that
+    // crossed.
     std::string crossed;
     size_t num_crossed = 0;
     for (const json& r : o.runs)
         for (const std::string& why : crossed_load_gates(r)) {
             if (num_crossed++ < 20)
-                crossed += "\n  " + r.value("sweep_label", point_label(r.value("sweep_point", json::object()))) + ": " + why;
+                crossed +=
+                    "\n  " + r.value("sweep_label", point_label(r.value("sweep_point", json::object()))) + ": " + why;
         }
     if (num_crossed > 0)
         throw LoadGateCrossed(fmt::format("{} load gate crossing(s) in the sweep (report: {}):{}{}", num_crossed, out,
@@ -319,8 +327,10 @@ void run_sweep_command(SweepFlags& f) {
 void add_sweep_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("sweep", "Run the cartesian product of run axes; find the golden point and knee");
     cmd->footer(
-        "Axis values: lists (1,2,4), ranges 1..1024 (powers of two), a..b:xF, a..b:+S. Axes may also be declared in the\n"
-        "config's \"axes\" object; flags replace axes of the same name. Each finished point is appended to the journal\n"
+        "Axis values: lists (1,2,4), ranges 1..1024 (powers of two), a..b:xF, a..b:+S. Axes may also be declared in "
+        "the\n"
+        "config's \"axes\" object; flags replace axes of the same name. Each finished point is appended to the "
+        "journal\n"
         "(JSON Lines); --resume skips points already there. docs/sweep.md.\n"
         "Any run config field: --set FIELD=VALUE (--set hardware=NAME: the profile; the sim models " +
         std::string(kDefaultHardware) + " when none is given, as plan; cpu and cuda take none unless given).");
@@ -328,16 +338,17 @@ void add_sweep_command(CLI::App& app) {
     cmd->add_option("--config", f->config, "Sweep or run config: short name (configs/sweeps, configs/runs) or file");
     for (const RunField& field : run_fields()) {
         if (!field.sweep_flag) continue;
-        auto* o = cmd->add_option(field.flag, f->axis_values[field.key],
-                                  "Axis: " + field.key + " values (list or range)")
-                      ->type_name("LIST");
+        auto* o =
+            cmd->add_option(field.flag, f->axis_values[field.key], "Axis: " + field.key + " values (list or range)")
+                ->type_name("LIST");
         f->axis_opts.emplace_back(o, field.key);
     }
     cmd->add_option("--set", f->sets, "key=value: set a run config field (key=v1,v2 makes it an axis)");
     f->o_warmup = add_whole_option(cmd, "--warmup", f->warmup, "Warm-up iterations per point");
     f->o_iters = add_whole_option(cmd, "--iters", f->iters, "Minimum measured iterations per point");
     cmd->add_option("-o,--out", f->out, "Report file (default results/sweep-<UTC time>.json)")->type_name("FILE");
-    f->o_journal = cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
+    f->o_journal =
+        cmd->add_option("--journal", f->journal, "Journal (JSON Lines; default: the report path with .jsonl)");
     cmd->add_flag("--resume", f->resume, "Skip points already in the journal");
     f->o_budget =
         add_decimal_option(cmd, "--time-budget", f->time_budget_s, "Stop cleanly before this many seconds are spent");

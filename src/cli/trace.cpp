@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `moebench trace gen|info|convert`: write a routing trace from a workload spec, summarise a trace's expert load
 // and routing statistics, and import JSONL / text traces (formats in docs/trace-format.md).
+#include "workload/trace.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_util.hpp"
 #include "common/atomic_file.hpp"
@@ -13,7 +14,6 @@
 #include "metrics/trace_info.hpp"
 #include "report/formats.hpp"
 #include "workload/engine_dumps.hpp"
-#include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
 #include "workload/workload.hpp"
 
@@ -24,7 +24,6 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
-#include <optional>
 #include <optional>
 
 namespace moebench::cli {
@@ -71,12 +70,15 @@ void run_gen(const GenArgs& a) {
     // (the trace, the file image, the writer's buffer).
     const int64_t avail_bytes = mem_available_bytes();
     const double need_bytes = 24.0 * static_cast<double>(std::max<int64_t>(model.num_moe_layers(), 1)) *
-                              static_cast<double>(a.tokens) * static_cast<double>(std::max<int64_t>(model.moe.top_k, 1));
+                              static_cast<double>(a.tokens) *
+                              static_cast<double>(std::max<int64_t>(model.moe.top_k, 1));
     if (need_bytes > 1e15 || (avail_bytes > 0 && need_bytes > 0.85 * static_cast<double>(avail_bytes)))
-        config_error("--tokens", fmt::format("a trace of this many tokens needs about {:.1f} GiB of memory, {:.1f} GiB "
-                                             "is available", need_bytes / (1024.0 * 1024 * 1024),
-                                             static_cast<double>(avail_bytes) / (1024.0 * 1024 * 1024)),
-                     std::to_string(a.tokens), "generate fewer --tokens (a trace replays cyclically)");
+        config_error(
+            "--tokens",
+            fmt::format("a trace of this many tokens needs about {:.1f} GiB of memory, {:.1f} GiB "
+                        "is available",
+                        need_bytes / (1024.0 * 1024 * 1024), static_cast<double>(avail_bytes) / (1024.0 * 1024 * 1024)),
+            std::to_string(a.tokens), "generate fewer --tokens (a trace replays cyclically)");
     RoutingTrace t = generate_trace(*workload, model, layers, a.tokens);
     t.source = fmt::format("moebench trace gen --routing {} --seed {}", a.routing, a.seed);
     t.extra_metadata["routing"] = a.routing;
@@ -105,7 +107,8 @@ void run_convert(const ConvertArgs& a) {
     if (a.num_experts < 0)
         config_error("--num-experts", "must be >= 1 (or 0 to infer)", std::to_string(a.num_experts), "");
     if (a.num_experts > kMaxTraceExperts)
-        config_error("--num-experts", fmt::format("is beyond {}, more experts per layer than any model has", kMaxTraceExperts),
+        config_error("--num-experts",
+                     fmt::format("is beyond {}, more experts per layer than any model has", kMaxTraceExperts),
                      std::to_string(a.num_experts), "give the model's routed experts per layer (or 0 to infer)");
     refuse_output_over_input({{"-o", a.out}}, {{"IN", a.in}});
     ImportSummary summary;
@@ -120,8 +123,9 @@ void run_convert(const ConvertArgs& a) {
         }
     }
     const std::string kind = engine_dump_kind(a.in);
-    RoutingTrace t = kind.empty() ? import_trace(a.in, a.num_experts, &summary)
-                                  : trace_from_engine_dump(a.in, kind, model ? &*model : nullptr, a.num_experts, &summary);
+    RoutingTrace t = kind.empty()
+                         ? import_trace(a.in, a.num_experts, &summary)
+                         : trace_from_engine_dump(a.in, kind, model ? &*model : nullptr, a.num_experts, &summary);
     if (!a.model.empty()) t.model = model ? model->name : a.model;
     write_trace(a.out, t);
     std::cout << summary.describe();
@@ -162,16 +166,20 @@ void add_trace_command(CLI::App& app) {
     i->callback([info] { run_info(*info); });
 
     auto conv = std::make_shared<ConvertArgs>();
-    auto* c = cmd->add_subcommand("convert", "Import a routing trace (JSONL, text, or an engine's per-token dump: vLLM, "
-                                             "SGLang, Megatron) into the safetensors format");
-    c->add_option("in", conv->in, "Input: JSONL records, the text form, or an engine dump: a vLLM response or .npy, an "
-                                  "SGLang /generate response, a Megatron router trace or chat completion "
-                                  "(docs/trace-format.md)")->required();
+    auto* c = cmd->add_subcommand("convert",
+                                  "Import a routing trace (JSONL, text, or an engine's per-token dump: vLLM, "
+                                  "SGLang, Megatron) into the safetensors format");
+    c->add_option("in", conv->in,
+                  "Input: JSONL records, the text form, or an engine dump: a vLLM response or .npy, an "
+                  "SGLang /generate response, a Megatron router trace or chat completion "
+                  "(docs/trace-format.md)")
+        ->required();
     c->add_option("-o,--out", conv->out, "Output .safetensors file")->required()->type_name("FILE");
     add_whole_option(c, "--num-experts", conv->num_experts, "Expert count of the model (default: largest id + 1)");
-    c->add_option("--model", conv->model, "Model the routing came from: a model that resolves (short name, file) says "
-                                          "which rows of an engine dump are MoE layers, its top-k and experts (SGLang's "
-                                          "raw dumps need it); any other text is stored as the trace's model name");
+    c->add_option("--model", conv->model,
+                  "Model the routing came from: a model that resolves (short name, file) says "
+                  "which rows of an engine dump are MoE layers, its top-k and experts (SGLang's "
+                  "raw dumps need it); any other text is stored as the trace's model name");
     c->callback([conv] { run_convert(*conv); });
 }
 

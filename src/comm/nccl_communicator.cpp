@@ -17,7 +17,8 @@ namespace moebench {
 namespace {
 
 void check_nccl(ncclResult_t rc, const char* what) {
-    if (rc != ncclSuccess && rc != ncclInProgress) throw Error(fmt::format("{} failed: {}", what, ncclGetErrorString(rc)));
+    if (rc != ncclSuccess && rc != ncclInProgress)
+        throw Error(fmt::format("{} failed: {}", what, ncclGetErrorString(rc)));
 }
 
 void check_cuda(cudaError_t rc, const char* what) {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // NCCL between the GPUs of an expert-parallel job (device buffers): all-to-all-v as grouped ncclSend/ncclRecv,
 // the unique id broadcast over the job's MPI communicator, and no hang when a peer fails: the wait for each
-// collective polls ncclCommGetAsyncError and aborts the communicator (ncclCommAbort) on an error or past the rank deadline, then
-// the whole job (MPI_Abort). Built with CUDA, NCCL and MPI only (comm/ in CMakeLists.txt); the cuda backend's
-// expert-parallel path uses it (GPU issue).
+// collective polls ncclCommGetAsyncError and aborts the communicator (ncclCommAbort) on an error or past the rank
+// deadline, then the whole job (MPI_Abort). Built with CUDA, NCCL and MPI only (comm/ in CMakeLists.txt); the cuda
+// backend's expert-parallel path uses it (GPU issue).
 #pragma once
 #include "comm/communicator.hpp"
 

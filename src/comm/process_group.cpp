@@ -134,8 +134,9 @@ public:
     // Every collective is the non-blocking call, then wait(): polled against the rank deadline.
     void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                    const std::vector<int64_t>& recv_bytes) override {
-        MOEBENCH_CHECK(static_cast<int64_t>(send_bytes.size()) == size_ && static_cast<int64_t>(recv_bytes.size()) == size_,
-                       "alltoallv: {} / {} counts for {} ranks", send_bytes.size(), recv_bytes.size(), size_);
+        MOEBENCH_CHECK(
+            static_cast<int64_t>(send_bytes.size()) == size_ && static_cast<int64_t>(recv_bytes.size()) == size_,
+            "alltoallv: {} / {} counts for {} ranks", send_bytes.size(), recv_bytes.size(), size_);
         const std::vector<int> sc = int_counts(send_bytes, "all-to-all"), rc = int_counts(recv_bytes, "all-to-all");
         const std::vector<int> sd = displacements(sc), rd = displacements(rc);
         MPI_Request req;
@@ -163,9 +164,9 @@ public:
         std::vector<int64_t> sizes(static_cast<size_t>(size_), 0);
         MPI_Request req;
         begin("MPI_Igather");
-        check_mpi(MPI_Igather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, static_cast<int>(root), MPI_COMM_WORLD,
-                              &req),
-                  op_);
+        check_mpi(
+            MPI_Igather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, static_cast<int>(root), MPI_COMM_WORLD, &req),
+            op_);
         wait(req);
         std::vector<int> counts, displs;
         std::string all;
@@ -193,7 +194,8 @@ public:
         MOEBENCH_CHECK(bytes >= 0 && bytes <= INT_MAX, "broadcast of {} bytes", bytes);
         MPI_Request req;
         begin("MPI_Ibcast");
-        check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(root), MPI_COMM_WORLD, &req), op_);
+        check_mpi(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(root), MPI_COMM_WORLD, &req),
+                  op_);
         wait(req);
     }
 
@@ -325,8 +327,8 @@ private:
         }
         const std::vector<int64_t>& named = !silent.empty() ? silent : !behind.empty() ? behind : ahead;
         const std::string whom = named.empty() ? "the other ranks" : ranks_text(named);
-        const std::string what = fmt::format("waiting for {} in {} ({}, collective {})", whom,
-                                             describe(comm_context()), op_, seq_);
+        const std::string what =
+            fmt::format("waiting for {} in {} ({}, collective {})", whom, describe(comm_context()), op_, seq_);
         constexpr size_t kMaxDetails = 8;  // one line even in a large job
         if (details.size() > kMaxDetails) {
             const size_t more = details.size() - kMaxDetails;
@@ -336,26 +338,26 @@ private:
         const std::string state = details.empty() ? "every rank is in this collective and MPI made no progress"
                                                   : fmt::format("{}", fmt::join(details, "; "));
         const std::string rule =
-            deadline_.fixed() ? fmt::format("{} {:g} s", flag_of("rank_timeout"), limit_s)
-                              : fmt::format("{} auto: max({:g} s, {:g} x the slowest step so far, {:.3g} s)",
-                                            flag_of("rank_timeout"), RankDeadline::kFloorS, RankDeadline::kStepFactor,
-                                            deadline_.slowest_step_s());
+            deadline_.fixed()
+                ? fmt::format("{} {:g} s", flag_of("rank_timeout"), limit_s)
+                : fmt::format("{} auto: max({:g} s, {:g} x the slowest step so far, {:.3g} s)", flag_of("rank_timeout"),
+                              RankDeadline::kFloorS, RankDeadline::kStepFactor, deadline_.slowest_step_s());
         if (answers.empty()) linger_s_ = 0;  // no other rank is waiting: none will write a line of its own
         if (prober < 0)
             abort(1, fmt::format("{}timed out after {:g} s {}: {}; ending the job ({})\n", prefix(), limit_s, what,
                                  state, rule));
-        abort(1, fmt::format("{}rank {} timed out; after {:.1f} s {}: {}; ending the job\n", prefix(), prober,
-                             waited_s, what, state));
+        abort(1, fmt::format("{}rank {} timed out; after {:.1f} s {}: {}; ending the job\n", prefix(), prober, waited_s,
+                             what, state));
     }
 
     int64_t rank_ = 0, size_ = 1, local_rank_ = 0;
     std::string host_;
     MPI_Comm ctl_ = MPI_COMM_NULL;
     RankDeadline deadline_;
-    int64_t seq_ = 0;             // collectives begun by this rank (every rank counts the same ones)
+    int64_t seq_ = 0;              // collectives begun by this rank (every rank counts the same ones)
     const char* op_ = "MPI_Init";  // the MPI call of the current (or last) collective
-    int64_t probe_seq_ = 0;       // the buffer of the probes this rank sends
-    int64_t ending_with_ = -1;    // the rank whose probe said it timed out (-1: none)
+    int64_t probe_seq_ = 0;        // the buffer of the probes this rank sends
+    int64_t ending_with_ = -1;     // the rank whose probe said it timed out (-1: none)
     std::deque<std::string> replies_;
     double linger_s_ = kAbortLingerS;  // abort(): how long to wait for the other ranks that end too
 };
@@ -410,7 +412,8 @@ void join_process_group(int*, char***) {
     if (n > 1)
         throw ConfigError(fmt::format(
             "launcher: a launcher started {} processes, but this moebench was built without MPI; rebuild with MPI "
-            "(apt install libopenmpi-dev openmpi-bin, then scripts/setup.sh) or run one process", n));
+            "(apt install libopenmpi-dev openmpi-bin, then scripts/setup.sh) or run one process",
+            n));
 }
 
 Communicator* process_group() { return nullptr; }

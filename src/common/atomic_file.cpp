@@ -94,9 +94,11 @@ void write_file_atomic_pieces(const std::string& path, const std::function<void(
     std::error_code ec;
     if (is_special_file(path)) {
         const int fd = ::open(path.c_str(), O_WRONLY);
-        if (fd < 0) config_error(path, "cannot open for writing", std::strerror(errno), "check the path and permissions");
+        if (fd < 0)
+            config_error(path, "cannot open for writing", std::strerror(errno), "check the path and permissions");
         produce([&](std::string_view piece) { write_all(fd, piece, path); });
-        if (::close(fd) != 0) config_error(path, "write failed", std::strerror(errno), "check the path and permissions");
+        if (::close(fd) != 0)
+            config_error(path, "write failed", std::strerror(errno), "check the path and permissions");
         return;
     }
     const fs::path p = resolve_output(path);
@@ -107,7 +109,9 @@ void write_file_atomic_pieces(const std::string& path, const std::function<void(
     remove_stale_temporaries(p);
     std::string tmp = target + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) config_error(path, "cannot create output file", std::strerror(errno), "check the folder exists and is writable");
+    if (fd < 0)
+        config_error(path, "cannot create output file", std::strerror(errno),
+                     "check the folder exists and is writable");
     try {
         produce([&](std::string_view piece) {
             for (size_t done = 0; done < piece.size();) {
@@ -180,7 +184,8 @@ void append_line_durable(const std::string& path, const std::string& line) {
     const bool synced = ::fsync(fd) == 0;
     const std::string sync_why = synced ? "" : std::strerror(errno);
     if (::close(fd) != 0 || !synced)
-        config_error(path, "write failed", synced ? std::strerror(errno) : sync_why, "check disk space and permissions");
+        config_error(path, "write failed", synced ? std::strerror(errno) : sync_why,
+                     "check disk space and permissions");
 }
 
 }  // namespace moebench

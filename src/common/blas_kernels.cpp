@@ -24,9 +24,12 @@ void ensure_blas_kernels(const char* who) {
     if (core != "Prescott" && core != "prescott") return;
     const char* want = nullptr;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512bf16")) want = "Cooperlake";
-    else if (__builtin_cpu_supports("avx512f")) want = "SkylakeX";
-    else if (__builtin_cpu_supports("avx2")) want = "Haswell";
+    if (__builtin_cpu_supports("avx512bf16"))
+        want = "Cooperlake";
+    else if (__builtin_cpu_supports("avx512f"))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2"))
+        want = "Haswell";
 #endif
     if (!want) return;
     std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -46,8 +49,10 @@ void ensure_blas_kernels(const char* who) {
     argv.push_back(nullptr);
     ::setenv("OPENBLAS_CORETYPE", want, 1);
     ::setenv(kReexecutedForCoretype, core.c_str(), 1);  // the report's environment says why the core type is set
-    std::cerr << fmt::format("{}: OpenBLAS picked its {} kernels on this CPU; re-running with "
-                             "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)\n", who, core, want);
+    std::cerr << fmt::format(
+        "{}: OpenBLAS picked its {} kernels on this CPU; re-running with "
+        "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)\n",
+        who, core, want);
     std::cerr.flush();
     ::execv("/proc/self/exe", argv.data());
     ::unsetenv(kReexecutedForCoretype);

@@ -15,7 +15,8 @@ inline constexpr uint64_t kFnv1a64Offset = 14695981039346656037ull;
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = kFnv1a64Offset);
 /// 16 hex digits of FNV-1a 64 of `text`.
 std::string fnv1a64_hex(std::string_view text);
-/// 16 hex digits of FNV-1a 64 of the file's bytes, read in blocks (a trace may be gigabytes); "" when it cannot be read.
+/// 16 hex digits of FNV-1a 64 of the file's bytes, read in blocks (a trace may be gigabytes); "" when it cannot be
+/// read.
 std::string file_fnv1a64_hex(const std::string& path);
 
 }  // namespace moebench

@@ -15,8 +15,9 @@
 namespace moebench {
 
 static std::string shell_quote(const std::string& arg) {
-    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
-                            std::string::npos)
+    if (!arg.empty() &&
+        arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
+            std::string::npos)
         return arg;
     std::string q = "'";
     for (char c : arg) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);

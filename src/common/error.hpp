@@ -74,8 +74,8 @@ inline std::string printable(const std::string& s) {
 }
 
 /// Throws ConfigError("<field>: <what> (got <value>); <fix>"). Field and value pass through printable().
-[[noreturn]] inline void config_error(const std::string& field, const std::string& what,
-                                      const std::string& value, const std::string& fix) {
+[[noreturn]] inline void config_error(const std::string& field, const std::string& what, const std::string& value,
+                                      const std::string& fix) {
     std::string msg = printable(field) + ": " + what;
     if (!value.empty()) msg += " (got " + printable(value) + ")";
     if (!fix.empty()) msg += "; " + fix;
@@ -85,9 +85,7 @@ inline std::string printable(const std::string& s) {
 }  // namespace moebench
 
 /// Internal invariant; throws moebench::Error with file:line. Not for user input (use config_error).
-#define MOEBENCH_CHECK(cond, ...)                                                              \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            throw ::moebench::Error(fmt::format("{}:{}: ", __FILE__, __LINE__) +               \
-                                    fmt::format(__VA_ARGS__));                                 \
+#define MOEBENCH_CHECK(cond, ...)                                                                                    \
+    do {                                                                                                             \
+        if (!(cond)) throw ::moebench::Error(fmt::format("{}:{}: ", __FILE__, __LINE__) + fmt::format(__VA_ARGS__)); \
     } while (false)

@@ -17,7 +17,8 @@ bool identity_of(const std::string& path, struct stat* st) {
 }  // namespace
 
 bool same_file(const std::string& a, const std::string& b) {
-    struct stat sa {}, sb {};
+    struct stat sa {
+    }, sb{};
     return identity_of(a, &sa) && identity_of(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 

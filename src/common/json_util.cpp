@@ -18,9 +18,12 @@ int json_nesting_depth(std::string_view text, int limit) {
     bool in_string = false, escaped = false;
     for (const char c : text) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
             continue;
         }
         if (c == '"') {
@@ -43,8 +46,10 @@ json parse_json_text(const std::string& text, const std::string& what) {
     // Checked on inputs of config size; larger documents are reports moebench wrote.
     std::vector<std::set<std::string>> keys_seen;
     const json::parser_callback_t no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
-        if (event == json::parse_event_t::object_start) keys_seen.emplace_back();
-        else if (event == json::parse_event_t::object_end && !keys_seen.empty()) keys_seen.pop_back();
+        if (event == json::parse_event_t::object_start)
+            keys_seen.emplace_back();
+        else if (event == json::parse_event_t::object_end && !keys_seen.empty())
+            keys_seen.pop_back();
         else if (event == json::parse_event_t::key && !keys_seen.empty() &&
                  !keys_seen.back().insert(parsed.get<std::string>()).second)
             config_error(what, "gives a key twice in one object (the last would silently win)",
@@ -61,7 +66,8 @@ json parse_json_text(const std::string& text, const std::string& what) {
 
 std::optional<json> parse_json_line(const std::string& line, const std::string& where, const std::string& fix) {
     if (json_nesting_depth(line) > kMaxJsonDepth)
-        config_error(where, "is nested too deeply for a line of JSON", fmt::format("more than {} levels", kMaxJsonDepth), fix);
+        config_error(where, "is nested too deeply for a line of JSON",
+                     fmt::format("more than {} levels", kMaxJsonDepth), fix);
     try {
         return json::parse(line);
     } catch (const json::exception&) {  // parse_error, and out_of_range 406 for a number like 1e400
@@ -83,17 +89,19 @@ json load_json_file(const std::string& path, int64_t max_bytes) {
     // A parsed document takes several times its text in memory: refuse what this host cannot hold.
     const int64_t avail_bytes = mem_available_bytes();
     if (avail_bytes > 0 && 8.0 * static_cast<double>(size_bytes) > static_cast<double>(avail_bytes))
-        config_error(path, fmt::format("is {} of JSON; parsing it needs about {}, more than the {} available",
-                                       human_bytes_iec(double(size_bytes)), human_bytes_iec(8.0 * double(size_bytes)),
-                                       human_bytes_iec(double(avail_bytes))),
+        config_error(path,
+                     fmt::format("is {} of JSON; parsing it needs about {}, more than the {} available",
+                                 human_bytes_iec(double(size_bytes)), human_bytes_iec(8.0 * double(size_bytes)),
+                                 human_bytes_iec(double(avail_bytes))),
                      "", "free memory or use a smaller file");
     const std::string text = read_file_bytes(path, max_bytes, what);
     return parse_json_text(text, path);
 }
 
 void input_shape_error(const std::string& what, const std::string& detail) {
-    config_error(what, "a field has an unexpected type or is missing", detail,
-                 "pass a report written by moebench run or sweep, unedited (if it was, this is a bug: please report it)");
+    config_error(
+        what, "a field has an unexpected type or is missing", detail,
+        "pass a report written by moebench run or sweep, unedited (if it was, this is a bug: please report it)");
 }
 
 namespace {
@@ -187,9 +195,7 @@ double JsonReader::req_double(const std::string& key) const {
     if (!v.is_number()) config_error(field(key), "must be a number", json_brief(v), "");
     return v.get<double>();
 }
-double JsonReader::opt_double(const std::string& key, double dflt) const {
-    return has(key) ? req_double(key) : dflt;
-}
+double JsonReader::opt_double(const std::string& key, double dflt) const { return has(key) ? req_double(key) : dflt; }
 bool JsonReader::opt_bool(const std::string& key, bool dflt) const {
     if (!has(key)) return dflt;
     const json& v = j_.at(key);

@@ -65,7 +65,7 @@ public:
 
     int64_t req_int(const std::string& key) const;
     int64_t opt_int(const std::string& key, int64_t dflt) const;
-    int64_t req_positive(const std::string& key) const;           // > 0
+    int64_t req_positive(const std::string& key) const;              // > 0
     int64_t opt_nonneg(const std::string& key, int64_t dflt) const;  // >= 0
     double req_double(const std::string& key) const;
     double opt_double(const std::string& key, double dflt) const;

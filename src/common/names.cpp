@@ -13,11 +13,11 @@ void require_printable_name(const std::string& field, const std::string& name) {
         const bool bidi = byte(i) == 0xe2 && ((byte(i + 1) == 0x80 && byte(i + 2) >= 0xaa && byte(i + 2) <= 0xae) ||
                                               (byte(i + 1) == 0x81 && byte(i + 2) >= 0xa6 && byte(i + 2) <= 0xa9));
         if (control || bidi)
-            config_error(field,
-                         fmt::format("holds a {} at byte {}", control ? "control character" : "bidirectional override",
-                                     i),
-                         "\"" + name + "\"",  // config_error shows the control bytes as \xNN
-                         "use printable characters only");
+            config_error(
+                field,
+                fmt::format("holds a {} at byte {}", control ? "control character" : "bidirectional override", i),
+                "\"" + name + "\"",  // config_error shows the control bytes as \xNN
+                "use printable characters only");
     }
 }
 

@@ -31,9 +31,12 @@ std::string dict_value(std::string_view header, std::string_view key, const std:
     size_t end = i;
     for (; end < header.size(); ++end) {
         const char c = header[end];
-        if (c == '(') ++depth;
-        else if (c == ')') --depth;
-        else if ((c == ',' && depth == 0) || (c == '}' && depth <= 0)) break;
+        if (c == '(')
+            ++depth;
+        else if (c == ')')
+            --depth;
+        else if ((c == ',' && depth == 0) || (c == '}' && depth <= 0))
+            break;
         if (depth < 0) break;
     }
     std::string v(header.substr(i, end - i));
@@ -51,9 +54,9 @@ Dtype dtype_of(const std::string& descr, const std::string& where) {
     static const struct {
         const char* name;
         Dtype t;
-    } known[] = {{"'|u1'", {1, false}}, {"'<u1'", {1, false}}, {"'|i1'", {1, true}}, {"'<i1'", {1, true}},
-                 {"'<u2'", {2, false}}, {"'<i2'", {2, true}},  {"'<u4'", {4, false}}, {"'<i4'", {4, true}},
-                 {"'<i8'", {8, true}}};
+    } known[] = {{"'|u1'", {1, false}}, {"'<u1'", {1, false}}, {"'|i1'", {1, true}},
+                 {"'<i1'", {1, true}},  {"'<u2'", {2, false}}, {"'<i2'", {2, true}},
+                 {"'<u4'", {4, false}}, {"'<i4'", {4, true}},  {"'<i8'", {8, true}}};
     for (const auto& k : known)
         if (descr == k.name) return k.t;
     npy_error(where + ": descr", "is not a little-endian integer type this reader takes (|u1 |i1 <u2 <i2 <u4 <i4 <i8)",
@@ -65,17 +68,21 @@ Dtype dtype_of(const std::string& descr, const std::string& where) {
 bool is_npy(std::string_view bytes) { return bytes.substr(0, kMagic.size()) == kMagic; }
 
 NpyArray parse_npy(std::string_view bytes, const std::string& where) {
-    if (!is_npy(bytes)) npy_error(where, "does not start with the .npy magic \\x93NUMPY", std::to_string(bytes.size()) + " bytes");
+    if (!is_npy(bytes))
+        npy_error(where, "does not start with the .npy magic \\x93NUMPY", std::to_string(bytes.size()) + " bytes");
     if (bytes.size() < 10) npy_error(where, "ends inside the .npy preamble", std::to_string(bytes.size()) + " bytes");
     const auto major = static_cast<unsigned char>(bytes[6]);
     size_t header_len = 0, header_at = 0;
     if (major == 1) {
-        header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+        header_len =
+            static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
         header_at = 10;
     } else if (major == 2 || major == 3) {
-        if (bytes.size() < 12) npy_error(where, "ends inside the .npy preamble", std::to_string(bytes.size()) + " bytes");
+        if (bytes.size() < 12)
+            npy_error(where, "ends inside the .npy preamble", std::to_string(bytes.size()) + " bytes");
         header_len = 0;
-        for (int b = 3; b >= 0; --b) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[8 + static_cast<size_t>(b)]);
+        for (int b = 3; b >= 0; --b)
+            header_len = (header_len << 8) | static_cast<unsigned char>(bytes[8 + static_cast<size_t>(b)]);
         header_at = 12;
     } else {
         npy_error(where + ": version", "is not 1, 2 or 3", std::to_string(major));
@@ -112,8 +119,7 @@ NpyArray parse_npy(std::string_view bytes, const std::string& where) {
         count = dim == 0 ? 0 : (count > kMaxNpyElements / dim ? kMaxNpyElements + 1 : count * dim);
         if (a.shape.size() > 32) npy_error(where + ": shape", "has more than 32 dimensions", shape_text);
     }
-    if (count > kMaxNpyElements)
-        npy_error(where + ": shape", "holds more than 2^31 elements", shape_text);
+    if (count > kMaxNpyElements) npy_error(where + ": shape", "holds more than 2^31 elements", shape_text);
     const std::string_view data = bytes.substr(header_at + header_len);
     if (static_cast<int64_t>(data.size()) != count * dt.bytes)
         npy_error(where + ": data", "does not match the shape and dtype",
@@ -150,7 +156,8 @@ std::string decode_base64(std::string_view text, const std::string& where) {
     for (size_t i = 0; i < text.size(); ++i) {
         const int v = value_of(text[i]);
         if (v < 0)
-            config_error(where, "is not base64", fmt::format("character {} at offset {}", printable(std::string(1, text[i])), i),
+            config_error(where, "is not base64",
+                         fmt::format("character {} at offset {}", printable(std::string(1, text[i])), i),
                          "give the field as the engine wrote it (base64 of the array's bytes)");
         acc = (acc << 6) | static_cast<uint32_t>(v);
         bits += 6;

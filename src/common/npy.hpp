@@ -12,9 +12,9 @@
 namespace moebench {
 
 struct NpyArray {
-    std::string descr;             // as written: |u1, |i1, <u2, <i2, <u4, <i4, <i8
+    std::string descr;  // as written: |u1, |i1, <u2, <i2, <u4, <i4, <i8
     std::vector<int64_t> shape;
-    std::vector<int64_t> values;   // C order, widened to int64
+    std::vector<int64_t> values;  // C order, widened to int64
 };
 
 /// Largest element count a dump may hold (2^31: far beyond any request's routing; keeps the widened copy < 16 GiB).

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <vector>
 #include <filesystem>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -54,9 +54,11 @@ std::string resolve_config(const std::string& kind, const std::string& name_or_p
     for (const auto& n : names) avail += (avail.empty() ? "" : ", ") + n;
     bool looks_like_path = name_or_path.find('/') != std::string::npos ||
                            (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
-    if (looks_like_path)
-        config_error(field, "file not found", name_or_path, "check the path");
-    const std::string noun = kind == "models" ? "model" : kind == "runs" ? "run config" : kind == "sweeps" ? "sweep config" : kind;
+    if (looks_like_path) config_error(field, "file not found", name_or_path, "check the path");
+    const std::string noun = kind == "models"   ? "model"
+                             : kind == "runs"   ? "run config"
+                             : kind == "sweeps" ? "sweep config"
+                                                : kind;
     config_error(field, "unknown " + noun + " name", name_or_path,
                  did_you_mean(name_or_path, names, "use a path to a JSON file or one of: " + avail));
 }

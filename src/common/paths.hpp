@@ -10,7 +10,8 @@ namespace moebench {
 std::string configs_dir();
 
 /// Resolves `name_or_path` in configs/<kind>/ ("models", "hardware", "runs", "workloads").
-/// A path that exists is returned as is; a short name gets ".json" appended. Unknown -> ConfigError listing what exists.
+/// A path that exists is returned as is; a short name gets ".json" appended. Unknown -> ConfigError listing what
+/// exists.
 std::string resolve_config(const std::string& kind, const std::string& name_or_path, const std::string& field);
 
 /// Short names available in configs/<kind>/, sorted.

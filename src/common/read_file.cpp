@@ -54,7 +54,8 @@ std::optional<PathProblem> path_problem(const std::string& path) {
     if (!S_ISREG(st.st_mode)) return PathProblem{"is not a regular file", "give the path of a regular file"};
     if (::access(path.c_str(), R_OK) != 0) {
         if (errno == EACCES)
-            return PathProblem{"permission denied", "make the file readable (chmod +r) or run as a user who can read it"};
+            return PathProblem{"permission denied",
+                               "make the file readable (chmod +r) or run as a user who can read it"};
         return PathProblem{std::string("cannot be read: ") + std::strerror(errno), "check the file"};
     }
     return std::nullopt;
@@ -66,8 +67,9 @@ std::optional<PathProblem> path_problem(const std::string& path) {
 }
 
 [[noreturn]] void refuse_size(const std::string& path, int64_t size, int64_t max_bytes, const std::string& what) {
-    config_error(path, fmt::format("is {}, larger than {} can be ({} at most)", human_bytes_iec(double(size)), what,
-                                   human_bytes_iec(double(max_bytes))),
+    config_error(path,
+                 fmt::format("is {}, larger than {} can be ({} at most)", human_bytes_iec(double(size)), what,
+                             human_bytes_iec(double(max_bytes))),
                  "", "check that this is the right file");
 }
 

@@ -6,8 +6,8 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/host_memory.hpp"
-#include "common/read_file.hpp"
 #include "common/json_util.hpp"
+#include "common/read_file.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -24,9 +24,8 @@ static_assert(sizeof(float) == 4, "float must be IEEE binary32");
 // NOTE: moebench only runs on little-endian hosts (x86-64, aarch64), so raw copies are little-endian.
 int64_t dtype_size_bytes(const std::string& dtype) {
     static const std::pair<const char*, int64_t> kSizes[] = {
-        {"BOOL", 1}, {"U8", 1},   {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2},
-        {"F16", 2},  {"BF16", 2}, {"I32", 4},  {"U32", 4},     {"F32", 4},     {"I64", 8}, {"U64", 8},
-        {"F64", 8},
+        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8},
     };
     for (const auto& [name, size] : kSizes)
         if (dtype == name) return size;
@@ -88,8 +87,7 @@ NamedTensor NamedTensor::i64(std::string name, std::vector<int64_t> shape, const
 }
 
 std::vector<float> NamedTensor::as_f32() const {
-    if (dtype != "F32")
-        config_error("tensor " + name, "expected dtype F32", dtype, "store this tensor as float32");
+    if (dtype != "F32") config_error("tensor " + name, "expected dtype F32", dtype, "store this tensor as float32");
     return raw_values<float>(*this);
 }
 
@@ -137,8 +135,7 @@ void write_safetensors(const std::string& path, const TensorFile& file) {
         MOEBENCH_CHECK(static_cast<int64_t>(t.data.size()) == t.numel() * elem,
                        "tensor '{}': {} bytes for shape of {} elements of {}", t.name, t.data.size(), t.numel(),
                        t.dtype);
-        header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape},
-                          {"data_offsets", {offset, offset + t.data.size()}}};
+        header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
         offset += t.data.size();
     }
     if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
@@ -168,9 +165,10 @@ static std::string read_whole_checked(const std::string& path) {
     const int64_t size_bytes = file_size_bytes(path);
     const int64_t avail_bytes = mem_available_bytes();
     if (avail_bytes > 0 && 3.0 * static_cast<double>(size_bytes) > 0.85 * static_cast<double>(avail_bytes))
-        config_error(path, fmt::format("is {}; reading it needs about {}, more than the {} of memory available",
-                                       human_bytes_iec(double(size_bytes)), human_bytes_iec(3.0 * double(size_bytes)),
-                                       human_bytes_iec(double(avail_bytes))),
+        config_error(path,
+                     fmt::format("is {}; reading it needs about {}, more than the {} of memory available",
+                                 human_bytes_iec(double(size_bytes)), human_bytes_iec(3.0 * double(size_bytes)),
+                                 human_bytes_iec(double(avail_bytes))),
                      "", "use a smaller file (a routing trace replays cyclically: fewer tokens do)");
     return read_file_bytes(path, std::numeric_limits<int64_t>::max(), "a safetensors file");
 }
@@ -243,9 +241,8 @@ NamedTensor read_entry(const std::string& name, const json& v, const char* data,
 
 // The format requires tensors to tile the data section exactly: no overlaps, no holes. Sorts `spans`.
 void check_tiling(std::vector<Span>& spans, uint64_t data_bytes, const std::string& path) {
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     uint64_t covered = 0;
     for (const auto& s : spans) {
         if (s.begin != covered)

@@ -203,8 +203,10 @@ double nelder_mead(const Objective& f, const Coordinates& c, std::vector<double>
             const std::vector<double> e = along(s[worst], centroid, 3.0);
             const double fe = f(e);
             ++evals;
-            if (fe < fr) s[worst] = e, fs[worst] = fe;
-            else s[worst] = r, fs[worst] = fr;
+            if (fe < fr)
+                s[worst] = e, fs[worst] = fe;
+            else
+                s[worst] = r, fs[worst] = fr;
         } else if (fr < fs[second]) {
             s[worst] = r, fs[worst] = fr;
         } else {
@@ -303,7 +305,6 @@ double error_of(double modeled, double measured) {
     return modeled >= 0 && measured > 0 ? modeled / measured - 1.0 : std::nan("");
 }
 
-
 struct Spread {
     int64_t count = 0, within = 0;
     double median = 0, p90 = 0, max = 0;  // of |error|
@@ -332,8 +333,9 @@ Spread spread(const std::vector<CalibrationRow>& rows, bool steps, bool after) {
 }
 
 json spread_json(const Spread& s) {
-    return {{"count", s.count}, {"within_25pct", s.within}, {"median_abs_error", s.median}, {"p90_abs_error", s.p90},
-            {"max_abs_error", s.max}, {"worst", s.worst}, {"worst_error", s.worst_error}};
+    return {
+        {"count", s.count},       {"within_25pct", s.within}, {"median_abs_error", s.median}, {"p90_abs_error", s.p90},
+        {"max_abs_error", s.max}, {"worst", s.worst},         {"worst_error", s.worst_error}};
 }
 
 // Per phase name over the reports: the median error (signed) and the worst, after the fit (or before without one).
@@ -354,11 +356,13 @@ std::vector<std::pair<std::string, json>> by_phase(const std::vector<Calibration
         for (const auto& [x, _] : v) e.push_back(x);
         std::sort(e.begin(), e.end());
         const double median = e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
-        const auto worst = *std::max_element(v.begin(), v.end(), [](const auto& a, const auto& b) {
-            return std::fabs(a.first) < std::fabs(b.first);
-        });
-        out.push_back({p, {{"reports", v.size()}, {"median_error", median}, {"worst_error", worst.first},
-                           {"worst_report", worst.second}}});
+        const auto worst = *std::max_element(
+            v.begin(), v.end(), [](const auto& a, const auto& b) { return std::fabs(a.first) < std::fabs(b.first); });
+        out.push_back({p,
+                       {{"reports", v.size()},
+                        {"median_error", median},
+                        {"worst_error", worst.first},
+                        {"worst_report", worst.second}}});
     }
     return out;
 }
@@ -367,9 +371,9 @@ std::vector<std::pair<std::string, json>> by_phase(const std::vector<Calibration
 
 std::vector<CalibrationCase> calibration_cases(const std::vector<std::string>& paths, const HardwareProfile& hw) {
     if (paths.empty())
-        config_error("REPORT", "no report given", "",
-                     "pass the measured reports: moebench calibrate R1.json R2.json ... " + flag_of("hardware") +
-                         " PROFILE");
+        config_error(
+            "REPORT", "no report given", "",
+            "pass the measured reports: moebench calibrate R1.json R2.json ... " + flag_of("hardware") + " PROFILE");
     std::vector<CalibrationCase> cases;
     for (size_t i = 0; i < paths.size(); ++i) {
         for (size_t j = 0; j < i; ++j)
@@ -384,12 +388,12 @@ std::vector<CalibrationCase> calibration_cases(const std::vector<std::string>& p
                                      cases.front().name, cases.front().machine),
                          c.machine, "calibrate each machine's reports against its own profile");
         if (!hw.machine.empty() && c.machine != hw.machine)
-            config_error(c.name + ": environment",
-                         fmt::format("is another machine than the one profile {} was measured on ({})", hw.name,
-                                     hw.machine),
-                         c.machine,
-                         "pass reports of that machine, or measure this one's profile (moebench devices " +
-                             flag_of("cpu_profile") + ")");
+            config_error(
+                c.name + ": environment",
+                fmt::format("is another machine than the one profile {} was measured on ({})", hw.name, hw.machine),
+                c.machine,
+                "pass reports of that machine, or measure this one's profile (moebench devices " +
+                    flag_of("cpu_profile") + ")");
     }
     return cases;
 }
@@ -397,9 +401,9 @@ std::vector<CalibrationCase> calibration_cases(const std::vector<std::string>& p
 CalibrationResult calibrate(const std::vector<CalibrationCase>& cases, const HardwareProfile& hw,
                             const SimParams& start, bool fit) {
     if (cases.empty())
-        config_error("REPORT", "no report given", "",
-                     "pass the measured reports: moebench calibrate R1.json R2.json ... " + flag_of("hardware") +
-                         " PROFILE");
+        config_error(
+            "REPORT", "no report given", "",
+            "pass the measured reports: moebench calibrate R1.json R2.json ... " + flag_of("hardware") + " PROFILE");
     Model m{cases, {}, 0};
     for (const CalibrationCase& c : cases) {
         SimParams p = start;
@@ -507,22 +511,26 @@ json calibration_document(const CalibrationResult& r) {
     return {{"schema", "moebench.calibration/1"},
             {"hardware", r.hardware},
             {"fitted", r.fitted},
-            {"sources", {{"measured_us", "measured: the report's p50 over its measured steps (phases: the step's sum "
-                                         "over the layers run)"},
-                         {"modeled_before_us", "modeled: the sim with the profile as given"},
-                         {"modeled_after_us", "modeled: the sim with the fitted parameters"},
-                         {"error", "modeled / measured - 1"}}},
-            {"objective", {{"sum_sq_log_error_before", r.objective_before},
-                           {"sum_sq_log_error_after", r.objective_after},
-                           {"phase_rows", r.num_terms},
-                           {"parameter_sets_priced", r.evaluations}}},
+            {"sources",
+             {{"measured_us",
+               "measured: the report's p50 over its measured steps (phases: the step's sum "
+               "over the layers run)"},
+              {"modeled_before_us", "modeled: the sim with the profile as given"},
+              {"modeled_after_us", "modeled: the sim with the fitted parameters"},
+              {"error", "modeled / measured - 1"}}},
+            {"objective",
+             {{"sum_sq_log_error_before", r.objective_before},
+              {"sum_sq_log_error_after", r.objective_after},
+              {"phase_rows", r.num_terms},
+              {"parameter_sets_priced", r.evaluations}}},
             {"params", params},
             {"sim", sim_params_to_json(r.after)},
-            {"summary", {{"phases_before", spread_json(spread(r.rows, false, false))},
-                         {"phases_after", spread_json(spread(r.rows, false, true))},
-                         {"steps_before", spread_json(spread(r.rows, true, false))},
-                         {"steps_after", spread_json(spread(r.rows, true, true))},
-                         {"per_phase", per_phase}}},
+            {"summary",
+             {{"phases_before", spread_json(spread(r.rows, false, false))},
+              {"phases_after", spread_json(spread(r.rows, false, true))},
+              {"steps_before", spread_json(spread(r.rows, true, false))},
+              {"steps_after", spread_json(spread(r.rows, true, true))},
+              {"per_phase", per_phase}}},
             {"rows", rows}};
 }
 

@@ -55,7 +55,7 @@ struct CalibrationResult {
     bool fitted = false;   // false: --no-fit, only the profile's own error
     SimParams before, after;
     std::vector<CalibrationParam> params;
-    std::vector<CalibrationRow> rows;  // per report: its phases in step order, then "step"
+    std::vector<CalibrationRow> rows;                  // per report: its phases in step order, then "step"
     double objective_before = 0, objective_after = 0;  // sum over phase rows of ln(modeled / measured)^2
     int64_t num_terms = 0;                             // phase rows in that sum
     int64_t evaluations = 0;                           // parameter sets priced

@@ -22,7 +22,10 @@ namespace moebench {
 namespace {
 
 json verdict_json(const Verdict& v) {
-    json j{{"verdict", v.verdict}, {"ratio", v.ratio}, {"delta_us", v.delta_us}, {"noise_us", v.noise_us},
+    json j{{"verdict", v.verdict},
+           {"ratio", v.ratio},
+           {"delta_us", v.delta_us},
+           {"noise_us", v.noise_us},
            {"regression", v.regression}};
     if (v.inconclusive) {
         j["inconclusive"] = true;
@@ -38,15 +41,18 @@ json verdict_json(const Verdict& v) {
 std::string rerun_advice(const Verdict& v, double mean_a, double n_now, const CompareOptions& o) {
     std::string s;
     if (static_cast<double>(v.rerun_iterations) > n_now)
-        s = fmt::format("rerun with more iterations: about {} iterations per run narrow {:g} standard errors to the "
-                        "{:g}% threshold", v.rerun_iterations, o.k_sigma, 100 * o.threshold);
+        s = fmt::format(
+            "rerun with more iterations: about {} iterations per run narrow {:g} standard errors to the "
+            "{:g}% threshold",
+            v.rerun_iterations, o.k_sigma, 100 * o.threshold);
     if (v.spread_too_wide) {
         const double pct = mean_a > 0 ? 100 * v.spread_us / mean_a : INFINITY;
-        s += fmt::format("{}the step-to-step spread itself ({:g} pooled standard deviations = {:.1f}% of A's mean) is "
-                         "wider than the threshold, and iterations narrow it only when it came from a few cold or "
-                         "disturbed steps: warm up ({}) on a quieter machine, or raise {} above {:.1f}%",
-                         s.empty() ? "rerun with more iterations after a warm-up: " : "; ", o.spread_z, pct,
-                         flag_of("warmup"), flag_of("threshold"), pct);
+        s += fmt::format(
+            "{}the step-to-step spread itself ({:g} pooled standard deviations = {:.1f}% of A's mean) is "
+            "wider than the threshold, and iterations narrow it only when it came from a few cold or "
+            "disturbed steps: warm up ({}) on a quieter machine, or raise {} above {:.1f}%",
+            s.empty() ? "rerun with more iterations after a warm-up: " : "; ", o.spread_z, pct, flag_of("warmup"),
+            flag_of("threshold"), pct);
     }
     if (s.empty()) s = "rerun with more iterations";  // a threshold of 0: nothing but a spread of 0 fits it
     return s;
@@ -81,7 +87,8 @@ json compare_point(const ReadRun& pa, const ReadRun& pb, const std::string& name
             phases.push_back({{"phase", ph}, {"verdict", in_a ? "only in " + name_a : "only in " + name_b}});
             continue;
         }
-        Verdict v = classify(xa->second.mean_us, xa->second.stdev_us, na, xb->second.mean_us, xb->second.stdev_us, nb, o);
+        Verdict v =
+            classify(xa->second.mean_us, xa->second.stdev_us, na, xb->second.mean_us, xb->second.stdev_us, nb, o);
         json pj = verdict_json(v);
         pj["phase"] = ph;
         pj["a_mean_us"] = xa->second.mean_us;
@@ -125,7 +132,8 @@ std::string key_label(const json& key) {
 
 }  // namespace
 
-Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double sd_b, double n_b, const CompareOptions& o) {
+Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double sd_b, double n_b,
+                 const CompareOptions& o) {
     Verdict v;
     v.delta_us = mean_b - mean_a;
     v.ratio = mean_a > 0 ? mean_b / mean_a : (mean_b > 0 ? INFINITY : 1.0);
@@ -135,8 +143,10 @@ Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double s
     double pooled_sd = std::sqrt((sd_a * sd_a + sd_b * sd_b) / 2);
     v.spread_us = o.spread_z * pooled_sd;
     v.noise_us = std::max({o.k_sigma * se, v.spread_us, o.noise_floor * std::fabs(mean_a)});
-    if (std::fabs(v.delta_us) <= v.noise_us) v.verdict = "same";
-    else v.verdict = v.delta_us > 0 ? "slower" : "faster";
+    if (std::fabs(v.delta_us) <= v.noise_us)
+        v.verdict = "same";
+    else
+        v.verdict = v.delta_us > 0 ? "slower" : "faster";
     v.regression = v.verdict == "slower" && v.ratio - 1.0 > o.threshold;
     // "Same" inside a band wider than the threshold would pass a slowdown beyond the threshold unseen. (Outside the
     // band the verdict stands: slower is then beyond the threshold too, a regression.)
@@ -146,7 +156,8 @@ Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double s
         v.inconclusive = true;
         // k * sqrt((sd_a^2 + sd_b^2) / n) <= threshold_us  <=>  n >= k^2 (sd_a^2 + sd_b^2) / threshold_us^2
         const double n = o.k_sigma * o.k_sigma * (sd_a * sd_a + sd_b * sd_b) / (threshold_us * threshold_us);
-        v.rerun_iterations = threshold_us > 0 && n < 1e15 ? std::max<int64_t>(2, static_cast<int64_t>(std::ceil(n))) : 0;
+        v.rerun_iterations =
+            threshold_us > 0 && n < 1e15 ? std::max<int64_t>(2, static_cast<int64_t>(std::ceil(n))) : 0;
         v.spread_too_wide = v.spread_us > threshold_us;
     }
     return v;
@@ -162,12 +173,12 @@ double parse_fraction(const std::string& text, const std::string& field, double 
         config_error(field, "must be a non-negative fraction or percentage", text, "write e.g. 5% or 0.05");
     if (percent || v >= 1) v /= 100.0;
     if (v > max_fraction)  // a band or threshold this wide would pass any slowdown: a gate switched off by a typo
-        config_error(field, fmt::format("must be at most {:g}%", 100.0 * max_fraction), text,
-                     "write e.g. 5% or 0.05");
+        config_error(field, fmt::format("must be at most {:g}%", 100.0 * max_fraction), text, "write e.g. 5% or 0.05");
     return v;
 }
 
-json compare_reports(const json& a, const json& b, const CompareOptions& o, const std::string& name_a, const std::string& name_b) {
+json compare_reports(const json& a, const json& b, const CompareOptions& o, const std::string& name_a,
+                     const std::string& name_b) {
     return compare_reports(read_report(a, name_a), read_report(b, name_b), o);
 }
 
@@ -211,8 +222,9 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
                          fmt::format("times are {} (A) vs {} (B): a model is not a run of the same thing, so a verdict "
                                      "would call a modeled figure faster or slower than a measured one",
                                      pa.timing_source, pb.timing_source),
-                         "", "compare measured with measured (or modeled with modeled), or pass " +
-                                 flag_of("allow_modeled") + " to compare them anyway (the verdict then says so)");
+                         "",
+                         "compare measured with measured (or modeled with modeled), or pass " +
+                             flag_of("allow_modeled") + " to compare them anyway (the verdict then says so)");
         p.update(compare_point(pa, pb, a.name, b.name, o));
         if (mixed) {
             p["sources"] = {{"a", pa.timing_source}, {"b", pb.timing_source}};
@@ -221,10 +233,14 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
             ++n_mixed;
         }
         const std::string verdict = p["verdict"];
-        if (verdict == "faster") ++n_faster;
-        else if (verdict == "slower") ++n_slower;
-        else if (verdict == "inconclusive") ++n_inconclusive;
-        else ++n_same;
+        if (verdict == "faster")
+            ++n_faster;
+        else if (verdict == "slower")
+            ++n_slower;
+        else if (verdict == "inconclusive")
+            ++n_inconclusive;
+        else
+            ++n_same;
         if (p["regression"].get<bool>()) ++n_regress;
         if (verdict == "inconclusive") {
             const json& s = p[keys::kStep].value("inconclusive", false) ? p[keys::kStep] : json::object();
@@ -242,16 +258,26 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
 
     // Why the gate fails, one sentence per cause (the CLI prints them; docs/sweep.md, "Exit code").
     json failures = json::array();
-    if (n_regress > 0) failures.push_back(fmt::format("{} point(s) slower beyond the threshold of {:g}%", n_regress, 100 * o.threshold));
+    if (n_regress > 0)
+        failures.push_back(
+            fmt::format("{} point(s) slower beyond the threshold of {:g}%", n_regress, 100 * o.threshold));
     if (n_inconclusive > 0) {
-        std::string s = fmt::format("{} point(s) inconclusive: the noise band is wider than the threshold of {:g}%, so a "
-                                    "slowdown beyond it could pass as noise; ", n_inconclusive, 100 * o.threshold);
-        if (rerun_max > 0) s += fmt::format("rerun with more iterations (about {} iterations per run narrow {:g} standard "
-                                            "errors to the threshold)", rerun_max, o.k_sigma);
-        else s += "rerun with more iterations";
+        std::string s = fmt::format(
+            "{} point(s) inconclusive: the noise band is wider than the threshold of {:g}%, so a "
+            "slowdown beyond it could pass as noise; ",
+            n_inconclusive, 100 * o.threshold);
+        if (rerun_max > 0)
+            s += fmt::format(
+                "rerun with more iterations (about {} iterations per run narrow {:g} standard "
+                "errors to the threshold)",
+                rerun_max, o.k_sigma);
+        else
+            s += "rerun with more iterations";
         if (spread_too_wide)
-            s += fmt::format("; the step-to-step spread alone is wider than the threshold: warm up ({}) on a quieter "
-                             "machine, or raise {} (see each point's why)", flag_of("warmup"), flag_of("threshold"));
+            s += fmt::format(
+                "; the step-to-step spread alone is wider than the threshold: warm up ({}) on a quieter "
+                "machine, or raise {} (see each point's why)",
+                flag_of("warmup"), flag_of("threshold"));
         failures.push_back(s);
     }
     if (n_failed_b > 0) failures.push_back(fmt::format("{} point(s) failed in B", n_failed_b));
@@ -262,11 +288,12 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
     json out;
     out["a"] = a.name;
     out["b"] = b.name;
-    out["rule"] = fmt::format("same when |mean_B - mean_A| <= max({} * sqrt(sd_A^2/n_A + sd_B^2/n_B), "
-                              "{} * sqrt((sd_A^2 + sd_B^2)/2), {}% of mean_A), inconclusive when that band is wider "
-                              "than the threshold; a regression is slower by more than {}% ({})",
-                              o.k_sigma, o.spread_z, 100 * o.noise_floor, 100 * o.threshold,
-                              o.gate_phases ? "step or any phase" : keys::kStep);
+    out["rule"] = fmt::format(
+        "same when |mean_B - mean_A| <= max({} * sqrt(sd_A^2/n_A + sd_B^2/n_B), "
+        "{} * sqrt((sd_A^2 + sd_B^2)/2), {}% of mean_A), inconclusive when that band is wider "
+        "than the threshold; a regression is slower by more than {}% ({})",
+        o.k_sigma, o.spread_z, 100 * o.noise_floor, 100 * o.threshold,
+        o.gate_phases ? "step or any phase" : keys::kStep);
     out["threshold"] = o.threshold;
     out["match_keys"] = m.keys;
     out["contrast"] = m.contrast;
@@ -274,9 +301,15 @@ json compare_reports(const ReadReport& a, const ReadReport& b, const CompareOpti
     out["points"] = points;
     out["unmatched_a"] = unmatched_a;
     out["unmatched_b"] = unmatched_b;
-    out["counts"] = {{"matched", points.size()}, {"faster", n_faster}, {"slower", n_slower}, {"same", n_same},
-                     {"inconclusive", n_inconclusive}, {"not_comparable", n_not_ok}, {"failed_in_b", n_failed_b},
-                     {"missing_in_b", n_missing_b}, {"modeled_vs_measured", n_mixed}};
+    out["counts"] = {{"matched", points.size()},
+                     {"faster", n_faster},
+                     {"slower", n_slower},
+                     {"same", n_same},
+                     {"inconclusive", n_inconclusive},
+                     {"not_comparable", n_not_ok},
+                     {"failed_in_b", n_failed_b},
+                     {"missing_in_b", n_missing_b},
+                     {"modeled_vs_measured", n_mixed}};
     out["regressions"] = n_regress;
     out["gate_failures"] = failures;
     out["allow_missing"] = o.allow_missing;

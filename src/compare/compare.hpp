@@ -20,17 +20,17 @@ struct CompareOptions {
     double spread_z = 1.645;    // ... or z pooled step-to-step standard deviations (1.645: the p5-p95 half-width)
     double noise_floor = 0.01;  // ... but never below this fraction of A's mean (run-to-run drift one run cannot see)
     std::vector<std::string> match_keys;  // empty: the model, the hardware and every axis; else the model and these
-    bool gate_phases = false;   // also fail on a phase regression or inconclusive phase (default: the step only)
-    bool allow_missing = false; // points of A absent from B (or skipped there) do not fail the gate
-    bool allow_modeled = false; // compare a modeled point with a measured one (the verdict says so)
+    bool gate_phases = false;    // also fail on a phase regression or inconclusive phase (default: the step only)
+    bool allow_missing = false;  // points of A absent from B (or skipped there) do not fail the gate
+    bool allow_modeled = false;  // compare a modeled point with a measured one (the verdict says so)
 };
 
 struct Verdict {
-    std::string verdict;     // "faster" | "slower" | "same" | "inconclusive" (B against A)
-    double ratio = 0;        // mean_b / mean_a (latency: > 1 is slower)
-    double delta_us = 0;     // mean_b - mean_a
-    double noise_us = 0;     // half-width of the "same" band
-    bool regression = false; // slower and ratio - 1 > threshold
+    std::string verdict;           // "faster" | "slower" | "same" | "inconclusive" (B against A)
+    double ratio = 0;              // mean_b / mean_a (latency: > 1 is slower)
+    double delta_us = 0;           // mean_b - mean_a
+    double noise_us = 0;           // half-width of the "same" band
+    bool regression = false;       // slower and ratio - 1 > threshold
     bool inconclusive = false;     // inside a noise band wider than threshold * mean_a: a regression could hide in it
     int64_t rerun_iterations = 0;  // inconclusive: samples per run that narrow k standard errors to the threshold
     double spread_us = 0;          // z * pooled sd: the band's term that more iterations do not narrow
@@ -41,7 +41,8 @@ struct Verdict {
 /// noise = max(k * sqrt(sd_a^2/n_a + sd_b^2/n_b), z * sqrt((sd_a^2 + sd_b^2) / 2), floor * mean_a);
 /// |delta| <= noise -> same, or inconclusive when noise > threshold * mean_a (then rerun_iterations =
 /// ceil(k^2 (sd_a^2 + sd_b^2) / (threshold * mean_a)^2)).
-Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double sd_b, double n_b, const CompareOptions& o);
+Verdict classify(double mean_a, double sd_a, double n_a, double mean_b, double sd_b, double n_b,
+                 const CompareOptions& o);
 
 /// "5%" -> 0.05, "0.05" -> 0.05, "5" -> 0.05 (a bare number >= 1 is read as percent). Bad, or above `max_fraction`
 /// -> ConfigError naming `field`.

@@ -20,14 +20,14 @@ struct Field {
     bool machine;      // meaningless when both sides are modeled
 };
 
-const Field kReportFields[] = {{"tool.git_rev", "git revision", false},    {"tool.version", "moebench version", false},
-                               {"tool.build_type", "build type", false},   {"environment.cpu_model", "CPU", true},
+const Field kReportFields[] = {{"tool.git_rev", "git revision", false},     {"tool.version", "moebench version", false},
+                               {"tool.build_type", "build type", false},    {"environment.cpu_model", "CPU", true},
                                {"environment.num_cpus", "CPU count", true}, {"environment.blas", "BLAS", true}};
 
 // Run config fields that only steer measuring or output, or that are compared elsewhere (match keys, threads).
-const std::set<std::string> kConfigNotCompared = {"out",       "json",       "format",           "dump_tensors", "iters",
-                                                  "warmup",    "min_time_s", "max_iters",        "max_noise",    "check",
-                                                  "threads",   "hardware",   "measure_ceilings", "model",        "backend"};
+const std::set<std::string> kConfigNotCompared = {
+    "out",   "json",    "format",   "dump_tensors",     "iters", "warmup", "min_time_s", "max_iters", "max_noise",
+    "check", "threads", "hardware", "measure_ceilings", "model", "backend"};
 
 json warning(const std::string& field, const std::string& a, const std::string& b, const std::string& message) {
     return json{{"field", field}, {"a", a}, {"b", b}, {"message", message}};
@@ -60,8 +60,10 @@ void report_fields(const ReadReport& a, const ReadReport& b, bool modeled, json&
                                           side, list)));
     }
     auto ta = a.environment.find("tool.build_type"), tb = b.environment.find("tool.build_type");
-    if (!modeled && ta != a.environment.end() && tb != b.environment.end() && ta->second == "Debug" && tb->second == "Debug")
-        out.push_back(warning("tool.build_type", "Debug", "Debug", "both are Debug builds: their timings say little about a Release build"));
+    if (!modeled && ta != a.environment.end() && tb != b.environment.end() && ta->second == "Debug" &&
+        tb->second == "Debug")
+        out.push_back(warning("tool.build_type", "Debug", "Debug",
+                              "both are Debug builds: their timings say little about a Release build"));
 }
 
 // Threads and dtype per compared point: one warning per distinct (A, B) pair of values.
@@ -78,8 +80,8 @@ void point_fields(const ReadReport& a, const ReadReport& b, const PointMatch& m,
     for (auto [field, what, diffs] : {std::tuple{"threads", "thread count", &threads}, {"dtype", "dtype", &dtype}})
         for (const auto& [ab, n] : *diffs)
             out.push_back(warning(field, ab.first, ab.second,
-                                  fmt::format("{} differs: {} (A) vs {} (B) at {} of {} compared points", what, ab.first,
-                                              ab.second, n, compared)));
+                                  fmt::format("{} differs: {} (A) vs {} (B) at {} of {} compared points", what,
+                                              ab.first, ab.second, n, compared)));
 }
 
 void config_fields(const ReadReport& a, const ReadReport& b, const PointMatch& m, json& out) {
@@ -92,7 +94,8 @@ void config_fields(const ReadReport& a, const ReadReport& b, const PointMatch& m
             continue;
         auto ib = b.environment.find(key);
         if (ib == b.environment.end() || ib->second == va) continue;  // a field of another version: not a difference
-        out.push_back(warning(key, va, ib->second, fmt::format("run config {} differs: {} (A) vs {} (B)", field, va, ib->second)));
+        out.push_back(warning(key, va, ib->second,
+                              fmt::format("run config {} differs: {} (A) vs {} (B)", field, va, ib->second)));
     }
 }
 

@@ -72,8 +72,8 @@ std::vector<std::string> choose_keys(const std::vector<std::string>& all, const 
 }
 
 // Two points of one report under the same keys would make the match depend on their order: refused.
-void require_unique(const ReadReport& r, const std::vector<json>& keys, const PointMatch& m, const std::vector<std::string>& all,
-                    bool explicit_match) {
+void require_unique(const ReadReport& r, const std::vector<json>& keys, const PointMatch& m,
+                    const std::vector<std::string>& all, bool explicit_match) {
     std::map<std::string, size_t> seen;
     for (size_t i = 0; i < keys.size(); ++i) {
         auto [it, fresh] = seen.emplace(keys[i].dump(), i);
@@ -81,8 +81,8 @@ void require_unique(const ReadReport& r, const std::vector<json>& keys, const Po
         std::vector<std::string> differ;
         for (const auto& k : all)
             if (run_key_value(r, r.runs[it->second], k) != run_key_value(r, r.runs[i], k)) differ.push_back(k);
-        config_error(fmt::format("{}: runs[{}] and runs[{}]", r.name, it->second, i), "are the same point under the match keys",
-                     m.label(keys[i]),
+        config_error(fmt::format("{}: runs[{}] and runs[{}]", r.name, it->second, i),
+                     "are the same point under the match keys", m.label(keys[i]),
                      explicit_match && !differ.empty()
                          ? "add the axes that tell them apart to " + flag_of("match") + " (" + join(differ) + ")"
                          : "a report holds each point once: remove one of them, or split the report");
@@ -92,7 +92,8 @@ void require_unique(const ReadReport& r, const std::vector<json>& keys, const Po
 [[noreturn]] void nothing_matched(const ReadReport& a, const ReadReport& b, const PointMatch& m, bool explicit_match) {
     for (const ReadReport* r : {&a, &b})
         if (r->runs.empty())
-            config_error(r->name, "has no points to compare (runs[] is empty)", "", "pass a report with at least one point");
+            config_error(r->name, "has no points to compare (runs[] is empty)", "",
+                         "pass a report with at least one point");
     std::vector<std::string> differ;
     bool model_differs = false;
     for (const auto& k : m.keys) {
@@ -102,17 +103,20 @@ void require_unique(const ReadReport& r, const std::vector<json>& keys, const Po
         differ.push_back(fmt::format("{} {} (A) vs {} (B)", k, values_text(va), values_text(vb)));
         model_differs = model_differs || k == "model";
     }
-    std::string why = differ.empty() ? "no combination of " + join(std::vector<std::string>(m.shown.begin(), m.shown.end())) +
-                                           " is in both"
-                                     : "they differ in " + join(differ, "; ");
+    std::string why =
+        differ.empty()
+            ? "no combination of " + join(std::vector<std::string>(m.shown.begin(), m.shown.end())) + " is in both"
+            : "they differ in " + join(differ, "; ");
     std::string fix = model_differs ? "compare reports of the same model: points of different models are never compared"
                       : explicit_match
                           ? "the axes named in " + flag_of("match") +
                                 " must take a common value in both reports (the model always matches)"
-                          : fmt::format("compare reports of the same hardware, backend and axes, or name the axes to match "
-                                        "with {} (e.g. {} batch) to compare across the others",
-                                        flag_of("match"), flag_of("match"));
-    config_error(a.name + " vs " + b.name, "no point of one report matches a point of the other: " + printable(why), "", fix);
+                          : fmt::format(
+                                "compare reports of the same hardware, backend and axes, or name the axes to match "
+                                "with {} (e.g. {} batch) to compare across the others",
+                                flag_of("match"), flag_of("match"));
+    config_error(a.name + " vs " + b.name, "no point of one report matches a point of the other: " + printable(why), "",
+                 fix);
 }
 
 }  // namespace

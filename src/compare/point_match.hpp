@@ -16,11 +16,11 @@
 namespace moebench {
 
 struct PointMatch {
-    std::vector<std::string> keys;                // the match keys, "model" first
-    std::vector<std::string> all_keys;            // every key either report has (model, hardware, axes)
-    json contrast = json::object();               // key left out of the match -> [value in A, value in B]
-    std::set<std::string> shown;                  // keys that vary within either report: labels show them
-    std::vector<json> key_a, key_b;               // per run of A / B: {key: value}
+    std::vector<std::string> keys;                 // the match keys, "model" first
+    std::vector<std::string> all_keys;             // every key either report has (model, hardware, axes)
+    json contrast = json::object();                // key left out of the match -> [value in A, value in B]
+    std::set<std::string> shown;                   // keys that vary within either report: labels show them
+    std::vector<json> key_a, key_b;                // per run of A / B: {key: value}
     std::vector<std::pair<size_t, size_t>> pairs;  // matched (run of A, run of B), in A's order
     std::vector<size_t> unmatched_a, unmatched_b;
 

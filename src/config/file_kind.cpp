@@ -24,8 +24,10 @@ bool annotation_key(const std::string& k) { return k.empty() || k[0] == '$' || k
 // The document a moebench command writes that is no input of any: its schema's name -> the command.
 const char* output_command(const std::string& schema) {
     static const std::pair<const char*, const char*> kOutputs[] = {
-        {"moebench.plan/", "moebench plan"},          {"moebench.devices/", "moebench devices"},
-        {"moebench.bench_moe/", "moebench bench moe"}, {"moebench.bench_a2a/", "moebench bench a2a"},
+        {"moebench.plan/", "moebench plan"},
+        {"moebench.devices/", "moebench devices"},
+        {"moebench.bench_moe/", "moebench bench moe"},
+        {"moebench.bench_a2a/", "moebench bench a2a"},
         {"moebench.trace_info/", "moebench trace info"},
     };
     for (const auto& [prefix, command] : kOutputs)

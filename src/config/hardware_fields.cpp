@@ -51,8 +51,8 @@ HardwareField optional_figure(std::string key, std::string unit, double si_scale
 }
 // One of the ways to give the same member, exactly one of which a profile gives; `recorded`: the one the report's
 // hardware block writes.
-HardwareField one_of_figure(std::string key, std::string unit, double si_scale, double lo, double hi,
-                            double P::*member, bool recorded, std::string meaning) {
+HardwareField one_of_figure(std::string key, std::string unit, double si_scale, double lo, double hi, double P::*member,
+                            bool recorded, std::string meaning) {
     HardwareField f = figure(std::move(key), std::move(unit), N::one_of, si_scale, lo, hi, member, std::move(meaning));
     f.recorded = recorded;
     return f;
@@ -115,8 +115,8 @@ const std::vector<HardwareField> kHardwareFields = {
     one_of_figure("memory_gb", "10^9 B", kGB, 0.001, 70000, &P::memory_bytes, false, "device memory capacity"),
     one_of_figure("memory_bytes", "B", 1, 1e6, 7e13, &P::memory_bytes, true,
                   "device memory capacity (the report's hardware block records it so)"),
-    required_figure("memory_bw_gbps", "GB/s (10^9 bytes/s, not gigabits)", kGB, 0.1, 100000,
-                    &P::memory_bw_bytes_per_s, "HBM bandwidth"),
+    required_figure("memory_bw_gbps", "GB/s (10^9 bytes/s, not gigabits)", kGB, 0.1, 100000, &P::memory_bw_bytes_per_s,
+                    "HBM bandwidth"),
     required_figure("bf16_tflops", "10^12 FLOP/s", kTera, 0.001, 100000, &P::bf16_flops,
                     "dense BF16 tensor/matrix peak (no 2:4 sparsity)"),
     optional_figure("fp8_tflops", "10^12 FLOP/s", kTera, 0.001, 200000, &P::fp8_flops,
@@ -125,9 +125,10 @@ const std::vector<HardwareField> kHardwareFields = {
                     "dense FP4 tensor peak (NVFP4 / MXFP4 block-scaled formats, no 2:4 sparsity); 0 = no FP4 units"),
     optional_figure("fp32_tflops", "10^12 FLOP/s", kTera, 0.001, 100000, &P::fp32_flops,
                     "FP32 (non-tensor / vector) peak"),
-    optional_figure("int4_tops", "10^12 op/s", kTera, 0.001, 400000, &P::int4_flops,
-                    "dense INT4 tensor peak; 0 = not supported (FP4 is not INT4; int4 weights are weight-only and compute at the "
-                    "bf16 peak)"),
+    optional_figure(
+        "int4_tops", "10^12 op/s", kTera, 0.001, 400000, &P::int4_flops,
+        "dense INT4 tensor peak; 0 = not supported (FP4 is not INT4; int4 weights are weight-only and compute at the "
+        "bf16 peak)"),
     text("scaleup_name", kEmpty, &P::scaleup_name, "\"NVLink4\", \"Infinity Fabric\", ..."),
     optional_figure("scaleup_bw_gbps", "GB/s", kGB, 0.01, 100000, &P::scaleup_bw_bytes_per_s,
                     "scale-up bandwidth per GPU, per direction (NVLink total / 2)"),
@@ -143,9 +144,10 @@ const std::vector<HardwareField> kHardwareFields = {
     optional_figure("price_per_gpu_hour", "USD per GPU-hour", 1, 0.001, 10000, &P::price_per_gpu_hour,
                     "a default rental price, stated with its source and date in price_source; 0 = none public"),
     text("price_source", kEmpty, &P::price_source, "where price_per_gpu_hour comes from, what kind of price, its date"),
-    unrecorded_text("machine", &P::machine,
-         "the machine a measured profile was measured on (the CPU profile `moebench devices` measures records its "
-         "host, CPU model and CPU count); `moebench calibrate` refuses reports of another machine"),
+    unrecorded_text(
+        "machine", &P::machine,
+        "the machine a measured profile was measured on (the CPU profile `moebench devices` measures records its "
+        "host, CPU model and CPU count); `moebench calibrate` refuses reports of another machine"),
     other("sim", "object", K::object, false, {},
           "the sim backend's efficiency settings (compute and memory efficiency, overheads): docs/sim-backend.md"),
 };
@@ -198,7 +200,8 @@ int64_t read_count(const JsonReader& r, const HardwareField& f) {
     int64_t v = f.default_count;
     if (f.need == N::required || r.has(f.key)) v = f.lo >= 1 ? r.req_positive(f.key) : r.opt_nonneg(f.key, v);
     if (static_cast<double>(v) < f.lo || static_cast<double>(v) > f.hi)
-        config_error(r.field(f.key), fmt::format("is outside the physically plausible range ({:g} to {:g})", f.lo, f.hi),
+        config_error(r.field(f.key),
+                     fmt::format("is outside the physically plausible range ({:g} to {:g})", f.lo, f.hi),
                      std::to_string(v), f.fix);
     return v;
 }
@@ -219,45 +222,46 @@ void check_one_of(const JsonReader& r, const HardwareField& f) {
 
 void read_field(const JsonReader& r, const HardwareField& f, HardwareProfile& h, const std::string& path) {
     switch (f.kind) {
-    case K::schema:
-        if (r.has(f.key) && r.req_string(f.key) != kSchema)
-            config_error(r.field(f.key), "unsupported schema", r.req_string(f.key), fmt::format("use \"{}\"", kSchema));
-        return;
-    case K::text: {
-        std::string dflt;
-        if (f.text_default == HardwareTextDefault::file_stem) {
-            dflt = std::filesystem::path(path).stem().string();
-            if (dflt.empty()) dflt = "custom";
-        } else if (f.text_default == HardwareTextDefault::name) {
-            dflt = h.name;
+        case K::schema:
+            if (r.has(f.key) && r.req_string(f.key) != kSchema)
+                config_error(r.field(f.key), "unsupported schema", r.req_string(f.key),
+                             fmt::format("use \"{}\"", kSchema));
+            return;
+        case K::text: {
+            std::string dflt;
+            if (f.text_default == HardwareTextDefault::file_stem) {
+                dflt = std::filesystem::path(path).stem().string();
+                if (dflt.empty()) dflt = "custom";
+            } else if (f.text_default == HardwareTextDefault::name) {
+                dflt = h.name;
+            }
+            std::string& to = h.*std::get<std::string P::*>(f.member);
+            to = r.opt_string(f.key, dflt);
+            // Names reach every plan, report and label (a file's stem too: a file name may hold a newline); a comment
+            // is free text.
+            if (f.key != std::string("comment")) require_printable_name(r.has(f.key) ? r.field(f.key) : path, to);
+            return;
         }
-        std::string& to = h.*std::get<std::string P::*>(f.member);
-        to = r.opt_string(f.key, dflt);
-        // Names reach every plan, report and label (a file's stem too: a file name may hold a newline); a comment
-        // is free text.
-        if (f.key != std::string("comment")) require_printable_name(r.has(f.key) ? r.field(f.key) : path, to);
-        return;
-    }
-    case K::text_list: {
-        if (!r.has(f.key)) return;
-        const json& s = r.raw().at(f.key);
-        if (!s.is_array()) config_error(r.field(f.key), "must be a list of strings", json_brief(s), "");
-        std::string& to = h.*std::get<std::string P::*>(f.member);
-        for (const auto& e : s) {
-            if (!e.is_string()) config_error(r.field(f.key), "must be a list of strings", json_brief(e), "");
-            to += (to.empty() ? "" : " Sources: ") + e.get<std::string>();
-        }
-        return;
-    }
-    case K::number:
-        if (f.need == N::one_of) {
-            check_one_of(r, f);
+        case K::text_list: {
             if (!r.has(f.key)) return;
+            const json& s = r.raw().at(f.key);
+            if (!s.is_array()) config_error(r.field(f.key), "must be a list of strings", json_brief(s), "");
+            std::string& to = h.*std::get<std::string P::*>(f.member);
+            for (const auto& e : s) {
+                if (!e.is_string()) config_error(r.field(f.key), "must be a list of strings", json_brief(e), "");
+                to += (to.empty() ? "" : " Sources: ") + e.get<std::string>();
+            }
+            return;
         }
-        h.*std::get<double P::*>(f.member) = read_number(r, f) * f.si_scale;
-        return;
-    case K::count: h.*std::get<int64_t P::*>(f.member) = read_count(r, f); return;
-    case K::object: return;
+        case K::number:
+            if (f.need == N::one_of) {
+                check_one_of(r, f);
+                if (!r.has(f.key)) return;
+            }
+            h.*std::get<double P::*>(f.member) = read_number(r, f) * f.si_scale;
+            return;
+        case K::count: h.*std::get<int64_t P::*>(f.member) = read_count(r, f); return;
+        case K::object: return;
     }
 }
 
@@ -269,13 +273,13 @@ std::string need_text(const HardwareField& f) {
         return "exactly one of " + names;
     }
     switch (f.kind) {
-    case K::number: return "no (0)";
-    case K::count: return fmt::format("no ({})", f.default_count);
-    case K::text:
-        return f.text_default == HardwareTextDefault::file_stem ? "no (file stem)"
-               : f.text_default == HardwareTextDefault::name    ? "no (name)"
-                                                                : "no";
-    default: return "no";
+        case K::number: return "no (0)";
+        case K::count: return fmt::format("no ({})", f.default_count);
+        case K::text:
+            return f.text_default == HardwareTextDefault::file_stem ? "no (file stem)"
+                   : f.text_default == HardwareTextDefault::name    ? "no (name)"
+                                                                    : "no";
+        default: return "no";
     }
 }
 
@@ -308,8 +312,9 @@ HardwareProfile hardware_from_fields(const json& j, const std::string& path) {
     for (const HardwareField& f : kHardwareFields) read_field(r, f, h, path);
     // A price means little without where and when it was quoted.
     if (h.price_per_gpu_hour > 0 && h.price_source.empty())
-        config_error(r.field("price_source"), "is required with price_per_gpu_hour", "",
-                     "say where the price comes from, what kind of price it is (on-demand, reserved, TCO) and its date");
+        config_error(
+            r.field("price_source"), "is required with price_per_gpu_hour", "",
+            "say where the price comes from, what kind of price it is (on-demand, reserved, TCO) and its date");
     return h;
 }
 
@@ -321,11 +326,10 @@ json hardware_fields_to_json(const HardwareProfile& h) {
             j[f.key] = kSchema;
             continue;
         }
-        std::visit(Overloaded{[&](std::monostate) {},
-                              [&](std::string P::*m) { j[f.key] = h.*m; },
-                              [&](double P::*m) { j[f.key] = h.*m / f.si_scale; },
-                              [&](int64_t P::*m) { j[f.key] = h.*m; }},
-                   f.member);
+        std::visit(
+            Overloaded{[&](std::monostate) {}, [&](std::string P::*m) { j[f.key] = h.*m; },
+                       [&](double P::*m) { j[f.key] = h.*m / f.si_scale; }, [&](int64_t P::*m) { j[f.key] = h.*m; }},
+            f.member);
     }
     return j;
 }
@@ -338,7 +342,10 @@ std::string hardware_fields_table(const std::string& format) {
     if (format == "json") {
         json a = json::array();
         for (const HardwareField& f : kHardwareFields) {
-            json o = {{"key", f.key}, {"unit", f.unit}, {"required", need_text(f)}, {"meaning", f.meaning},
+            json o = {{"key", f.key},
+                      {"unit", f.unit},
+                      {"required", need_text(f)},
+                      {"meaning", f.meaning},
                       {"recorded", f.recorded}};
             if (f.kind == K::number || f.kind == K::count) o["range"] = {f.lo, f.hi};
             if (f.kind == K::number) o["si_scale"] = f.si_scale;

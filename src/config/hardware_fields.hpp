@@ -28,28 +28,28 @@ enum class HardwareFieldKind {
 enum class HardwareFieldNeed {
     optional,  // absent: its default (a figure: 0 = not supported, or unknown)
     required,
-    one_of,    // exactly one of the fields that fill the same member (memory_gib, memory_gb, memory_bytes)
+    one_of,  // exactly one of the fields that fill the same member (memory_gib, memory_gb, memory_bytes)
 };
 
 /// An absent text field's value.
 enum class HardwareTextDefault { empty, file_stem, name };
 
-using HardwareMember = std::variant<std::monostate, std::string HardwareProfile::*, double HardwareProfile::*,
-                                    int64_t HardwareProfile::*>;
+using HardwareMember =
+    std::variant<std::monostate, std::string HardwareProfile::*, double HardwareProfile::*, int64_t HardwareProfile::*>;
 
 /// One row of the table (hardware_fields.cpp builds each kind of row with its own helper: the columns it needs).
 struct HardwareField {
-    std::string key;                  // JSON key; the unit is in the name
-    std::string unit;                 // as --hardware-fields and the docs give it
+    std::string key;   // JSON key; the unit is in the name
+    std::string unit;  // as --hardware-fields and the docs give it
     HardwareFieldKind kind = HardwareFieldKind::number;
     HardwareFieldNeed need = HardwareFieldNeed::optional;
-    double si_scale = 1;              // number: member = value x si_scale
-    double lo = 0, hi = 0;            // number, count: the physically plausible range in the field's unit
-    int64_t default_count = 0;        // count: when absent
+    double si_scale = 1;        // number: member = value x si_scale
+    double lo = 0, hi = 0;      // number, count: the physically plausible range in the field's unit
+    int64_t default_count = 0;  // count: when absent
     HardwareTextDefault text_default = HardwareTextDefault::empty;
-    bool recorded = true;             // hardware_to_json writes it (the report's hardware block)
-    std::string meaning;              // one line
-    std::string fix;                  // count: the fix an out-of-range value's error gives ("" for numbers: the unit)
+    bool recorded = true;  // hardware_to_json writes it (the report's hardware block)
+    std::string meaning;   // one line
+    std::string fix;       // count: the fix an out-of-range value's error gives ("" for numbers: the unit)
     HardwareMember member;
 };
 

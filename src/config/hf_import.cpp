@@ -17,8 +17,8 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 // Upper bounds on a single size. No published model comes within 100x of them; they exist so that a typo such as
 // 1e30 is refused by name instead of overflowing the int64 accounting (validate() also bounds the total count).
-constexpr int64_t kMaxDim = int64_t{1} << 24;        // widths, vocab, experts, heads, layers
-constexpr int64_t kMaxTokens = int64_t{1} << 40;     // positions, windows
+constexpr int64_t kMaxDim = int64_t{1} << 24;     // widths, vocab, experts, heads, layers
+constexpr int64_t kMaxTokens = int64_t{1} << 40;  // positions, windows
 
 void check_bound(const JsonReader& r, const std::string& key, int64_t cap) {
     if (!r.has(key)) return;
@@ -65,12 +65,14 @@ std::vector<T> typed_list(const JsonReader& r, const std::string& key, bool (*is
 
 // A list of integers (e.g. mlp_only_layers).
 std::vector<int64_t> int_list(const JsonReader& r, const std::string& key) {
-    return typed_list<int64_t>(r, key, [](const json& e) { return e.is_number_integer(); }, "integers", "an integer");
+    return typed_list<int64_t>(
+        r, key, [](const json& e) { return e.is_number_integer(); }, "integers", "an integer");
 }
 
 // A list of strings (e.g. layer_types).
 std::vector<std::string> string_list(const JsonReader& r, const std::string& key) {
-    return typed_list<std::string>(r, key, [](const json& e) { return e.is_string(); }, "strings", "a string");
+    return typed_list<std::string>(
+        r, key, [](const json& e) { return e.is_string(); }, "strings", "a string");
 }
 
 // Gated FFN activation named by hidden_act.
@@ -213,7 +215,8 @@ void read_groups(const JsonReader& r, MoeConfig& e, const std::string& experts_k
                  int64_t topk_groups_dflt) {
     e.num_groups = opt_dim(r, "n_group", groups_dflt);
     e.topk_groups = opt_dim(r, "topk_group", topk_groups_dflt);
-    if (e.num_groups < 1) config_error(r.field("n_group"), "must be positive", str(e.num_groups), "use 1 for no groups");
+    if (e.num_groups < 1)
+        config_error(r.field("n_group"), "must be positive", str(e.num_groups), "use 1 for no groups");
     if (e.num_experts % e.num_groups != 0)
         config_error(r.field("n_group"), "must divide " + experts_key + " (" + str(e.num_experts) + ")",
                      str(e.num_groups), "use a divisor of " + experts_key + " (1 = no groups)");
@@ -222,8 +225,8 @@ void read_groups(const JsonReader& r, MoeConfig& e, const std::string& experts_k
     int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
     if (e.top_k > reachable)
         config_error(r.field("num_experts_per_tok"),
-                     "exceeds the experts in the selected groups (topk_group * " + experts_key + " / n_group = " +
-                         str(reachable) + ")",
+                     "exceeds the experts in the selected groups (topk_group * " + experts_key +
+                         " / n_group = " + str(reachable) + ")",
                      str(e.top_k), "raise topk_group or lower num_experts_per_tok");
 }
 
@@ -290,8 +293,8 @@ ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3, bool hybrid = false
     m.moe.routing = RoutingKind::softmax_topk;
     m.moe.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
     qwen_moe_layers(r, m);
-    m.dense_intermediate_size = m.num_dense_layers() > 0 ? req_dim(r, "intermediate_size")
-                                                         : opt_dim(r, "intermediate_size", 0);
+    m.dense_intermediate_size =
+        m.num_dense_layers() > 0 ? req_dim(r, "intermediate_size") : opt_dim(r, "intermediate_size", 0);
     if (qwen3) {
         m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", false);
         m.attn.qk_norm = true;  // Qwen3 q_norm / k_norm: RMSNorm(head_dim) shared by all heads
@@ -308,8 +311,9 @@ ModelConfig import_qwen_moe(const JsonReader& r, bool qwen3, bool hybrid = false
 // indexer weights and no indexer work; moebench models an indexer on every layer, so such a config is refused rather
 // than over-counted. GLM-5 and DeepSeek-V3.2 run one on every layer.
 void refuse_shared_indexers(const JsonReader& r) {
-    const std::string fix = "moebench models an indexer on every layer (GLM-5, DeepSeek-V3.2); drop the key to count "
-                            "them all";
+    const std::string fix =
+        "moebench models an indexer on every layer (GLM-5, DeepSeek-V3.2); drop the key to count "
+        "them all";
     const std::vector<std::string> types = string_list(r, "indexer_types");
     for (size_t i = 0; i < types.size(); ++i)
         if (types[i] != "full")
@@ -387,7 +391,8 @@ ModelConfig import_deepseek(const JsonReader& r, const std::string& type) {
         } else {
             e.routing = RoutingKind::softmax_topk;
         }
-        if (e.routing != RoutingKind::softmax_topk) read_groups(r, e, "n_routed_experts", 1, 1);  // only group-limited routing uses them
+        if (e.routing != RoutingKind::softmax_topk)
+            read_groups(r, e, "n_routed_experts", 1, 1);  // only group-limited routing uses them
     }
     if (sparse) {  // the lightning indexer of its sparse attention, on every layer
         m.attn.indexer_heads = req_dim(r, "index_n_heads");
@@ -421,7 +426,8 @@ ModelConfig import_dbrx(const JsonReader& r) {
     m.moe.routing = RoutingKind::softmax_topk;
     // DbrxRouter divides the top-k weights by their p-norm, p = moe_normalize_expert_weights (DbrxFFNConfig default
     // 1.0, which dbrx-base leaves implicit); null or 0: no normalisation. Only p = 1 (the sum) is modelled.
-    const bool explicit_null = f.raw().contains("moe_normalize_expert_weights") && !f.has("moe_normalize_expert_weights");
+    const bool explicit_null =
+        f.raw().contains("moe_normalize_expert_weights") && !f.has("moe_normalize_expert_weights");
     const double p_norm = explicit_null ? 0.0 : f.opt_double("moe_normalize_expert_weights", 1.0);
     if (p_norm != 0.0 && p_norm != 1.0)
         config_error(f.field("moe_normalize_expert_weights"), "is a p-norm moebench does not model",
@@ -456,7 +462,7 @@ ModelConfig import_gpt_oss(const JsonReader& r) {
     m.moe.expert_intermediate_size = req_dim(r, "intermediate_size");
     m.moe.routing = RoutingKind::topk_softmax;
     m.moe.norm_topk_prob = true;
-    m.moe.expert_bias = true;   // gate_up_proj_bias (2I) and down_proj_bias (H)
+    m.moe.expert_bias = true;  // gate_up_proj_bias (2I) and down_proj_bias (H)
     m.moe.router_bias = true;
     m.attn.qkv_bias = m.attn.o_bias = r.opt_bool("attention_bias", true);
     m.attn.sinks = true;
@@ -594,7 +600,8 @@ ModelConfig import_dots1(const JsonReader& r) {
 }
 
 // Ling (inclusionAI, modeling_bailing_moe.py): softmax top-k with shared experts; Ling 2.0 (architectures
-// BailingMoeV2ForCausalLM, same model_type) switched to sigmoid + expert_bias with groups, q/k norms, partial RoPE, MTP.
+// BailingMoeV2ForCausalLM, same model_type) switched to sigmoid + expert_bias with groups, q/k norms, partial RoPE,
+// MTP.
 ModelConfig import_bailing_moe(const JsonReader& r) {
     ModelConfig m;
     read_llama_common(r, m);
@@ -633,8 +640,9 @@ int64_t uniform_per_layer(const JsonReader& r, const std::string& key, const Mod
     for (size_t i = 0; i < v.size(); ++i)
         if (v[i] != v[0] || v[i] < (positive ? 1 : 0))
             config_error(r.field(key) + "[" + std::to_string(i) + "]",
-                         v[i] != v[0] ? "differs from layer 0 (" + str(v[0]) + "); moebench models one value for all layers"
-                                      : "must be " + std::string(positive ? "positive" : "non-negative"),
+                         v[i] != v[0]
+                             ? "differs from layer 0 (" + str(v[0]) + "); moebench models one value for all layers"
+                             : "must be " + std::string(positive ? "positive" : "non-negative"),
                          str(v[i]), "use one value for every layer");
     return v[0];
 }
@@ -976,23 +984,39 @@ const std::map<std::string, Importer>& importers() {
 // architectures[0] -> model_type, for configs without (or with a misleading) model_type.
 const std::map<std::string, std::string>& architecture_types() {
     static const std::map<std::string, std::string> table = {
-        {"MixtralForCausalLM", "mixtral"},       {"Qwen2MoeForCausalLM", "qwen2_moe"},
-        {"Qwen3MoeForCausalLM", "qwen3_moe"},    {"DeepseekForCausalLM", "deepseek"},
-        {"DeepseekV2ForCausalLM", "deepseek_v2"}, {"DeepseekV3ForCausalLM", "deepseek_v3"},
+        {"MixtralForCausalLM", "mixtral"},
+        {"Qwen2MoeForCausalLM", "qwen2_moe"},
+        {"Qwen3MoeForCausalLM", "qwen3_moe"},
+        {"DeepseekForCausalLM", "deepseek"},
+        {"DeepseekV2ForCausalLM", "deepseek_v2"},
+        {"DeepseekV3ForCausalLM", "deepseek_v3"},
         {"DeepseekV32ForCausalLM", "deepseek_v32"},
-        {"DbrxForCausalLM", "dbrx"},             {"OlmoeForCausalLM", "olmoe"},
-        {"GptOssForCausalLM", "gpt_oss"},        {"Llama4ForConditionalGeneration", "llama4"},
-        {"Llama4ForCausalLM", "llama4_text"},    {"Grok1ModelForCausalLM", "grok-1"},
-        {"Grok1ForCausalLM", "grok-1"},          {"PhiMoEForCausalLM", "phimoe"},
-        {"LlamaForCausalLM", "llama"},           {"Qwen2ForCausalLM", "qwen2"},
-        {"Glm4MoeForCausalLM", "glm4_moe"},      {"Dots1ForCausalLM", "dots1"},
-        {"BailingMoeForCausalLM", "bailing_moe"}, {"BailingMoeV2ForCausalLM", "bailing_moe"},
-        {"HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe"}, {"GraniteMoeForCausalLM", "granitemoe"},
-        {"GraniteMoeSharedForCausalLM", "granitemoeshared"}, {"Qwen3NextForCausalLM", "qwen3_next"},
-        {"MiniMaxText01ForCausalLM", "minimax"}, {"MiniMaxM1ForCausalLM", "minimax"},
-        {"MiniMaxForCausalLM", "minimax"},       {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe"},
-        {"MiniMaxM2ForCausalLM", "minimax_m2"},  {"KimiK25ForConditionalGeneration", "kimi_k25"},
-        {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"}, {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"},
+        {"DbrxForCausalLM", "dbrx"},
+        {"OlmoeForCausalLM", "olmoe"},
+        {"GptOssForCausalLM", "gpt_oss"},
+        {"Llama4ForConditionalGeneration", "llama4"},
+        {"Llama4ForCausalLM", "llama4_text"},
+        {"Grok1ModelForCausalLM", "grok-1"},
+        {"Grok1ForCausalLM", "grok-1"},
+        {"PhiMoEForCausalLM", "phimoe"},
+        {"LlamaForCausalLM", "llama"},
+        {"Qwen2ForCausalLM", "qwen2"},
+        {"Glm4MoeForCausalLM", "glm4_moe"},
+        {"Dots1ForCausalLM", "dots1"},
+        {"BailingMoeForCausalLM", "bailing_moe"},
+        {"BailingMoeV2ForCausalLM", "bailing_moe"},
+        {"HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe"},
+        {"GraniteMoeForCausalLM", "granitemoe"},
+        {"GraniteMoeSharedForCausalLM", "granitemoeshared"},
+        {"Qwen3NextForCausalLM", "qwen3_next"},
+        {"MiniMaxText01ForCausalLM", "minimax"},
+        {"MiniMaxM1ForCausalLM", "minimax"},
+        {"MiniMaxForCausalLM", "minimax"},
+        {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe"},
+        {"MiniMaxM2ForCausalLM", "minimax_m2"},
+        {"KimiK25ForConditionalGeneration", "kimi_k25"},
+        {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"},
+        {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"},
         {"GlmMoeDsaForCausalLM", "glm_moe_dsa"},
     };
     return table;
@@ -1037,9 +1061,10 @@ ModelConfig model_from_hf(const json& j, const std::string& path) {
                      "supported model_type values: " + list + " (or a moebench model file)");
     }
     ModelConfig m = imp->second(r);
-    static const std::map<std::string, std::string> aliases = {
-        {"llama4_text", "llama4"}, {"hunyuan", "hunyuan_v1_moe"}, {"minimax_m1", "minimax"},
-        {"qwen3_5_moe_text", "qwen3_5_moe"}};
+    static const std::map<std::string, std::string> aliases = {{"llama4_text", "llama4"},
+                                                               {"hunyuan", "hunyuan_v1_moe"},
+                                                               {"minimax_m1", "minimax"},
+                                                               {"qwen3_5_moe_text", "qwen3_5_moe"}};
     const auto alias = aliases.find(type);
     m.family = alias != aliases.end() ? alias->second : type;
     // An importer's own note (what of the checkpoint is not modelled) follows the provenance.

@@ -36,15 +36,19 @@ void factor_range(const char* key, int64_t v, int64_t lo) {
 
 Layout resolve_layout(const LayoutRequest& r) {
     factor_range("ep", r.ep, 1);
-    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"tp", r.tp}, {"attention_dp", r.attention_dp},
-                                 {"moe_tp", r.moe_tp}, {"moe_ep", r.moe_ep}})
+    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"tp", r.tp},
+                                 {"attention_dp", r.attention_dp},
+                                 {"moe_tp", r.moe_tp},
+                                 {"moe_ep", r.moe_ep}})
         factor_range(key, v, 0);
     if (r.moe_ep > 0 && r.ep > 1 && r.moe_ep != r.ep)
         config_error(label("ep"), "and " + label("moe_ep") + " both set the expert-parallel size, differently",
                      fmt::format("{} {} {} {}", flag_of("ep"), r.ep, flag_of("moe_ep"), r.moe_ep), "give one of them");
     Layout l;
-    if (r.a2a == "dedup") l.a2a = A2aMode::dedup;
-    else if (r.a2a == "per-expert") l.a2a = A2aMode::per_expert;
+    if (r.a2a == "dedup")
+        l.a2a = A2aMode::dedup;
+    else if (r.a2a == "per-expert")
+        l.a2a = A2aMode::per_expert;
     else
         config_error(label("a2a"), "is not a dispatch mode", r.a2a,
                      "use dedup (a token once per destination rank) or per-expert (a row per assignment)");
@@ -57,13 +61,13 @@ Layout resolve_layout(const LayoutRequest& r) {
     if (gpus > kMaxLayoutGpus)
         config_error(label("tp"), "and the other layout sizes make more than 65536 GPUs",
                      fmt::format("{} x {}", attention_side, expert_side), "use the GPU count of the deployment");
-    const std::string given = fmt::format("tp {}, attention_dp {}, moe_tp {}, moe_ep {}", r.tp, r.attention_dp,
-                                          r.moe_tp, l.moe_ep);
+    const std::string given =
+        fmt::format("tp {}, attention_dp {}, moe_tp {}, moe_ep {}", r.tp, r.attention_dp, r.moe_tp, l.moe_ep);
     if (gpus % l.attn_tp != 0 || gpus % l.moe_ep != 0)
-        config_error(label(gpus % l.attn_tp != 0 ? "tp" : "moe_ep"),
-                     fmt::format("cannot split the {} GPUs the layout needs (each size divides the GPU count)", gpus),
-                     given, fmt::format("use sizes that divide {} (e.g. {} {} {} {})", gpus, flag_of("tp"), gpus,
-                                       flag_of("ep"), gpus));
+        config_error(
+            label(gpus % l.attn_tp != 0 ? "tp" : "moe_ep"),
+            fmt::format("cannot split the {} GPUs the layout needs (each size divides the GPU count)", gpus), given,
+            fmt::format("use sizes that divide {} (e.g. {} {} {} {})", gpus, flag_of("tp"), gpus, flag_of("ep"), gpus));
     l.attn_dp = r.attention_dp > 0 ? r.attention_dp : gpus / l.attn_tp;
     l.moe_tp = r.moe_tp > 0 ? r.moe_tp : gpus / l.moe_ep;
     if (l.attn_tp * l.attn_dp != l.moe_tp * l.moe_ep)
@@ -87,7 +91,8 @@ Layout resolve_layout(const LayoutRequest& r) {
     if (r.redundant_experts % l.moe_ep != 0)
         config_error(redundant,
                      fmt::format("must be a multiple of the expert-parallel size {} (every rank holds as many expert "
-                                 "slots)", l.moe_ep),
+                                 "slots)",
+                                 l.moe_ep),
                      std::to_string(r.redundant_experts),
                      fmt::format("use {} or {}", r.redundant_experts / l.moe_ep * l.moe_ep,
                                  (r.redundant_experts / l.moe_ep + 1) * l.moe_ep));
@@ -139,15 +144,16 @@ void check_layout_for_model(const ModelConfig& m, const Layout& l) {
         config_error(label(ep_key), "expert parallelism needs a MoE model", std::to_string(l.moe_ep),
                      m.name + " has no routed experts; use " + flag_of("tp") + " for a dense model");
     if (m.is_moe_model() && m.moe.num_experts % l.moe_ep != 0)
-        config_error(label(ep_key), fmt::format("does not divide the {} routed experts of {}", m.moe.num_experts, m.name),
+        config_error(label(ep_key),
+                     fmt::format("does not divide the {} routed experts of {}", m.moe.num_experts, m.name),
                      std::to_string(l.moe_ep), "use one of: " + divisors(m.moe.num_experts));
     if (m.is_moe_model() && l.redundant_experts > m.moe.num_experts * (l.moe_ep - 1))
-        config_error(label("redundant_experts"),
-                     fmt::format("exceeds a copy of each of the {} experts of {} on every other rank ({})",
-                                 m.moe.num_experts, m.name, m.moe.num_experts * (l.moe_ep - 1)),
-                     std::to_string(l.redundant_experts),
-                     fmt::format("use at most {} (DeepSeek-V3 serves 256 experts with 32)",
-                                 m.moe.num_experts * (l.moe_ep - 1)));
+        config_error(
+            label("redundant_experts"),
+            fmt::format("exceeds a copy of each of the {} experts of {} on every other rank ({})", m.moe.num_experts,
+                        m.name, m.moe.num_experts * (l.moe_ep - 1)),
+            std::to_string(l.redundant_experts),
+            fmt::format("use at most {} (DeepSeek-V3 serves 256 experts with 32)", m.moe.num_experts * (l.moe_ep - 1)));
     if (m.attn.num_heads > 0 && m.attn.num_heads % l.attn_tp != 0)
         config_error(label("tp"), fmt::format("does not divide the {} attention heads of {}", m.attn.num_heads, m.name),
                      std::to_string(l.attn_tp), "use one of: " + divisors(m.attn.num_heads));

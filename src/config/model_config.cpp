@@ -62,11 +62,13 @@ const char* to_string(LinearAttentionKind k) {
 }
 
 int64_t LinearAttentionConfig::state_elems() const {
-    return num_value_heads * key_head_dim * value_head_dim + (conv_kernel > 1 ? conv_channels() * (conv_kernel - 1) : 0);
+    return num_value_heads * key_head_dim * value_head_dim +
+           (conv_kernel > 1 ? conv_channels() * (conv_kernel - 1) : 0);
 }
 
 bool ModelConfig::is_linear_attention_layer(int64_t layer) const {
-    return layer >= 0 && layer < static_cast<int64_t>(layer_linear.size()) && layer_linear[static_cast<size_t>(layer)] != 0;
+    return layer >= 0 && layer < static_cast<int64_t>(layer_linear.size()) &&
+           layer_linear[static_cast<size_t>(layer)] != 0;
 }
 int64_t ModelConfig::num_linear_attention_layers() const {
     return std::count(layer_linear.begin(), layer_linear.end(), uint8_t{1});
@@ -114,8 +116,8 @@ void reject_unknown_keys(const JsonReader& r, const std::set<std::string>& known
 }
 
 // Reads a list of layer indices (each in [0, num_layers)) into a 0/1 mask.
-std::vector<uint8_t> read_layer_list(const JsonReader& r, const std::string& key, int64_t num_layers,
-                                     uint8_t listed, uint8_t unlisted) {
+std::vector<uint8_t> read_layer_list(const JsonReader& r, const std::string& key, int64_t num_layers, uint8_t listed,
+                                     uint8_t unlisted) {
     std::vector<uint8_t> mask(static_cast<size_t>(std::max<int64_t>(num_layers, 0)), unlisted);
     if (!r.has(key)) return mask;
     const json& v = r.raw().at(key);
@@ -126,8 +128,9 @@ std::vector<uint8_t> read_layer_list(const JsonReader& r, const std::string& key
         if (!e.is_number_integer()) config_error(f, "must be an integer layer index", json_brief(e), "");
         int64_t idx = e.get<int64_t>();
         if (idx < 0 || idx >= num_layers)
-            config_error(f, "layer index out of range", std::to_string(idx),
-                         "use 0.." + std::to_string(num_layers - 1) + " (num_layers = " + std::to_string(num_layers) + ")");
+            config_error(
+                f, "layer index out of range", std::to_string(idx),
+                "use 0.." + std::to_string(num_layers - 1) + " (num_layers = " + std::to_string(num_layers) + ")");
         mask[static_cast<size_t>(idx)] = listed;
     }
     return mask;
@@ -143,9 +146,9 @@ json layer_list(const std::vector<uint8_t>& mask, uint8_t want) {
 constexpr AttentionKind kAttnKinds[] = {AttentionKind::gqa, AttentionKind::mla};
 constexpr NormKind kNormKinds[] = {NormKind::rmsnorm, NormKind::layernorm};
 constexpr Activation kActivations[] = {Activation::swiglu, Activation::geglu, Activation::swiglu_oai};
-constexpr RoutingKind kRoutings[] = {RoutingKind::softmax_topk, RoutingKind::topk_softmax,
+constexpr RoutingKind kRoutings[] = {RoutingKind::softmax_topk,       RoutingKind::topk_softmax,
                                      RoutingKind::sigmoid_group_topk, RoutingKind::softmax_group_greedy,
-                                     RoutingKind::topk_sigmoid, RoutingKind::sparsemixer};
+                                     RoutingKind::topk_sigmoid,       RoutingKind::sparsemixer};
 constexpr LinearAttentionKind kLinearKinds[] = {LinearAttentionKind::gated_delta_net, LinearAttentionKind::lightning};
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -168,10 +171,12 @@ namespace {
 // The "attention" block of a moebench model file.
 AttentionConfig attention_from_json(const JsonReader& r, int64_t hidden_size) {
     JsonReader a = r.child("attention");
-    reject_unknown_keys(a, {"kind", "num_heads", "num_kv_heads", "head_dim", "qkv_bias", "o_bias", "qk_norm",
-                            "qk_norm_full", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                            "v_head_dim", "sinks", "sliding_window", "attention_chunk", "rope_theta", "rotary_dim",
-                            "output_gate", "indexer_heads", "indexer_head_dim", "indexer_topk"});
+    reject_unknown_keys(
+        a,
+        {"kind",        "num_heads",     "num_kv_heads",     "head_dim",        "qkv_bias",         "o_bias",
+         "qk_norm",     "qk_norm_full",  "q_lora_rank",      "kv_lora_rank",    "qk_nope_head_dim", "qk_rope_head_dim",
+         "v_head_dim",  "sinks",         "sliding_window",   "attention_chunk", "rope_theta",       "rotary_dim",
+         "output_gate", "indexer_heads", "indexer_head_dim", "indexer_topk"});
     AttentionConfig at;
     at.kind = parse_enum(a, "kind", kAttnKinds, AttentionKind::gqa);
     at.num_heads = a.req_positive("num_heads");
@@ -208,8 +213,8 @@ LinearAttentionConfig linear_attention_from_json(const JsonReader& r) {
     LinearAttentionConfig la;
     auto b = r.opt_child("linear_attention");
     if (!b) return la;
-    reject_unknown_keys(*b, {"kind", "num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim",
-                             "conv_kernel"});
+    reject_unknown_keys(*b,
+                        {"kind", "num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim", "conv_kernel"});
     la.kind = parse_enum(*b, "kind", kLinearKinds, LinearAttentionKind::gated_delta_net);
     la.num_key_heads = b->req_positive("num_key_heads");
     la.num_value_heads = b->has("num_value_heads") ? b->req_positive("num_value_heads") : la.num_key_heads;
@@ -224,17 +229,17 @@ MoeConfig moe_from_json(const JsonReader& r) {
     MoeConfig e;
     auto mo = r.opt_child("moe");
     if (!mo) return e;
-    reject_unknown_keys(*mo, {"num_experts", "top_k", "expert_intermediate_size", "num_shared_experts",
-                              "shared_intermediate_size", "shared_expert_gate", "expert_bias", "router_bias",
-                              "router_correction_bias", "routing", "norm_topk_prob", "routed_scaling_factor",
-                              "num_groups", "topk_groups", "router_jitter_noise"});
+    reject_unknown_keys(
+        *mo, {"num_experts", "top_k", "expert_intermediate_size", "num_shared_experts", "shared_intermediate_size",
+              "shared_expert_gate", "expert_bias", "router_bias", "router_correction_bias", "routing", "norm_topk_prob",
+              "routed_scaling_factor", "num_groups", "topk_groups", "router_jitter_noise"});
     e.num_experts = mo->req_positive("num_experts");
     e.top_k = mo->req_positive("top_k");
     e.expert_intermediate_size = mo->req_positive("expert_intermediate_size");
     e.num_shared_experts = mo->opt_nonneg("num_shared_experts", 0);
-    e.shared_intermediate_size =
-        e.num_shared_experts > 0 ? mo->opt_nonneg("shared_intermediate_size", e.expert_intermediate_size)
-                                 : mo->opt_nonneg("shared_intermediate_size", 0);
+    e.shared_intermediate_size = e.num_shared_experts > 0
+                                     ? mo->opt_nonneg("shared_intermediate_size", e.expert_intermediate_size)
+                                     : mo->opt_nonneg("shared_intermediate_size", 0);
     e.shared_expert_gate = mo->opt_bool("shared_expert_gate", false);
     e.expert_bias = mo->opt_bool("expert_bias", false);
     e.router_bias = mo->opt_bool("router_bias", false);
@@ -252,11 +257,31 @@ MoeConfig moe_from_json(const JsonReader& r) {
 
 ModelConfig model_from_json(const json& j, const std::string& path) {
     JsonReader r(j, path);
-    reject_unknown_keys(r, {"moebench", "name", "family", "notes", "unconfirmed", "vocab_size", "hidden_size",
-                            "num_layers", "max_position_embeddings", "attention", "moe", "dense_intermediate_size",
-                            "dense_layers", "sliding_layers", "activation", "swiglu_limit", "norm", "norm_bias",
-                            "norms_per_layer", "norm_eps", "tie_word_embeddings", "lm_head_bias", "num_mtp_layers",
-                            "linear_attention", "linear_attention_layers"});
+    reject_unknown_keys(r, {"moebench",
+                            "name",
+                            "family",
+                            "notes",
+                            "unconfirmed",
+                            "vocab_size",
+                            "hidden_size",
+                            "num_layers",
+                            "max_position_embeddings",
+                            "attention",
+                            "moe",
+                            "dense_intermediate_size",
+                            "dense_layers",
+                            "sliding_layers",
+                            "activation",
+                            "swiglu_limit",
+                            "norm",
+                            "norm_bias",
+                            "norms_per_layer",
+                            "norm_eps",
+                            "tie_word_embeddings",
+                            "lm_head_bias",
+                            "num_mtp_layers",
+                            "linear_attention",
+                            "linear_attention_layers"});
     if (r.has("moebench")) {
         std::string s = r.req_string("moebench");
         if (s != "model/1")
@@ -346,9 +371,12 @@ json model_to_json(const ModelConfig& m) {
     j["attention"] = a;
     if (m.num_linear_attention_layers() > 0) {
         const LinearAttentionConfig& la = m.linear_attn;
-        j["linear_attention"] = {{"kind", to_string(la.kind)}, {"num_key_heads", la.num_key_heads},
-                                 {"num_value_heads", la.num_value_heads}, {"key_head_dim", la.key_head_dim},
-                                 {"value_head_dim", la.value_head_dim}, {"conv_kernel", la.conv_kernel}};
+        j["linear_attention"] = {{"kind", to_string(la.kind)},
+                                 {"num_key_heads", la.num_key_heads},
+                                 {"num_value_heads", la.num_value_heads},
+                                 {"key_head_dim", la.key_head_dim},
+                                 {"value_head_dim", la.value_head_dim},
+                                 {"conv_kernel", la.conv_kernel}};
         j["linear_attention_layers"] = layer_list(m.layer_linear, 1);
     }
 
@@ -454,10 +482,10 @@ void check_param_total(const ModelConfig& m, const FieldChecks& c) {
     // bound of count_params) and refuse beyond 10^15, which keeps every int64 count and byte total exact.
     const double H = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
     const double heads = static_cast<double>(std::max<int64_t>(m.attn.num_heads, 0));
-    const double hd = static_cast<double>(std::max({m.attn.head_dim, m.attn.qk_nope_head_dim + m.attn.qk_rope_head_dim,
-                                                    m.attn.v_head_dim, int64_t{0}}));
-    const double lora = static_cast<double>(std::max<int64_t>(m.attn.q_lora_rank, 0) +
-                                            std::max<int64_t>(m.attn.kv_lora_rank, 0));
+    const double hd = static_cast<double>(
+        std::max({m.attn.head_dim, m.attn.qk_nope_head_dim + m.attn.qk_rope_head_dim, m.attn.v_head_dim, int64_t{0}}));
+    const double lora =
+        static_cast<double>(std::max<int64_t>(m.attn.q_lora_rank, 0) + std::max<int64_t>(m.attn.kv_lora_rank, 0));
     const LinearAttentionConfig& la = m.linear_attn;
     const double linear = 4.0 * (H + static_cast<double>(la.conv_kernel)) *
                           static_cast<double>(std::max<int64_t>(la.num_key_heads, 0) * la.key_head_dim +
@@ -465,8 +493,8 @@ void check_param_total(const ModelConfig& m, const FieldChecks& c) {
     const double attn = 4.0 * (H + lora) * (2.0 * heads * hd + lora + H) + linear;
     const double experts = static_cast<double>(std::max<int64_t>(m.moe.num_experts, 0)) *
                            (3.0 * H * static_cast<double>(m.moe.expert_intermediate_size) + 3.0 * H);
-    const double shared = static_cast<double>(m.moe.num_shared_experts) * 3.0 * H *
-                          static_cast<double>(m.moe.shared_intermediate_size);
+    const double shared =
+        static_cast<double>(m.moe.num_shared_experts) * 3.0 * H * static_cast<double>(m.moe.shared_intermediate_size);
     const double dense = 3.0 * H * static_cast<double>(m.dense_intermediate_size);
     const double layer = attn + experts + shared + dense + 8.0 * H * static_cast<double>(m.norms_per_layer + 1);
     const double total = (L + static_cast<double>(m.num_mtp_layers)) * (layer + 2.0 * H * H) +
@@ -502,8 +530,9 @@ void check_attention(const ModelConfig& m, const FieldChecks& c) {
         config_error(c.f("attention.rotary_dim"), "applies to gqa attention only (MLA rotates qk_rope_head_dim)",
                      str(at.rotary_dim), "remove it");
     if (at.kind == AttentionKind::gqa && (at.rotary_dim > at.head_dim || at.rotary_dim % 2 != 0))
-        config_error(c.f("attention.rotary_dim"), "must be an even number of dims within head_dim (" +
-                     str(at.head_dim) + ")", str(at.rotary_dim), "use 0 (the whole head) or an even value <= head_dim");
+        config_error(c.f("attention.rotary_dim"),
+                     "must be an even number of dims within head_dim (" + str(at.head_dim) + ")", str(at.rotary_dim),
+                     "use 0 (the whole head) or an even value <= head_dim");
     // RoPE rotates pairs of dims (rotate-half): the rotated width must be even.
     if (at.kind == AttentionKind::gqa && at.rotary_dim == 0 && at.head_dim % 2 != 0)
         config_error(c.f("attention.head_dim"), "must be even when RoPE rotates the whole head (pairs of dims)",
@@ -521,9 +550,9 @@ void check_attention(const ModelConfig& m, const FieldChecks& c) {
 void check_linear_attention(const ModelConfig& m, const FieldChecks& c) {
     if (m.layer_linear.empty()) return;
     if (static_cast<int64_t>(m.layer_linear.size()) != m.num_layers)
-        config_error(c.f("layer_linear"), "must be empty or have one entry per layer (num_layers = " +
-                     str(m.num_layers) + ")", str(static_cast<int64_t>(m.layer_linear.size())) + " entries",
-                     "give exactly num_layers entries or none");
+        config_error(
+            c.f("layer_linear"), "must be empty or have one entry per layer (num_layers = " + str(m.num_layers) + ")",
+            str(static_cast<int64_t>(m.layer_linear.size())) + " entries", "give exactly num_layers entries or none");
     if (m.num_linear_attention_layers() == 0) return;
     const LinearAttentionConfig& la = m.linear_attn;
     c.positive("linear_attention.num_key_heads", la.num_key_heads);
@@ -532,8 +561,9 @@ void check_linear_attention(const ModelConfig& m, const FieldChecks& c) {
     c.positive("linear_attention.value_head_dim", la.value_head_dim);
     c.nonneg("linear_attention.conv_kernel", la.conv_kernel);
     if (la.num_value_heads % la.num_key_heads != 0)
-        config_error(c.f("linear_attention.num_key_heads"), "must divide linear_attention.num_value_heads (" +
-                     str(la.num_value_heads) + ")", str(la.num_key_heads), "use a divisor of num_value_heads");
+        config_error(c.f("linear_attention.num_key_heads"),
+                     "must divide linear_attention.num_value_heads (" + str(la.num_value_heads) + ")",
+                     str(la.num_key_heads), "use a divisor of num_value_heads");
     if (la.kind == LinearAttentionKind::lightning &&
         (la.num_key_heads != la.num_value_heads || la.key_head_dim != la.value_head_dim || la.conv_kernel != 0))
         config_error(c.f("linear_attention.kind"), "lightning attention has one head count and one head dim, no conv",
@@ -550,8 +580,9 @@ void check_layer_lists(const ModelConfig& m, const FieldChecks& c) {
             config_error(c.f("layer_is_moe[" + std::to_string(i) + "]"), "must be 0 or 1", str(m.layer_is_moe[i]), "");
     if (!m.layer_sliding.empty()) {
         if (static_cast<int64_t>(m.layer_sliding.size()) != m.num_layers)
-            config_error(c.f("layer_sliding"), "must be empty or have one entry per layer (num_layers = " +
-                         str(m.num_layers) + ")", str(static_cast<int64_t>(m.layer_sliding.size())) + " entries",
+            config_error(c.f("layer_sliding"),
+                         "must be empty or have one entry per layer (num_layers = " + str(m.num_layers) + ")",
+                         str(static_cast<int64_t>(m.layer_sliding.size())) + " entries",
                          "give exactly num_layers entries or none");
         bool any = std::any_of(m.layer_sliding.begin(), m.layer_sliding.end(), [](uint8_t v) { return v != 0; });
         if (any && at.sliding_window <= 0 && at.attention_chunk <= 0)
@@ -572,8 +603,10 @@ void check_moe(const ModelConfig& m, const FieldChecks& c) {
                          "use a top_k between 1 and " + str(e.num_experts));
         c.positive("moe.expert_intermediate_size", e.expert_intermediate_size);
         c.nonneg("moe.num_shared_experts", e.num_shared_experts);
-        if (e.num_shared_experts > 0) c.positive("moe.shared_intermediate_size", e.shared_intermediate_size);
-        else c.nonneg("moe.shared_intermediate_size", e.shared_intermediate_size);
+        if (e.num_shared_experts > 0)
+            c.positive("moe.shared_intermediate_size", e.shared_intermediate_size);
+        else
+            c.nonneg("moe.shared_intermediate_size", e.shared_intermediate_size);
         if (e.shared_expert_gate && e.num_shared_experts == 0)
             config_error(c.f("moe.shared_expert_gate"), "is set but there is no shared expert", "true",
                          "set moe.num_shared_experts >= 1 or shared_expert_gate to false");
@@ -587,8 +620,11 @@ void check_moe(const ModelConfig& m, const FieldChecks& c) {
                          str(e.topk_groups), "use a value between 1 and num_groups");
         int64_t reachable = e.topk_groups * (e.num_experts / e.num_groups);
         if (e.top_k > reachable)
-            config_error(c.f("moe.top_k"), "exceeds the experts in the selected groups (topk_groups * num_experts / "
-                         "num_groups = " + str(reachable) + ")", str(e.top_k), "raise moe.topk_groups or lower top_k");
+            config_error(c.f("moe.top_k"),
+                         "exceeds the experts in the selected groups (topk_groups * num_experts / "
+                         "num_groups = " +
+                             str(reachable) + ")",
+                         str(e.top_k), "raise moe.topk_groups or lower top_k");
         check_model_range(c.f("moe.routed_scaling_factor"), e.routed_scaling_factor, model_range::kRoutedScalingFactor);
         if (e.routing == RoutingKind::sparsemixer && e.top_k != 2)
             config_error(c.f("moe.top_k"), "must be 2 for routing sparsemixer (PhiMoE's router picks exactly two)",
@@ -596,13 +632,16 @@ void check_moe(const ModelConfig& m, const FieldChecks& c) {
         check_model_range(c.f("moe.router_jitter_noise"), e.router_jitter_noise, model_range::kRouterJitterNoise);
     }
     if (moe_layers == 0 && e.num_experts > 0)
-        config_error(c.f("dense_layers"), "lists every layer although moe.num_experts > 0", "", "drop the moe block or "
+        config_error(c.f("dense_layers"), "lists every layer although moe.num_experts > 0", "",
+                     "drop the moe block or "
                      "make at least one layer MoE");
 }
 
 void check_ffn_and_norms(const ModelConfig& m, const FieldChecks& c) {
-    if (m.num_dense_layers() > 0) c.positive("dense_intermediate_size", m.dense_intermediate_size);
-    else c.nonneg("dense_intermediate_size", m.dense_intermediate_size);
+    if (m.num_dense_layers() > 0)
+        c.positive("dense_intermediate_size", m.dense_intermediate_size);
+    else
+        c.nonneg("dense_intermediate_size", m.dense_intermediate_size);
 
     if (m.activation == Activation::swiglu_oai && !(m.swiglu_limit > 0))
         config_error(c.f("swiglu_limit"), "must be positive for activation swiglu_oai",

@@ -9,8 +9,8 @@ namespace moebench {
 namespace {
 
 struct Settable {
-    const char* key;                       // run field
-    std::string PrecisionRequest::*name;   // its value in the request
+    const char* key;                      // run field
+    std::string PrecisionRequest::*name;  // its value in the request
     TensorClass cls;
 };
 constexpr Settable kSettable[] = {
@@ -33,9 +33,10 @@ std::optional<DType> named(const Settable& s, const std::string& name) {
     if (name == "auto") return std::nullopt;
     const std::optional<DType> d = dtype_named(name);
     if (!d || !allowed(dtype_info(*d), s.cls))
-        config_error(run_field_label("", s.key),
-                     d ? std::string("is not a format for the ") + std::string(to_string(s.cls)) : "unknown number format",
-                     name, "use auto (the backend's own) or " + dtype_names_for(s.cls));
+        config_error(
+            run_field_label("", s.key),
+            d ? std::string("is not a format for the ") + std::string(to_string(s.cls)) : "unknown number format", name,
+            "use auto (the backend's own) or " + dtype_names_for(s.cls));
     return d;
 }
 
@@ -48,8 +49,8 @@ void check_precision_request(const PrecisionRequest& r) {
 Precision resolve_precision(const PrecisionRequest& r, const Precision& native) {
     Precision p = native;
     p.dense_weights = named(kSettable[0], r.dtype).value_or(native.dense_weights);
-    p.expert_weights = named(kSettable[1], r.expert_dtype).value_or(r.dtype == "auto" ? native.expert_weights
-                                                                                       : p.dense_weights);
+    p.expert_weights =
+        named(kSettable[1], r.expert_dtype).value_or(r.dtype == "auto" ? native.expert_weights : p.dense_weights);
     p.kv_cache = named(kSettable[2], r.kv_dtype).value_or(native.kv_cache);
     p.activations = r.dtype == "auto" ? native.activations : activation_dtype_for(p.dense_weights);
     p.combine = p.activations;

@@ -67,13 +67,12 @@ RunConfig run_config_from_json(const json& j, const std::string& path) {
             c.rank_timeout = j[k].dump();
             continue;
         }
-        std::visit(Overloaded{[&](std::string* v) { *v = r.opt_string(k, *v); },
-                              [&](int64_t* v) { *v = r.opt_int(k, *v); },
-                              [&](double* v) { *v = r.opt_double(k, *v); },
-                              [&](bool* v) { *v = r.opt_bool(k, *v); },
-                              [&](Mode* v) { *v = parse_mode(r.opt_string(k, to_string(*v)), label(path, k)); },
-                              [&](uint64_t* v) { *v = parse_seed(r.opt_int(k, 0), label(path, k)); }},
-                   f.ref(c));
+        std::visit(
+            Overloaded{[&](std::string* v) { *v = r.opt_string(k, *v); }, [&](int64_t* v) { *v = r.opt_int(k, *v); },
+                       [&](double* v) { *v = r.opt_double(k, *v); }, [&](bool* v) { *v = r.opt_bool(k, *v); },
+                       [&](Mode* v) { *v = parse_mode(r.opt_string(k, to_string(*v)), label(path, k)); },
+                       [&](uint64_t* v) { *v = parse_seed(r.opt_int(k, 0), label(path, k)); }},
+            f.ref(c));
     }
     return c;
 }
@@ -104,13 +103,14 @@ void validate(const RunConfig& c) {
     at_most("seq_len", c.shape.seq_len, kMaxStepTokens, "2^26 (67108864) tokens", "use a shorter sequence");
     if (c.shape.mode == Mode::prefill && c.shape.batch * c.shape.seq_len > kMaxStepTokens)
         config_error(label("", "batch"), "times seq_len is beyond 2^26 (67108864) tokens per step",
-                     fmt::format("{} x {}", c.shape.batch, c.shape.seq_len), "use a smaller batch or " + flag_of("seq_len"));
+                     fmt::format("{} x {}", c.shape.batch, c.shape.seq_len),
+                     "use a smaller batch or " + flag_of("seq_len"));
     at_most("context", c.shape.context, kMaxContext, "2^32 tokens", "use a realistic context, e.g. 131072");
-    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"warmup", c.warmup}, {"iters", c.iters},
-                                 {"max_iters", c.max_iters}})
+    for (const auto& [key, v] :
+         {std::pair<const char*, int64_t>{"warmup", c.warmup}, {"iters", c.iters}, {"max_iters", c.max_iters}})
         at_most(key, v, 1'000'000, "10^6 iterations", "use fewer iterations (or min_time_s / max_noise)");
     at_most("threads", c.options.num_threads, kMaxThreads, "4096 threads", "use 0 for all cores");
-    resolve_layout(c.layout);             // the layout's sizes and their rules (config/layout_request.hpp)
+    resolve_layout(c.layout);              // the layout's sizes and their rules (config/layout_request.hpp)
     check_precision_request(c.precision);  // each format's name and class (config/precision_request.hpp)
     // Finite too: an infinite value would be written to the report as null, which no run can reproduce.
     if (!(c.min_time_s >= 0 && std::isfinite(c.min_time_s)))
@@ -130,9 +130,11 @@ void validate(const RunConfig& c) {
         config_error(label("", "max_cv"), "must be a finite number >= 0", fmt::format("{}", c.max_cv),
                      "use a coefficient of variation such as 0.5 (0 = off)");
     if (!(c.min_balancedness >= 0 && c.min_balancedness <= 1))
-        config_error(label("", "min_balancedness"), "must be a number from 0 to 1", fmt::format("{}", c.min_balancedness),
+        config_error(label("", "min_balancedness"), "must be a number from 0 to 1",
+                     fmt::format("{}", c.min_balancedness),
                      "use a balancedness such as 0.8 (1 = perfectly even, 0 = off)");
-    if (c.routing.empty()) config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
+    if (c.routing.empty())
+        config_error(label("", "routing"), "is empty", "", "use router, uniform, zipf:1.2, ... (docs/workloads.md)");
     if (c.record != "full" && c.record != "brief")
         config_error(label("", "record"), "is not full or brief", c.record,
                      "use full (per-layer and per-expert tables) or brief (without them)");

@@ -12,12 +12,16 @@ namespace {
 #define MOEBENCH_FIELD(member) [](RunConfig& c) -> RunFieldRef { return &c.member; }
 
 const std::vector<RunField> kRunFields = {
-    {"model", "--model", "Model: short name, moebench model file or HF config.json", true, false, MOEBENCH_FIELD(model)},
+    {"model", "--model", "Model: short name, moebench model file or HF config.json", true, false,
+     MOEBENCH_FIELD(model)},
     {"hardware", "--hardware",
      std::string("Hardware profile: short name in configs/hardware or a JSON path. sim models it (default ") +
-         kDefaultHardware + ", as plan); cpu and cuda run on this machine and take none unless given (then its "
-         "figures are the roofline's ceilings)", false, false, MOEBENCH_FIELD(hardware)},
-    {"backend", "--backend", "Backend (auto picks cuda when a GPU is present, else cpu)", true, true, MOEBENCH_FIELD(backend)},
+         kDefaultHardware +
+         ", as plan); cpu and cuda run on this machine and take none unless given (then its "
+         "figures are the roofline's ceilings)",
+     false, false, MOEBENCH_FIELD(hardware)},
+    {"backend", "--backend", "Backend (auto picks cuda when a GPU is present, else cpu)", true, true,
+     MOEBENCH_FIELD(backend)},
     {"mode", "--mode", "decode | prefill", true, true, MOEBENCH_FIELD(shape.mode)},
     {"batch", "--batch", "Sequences (decode: tokens) per step", true, true, MOEBENCH_FIELD(shape.batch)},
     {"seq_len", "--seq-len", "Prefill: tokens per sequence", true, true, MOEBENCH_FIELD(shape.seq_len)},
@@ -26,7 +30,8 @@ const std::vector<RunField> kRunFields = {
     {"layers", "--layers", "Run N layers from --first-layer on (0 = all)", true, true, MOEBENCH_FIELD(layers)},
     {"first_layer", "--first-layer",
      "The model layer the run starts at (0-based), e.g. --first-layer 3 --layers 1: DeepSeek-V3's first MoE layer "
-     "alone", false, true, MOEBENCH_FIELD(first_layer)},
+     "alone",
+     false, true, MOEBENCH_FIELD(first_layer)},
     {"routing", "--routing", "Workload: router, uniform, zipf:1.2, hot:4:0.6, trace:FILE ...", true, true,
      MOEBENCH_FIELD(routing)},
     {"routing_path", "--routing-path",
@@ -61,8 +66,8 @@ const std::vector<RunField> kRunFields = {
     {"expert_dtype", "--expert-dtype",
      "Routed experts' weights: auto (as --dtype) | " + dtype_names_for(TensorClass::expert_weights), true, true,
      MOEBENCH_FIELD(precision.expert_dtype)},
-    {"kv_dtype", "--kv-dtype", "KV cache: auto (the backend's own) | " + dtype_names_for(TensorClass::kv_cache),
-     true, true, MOEBENCH_FIELD(precision.kv_dtype)},
+    {"kv_dtype", "--kv-dtype", "KV cache: auto (the backend's own) | " + dtype_names_for(TensorClass::kv_cache), true,
+     true, MOEBENCH_FIELD(precision.kv_dtype)},
     {"dispatch_dtype", "--dispatch-dtype",
      "Dispatch payload: auto (activation dtype) | " + dtype_names_for(TensorClass::dispatch), false, false,
      MOEBENCH_FIELD(precision.dispatch_dtype)},
@@ -70,11 +75,12 @@ const std::vector<RunField> kRunFields = {
      false, MOEBENCH_FIELD(layout.placement)},
     {"redundant_experts", "--redundant-experts",
      "Extra expert slots per MoE layer (a multiple of the expert-parallel size): replicas of the layer's hottest "
-     "experts by the workload's expected load, on the least-loaded ranks (EPLB; 0 = none)", true, true,
-     MOEBENCH_FIELD(layout.redundant_experts)},
+     "experts by the workload's expected load, on the least-loaded ranks (EPLB; 0 = none)",
+     true, true, MOEBENCH_FIELD(layout.redundant_experts)},
     {"resident_experts", "--resident-experts",
      "Expert offload (one GPU): routed experts per MoE layer kept on the GPU, the rest fetched from host memory on a "
-     "miss (phase expert_fetch; 0 = all resident)", true, true, MOEBENCH_FIELD(layout.resident_experts)},
+     "miss (phase expert_fetch; 0 = all resident)",
+     true, true, MOEBENCH_FIELD(layout.resident_experts)},
     {"offload_ratio", "--offload-ratio",
      "Expert offload as the share of routed experts kept in host memory (resident = E - round(R x E); 0 = none)", true,
      true, MOEBENCH_FIELD(layout.offload_ratio)},
@@ -96,7 +102,8 @@ const std::vector<RunField> kRunFields = {
     {"min_time_s", "--min-time", "Keep measuring until this many seconds", false, false, MOEBENCH_FIELD(min_time_s)},
     {"max_noise", "--max-noise",
      "Keep measuring until the median step time is known to within this fraction (95% CI half-width / median; "
-     "0 = off)", false, false, MOEBENCH_FIELD(max_noise)},
+     "0 = off)",
+     false, false, MOEBENCH_FIELD(max_noise)},
     {"max_iters", "", "", false, false, MOEBENCH_FIELD(max_iters)},
     {"include_lm_head", "", "", false, false, MOEBENCH_FIELD(include_lm_head)},
     {"out", "--out", "Report file (default results/run-<UTC time>.json)", false, false, MOEBENCH_FIELD(out)},
@@ -107,29 +114,32 @@ const std::vector<RunField> kRunFields = {
     {"dump_tensors", "--dump-tensors", "Folder for moe_layer.safetensors (first MoE layer)", false, false,
      MOEBENCH_FIELD(dump_tensors)},
     {"check", "--check",
-     "Compare the first MoE block with the fp32 host reference (cuda; cpu: self-check); exit 3 on mismatch", false, false,
-     MOEBENCH_FIELD(check)},
+     "Compare the first MoE block with the fp32 host reference (cuda; cpu: self-check); exit 3 on mismatch", false,
+     false, MOEBENCH_FIELD(check)},
     {"measure_ceilings", "--measure-ceilings",
      "Measure memory bandwidth and GEMM rate here for the roofline floors (seconds: cpu reads a buffer of "
-     "max(4 x LLC, 1 GiB))", false, false, MOEBENCH_FIELD(measure_ceilings)},
+     "max(4 x LLC, 1 GiB))",
+     false, false, MOEBENCH_FIELD(measure_ceilings)},
     {"allow_no_fit", "--allow-no-fit",
      "sim: model a deployment whose weights, KV cache and activations do not fit the profile's memory anyway "
-     "(refused otherwise, naming a layout or format that fits; the report says fits: false)", false, false,
-     MOEBENCH_FIELD(allow_no_fit)},
+     "(refused otherwise, naming a layout or format that fits; the report says fits: false)",
+     false, false, MOEBENCH_FIELD(allow_no_fit)},
     {"rank_timeout", "--rank-timeout",
      "Under mpirun: seconds a collective may wait for the other ranks before the job ends naming the rank it waited "
-     "on (auto = max(30 s, 5 x the slowest step so far))", false, false, MOEBENCH_FIELD(rank_timeout)},
+     "on (auto = max(30 s, 5 x the slowest step so far))",
+     false, false, MOEBENCH_FIELD(rank_timeout)},
     {"prune_below", "--prune-below",
      "Prune each MoE layer's experts whose share of the routing is below this fraction (from a trace's counts or a "
-     "synthetic workload's shares; a token takes a kept expert instead; quality is not measured; 0 = off)", true, true,
-     MOEBENCH_FIELD(prune_below)},
+     "synthetic workload's shares; a token takes a kept expert instead; quality is not measured; 0 = off)",
+     true, true, MOEBENCH_FIELD(prune_below)},
     {"max_cv", "--max-cv",
      "Gate: exit 1 (after the report is written) when a MoE layer's coefficient of variation of tokens per expert "
-     "exceeds this (0 = off; docs/report-schema.md, Balance)", true, false, MOEBENCH_FIELD(max_cv)},
+     "exceeds this (0 = off; docs/report-schema.md, Balance)",
+     true, false, MOEBENCH_FIELD(max_cv)},
     {"min_balancedness", "--min-balancedness",
      "Gate: exit 1 (after the report is written) when the balancedness (mean over MoE layers of mean/max load, over "
-     "the expert-parallel ranks, or the experts without expert parallelism) falls below this (0 = off)", true, false,
-     MOEBENCH_FIELD(min_balancedness)},
+     "the expert-parallel ranks, or the experts without expert parallelism) falls below this (0 = off)",
+     true, false, MOEBENCH_FIELD(min_balancedness)},
 };
 
 #undef MOEBENCH_FIELD
@@ -140,12 +150,11 @@ const std::vector<RunField>& run_fields() { return kRunFields; }
 
 RunFieldType run_field_type(const RunField& f) {
     RunConfig probe;
-    return std::visit(Overloaded{[](int64_t*) { return RunFieldType::whole; },
-                                 [](uint64_t*) { return RunFieldType::whole; },
-                                 [](double*) { return RunFieldType::decimal; },
-                                 [](bool*) { return RunFieldType::flag; },
-                                 [](auto*) { return RunFieldType::text; }},
-                      f.ref(probe));
+    return std::visit(
+        Overloaded{[](int64_t*) { return RunFieldType::whole; }, [](uint64_t*) { return RunFieldType::whole; },
+                   [](double*) { return RunFieldType::decimal; }, [](bool*) { return RunFieldType::flag; },
+                   [](auto*) { return RunFieldType::text; }},
+        f.ref(probe));
 }
 
 const RunField* find_run_field(const std::string& key) {
@@ -159,8 +168,8 @@ json run_fields_json(const RunConfig& cfg, bool record_axes_only) {
     json j = json::object();
     for (const RunField& f : kRunFields)
         if (!record_axes_only || f.record_axis)
-            j[f.key] = std::visit(Overloaded{[](Mode* v) { return json(to_string(*v)); }, [](auto* v) { return json(*v); }},
-                                  f.ref(c));
+            j[f.key] = std::visit(
+                Overloaded{[](Mode* v) { return json(to_string(*v)); }, [](auto* v) { return json(*v); }}, f.ref(c));
     return j;
 }
 

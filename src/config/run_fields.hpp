@@ -20,13 +20,17 @@ struct RunField {
     // Every column given: a row that forgets one does not compile (aggregate init would turn the accessor into a bool).
     RunField(std::string key_, std::string flag_, std::string help_, bool sweep_flag_, bool record_axis_,
              RunFieldRef (*ref_)(RunConfig&))
-        : key(std::move(key_)), flag(std::move(flag_)), help(std::move(help_)), sweep_flag(sweep_flag_),
-          record_axis(record_axis_), ref(ref_) {}
-    std::string key;    // JSON key, also the name an error gives
-    std::string flag;   // "--batch"; "" = config only
-    std::string help;   // for --help
-    bool sweep_flag;    // `moebench sweep --<flag> LIST` makes it an axis
-    bool record_axis;   // one of a report record's `axes` (what compare matches points on)
+        : key(std::move(key_)),
+          flag(std::move(flag_)),
+          help(std::move(help_)),
+          sweep_flag(sweep_flag_),
+          record_axis(record_axis_),
+          ref(ref_) {}
+    std::string key;   // JSON key, also the name an error gives
+    std::string flag;  // "--batch"; "" = config only
+    std::string help;  // for --help
+    bool sweep_flag;   // `moebench sweep --<flag> LIST` makes it an axis
+    bool record_axis;  // one of a report record's `axes` (what compare matches points on)
     RunFieldRef (*ref)(RunConfig&);
 };
 

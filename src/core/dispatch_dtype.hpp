@@ -21,9 +21,9 @@ inline constexpr float kE4m3Max = 448.0f;
 /// Bytes one token row of `hidden` channels takes on the wire.
 inline int64_t dispatch_row_bytes(DispatchDtype d, int64_t hidden) {
     switch (d) {
-    case DispatchDtype::fp32: return 4 * hidden;
-    case DispatchDtype::bf16: return 2 * hidden;
-    case DispatchDtype::fp8: return hidden + 4 * ((hidden + kFp8ScaleChannels - 1) / kFp8ScaleChannels);
+        case DispatchDtype::fp32: return 4 * hidden;
+        case DispatchDtype::bf16: return 2 * hidden;
+        case DispatchDtype::fp8: return hidden + 4 * ((hidden + kFp8ScaleChannels - 1) / kFp8ScaleChannels);
     }
     return 4 * hidden;
 }
@@ -31,10 +31,10 @@ inline int64_t dispatch_row_bytes(DispatchDtype d, int64_t hidden) {
 /// The wire format of rows dispatched in `d`; nullopt for a format that is not sent on the wire (int4).
 inline std::optional<DispatchDtype> dispatch_wire(DType d) {
     switch (d) {
-    case DType::fp32: return DispatchDtype::fp32;
-    case DType::bf16: return DispatchDtype::bf16;
-    case DType::fp8: return DispatchDtype::fp8;
-    default: return std::nullopt;
+        case DType::fp32: return DispatchDtype::fp32;
+        case DType::bf16: return DispatchDtype::bf16;
+        case DType::fp8: return DispatchDtype::fp8;
+        default: return std::nullopt;
     }
 }
 
@@ -46,7 +46,7 @@ inline uint16_t bf16_from_float(float x) {
     uint32_t b;
     std::memcpy(&b, &x, 4);
     if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x40);  // NaN stays NaN
-    b += 0x7fffu + ((b >> 16) & 1u);                                                     // round to nearest even
+    b += 0x7fffu + ((b >> 16) & 1u);                                                      // round to nearest even
     return static_cast<uint16_t>(b >> 16);
 }
 
@@ -82,7 +82,8 @@ inline uint8_t e4m3_from_float(float x) {
 inline float e4m3_to_float(uint8_t c) {
     const int e = (c >> 3) & 15, m = c & 7;
     if (e == 15 && m == 7) return NAN;
-    const float v = e == 0 ? static_cast<float>(m) * (1.0f / 512.0f) : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+    const float v =
+        e == 0 ? static_cast<float>(m) * (1.0f / 512.0f) : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
     return (c & 0x80) ? -v : v;
 }
 

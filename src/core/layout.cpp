@@ -12,9 +12,9 @@ std::string_view to_string(A2aMode m) { return m == A2aMode::dedup ? "dedup" : "
 
 std::string_view to_string(MoeExchange e) {
     switch (e) {
-    case MoeExchange::local: return "local";
-    case MoeExchange::all_to_all: return "all_to_all";
-    case MoeExchange::gather: return "gather";
+        case MoeExchange::local: return "local";
+        case MoeExchange::all_to_all: return "all_to_all";
+        case MoeExchange::gather: return "gather";
     }
     return "?";
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The parallel layout of one deployment, as one typed value that plan, run, sweep, place and the sim read: how many GPUs
-// (or processes) split attention (tensor parallel x data parallel) and the routed experts (expert tensor parallel x
-// expert parallel), where the experts live and how tokens reach them. What a run asks for is resolved and checked
+// The parallel layout of one deployment, as one typed value that plan, run, sweep, place and the sim read: how many
+// GPUs (or processes) split attention (tensor parallel x data parallel) and the routed experts (expert tensor parallel
+// x expert parallel), where the experts live and how tokens reach them. What a run asks for is resolved and checked
 // against the model once, in config/run_layout.hpp.
 #pragma once
 #include <cstdint>
@@ -24,7 +24,8 @@ enum class MoeExchange {
                  // sends each token's row to the ranks that hold its experts, combine_a2a brings it back (DeepEP's)
     gather,      // any tensor parallelism: every GPU gathers the step's tokens (moe_allgather, only when attention has
                  // more than one data-parallel replica), computes its own experts' share of them, and the partial
-                 // outputs are summed over the GPUs (moe_allreduce): vLLM's all-gather/reduce-scatter, TP MoE's all-reduce
+                 // outputs are summed over the GPUs (moe_allreduce): vLLM's all-gather/reduce-scatter, TP MoE's
+                 // all-reduce
 };
 std::string_view to_string(MoeExchange e);
 
@@ -38,7 +39,7 @@ struct Layout {
     int64_t moe_tp = 1;
     int64_t moe_ep = 1;
     A2aMode a2a = A2aMode::dedup;
-    std::string placement;  // expert placement file (moebench place); "" = contiguous blocks
+    std::string placement;          // expert placement file (moebench place); "" = contiguous blocks
     int64_t redundant_experts = 0;  // extra expert slots per MoE layer, each a replica of a hot expert (EPLB); moe_ep
                                     // divides it (workload/redundant_experts.hpp chooses the replicas)
     // Expert offload (one GPU): routed experts per MoE layer kept on the device, the rest in host memory and fetched

@@ -73,12 +73,12 @@ MOEBENCH_HD inline void softmax_row(const float* in, int n, float* out) {
 // the CPU backend static_asserts that they match.
 // ---------------------------------------------------------------------------------------------------------------
 enum RouteKind : int {
-    kRouteSoftmaxTopk = 0,        // Qwen2/3-MoE, OLMoE, DBRX, DeepSeekMoE
-    kRouteTopkSoftmax = 1,        // Mixtral, gpt-oss (router bias already in the logits)
-    kRouteSigmoidGroupTopk = 2,   // DeepSeek-V3, Kimi-K2
-    kRouteSoftmaxGroupGreedy = 3, // DeepSeek-V2
-    kRouteTopkSigmoid = 4,        // Llama-4
-    kRouteSparsemixer = 5,        // PhiMoE (top-2 only)
+    kRouteSoftmaxTopk = 0,         // Qwen2/3-MoE, OLMoE, DBRX, DeepSeekMoE
+    kRouteTopkSoftmax = 1,         // Mixtral, gpt-oss (router bias already in the logits)
+    kRouteSigmoidGroupTopk = 2,    // DeepSeek-V3, Kimi-K2
+    kRouteSoftmaxGroupGreedy = 3,  // DeepSeek-V2
+    kRouteTopkSigmoid = 4,         // Llama-4
+    kRouteSparsemixer = 5,         // PhiMoE (top-2 only)
 };
 
 struct RouteParams {
@@ -141,12 +141,12 @@ MOEBENCH_HD inline float sparsemixer_weight(const float* logits, int n, int sel,
 enum RouteKey : int { kKeyLogits = 0, kKeyScores = 1, kKeyChoice = 2 };
 MOEBENCH_HD inline int route_key(int kind, bool has_correction) {
     switch (kind) {
-    case kRouteTopkSoftmax:
-    case kRouteTopkSigmoid:
-    case kRouteSparsemixer: return kKeyLogits;
-    case kRouteSigmoidGroupTopk: return kKeyChoice;
-    case kRouteSoftmaxGroupGreedy: return kKeyScores;
-    default: return has_correction ? kKeyChoice : kKeyScores;
+        case kRouteTopkSoftmax:
+        case kRouteTopkSigmoid:
+        case kRouteSparsemixer: return kKeyLogits;
+        case kRouteSigmoidGroupTopk: return kKeyChoice;
+        case kRouteSoftmaxGroupGreedy: return kKeyScores;
+        default: return has_correction ? kKeyChoice : kKeyScores;
     }
 }
 /// Whether the family's un-biased score is a softmax over all experts (else a per-expert sigmoid, or unused).
@@ -180,49 +180,50 @@ MOEBENCH_HD inline void route_weights(const RouteParams& p, const float* logits,
                                       float* weights) {
     const int E = p.num_experts, K = p.top_k;
     switch (p.kind) {
-    case kRouteTopkSoftmax: softmax_row(weights, K, weights); break;  // softmax over the k chosen logits
-    case kRouteTopkSigmoid:
-        for (int j = 0; j < K; ++j) weights[j] = sigmoidf_(weights[j]);
-        break;
-    case kRouteSparsemixer:
-        weights[0] = sparsemixer_weight(logits, E, ids[0], -1, p.jitter_eps);
-        weights[1] = sparsemixer_weight(logits, E, ids[1], ids[0], p.jitter_eps);
-        break;
-    case kRouteSigmoidGroupTopk: {
-        // Weights are the un-biased sigmoid of the chosen; renormalise (+1e-20, as HF) if norm_topk_prob; scale.
-        float sum = 0.0f;
-        for (int j = 0; j < K; ++j) {
-            weights[j] = scores[ids[j]];
-            sum += weights[j];
-        }
-        const float norm = p.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
-        for (int j = 0; j < K; ++j) weights[j] = weights[j] * norm * p.routed_scaling_factor;
-        break;
-    }
-    case kRouteSoftmaxGroupGreedy: {
-        // As the reference: if top_k > 1 and norm_topk_prob, w /= (sum + 1e-20); otherwise w *= routed_scaling_factor.
-        if (K > 1 && p.norm_topk_prob) {
+        case kRouteTopkSoftmax: softmax_row(weights, K, weights); break;  // softmax over the k chosen logits
+        case kRouteTopkSigmoid:
+            for (int j = 0; j < K; ++j) weights[j] = sigmoidf_(weights[j]);
+            break;
+        case kRouteSparsemixer:
+            weights[0] = sparsemixer_weight(logits, E, ids[0], -1, p.jitter_eps);
+            weights[1] = sparsemixer_weight(logits, E, ids[1], ids[0], p.jitter_eps);
+            break;
+        case kRouteSigmoidGroupTopk: {
+            // Weights are the un-biased sigmoid of the chosen; renormalise (+1e-20, as HF) if norm_topk_prob; scale.
             float sum = 0.0f;
-            for (int j = 0; j < K; ++j) sum += weights[j];
-            for (int j = 0; j < K; ++j) weights[j] /= (sum + 1e-20f);
-        } else {
+            for (int j = 0; j < K; ++j) {
+                weights[j] = scores[ids[j]];
+                sum += weights[j];
+            }
+            const float norm = p.norm_topk_prob ? 1.0f / (sum + 1e-20f) : 1.0f;
+            for (int j = 0; j < K; ++j) weights[j] = weights[j] * norm * p.routed_scaling_factor;
+            break;
+        }
+        case kRouteSoftmaxGroupGreedy: {
+            // As the reference: if top_k > 1 and norm_topk_prob, w /= (sum + 1e-20); otherwise w *=
+            // routed_scaling_factor.
+            if (K > 1 && p.norm_topk_prob) {
+                float sum = 0.0f;
+                for (int j = 0; j < K; ++j) sum += weights[j];
+                for (int j = 0; j < K; ++j) weights[j] /= (sum + 1e-20f);
+            } else {
+                for (int j = 0; j < K; ++j) weights[j] *= p.routed_scaling_factor;
+            }
+            break;
+        }
+        case kRouteSoftmaxTopk:
+        default: {
+            // The weight is the probability (ERNIE selects on probability + correction bias, weighs by the
+            // probability); renormalise if norm_topk_prob (HF: w /= w.sum(), no epsilon), then routed_scaling_factor.
+            for (int j = 0; j < K; ++j) weights[j] = scores[ids[j]];
+            if (p.norm_topk_prob) {
+                float sum = 0.0f;
+                for (int j = 0; j < K; ++j) sum += weights[j];
+                for (int j = 0; j < K; ++j) weights[j] /= sum;
+            }
             for (int j = 0; j < K; ++j) weights[j] *= p.routed_scaling_factor;
+            break;
         }
-        break;
-    }
-    case kRouteSoftmaxTopk:
-    default: {
-        // The weight is the probability (ERNIE selects on probability + correction bias, weighs by the probability);
-        // renormalise if norm_topk_prob (HF: w /= w.sum(), no epsilon), then routed_scaling_factor.
-        for (int j = 0; j < K; ++j) weights[j] = scores[ids[j]];
-        if (p.norm_topk_prob) {
-            float sum = 0.0f;
-            for (int j = 0; j < K; ++j) sum += weights[j];
-            for (int j = 0; j < K; ++j) weights[j] /= sum;
-        }
-        for (int j = 0; j < K; ++j) weights[j] *= p.routed_scaling_factor;
-        break;
-    }
     }
 }
 
@@ -238,15 +239,16 @@ MOEBENCH_HD inline void route_weights(const RouteParams& p, const float* logits,
 /// weights are then normalised as the family does (over the kept top-k where it renormalises). The host keeps at least
 /// top_k experts; should the chosen groups hold fewer than k kept experts, the top-k is taken over every kept expert.
 MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, const float* correction_bias,
-                                  float* scratch, int* ids, float* weights, const unsigned char* expert_keep = nullptr) {
+                                  float* scratch, int* ids, float* weights,
+                                  const unsigned char* expert_keep = nullptr) {
     const int E = p.num_experts, G = p.num_groups > 0 ? p.num_groups : 1;
-    float* scores = scratch;             // [E]
-    float* choice = scratch + E;         // [E]
-    float* gscores = scratch + 2 * E;    // [G]
-    float* gsel = gscores + G;           // [G]
+    float* scores = scratch;                                           // [E]
+    float* choice = scratch + E;                                       // [E]
+    float* gscores = scratch + 2 * E;                                  // [G]
+    float* gsel = gscores + G;                                         // [G]
     unsigned char* keep = reinterpret_cast<unsigned char*>(gsel + G);  // [E] bytes
-    float* kept_logits = gsel + G + E;   // [E]: the logits with pruned rows at -inf (pruning only)
-    int gids[64];                        // topk_groups <= 64 (checked by the host; real models have <= 8 groups)
+    float* kept_logits = gsel + G + E;  // [E]: the logits with pruned rows at -inf (pruning only)
+    int gids[64];                       // topk_groups <= 64 (checked by the host; real models have <= 8 groups)
     const int key_kind = route_key(p.kind, correction_bias != nullptr);
     if (expert_keep) {
         for (int i = 0; i < E; ++i) kept_logits[i] = expert_keep[i] ? logits[i] : -INFINITY;
@@ -260,8 +262,8 @@ MOEBENCH_HD inline void route_row(const RouteParams& p, const float* logits, con
     }
     if (key_kind == kKeyChoice)
         for (int i = 0; i < E; ++i)
-            choice[i] = expert_keep && !expert_keep[i] ? -INFINITY
-                                                       : scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
+            choice[i] =
+                expert_keep && !expert_keep[i] ? -INFINITY : scores[i] + (correction_bias ? correction_bias[i] : 0.0f);
     const float* key = key_kind == kKeyLogits ? logits : (key_kind == kKeyScores ? scores : choice);
     // (2) group mask.
     const unsigned char* mask = nullptr;
@@ -410,15 +412,60 @@ MOEBENCH_HD inline uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
 
 /// Tensor identities; a tensor's stream is weight_stream(layer, id) (layer -1 for model-level tensors).
 enum WeightId : uint32_t {
-    kWEmbed = 1, kWLmHead, kWFinalNorm, kWFinalNormBias, kWTokenIds,
-    kWAttnNorm = 16, kWAttnNormBias, kWFfnNorm, kWFfnNormBias, kWPostAttnNorm, kWPostFfnNorm,
-    kWQ = 32, kWK, kWV, kWO, kWQBias, kWKBias, kWVBias, kWOBias, kWQNorm, kWKNorm, kWSinks,
-    kWQA, kWQANorm, kWQB, kWKVA, kWKVANorm, kWKVB, kWKCache, kWVCache,
-    kWQGate, kWLinIn, kWLinConv, kWLinDtBias, kWLinALog, kWLinNorm, kWLinState, kWLinConvState,
-    kWRouter = 64, kWRouterBias, kWCorrectionBias,
-    kWGate, kWUp, kWDown, kWBGate, kWBUp, kWBDown,
-    kWSharedGate, kWSharedUp, kWSharedDown, kWSharedGateWeight,
-    kWDenseGate = 96, kWDenseUp, kWDenseDown,
+    kWEmbed = 1,
+    kWLmHead,
+    kWFinalNorm,
+    kWFinalNormBias,
+    kWTokenIds,
+    kWAttnNorm = 16,
+    kWAttnNormBias,
+    kWFfnNorm,
+    kWFfnNormBias,
+    kWPostAttnNorm,
+    kWPostFfnNorm,
+    kWQ = 32,
+    kWK,
+    kWV,
+    kWO,
+    kWQBias,
+    kWKBias,
+    kWVBias,
+    kWOBias,
+    kWQNorm,
+    kWKNorm,
+    kWSinks,
+    kWQA,
+    kWQANorm,
+    kWQB,
+    kWKVA,
+    kWKVANorm,
+    kWKVB,
+    kWKCache,
+    kWVCache,
+    kWQGate,
+    kWLinIn,
+    kWLinConv,
+    kWLinDtBias,
+    kWLinALog,
+    kWLinNorm,
+    kWLinState,
+    kWLinConvState,
+    kWRouter = 64,
+    kWRouterBias,
+    kWCorrectionBias,
+    kWGate,
+    kWUp,
+    kWDown,
+    kWBGate,
+    kWBUp,
+    kWBDown,
+    kWSharedGate,
+    kWSharedUp,
+    kWSharedDown,
+    kWSharedGateWeight,
+    kWDenseGate = 96,
+    kWDenseUp,
+    kWDenseDown,
 };
 
 MOEBENCH_HD inline uint64_t weight_stream(int64_t layer, uint32_t id) {

@@ -82,7 +82,7 @@ enum class PhaseMatmul { none, dense_weights, high_precision_weights, expert_wei
 /// One row of the phase table.
 struct PhaseInfo {
     Phase phase;
-    std::string_view name;   // verbatim in reports, views, NVTX ranges
+    std::string_view name;  // verbatim in reports, views, NVTX ranges
     PhaseGroup group;
     ServingGroup serving;
     PhaseBound bound;
@@ -210,7 +210,9 @@ constexpr const PhaseGroupInfo& phase_group_info(PhaseGroup g) { return kPhaseGr
 constexpr std::string_view phase_group_name(PhaseGroup g) { return phase_group_info(g).name; }
 constexpr PhaseGroup phase_group(Phase p) { return phase_info(p).group; }
 constexpr ServingGroup serving_group(Phase p) { return phase_info(p).serving; }
-constexpr std::string_view serving_group_name(Phase p) { return kServingGroupNames[static_cast<size_t>(serving_group(p))]; }
+constexpr std::string_view serving_group_name(Phase p) {
+    return kServingGroupNames[static_cast<size_t>(serving_group(p))];
+}
 /// The group's name of a phase named in a report; "" for a name outside the vocabulary.
 constexpr std::string_view phase_group_name(std::string_view phase) {
     const auto p = phase_from_name(phase);

@@ -15,7 +15,7 @@ constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
     {DType::bf16, "bf16", 2.0, 0, 0.0, ComputeRate::bf16, true, true, true, "bfloat16"},
     {DType::fp8, "fp8", 1.0, 0, 0.0, ComputeRate::fp8, true, true, true,
      "fp8 e4m3 with per-tensor scales (not counted); as dispatch rows one fp32 scale per 128 channels, counted"},
-    {DType::fp8_block, "fp8-block", 1.0, kFp8WeightBlock * kFp8WeightBlock, 4.0, ComputeRate::fp8, true, false, false,
+    {DType::fp8_block, "fp8-block", 1.0, kFp8WeightBlock* kFp8WeightBlock, 4.0, ComputeRate::fp8, true, false, false,
      "fp8 e4m3 weights in 128 x 128 blocks with one fp32 scale each (DeepSeek-V3's checkpoints), the GEMM inputs "
      "quantised on the fly in 1 x 128 groups (on the wire: dispatch_dtype fp8); fp8 rate"},
     {DType::nvfp4, "nvfp4", 0.5, kNvfp4Block, 1.0, ComputeRate::fp4, true, false, false,
@@ -74,7 +74,8 @@ DType Precision::of(TensorClass c) const {
 }
 
 std::string Precision::describe() const {
-    if (*this == uniform_precision(dense_weights)) return fmt::format("{} weights and activations", to_string(dense_weights));
+    if (*this == uniform_precision(dense_weights))
+        return fmt::format("{} weights and activations", to_string(dense_weights));
     std::string s = fmt::format("{} weights", to_string(dense_weights));
     if (expert_weights != dense_weights) s += fmt::format(", {} experts", to_string(expert_weights));
     s += fmt::format(", {} KV cache, {} activations", to_string(kv_cache), to_string(activations));

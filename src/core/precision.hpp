@@ -24,16 +24,16 @@ enum class ComputeRate { fp32, bf16, fp8, fp4 };
 /// value_bytes + scale_bytes / block_elems (per-tensor scales, one number per tensor, are not counted).
 struct DTypeInfo {
     DType dtype;
-    std::string_view name;        // as flags, configs and reports spell it
-    double value_bytes;           // one element's value: 4, 2, 1 (8 bits), 0.5 (4 bits)
-    int64_t block_elems;          // elements sharing one scale; 0: no block scales
-    double scale_bytes;           // one block's scale: fp32 4, bf16 2, fp8 e4m3 or e8m0 1
-    ComputeRate weight_compute;   // a linear layer whose weights are stored so: the rate it computes at (int4 is
-                                  // weight-only: dequantised to bf16)
-    bool weights;                 // allowed for weights
-    bool kv_cache;                // allowed for the KV cache
-    bool dispatch;                // allowed on the expert-parallel wire (dispatch rows)
-    std::string_view meaning;     // for --help and docs
+    std::string_view name;       // as flags, configs and reports spell it
+    double value_bytes;          // one element's value: 4, 2, 1 (8 bits), 0.5 (4 bits)
+    int64_t block_elems;         // elements sharing one scale; 0: no block scales
+    double scale_bytes;          // one block's scale: fp32 4, bf16 2, fp8 e4m3 or e8m0 1
+    ComputeRate weight_compute;  // a linear layer whose weights are stored so: the rate it computes at (int4 is
+                                 // weight-only: dequantised to bf16)
+    bool weights;                // allowed for weights
+    bool kv_cache;               // allowed for the KV cache
+    bool dispatch;               // allowed on the expert-parallel wire (dispatch rows)
+    std::string_view meaning;    // for --help and docs
     /// Storage per element, block scales included.
     constexpr double bytes_per_elem() const {
         return value_bytes + (block_elems > 0 ? scale_bytes / static_cast<double>(block_elems) : 0.0);
@@ -46,10 +46,10 @@ std::string_view to_string(DType d);
 std::optional<DType> dtype_named(std::string_view name);
 
 /// Block conventions of the block-scaled formats (the rows of precision.cpp use them).
-inline constexpr int64_t kInt4GroupSize = 128;      // int4: symmetric groups of 128 weights, one bf16 scale each
-inline constexpr int64_t kFp8WeightBlock = 128;     // fp8-block: 128 x 128 weight tiles, one fp32 scale each
-inline constexpr int64_t kNvfp4Block = 16;          // nvfp4: 16 elements, one fp8 e4m3 scale
-inline constexpr int64_t kMxfp4Block = 32;          // mxfp4 (OCP MX): 32 elements, one e8m0 (power of two) scale
+inline constexpr int64_t kInt4GroupSize = 128;   // int4: symmetric groups of 128 weights, one bf16 scale each
+inline constexpr int64_t kFp8WeightBlock = 128;  // fp8-block: 128 x 128 weight tiles, one fp32 scale each
+inline constexpr int64_t kNvfp4Block = 16;       // nvfp4: 16 elements, one fp8 e4m3 scale
+inline constexpr int64_t kMxfp4Block = 32;       // mxfp4 (OCP MX): 32 elements, one e8m0 (power of two) scale
 
 /// The tensor classes of a run, each with its own format.
 enum class TensorClass { dense_weights, expert_weights, kv_cache, activations, dispatch, combine, count_ };

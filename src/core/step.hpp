@@ -28,21 +28,21 @@ struct StepShape {
 /// Options a backend needs beyond the model and shape.
 struct RunOptions {
     uint64_t seed = 0;
-    double capacity_factor = 0.0;        // 0 = dropless; else capacity = ceil(cf * T * k / E) per expert
-    int64_t soft_topn = 0;               // 0 = the family's top-k; N = weighted mix of the N most probable experts
-    int64_t num_threads = 0;             // cpu: 0 = all cores
+    double capacity_factor = 0.0;  // 0 = dropless; else capacity = ceil(cf * T * k / E) per expert
+    int64_t soft_topn = 0;         // 0 = the family's top-k; N = weighted mix of the N most probable experts
+    int64_t num_threads = 0;       // cpu: 0 = all cores
     /// The parallel layout and the number formats of the run, resolved (config/layout_request.hpp,
     /// config/precision_request.hpp; the harness fills them before prepare()).
     Layout layout;
     Precision precision;
-    std::string expert_gemm = "auto";    // cuda: auto | gemv | tiled | grouped | loop; cpu: auto | panel | blas
+    std::string expert_gemm = "auto";       // cuda: auto | gemv | tiled | grouped | loop; cpu: auto | panel | blas
     std::string attention_kernel = "auto";  // cuda: auto | split | flash | latent
     bool cuda_graph = false;
     bool cold_l2 = false;
-    bool expert_times = false;           // cuda: per-expert GEMM times (events inside the step; loop variant)
-    bool routing_statistics = false;     // the harness chose the statistical routing path: set_routing_statistics
-                                         // follows prepare() (harness/routing_path.hpp)
-    bool per_layer_detail = true;        // run field record "full": describe() may list per-layer tables
+    bool expert_times = false;        // cuda: per-expert GEMM times (events inside the step; loop variant)
+    bool routing_statistics = false;  // the harness chose the statistical routing path: set_routing_statistics
+                                      // follows prepare() (harness/routing_path.hpp)
+    bool per_layer_detail = true;     // run field record "full": describe() may list per-layer tables
 };
 
 /// Routing of one layer: row-major [num_tokens, k] expert ids and combine weights.
@@ -69,15 +69,15 @@ struct RankTraffic {
     int64_t expert_rows = 0;                     // (row, expert) products the experts of this rank computed
     // Measured. Each exchange starts with a barrier: the wait there is the ranks' skew (a straggler's cost), the
     // time after it the transport alone (what bench a2a compares with bare MPI_Alltoallv).
-    double dispatch_wait_us = 0;                 // barrier before the dispatch
-    double dispatch_exchange_us = 0;             // the dispatch's count exchange + all-to-all-v
-    double combine_wait_us = 0;                  // barrier before the combine
-    double combine_exchange_us = 0;              // the combine's all-to-all-v
+    double dispatch_wait_us = 0;      // barrier before the dispatch
+    double dispatch_exchange_us = 0;  // the dispatch's count exchange + all-to-all-v
+    double combine_wait_us = 0;       // barrier before the combine
+    double combine_exchange_us = 0;   // the combine's all-to-all-v
 };
 
 /// What a backend observed in one MoE layer of the last step: for metrics, --check and --dump-tensors.
 struct MoeLayerResult {
-    LayerRouting routing;                    // final selection after override, soft top-N and capacity (dropped ids are -1)
+    LayerRouting routing;  // final selection after override, soft top-N and capacity (dropped ids are -1)
     std::vector<int64_t> tokens_per_expert;  // after drops
     int64_t dropped = 0;                     // (token, expert) assignments dropped by capacity
     std::vector<float> router_logits;        // [T, E] as computed by the router GEMM (before any override)

@@ -34,7 +34,7 @@ struct Topology {
 
 /// --check tolerances, set by the backend's precision (harness/check.hpp uses them).
 struct CheckOptions {
-    double tolerance = 1e-2;     // relative L2 error of moe_out that still passes (bf16: 1e-2, fp32: 1e-4)
+    double tolerance = 1e-2;  // relative L2 error of moe_out that still passes (bf16: 1e-2, fp32: 1e-4)
     /// Two selection scores a, b tie when |a - b| <= tie_epsilon * max(1, |a|, |b|). Scores are compared in the
     /// family's selection domain: router logits for the softmax and top-k families (softmax keeps their order),
     /// sigmoid + correction bias for sigmoid_group_topk; group scores likewise for group-limited routing;
@@ -56,12 +56,11 @@ struct ModeledFit {
 /// sim) can draw each MoE layer's tokens per expert and all-to-all rows in O(experts + ranks) per layer, whatever the
 /// number of tokens. Workload::independent_shares and popularity_permutation fill it.
 struct RoutingStatistics {
-    std::vector<double> shares_by_rank;              // popularity shares, summing to 1 (empty: the backend's own router)
-    std::vector<std::vector<int32_t>> permutation;   // [slot]: expert perm[r] takes rank r's share (empty: dense slot
-                                                     // or the backend's own router)
-    std::string source;                              // what they describe, for the report
+    std::vector<double> shares_by_rank;             // popularity shares, summing to 1 (empty: the backend's own router)
+    std::vector<std::vector<int32_t>> permutation;  // [slot]: expert perm[r] takes rank r's share (empty: dense slot
+                                                    // or the backend's own router)
+    std::string source;                             // what they describe, for the report
 };
-
 
 /// The optional capabilities a backend may offer besides running steps, by name. The traits list the ones a backend
 /// offers (validation reads them without an instance, also of a backend this build lacks); an instance hands out
@@ -78,24 +77,24 @@ const char* to_string(Capability c);
 /// What a backend is and accepts: declarative facts, fixed for the backend's lifetime (prepare() never changes them).
 /// The harness validates options, labels numbers and counts work from this alone.
 struct BackendTraits {
-    std::string name;                                // "cpu", "cuda", "sim": the report's `backend`
-    bool measures = true;                            // false: its phase times are modeled (sim)
-    std::vector<Capability> capabilities;            // the optional capabilities it offers (see Capability)
+    std::string name;                      // "cpu", "cuda", "sim": the report's `backend`
+    bool measures = true;                  // false: its phase times are modeled (sim)
+    std::vector<Capability> capabilities;  // the optional capabilities it offers (see Capability)
     /// The number formats it computes: "auto" means native_precision; each class accepts the formats listed
     /// (the harness refuses others by name, config/precision_request.hpp resolves the request).
     Precision native_precision = uniform_precision(DType::fp32);
-    std::vector<DType> weight_dtypes = {DType::fp32};    // dense and expert weights
+    std::vector<DType> weight_dtypes = {DType::fp32};  // dense and expert weights
     std::vector<DType> kv_dtypes = {DType::fp32};
-    std::vector<DType> dispatch_dtypes = {DType::fp32};  // rows on the expert-parallel wire
-    std::vector<std::string> expert_gemm = {"auto"}; // accepted expert_gemm values
+    std::vector<DType> dispatch_dtypes = {DType::fp32};    // rows on the expert-parallel wire
+    std::vector<std::string> expert_gemm = {"auto"};       // accepted expert_gemm values
     std::vector<std::string> attention_kernel = {"auto"};  // accepted attention_kernel values
-    std::vector<std::string> switches;               // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
-    bool tensor_parallel = false;                    // accepts tp / moe_tp > 1 (splits layers over GPUs)
-    std::string default_hardware;                    // profile its ceilings come from without a hardware ("" = none)
-    bool linear_attention = false;                   // runs linear-attention layers (hybrid models: Qwen3-Next, MiniMax)
-    bool attention_output_gate = false;              // runs the gated attention output (Qwen3-Next)
-    bool routing_statistics = false;                 // models a step from RoutingStatistics (set_routing_statistics)
-    CheckOptions check;                              // with Capability::tensors: --check tolerances for its precision
+    std::vector<std::string> switches;   // accepted on/off options (RunOptions): "cuda_graph", "cold_l2"
+    bool tensor_parallel = false;        // accepts tp / moe_tp > 1 (splits layers over GPUs)
+    std::string default_hardware;        // profile its ceilings come from without a hardware ("" = none)
+    bool linear_attention = false;       // runs linear-attention layers (hybrid models: Qwen3-Next, MiniMax)
+    bool attention_output_gate = false;  // runs the gated attention output (Qwen3-Next)
+    bool routing_statistics = false;     // models a step from RoutingStatistics (set_routing_statistics)
+    CheckOptions check;                  // with Capability::tensors: --check tolerances for its precision
     bool offers(Capability c) const;
     bool accepts_switch(const std::string& key) const;
     /// `value` is one of the values it lists in `values` (expert_gemm, attention_kernel).
@@ -108,7 +107,7 @@ struct PreparedStep {
     MlaForm mla_form = MlaForm::expanded_cache;  // the MLA attention form the step runs (counted work; cuda: by mode
                                                  // and attention_kernel)
     std::vector<std::pair<std::string, std::string>> kernels;  // the variant chosen per kernel family:
-                                                                // {"expert_gemm", "panel"}, ...
+                                                               // {"expert_gemm", "panel"}, ...
     /// Whether the deployment the backend models fits the memory of the hardware it models (sim); nullopt where it
     /// runs on real hardware (which decides by itself). The harness refuses a point that does not fit unless
     /// --allow-no-fit.
@@ -133,7 +132,8 @@ public:
     /// would not suffice. `topo`: this process's place in a multi-process job (the default: one process).
     virtual PreparedStep prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
                                  const RunOptions& opt, const Topology& topo = Topology{}) = 0;
-    /// Routing imposed on the next steps (nullptr: the router decides). The router GEMM and top-k still run and are timed.
+    /// Routing imposed on the next steps (nullptr: the router decides). The router GEMM and top-k still run and are
+    /// timed.
     virtual void set_routing_override(const StepRouting* routing) = 0;
     /// Routing given as statistics for every following step (traits().routing_statistics; the harness chooses the
     /// path, harness/routing_path.hpp). moe_result then has tokens per expert and all-to-all rows but no ids.
@@ -183,7 +183,9 @@ public:
     virtual std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const = 0;
     /// What --check reads: the same, or (with an I32 tensor "routed_experts" [R]) the expert tensors of only those
     /// R experts, in that order (a GPU with hundreds of experts need not copy them all to the host).
-    virtual std::vector<NamedTensor> moe_check_tensors(int64_t layer_slot) const { return moe_block_tensors(layer_slot); }
+    virtual std::vector<NamedTensor> moe_check_tensors(int64_t layer_slot) const {
+        return moe_block_tensors(layer_slot);
+    }
 };
 
 /// Capability::device_counters: the device's own counters (clocks, throttle reasons, energy), read just before and

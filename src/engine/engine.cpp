@@ -86,8 +86,8 @@ StepTimes run_step(Backend& backend, const std::vector<PhaseEntry>& plan) {
     t.phase_us = backend.end_step();
     t.wall_us = std::chrono::duration<double, std::micro>(clock::now() - start).count();
     t.start_us = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
-    MOEBENCH_CHECK(t.phase_us.size() == plan.size(), "backend {} returned {} intervals for {} phases",
-                   backend.name(), t.phase_us.size(), plan.size());
+    MOEBENCH_CHECK(t.phase_us.size() == plan.size(), "backend {} returned {} intervals for {} phases", backend.name(),
+                   t.phase_us.size(), plan.size());
     return t;
 }
 

@@ -3,8 +3,8 @@
 // The engine owns the order of phases; the backend only executes them (DESIGN.md, "The forward step").
 #pragma once
 #include "config/model_config.hpp"
-#include "engine/backend.hpp"
 #include "core/phase.hpp"
+#include "engine/backend.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -13,8 +13,8 @@ namespace moebench {
 
 /// The phases of one decoder layer under `layout`, in execution order:
 /// attn_norm, qkv_proj, attention, o_proj, [attn_allreduce], then for a MoE layer ffn_norm, router_gemm, topk,
-/// [moe_allgather], permute, [dispatch_a2a], [expert_fetch], expert_up, activation, expert_down, [shared_expert], [combine_a2a],
-/// unpermute_reduce, [moe_allreduce]; for a dense layer ffn_norm, dense_mlp, [dense_allreduce].
+/// [moe_allgather], permute, [dispatch_a2a], [expert_fetch], expert_up, activation, expert_down, [shared_expert],
+/// [combine_a2a], unpermute_reduce, [moe_allreduce]; for a dense layer ffn_norm, dense_mlp, [dense_allreduce].
 /// attn_allreduce and dense_allreduce appear with attention tensor parallelism (attn_tp > 1); the *_a2a phases with
 /// the all-to-all exchange, moe_allreduce with the gather exchange and moe_allgather with it when attention has more
 /// than one data-parallel replica (Layout::moe_exchange); shared_expert only when the model has shared experts;

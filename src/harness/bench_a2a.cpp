@@ -56,36 +56,39 @@ json bench_a2a(const BenchA2aRequest& r) {
     const double bare_us = bare_total("cold"), warm_us = bare_total("warm");
     const double bytes = bw["dispatch"]["bytes_per_rank"].get<double>() + bw["combine"]["bytes_per_rank"].get<double>();
     const auto algbw = [&](double us) { return us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0; };
-    return {
-        {"schema", "moebench.bench_a2a/1"},
-        {"context", document_context(current_command_line("moebench bench a2a"))},
-        {"ranks", comm->world_size()},
-        {"library", comm->library()},
-        {"model", record["model"]},
-        {"mode", record["mode"]},
-        {"num_tokens", record["num_tokens"]},
-        {"a2a", cfg.layout.a2a},
-        {"moe_layers", moe_layers},
-        {"bytes_per_rank_per_step", bytes},
-        {"moebench", {{"source", "measured"},
-                      {"basis", "the run's dispatch (row counts, then rows with metadata) and combine exchanges: "
-                                "the slowest rank, mean per step"},
-                      {"dispatch_us", bw["dispatch"]["exchange_us"]},
-                      {"combine_us", bw["combine"]["exchange_us"]},
-                      {"algbw_gbps", algbw(ours_us)}}},
-        {"bare_mpi_alltoallv", {{"source", "measured"},
-                                {"basis", "MPI_Alltoallv of the same byte matrices with the counts known in advance, "
-                                          "per MoE layer one for dispatch and one for combine; the slowest rank; "
-                                          "cold: after a read of 4 x LLC (the step's GEMMs evict the LLC between "
-                                          "moebench's exchanges), warm: back to back"},
-                                {"cold", bare["cold"]},
-                                {"warm", bare["warm"]},
-                                {"algbw_gbps_cold", algbw(bare_us)},
-                                {"algbw_gbps_warm", algbw(warm_us)}}},
-        {"algbw_ratio", ours_us > 0 ? bare_us / ours_us : 0.0},
-        {"algbw_ratio_basis", "moebench's algbw / the cold bare calls' (the same bytes; 1 = no overhead)"},
-        {"algbw_ratio_warm", ours_us > 0 ? warm_us / ours_us : 0.0},
-        {"traffic", traffic}};
+    return {{"schema", "moebench.bench_a2a/1"},
+            {"context", document_context(current_command_line("moebench bench a2a"))},
+            {"ranks", comm->world_size()},
+            {"library", comm->library()},
+            {"model", record["model"]},
+            {"mode", record["mode"]},
+            {"num_tokens", record["num_tokens"]},
+            {"a2a", cfg.layout.a2a},
+            {"moe_layers", moe_layers},
+            {"bytes_per_rank_per_step", bytes},
+            {"moebench",
+             {{"source", "measured"},
+              {"basis",
+               "the run's dispatch (row counts, then rows with metadata) and combine exchanges: "
+               "the slowest rank, mean per step"},
+              {"dispatch_us", bw["dispatch"]["exchange_us"]},
+              {"combine_us", bw["combine"]["exchange_us"]},
+              {"algbw_gbps", algbw(ours_us)}}},
+            {"bare_mpi_alltoallv",
+             {{"source", "measured"},
+              {"basis",
+               "MPI_Alltoallv of the same byte matrices with the counts known in advance, "
+               "per MoE layer one for dispatch and one for combine; the slowest rank; "
+               "cold: after a read of 4 x LLC (the step's GEMMs evict the LLC between "
+               "moebench's exchanges), warm: back to back"},
+              {"cold", bare["cold"]},
+              {"warm", bare["warm"]},
+              {"algbw_gbps_cold", algbw(bare_us)},
+              {"algbw_gbps_warm", algbw(warm_us)}}},
+            {"algbw_ratio", ours_us > 0 ? bare_us / ours_us : 0.0},
+            {"algbw_ratio_basis", "moebench's algbw / the cold bare calls' (the same bytes; 1 = no overhead)"},
+            {"algbw_ratio_warm", ours_us > 0 ? warm_us / ours_us : 0.0},
+            {"traffic", traffic}};
 }
 
 }  // namespace moebench

@@ -11,7 +11,7 @@
 namespace moebench {
 
 struct BenchA2aRequest {
-    RunConfig run;               // the expert-parallel run (its layout's ep = the processes; validated here)
+    RunConfig run;                // the expert-parallel run (its layout's ep = the processes; validated here)
     int64_t baseline_iters = 50;  // repetitions of the bare calls
 };
 

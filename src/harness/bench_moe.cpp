@@ -117,8 +117,10 @@ struct BenchCeilings {
         bw.method = read_bandwidth_method(buf, bw_passes) + " passes before, between and after the iterations";
         const Ceiling gemm2 = measure_sgemm_rate(2048, threads, 3);
         if (gemm2.value > gemm.value) gemm.value = gemm2.value;
-        gemm.method = fmt::format("OpenBLAS sgemm 2048x2048x2048 (A.B^T) on {} threads, best of 8 (5 before and 3 "
-                                  "after the iterations)", threads);
+        gemm.method = fmt::format(
+            "OpenBLAS sgemm 2048x2048x2048 (A.B^T) on {} threads, best of 8 (5 before and 3 "
+            "after the iterations)",
+            threads);
     }
 };
 
@@ -186,20 +188,23 @@ json adjacent_pass_ratios(const BenchMoeRequest& r, const BenchCeilings& probe, 
         const size_t it = static_cast<size_t>(r.warmup + i);
         const double pr = std::max(probe.pass_rate[it], probe.pass_rate[it + 1]);
         rate.push_back(pr);
-        ratio.push_back(t.block_us[static_cast<size_t>(i)] / physical_floor(weight_bytes, flops, pr, probe.gemm.value).floor_us);
+        ratio.push_back(t.block_us[static_cast<size_t>(i)] /
+                        physical_floor(weight_bytes, flops, pr, probe.gemm.value).floor_us);
     }
     std::sort(ratio.begin(), ratio.end());
     std::sort(rate.begin(), rate.end());
     return {{"p50", percentile_sorted(ratio, 50)},
             {"min", ratio.front()},
             {"read_bandwidth_p50", percentile_sorted(rate, 50)},
-            {"method", "each iteration's time over a floor whose read bandwidth is the faster of the LLC-evicting "
-                       "read passes just before and just after it (sgemm rate as above): follows a neighbour's "
-                       "load, which the run's best pass does not"}};
+            {"method",
+             "each iteration's time over a floor whose read bandwidth is the faster of the LLC-evicting "
+             "read passes just before and just after it (sgemm rate as above): follows a neighbour's "
+             "load, which the run's best pass does not"}};
 }
 
 json bench_record(const BenchMoeRequest& r, const BenchPoint& p, const std::vector<PhaseEntry>& plan,
-                  const BlockTimes& t, const BenchCeilings& probe, const MoeLayerResult& res, const json& backend_info) {
+                  const BlockTimes& t, const BenchCeilings& probe, const MoeLayerResult& res,
+                  const json& backend_info) {
     const ModelConfig& model = p.model;
     // Counted work of the phases whose matrix products read weights (the phase table's matmul), and the floor.
     double weight_bytes = 0, flops = 0;
@@ -245,13 +250,15 @@ json bench_record(const BenchMoeRequest& r, const BenchPoint& p, const std::vect
                   {keys::kFloorUs, floor.floor_us},
                   {"bound", floor.bound}};
     json pj = json::object();
-    for (size_t i = 0; i < plan.size(); ++i) pj[std::string(phase_name(plan[i].phase))] = to_json(summarize(t.phase_us[i]));
+    for (size_t i = 0; i < plan.size(); ++i)
+        pj[std::string(phase_name(plan[i].phase))] = to_json(summarize(t.phase_us[i]));
     j["time"] = {{"source", "measured"}, {"block", to_json(block)}, {keys::kPhases, pj}};
     j[keys::kRatioToFloor] = {{"p50", block.p50_us / floor.floor_us}, {"min", block.min_us / floor.floor_us}};
     // Faster than the floor means a ceiling was measured below what the machine does: said next to the ratio.
     const std::string floor_warning = below_floor_warning(floor, block.min_us);
     if (!floor_warning.empty()) j[keys::kRatioToFloor]["warning"] = floor_warning;
-    if (!r.warm_cache) j[keys::kRatioToFloor]["adjacent_passes"] = adjacent_pass_ratios(r, probe, t, weight_bytes, flops);
+    if (!r.warm_cache)
+        j[keys::kRatioToFloor]["adjacent_passes"] = adjacent_pass_ratios(r, probe, t, weight_bytes, flops);
     return j;
 }
 

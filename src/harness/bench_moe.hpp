@@ -13,8 +13,8 @@ namespace moebench {
 
 /// What to measure. The fields are checked by bench_moe (ConfigError naming the field).
 struct BenchMoeRequest {
-    std::string model;               // short name, moebench model file or HF config.json
-    int64_t layer = -1;              // model layer; -1 = the first MoE layer
+    std::string model;   // short name, moebench model file or HF config.json
+    int64_t layer = -1;  // model layer; -1 = the first MoE layer
     Mode mode = Mode::decode;
     int64_t num_tokens = 0;          // tokens of the step; 0 = the mode's default (bench_moe_default_tokens)
     std::string routing = "router";  // workload spec (workload/routing_spec.hpp)
@@ -24,7 +24,7 @@ struct BenchMoeRequest {
     int64_t seed = 0;                // weights, inputs and synthetic routing
     bool warm_cache = false;         // false: the LLC is evicted before each iteration
     std::string expert_gemm = "auto";
-    std::string dump_routing;        // the routing used, written here (safetensors); "" = not written
+    std::string dump_routing;  // the routing used, written here (safetensors); "" = not written
 };
 
 /// The tokens of a step when the request gives none: decode 8, prefill 4096.

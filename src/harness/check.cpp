@@ -5,8 +5,8 @@
 
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
-#include "model/route_params.hpp"
 #include "core/moe_core.cuh"
+#include "model/route_params.hpp"
 
 #include <cblas.h>
 #include <fmt/ranges.h>
@@ -177,8 +177,8 @@ BlockTensors block_tensors(const ModelConfig& m, const std::vector<NamedTensor>&
         std::fill(b.expert_row.begin(), b.expert_row.end(), -1);
         for (int64_t r = 0; r < R; ++r) {
             const int32_t e = list[static_cast<size_t>(r)];
-            MOEBENCH_CHECK(e >= 0 && e < E, "{}: routed expert {} outside the model's {} experts", flag_of("check"),
-                           e, E);
+            MOEBENCH_CHECK(e >= 0 && e < E, "{}: routed expert {} outside the model's {} experts", flag_of("check"), e,
+                           E);
             b.expert_row[static_cast<size_t>(e)] = r;
         }
     } else {
@@ -215,8 +215,8 @@ void reference_selection(const core::RouteParams& rp, const RunOptions& opt, con
     wts.assign(static_cast<size_t>(T * k), 0.0f);
     if (imposed) {
         MOEBENCH_CHECK(imposed->num_tokens == T && static_cast<int64_t>(imposed->ids.size()) == T * k,
-                       "{}: the workload's routing has {} tokens, the block {}", flag_of("check"),
-                       imposed->num_tokens, T);
+                       "{}: the workload's routing has {} tokens, the block {}", flag_of("check"), imposed->num_tokens,
+                       T);
         std::copy(imposed->ids.begin(), imposed->ids.end(), ids.begin());
         if (static_cast<int64_t>(imposed->weights.size()) == T * k)
             std::copy(imposed->weights.begin(), imposed->weights.end(), wts.begin());
@@ -252,11 +252,12 @@ std::vector<unsigned char> excuse_near_ties(const core::RouteParams& rp, const R
         for (int64_t j = 0; j < k; ++j) {
             const int32_t e = b.ids_b[t * k + j];
             if (e >= 0 && std::find(&ids[t * k], &ids[t * k] + k, e) == &ids[t * k] + k) differs = true;
-            if (banded && e >= 0 && (e != ids[t * k + j] || std::fabs(b.wts_b[t * k + j] - wts[t * k + j]) > o.tolerance))
+            if (banded && e >= 0 &&
+                (e != ids[t * k + j] || std::fabs(b.wts_b[t * k + j] - wts[t * k + j]) > o.tolerance))
                 differs = true;
         }
-        if (!differs ||
-            !selection_near_tie(rp, opt.soft_topn, &logits[t * E], b.corr.empty() ? nullptr : b.corr.data(), o.tie_epsilon))
+        if (!differs || !selection_near_tie(rp, opt.soft_topn, &logits[t * E], b.corr.empty() ? nullptr : b.corr.data(),
+                                            o.tie_epsilon))
             continue;
         near_tie[t] = 1;
         ++res.ids_near_tie;
@@ -284,8 +285,9 @@ void compare_selection(const BlockTensors& b, const std::vector<int32_t>& ids, c
             if (e < 0) continue;
             for (int64_t jb = 0; jb < k; ++jb)
                 if (b.ids_b[t * k + jb] == e)
-                    res.weights_max_abs_error = std::max(res.weights_max_abs_error,
-                                                         static_cast<double>(std::fabs(wts[t * k + j] - b.wts_b[t * k + jb])));
+                    res.weights_max_abs_error =
+                        std::max(res.weights_max_abs_error,
+                                 static_cast<double>(std::fabs(wts[t * k + j] - b.wts_b[t * k + jb])));
         }
     }
 }
@@ -301,8 +303,7 @@ std::vector<double> routed_output(const ModelConfig& m, const BlockTensors& b, c
     std::vector<std::vector<int64_t>> assign(static_cast<size_t>(E));  // (t * k + j) per expert, arrival order
     for (int64_t a = 0; a < T * k; ++a)
         if (ids[a] >= 0) {
-            MOEBENCH_CHECK(ids[a] < E, "{}: expert id {} outside the model's {} experts", flag_of("check"), ids[a],
-                           E);
+            MOEBENCH_CHECK(ids[a] < E, "{}: expert id {} outside the model's {} experts", flag_of("check"), ids[a], E);
             assign[static_cast<size_t>(ids[a])].push_back(a);
         }
     std::vector<float> xe, ge, ue, ye;
@@ -382,8 +383,8 @@ void compare_output(const BlockTensors& b, const std::vector<double>& out, const
     const bool out_ok = res.rel_l2_error <= o.tolerance;
     res.passed = out_ok && res.ids_mismatched == 0;
     if (!out_ok)
-        res.failure = fmt::format("moe_out relative L2 error {:.3g} exceeds the tolerance {:.3g}", res.rel_l2_error,
-                                  o.tolerance);
+        res.failure =
+            fmt::format("moe_out relative L2 error {:.3g} exceeds the tolerance {:.3g}", res.rel_l2_error, o.tolerance);
     if (res.ids_mismatched > 0)
         res.failure += fmt::format("{}{} of {} tokens selected other experts than the reference (not near-ties)",
                                    res.failure.empty() ? "" : "; ", res.ids_mismatched, b.T);
@@ -404,7 +405,7 @@ CheckResult check_moe_block(const ModelConfig& m, const RunOptions& opt, const s
     const LayerRouting* imposed = override_routing && override_routing->k > 0 ? override_routing : nullptr;
     const int64_t k = imposed ? imposed->k : (opt.soft_topn > 0 ? opt.soft_topn : m.moe.top_k);
     res.k = k;
-    res.routing_from = imposed            ? "the workload's routing of the step (as imposed on the backend)"
+    res.routing_from = imposed             ? "the workload's routing of the step (as imposed on the backend)"
                        : opt.soft_topn > 0 ? "soft top-N (moe_core soft_topn_row) on fp32 router logits"
                                            : "the family's routing (moe_core route_row) on fp32 router logits";
     if (b.kb != k) {

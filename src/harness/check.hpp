@@ -15,20 +15,20 @@
 namespace moebench {
 
 struct CheckResult {
-    int64_t layer = -1;            // model layer index (set by the caller)
+    int64_t layer = -1;  // model layer index (set by the caller)
     int64_t tokens = 0;
     int64_t k = 0;
-    double rel_l2_error = 0;       // ||out - ref|| / ||ref|| (absolute when ||ref|| == 0)
+    double rel_l2_error = 0;  // ||out - ref|| / ||ref|| (absolute when ||ref|| == 0)
     double max_abs_error = 0;
     double ref_l2_norm = 0;
     double tolerance = 0;
     double tie_epsilon = 0;
-    int64_t ids_mismatched = 0;    // tokens whose expert set differs from the reference (not near-ties)
-    int64_t ids_near_tie = 0;      // tokens whose expert set differs where the k-th and (k+1)-th scores tie
+    int64_t ids_mismatched = 0;        // tokens whose expert set differs from the reference (not near-ties)
+    int64_t ids_near_tie = 0;          // tokens whose expert set differs where the k-th and (k+1)-th scores tie
     double weights_max_abs_error = 0;  // combine weights, over tokens whose expert sets agree
-    std::string routing_from;      // how the reference chose the experts
+    std::string routing_from;          // how the reference chose the experts
     bool passed = false;
-    std::string failure;           // why it failed ("" when passed)
+    std::string failure;  // why it failed ("" when passed)
 };
 
 /// Recomputes the MoE block of `tensors` (moe_in, router_weight, [router_bias], [e_score_correction_bias], w_gate,

@@ -48,17 +48,16 @@ json measure_cpu_profile(const std::string& name) {
                      "are this machine's own) and its fixed costs at the sim's defaults until moebench calibrate "
                      "fits them to this machine's cpu reports.",
                      flag_of("cpu_profile"), std::thread::hardware_concurrency(), flag_of("measure_ceilings"))},
-        {"sources",
-         json::array({c.detail["mem_bw"].value("method", std::string()),
-                      c.detail["peak_flops"].value("method", std::string())})},
+        {"sources", json::array({c.detail["mem_bw"].value("method", std::string()),
+                                 c.detail["peak_flops"].value("method", std::string())})},
         {"machine", machine_identity(env)},
         {"memory_bytes", meminfo_bytes("MemTotal")},
         {"memory_bw_gbps", bw_gbps},
         {"bf16_tflops", tflops},
         {"fp32_tflops", tflops},
         {"gpus_per_node", 1},
-        {"sim", {{"dtype", "fp32"}, {"mla_form", "expanded_cache"}, {"compute_efficiency", 1.0},
-                 {"memory_efficiency", 1.0}}}};
+        {"sim",
+         {{"dtype", "fp32"}, {"mla_form", "expanded_cache"}, {"compute_efficiency", 1.0}, {"memory_efficiency", 1.0}}}};
     hardware_from_json(doc, name);  // a profile every reader takes, or a ConfigError now
     sim_params_from_json(doc["sim"], name + ": sim");
     return doc;

@@ -36,7 +36,8 @@ json host_json() {
     json j;
     utsname u{};
     if (::uname(&u) == 0) {
-        j["host"] = {{"hostname", u.nodename}, {"kernel", std::string(u.sysname) + " " + u.release}, {"arch", u.machine}};
+        j["host"] = {
+            {"hostname", u.nodename}, {"kernel", std::string(u.sysname) + " " + u.release}, {"arch", u.machine}};
     }
     std::string model = proc_value("/proc/cpuinfo", "model name");
     if (model.empty()) model = proc_value("/proc/cpuinfo", "Model");  // some ARM kernels

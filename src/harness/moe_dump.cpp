@@ -3,8 +3,8 @@
 
 #include "comm/communicator.hpp"
 #include "common/error.hpp"
-#include "common/tensor_file.hpp"
 #include "common/flag_names.hpp"
+#include "common/tensor_file.hpp"
 
 #include <fmt/format.h>
 

@@ -44,12 +44,14 @@ std::string explain(const Plan& p) {
     double dense_flops = 2.0 * total;
     double emb = double(pc.active_by_component[int(Component::embedding)]);
     std::string s = fmt::format(
-        "Per token {} uses {} of its {} parameters ({}), but spends {} per token, {} of the {} (2 x parameters) a dense "
+        "Per token {} uses {} of its {} parameters ({}), but spends {} per token, {} of the {} (2 x parameters) a "
+        "dense "
         "model of the same size would. ",
         p.model.name, human_count(active), human_count(total), percent(active / total), human_flops(p.flops.total),
         percent(p.flops.total / dense_flops), human_flops(dense_flops));
     s += fmt::format(
-        "The two differ because the input embedding ({} parameters, {} of the active ones) is a table lookup that costs "
+        "The two differ because the input embedding ({} parameters, {} of the active ones) is a table lookup that "
+        "costs "
         "no FLOPs, while attention over the {}-token context adds {} per token ({} of its FLOPs) that no parameter "
         "accounts for.",
         human_count(emb), percent(emb / active), p.in.context, human_flops(p.flops.attention_context),
@@ -70,8 +72,10 @@ json component_json_int(const std::array<int64_t, kNumComponents>& a) {
 json component_json_double(const std::array<double, kNumComponents>& a, bool as_bytes) {
     json j = json::object();
     for (int c = 0; c < kNumComponents; ++c) {
-        if (as_bytes) j[std::string(kComponentNames[c])] = round_bytes(a[c]);
-        else j[std::string(kComponentNames[c])] = a[c];
+        if (as_bytes)
+            j[std::string(kComponentNames[c])] = round_bytes(a[c]);
+        else
+            j[std::string(kComponentNames[c])] = a[c];
     }
     return j;
 }
@@ -81,18 +85,20 @@ json offload_json(const Plan& p) {
     const MemoryPlan& mem = p.mem;
     if (mem.resident_experts == 0) return nullptr;
     const double one_expert = mem.fetch_buffer_bytes / double(mem.fetch_buffer_experts);
-    return {{"resident_experts", mem.resident_experts},
-            {"num_experts", p.model.moe.num_experts},
-            {"resident_bytes", round_bytes(double(mem.resident_experts) * double(p.model.num_moe_layers()) * one_expert)},
-            {"fetch_buffer_experts", mem.fetch_buffer_experts},
-            {"fetch_buffer_bytes", round_bytes(mem.fetch_buffer_bytes)},
-            {"host_bytes", round_bytes(mem.host_expert_bytes)},
-            {"expert_bytes", round_bytes(one_expert)},
-            {"assumptions", "N routed experts of every MoE layer resident on the GPU (weights_by_component_bytes."
-                            "routed_experts holds them and the fetch buffers); fetch buffers for one layer's top-k "
-                            "experts, double-buffered (2 x top-k experts); the other E - N experts of every MoE layer "
-                            "in host memory (host_bytes). What the misses cost: moebench offload, and run with " +
-                                flag_of("resident_experts") + " (expert_fetch)"}};
+    return {
+        {"resident_experts", mem.resident_experts},
+        {"num_experts", p.model.moe.num_experts},
+        {"resident_bytes", round_bytes(double(mem.resident_experts) * double(p.model.num_moe_layers()) * one_expert)},
+        {"fetch_buffer_experts", mem.fetch_buffer_experts},
+        {"fetch_buffer_bytes", round_bytes(mem.fetch_buffer_bytes)},
+        {"host_bytes", round_bytes(mem.host_expert_bytes)},
+        {"expert_bytes", round_bytes(one_expert)},
+        {"assumptions",
+         "N routed experts of every MoE layer resident on the GPU (weights_by_component_bytes."
+         "routed_experts holds them and the fetch buffers); fetch buffers for one layer's top-k "
+         "experts, double-buffered (2 x top-k experts); the other E - N experts of every MoE layer "
+         "in host memory (host_bytes). What the misses cost: moebench offload, and run with " +
+             flag_of("resident_experts") + " (expert_fetch)"}};
 }
 
 // The memory plan per GPU (modeled) and what it assumes.
@@ -101,12 +107,16 @@ json memory_json(const Plan& p) {
     return {
         {"source", "modeled"},
         {"assumptions",
-         "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed experts "
+         "GPUs = max(ep, tp); attention, dense MLP, shared experts, embedding and LM head split over tp; routed "
+         "experts "
          "over all GPUs (ep ranks x expert-tp), E + redundant_experts expert copies per MoE layer; norms and router "
-         "replicated. Quantised dtypes apply to linear layers; embedding, head, norms and router stay bf16 (fp32 with " +
-             flag_of("dtype") + " fp32); block scales counted (fp8-block 1 fp32 per 128x128, nvfp4 1 fp8 per 16, mxfp4 1 "
-         "e8m0 per 32, int4 1 bf16 per 128; per-tensor scales not). KV: GQA heads split over tp, MLA latent replicated; "
-         "batch split over dp = GPUs/tp replicas."},
+         "replicated. Quantised dtypes apply to linear layers; embedding, head, norms and router stay bf16 (fp32 "
+         "with " +
+             flag_of("dtype") +
+             " fp32); block scales counted (fp8-block 1 fp32 per 128x128, nvfp4 1 fp8 per 16, mxfp4 1 "
+             "e8m0 per 32, int4 1 bf16 per 128; per-tensor scales not). KV: GQA heads split over tp, MLA latent "
+             "replicated; "
+             "batch split over dp = GPUs/tp replicas."},
         {"capacity_bytes", round_bytes(mem.capacity_bytes)},
         {"per_gpu",
          {{"weights_bytes", round_bytes(mem.weights_bytes)},
@@ -167,19 +177,33 @@ json plan_to_json(const Plan& p) {
     json j;
     j["schema"] = "moebench.plan/1";
     j["tool"] = tool_block();
-    j["model"] = {{"name", m.name}, {"family", m.family}, {"source", m.source}, {"unconfirmed", m.unconfirmed},
-                  {"notes", m.notes}, {"num_layers", m.num_layers}, {"num_moe_layers", m.num_moe_layers()},
+    j["model"] = {{"name", m.name},
+                  {"family", m.family},
+                  {"source", m.source},
+                  {"unconfirmed", m.unconfirmed},
+                  {"notes", m.notes},
+                  {"num_layers", m.num_layers},
+                  {"num_moe_layers", m.num_moe_layers()},
                   {"num_linear_attention_layers", m.num_linear_attention_layers()},
-                  {"num_experts", m.moe.num_experts}, {"top_k", m.moe.top_k},
-                  {"attention", to_string(m.attn.kind)}, {"num_mtp_layers", m.num_mtp_layers}};
+                  {"num_experts", m.moe.num_experts},
+                  {"top_k", m.moe.top_k},
+                  {"attention", to_string(m.attn.kind)},
+                  {"num_mtp_layers", m.num_mtp_layers}};
     j["hardware"] = {{"name", p.hw.name}, {"display_name", p.hw.display_name}, {"source", p.hw.source}};
     j["inputs"] = {{"dtype", to_string(p.in.precision.dense_weights)},
                    {"expert_dtype", to_string(p.in.precision.expert_weights)},
-                   {"kv_dtype", to_string(p.in.precision.kv_cache)}, {"ep", par.moe_ep}, {"tp", par.attn_tp},
-                   {"num_gpus", par.num_gpus()}, {"dp", par.attn_dp}, {"expert_tp", par.moe_tp},
+                   {"kv_dtype", to_string(p.in.precision.kv_cache)},
+                   {"ep", par.moe_ep},
+                   {"tp", par.attn_tp},
+                   {"num_gpus", par.num_gpus()},
+                   {"dp", par.attn_dp},
+                   {"expert_tp", par.moe_tp},
                    {"redundant_experts", par.redundant_experts},
-                   {"batch", p.in.batch}, {"context", p.in.context}, {"include_mtp", p.in.include_mtp},
-                   {"layout_auto", !p.layout_note.empty()}, {"layout_note", p.layout_note}};
+                   {"batch", p.in.batch},
+                   {"context", p.in.context},
+                   {"include_mtp", p.in.include_mtp},
+                   {"layout_auto", !p.layout_note.empty()},
+                   {"layout_note", p.layout_note}};
     const ParamCounts& pc = p.params;
     j["params"] = {{"source", "counted"},
                    {"total", pc.total},
@@ -212,8 +236,10 @@ int64_t largest_fitting(int64_t hi, const std::function<bool(int64_t)>& fits) {
     int64_t lo = 1;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo + 1) / 2;
-        if (fits(mid)) lo = mid;
-        else hi = mid - 1;
+        if (fits(mid))
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -237,12 +263,14 @@ void require_asked_fit(const Plan& p) {
     if (max_context > 0) fix += fmt::format("at batch {} at most {} {} fits; ", p.in.batch, context, max_context);
     fix += fmt::format("or add GPUs ({}/{})", flag_of("ep"), flag_of("tp"));
     if (p.in.precision.kv_cache != DType::fp8) fix += ", or use " + flag_of("kv_dtype") + " fp8";
-    config_error(batch + "/" + context,
-                 fmt::format("does not fit: the KV cache needs {} per GPU, {} is left after the weights and activations "
-                             "on {} ({} GPU{})",
-                             human_bytes(p.mem.kv_cache_bytes), human_bytes(std::max(0.0, p.mem.free_bytes + p.mem.kv_cache_bytes)),
-                             p.hw.name, p.in.layout.num_gpus(), p.in.layout.num_gpus() > 1 ? "s" : ""),
-                 fmt::format("{} {} {} {}", batch, p.in.batch, context, p.in.context), fix);
+    config_error(
+        batch + "/" + context,
+        fmt::format("does not fit: the KV cache needs {} per GPU, {} is left after the weights and activations "
+                    "on {} ({} GPU{})",
+                    human_bytes(p.mem.kv_cache_bytes),
+                    human_bytes(std::max(0.0, p.mem.free_bytes + p.mem.kv_cache_bytes)), p.hw.name,
+                    p.in.layout.num_gpus(), p.in.layout.num_gpus() > 1 ? "s" : ""),
+        fmt::format("{} {} {} {}", batch, p.in.batch, context, p.in.context), fix);
 }
 
 // The request's number formats, layout and load, checked and resolved (plan's own: bf16 when "auto").

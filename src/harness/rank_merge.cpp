@@ -18,7 +18,7 @@ namespace {
 json traffic_json(const RankTraffic& t) {
     return {{"dp", t.dispatch_payload_bytes}, {"dm", t.dispatch_meta_bytes}, {"cp", t.combine_payload_bytes},
             {"dr", t.dispatch_rows},          {"rr", t.rows_received},       {"er", t.expert_rows},
-            {"dx", t.dispatch_exchange_us},   {"cx", t.combine_exchange_us},  {"dw", t.dispatch_wait_us},
+            {"dx", t.dispatch_exchange_us},   {"cx", t.combine_exchange_us}, {"dw", t.dispatch_wait_us},
             {"cw", t.combine_wait_us}};
 }
 
@@ -42,11 +42,19 @@ std::string to_wire(const RankMeasurement& m) {
     for (const StepTimes& s : m.steps) steps.push_back({{"p", s.phase_us}, {"w", s.wall_us}, {"s", s.start_us}});
     json moe = json::array();
     for (const MoeLayerSamples& a : m.moe)
-        moe.push_back({{"slot", a.slot}, {"layer", a.layer}, {"k", a.k}, {"ids", a.ids}, {"logits", a.logits},
-                       {"lt", a.logit_tokens}, {"gemm", a.expert_gemm_us}, {"gs", a.gemm_steps},
-                       {"drop", a.backend_dropped}, {"tr", traffic_json(a.traffic)}, {"ts", a.traffic_steps}});
-    const json j = {{"rank", m.rank}, {"host", m.host}, {"tokens", m.tokens}, {"experts", m.experts},
-                    {"steps", steps}, {"moe", moe}};
+        moe.push_back({{"slot", a.slot},
+                       {"layer", a.layer},
+                       {"k", a.k},
+                       {"ids", a.ids},
+                       {"logits", a.logits},
+                       {"lt", a.logit_tokens},
+                       {"gemm", a.expert_gemm_us},
+                       {"gs", a.gemm_steps},
+                       {"drop", a.backend_dropped},
+                       {"tr", traffic_json(a.traffic)},
+                       {"ts", a.traffic_steps}});
+    const json j = {{"rank", m.rank},       {"host", m.host}, {"tokens", m.tokens},
+                    {"experts", m.experts}, {"steps", steps}, {"moe", moe}};
     return j.dump();
 }
 
@@ -106,7 +114,8 @@ MoeLayerSamples merge_layer(const std::vector<RankMeasurement>& ranks, size_t a,
     for (const RankMeasurement& r : ranks) {
         const MoeLayerSamples& m = r.moe[a];
         out.backend_dropped += m.backend_dropped;
-        if (out.expert_gemm_us.size() < m.expert_gemm_us.size()) out.expert_gemm_us.resize(m.expert_gemm_us.size(), 0.0);
+        if (out.expert_gemm_us.size() < m.expert_gemm_us.size())
+            out.expert_gemm_us.resize(m.expert_gemm_us.size(), 0.0);
         for (size_t e = 0; e < m.expert_gemm_us.size(); ++e) out.expert_gemm_us[e] += m.expert_gemm_us[e];
     }
     return out;
@@ -127,7 +136,10 @@ std::map<Phase, double> phase_means(const RankMeasurement& r, const std::vector<
 
 json spread_json(const std::vector<double>& per_rank) {
     const RankSpread s = across_ranks(per_rank);
-    return {{"slowest_rank", s.slowest_rank}, {"max", s.slowest_us}, {"min", s.fastest_us}, {"mean", s.mean_us},
+    return {{"slowest_rank", s.slowest_rank},
+            {"max", s.slowest_us},
+            {"min", s.fastest_us},
+            {"mean", s.mean_us},
             {"max_over_mean", s.imbalance()}};
 }
 
@@ -150,15 +162,16 @@ json timeline_json(const MergedRanks& m, const std::vector<PhaseEntry>& plan) {
         }
         ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"phases", phases}});
     }
-    return {{"source", "measured"},
-            {"step", last},
-            {"columns", {"phase", "layer", "start_us", "dur_us"}},
-            {"basis", hosts.size() == 1
-                          ? "the last measured step on each rank: phase start times on the host's steady clock (shared "
-                            "by the ranks of one host), relative to the first rank to start the step"
-                          : "the last measured step on each rank: phase start times on each host's steady clock; hosts' "
-                            "clocks are not aligned, so ranks on different hosts are offset by an unknown amount"},
-            {"ranks", ranks}};
+    return {
+        {"source", "measured"},
+        {"step", last},
+        {"columns", {"phase", "layer", "start_us", "dur_us"}},
+        {"basis", hosts.size() == 1
+                      ? "the last measured step on each rank: phase start times on the host's steady clock (shared "
+                        "by the ranks of one host), relative to the first rank to start the step"
+                      : "the last measured step on each rank: phase start times on each host's steady clock; hosts' "
+                        "clocks are not aligned, so ranks on different hosts are offset by an unknown amount"},
+        {"ranks", ranks}};
 }
 
 }  // namespace
@@ -176,7 +189,8 @@ MergedRanks gather_ranks(Communicator& comm, const RankMeasurement& mine) {
     for (size_t s = 0; s < num_steps; ++s) {
         StepTimes t = m.ranks.front().steps[s];
         for (const RankMeasurement& r : m.ranks) {
-            for (size_t i = 0; i < t.phase_us.size(); ++i) t.phase_us[i] = std::max(t.phase_us[i], r.steps[s].phase_us[i]);
+            for (size_t i = 0; i < t.phase_us.size(); ++i)
+                t.phase_us[i] = std::max(t.phase_us[i], r.steps[s].phase_us[i]);
             t.wall_us = std::max(t.wall_us, r.steps[s].wall_us);
         }
         m.steps.push_back(std::move(t));
@@ -205,9 +219,15 @@ json ranks_block(const MergedRanks& m, const std::vector<PhaseEntry>& plan, cons
         for (const StepTimes& s : r.steps) walls.push_back(s.wall_us);
         json phases = json::object();
         for (const auto& [p, us] : means[i]) phases[std::string(phase_name(p))] = us;
-        per_rank.push_back({{"rank", r.rank}, {"host", r.host}, {"tokens", r.tokens}, {"experts", r.experts},
-                            {"num_experts", r.experts.size()}, {"expert_rows_per_step", er},
-                            {"rows_received_per_step", rr}, {"step_mean_us", mean(walls)}, {"phase_mean_us", phases}});
+        per_rank.push_back({{"rank", r.rank},
+                            {"host", r.host},
+                            {"tokens", r.tokens},
+                            {"experts", r.experts},
+                            {"num_experts", r.experts.size()},
+                            {"expert_rows_per_step", er},
+                            {"rows_received_per_step", rr},
+                            {"step_mean_us", mean(walls)},
+                            {"phase_mean_us", phases}});
         tokens.push_back(static_cast<double>(r.tokens));
         expert_rows.push_back(er);
         rows_received.push_back(rr);
@@ -235,8 +255,9 @@ json ranks_block(const MergedRanks& m, const std::vector<PhaseEntry>& plan, cons
             {"step_spread_us", spread_json(step_us)},
             {"timeline", timeline_json(m, plan)},
             {"load",
-             {{"basis", "rank-level load, beside the expert-level load of expert_load: (row, expert) products each "
-                        "rank's experts computed per step, dispatch rows it received, tokens it owns"},
+             {{"basis",
+               "rank-level load, beside the expert-level load of expert_load: (row, expert) products each "
+               "rank's experts computed per step, dispatch rows it received, tokens it owns"},
               {"expert_rows", spread_json(expert_rows)},
               {"rows_received", spread_json(rows_received)},
               {"tokens", spread_json(tokens)}}}};
@@ -247,7 +268,7 @@ json traffic_block(const MergedRanks& m, const std::vector<std::string>& hosts) 
     using Matrix = std::vector<std::vector<double>>;
     Matrix dp(N, std::vector<double>(N, 0.0)), dm = dp, cp = dp;
     std::vector<double> received(N, 0.0);
-    double dispatch_us = 0, combine_us = 0;  // per step: the slowest rank's exchange, summed over layers
+    double dispatch_us = 0, combine_us = 0;            // per step: the slowest rank's exchange, summed over layers
     double dispatch_wait_us = 0, combine_wait_us = 0;  // likewise the barrier before each (the ranks' skew)
     for (size_t a = 0; a < m.ranks.front().moe.size(); ++a) {
         double dx = 0, cx = 0, dw = 0, cw = 0;
@@ -291,9 +312,10 @@ json traffic_block(const MergedRanks& m, const std::vector<std::string>& hosts) 
                     {"busbw_gbps", algbw * static_cast<double>(N - 1) / static_cast<double>(N)}};
     };
     return {{"source", "counted"},
-            {"basis", "bytes per step, summed over the MoE layers run; matrix row = sending rank, column = receiving "
-                      "rank (dispatch: token rank -> expert rank; combine: expert rank -> token rank); the diagonal "
-                      "stays on its rank"},
+            {"basis",
+             "bytes per step, summed over the MoE layers run; matrix row = sending rank, column = receiving "
+             "rank (dispatch: token rank -> expert rank; combine: expert rank -> token rank); the diagonal "
+             "stays on its rank"},
             {"hosts", hosts},
             {"dispatch_payload_bytes", dp},
             {"dispatch_meta_bytes", dm},
@@ -305,10 +327,11 @@ json traffic_block(const MergedRanks& m, const std::vector<std::string>& hosts) 
             {"inter_node_bytes", inter},
             {"bandwidth",
              {{"source", "measured"},
-              {"definition", "nccl-tests all-to-all: algbw = bytes each rank sends (itself included) / time of the "
-                             "exchange (count exchange and all-to-all-v calls after a barrier, the slowest rank, "
-                             "summed over layers); busbw = algbw (n - 1) / n; GB/s = 1e9 bytes/s; wait_us: the "
-                             "barrier before each exchange, the time the ranks waited for the last one to arrive"},
+              {"definition",
+               "nccl-tests all-to-all: algbw = bytes each rank sends (itself included) / time of the "
+               "exchange (count exchange and all-to-all-v calls after a barrier, the slowest rank, "
+               "summed over layers); busbw = algbw (n - 1) / n; GB/s = 1e9 bytes/s; wait_us: the "
+               "barrier before each exchange, the time the ranks waited for the last one to arrive"},
               {"dispatch", bw(dispatch_sent, dispatch_us, dispatch_wait_us)},
               {"combine", bw(combine_sent, combine_us, combine_wait_us)}}}};
 }

@@ -18,16 +18,16 @@ class Communicator;
 struct RankMeasurement {
     int64_t rank = 0;
     std::string host;
-    int64_t tokens = 0;                 // tokens of this rank's sequences per step
-    std::vector<int32_t> experts;       // experts held (global ids)
+    int64_t tokens = 0;            // tokens of this rank's sequences per step
+    std::vector<int32_t> experts;  // experts held (global ids)
     std::vector<StepTimes> steps;
-    std::vector<MoeLayerSamples> moe;   // this rank's tokens; traffic summed over the measured steps
+    std::vector<MoeLayerSamples> moe;  // this rank's tokens; traffic summed over the measured steps
 };
 
 /// The job's view, at rank 0.
 struct MergedRanks {
-    std::vector<StepTimes> steps;       // per step and phase: the slowest rank
-    std::vector<MoeLayerSamples> moe;   // every rank's tokens, step by step in rank order
+    std::vector<StepTimes> steps;      // per step and phase: the slowest rank
+    std::vector<MoeLayerSamples> moe;  // every rank's tokens, step by step in rank order
     std::vector<RankMeasurement> ranks;
 };
 

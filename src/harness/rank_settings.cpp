@@ -21,8 +21,8 @@ namespace {
 
 // Each rank's own (threads: its cores; out and the dump folder: rank 0 alone writes; rank_timeout: its patience) or
 // rank 0's alone (the stop rule: rank 0 decides after each step and broadcasts it).
-const std::set<std::string> kPerRankFields = {"out", "threads", "rank_timeout", "iters", "max_iters", "min_time_s",
-                                              "max_noise"};
+const std::set<std::string> kPerRankFields = {"out",       "threads",    "rank_timeout", "iters",
+                                              "max_iters", "min_time_s", "max_noise"};
 
 // The content of a trace file ("unreadable" when it cannot be opened: the workload then names the error).
 std::string file_digest(const std::string& path) {
@@ -89,8 +89,10 @@ std::string settings_difference(const json& rank0, const json& theirs, int64_t r
         const json &a = theirs[i], &b = rank0[i];
         const std::string key = b.at("key").get<std::string>();
         if (a.at("key") != b.at("key"))
-            return fmt::format("rank {} differs from rank 0 in which settings it has: {} vs {} (different moebench "
-                               "builds?)", rank, brief(a.at("key")), key);
+            return fmt::format(
+                "rank {} differs from rank 0 in which settings it has: {} vs {} (different moebench "
+                "builds?)",
+                rank, brief(a.at("key")), key);
         if (a.at("value") == b.at("value")) continue;
         const std::string what = a.contains("shown") && b.contains("shown")
                                      ? fmt::format("{} vs {}", brief(a["shown"]), brief(b["shown"]))
@@ -118,7 +120,8 @@ void agree_on_settings(Communicator& comm, const json& settings) {
     std::string diff = settings_difference(json::parse(rank0), json::parse(theirs), first);
     if (diff.empty()) diff = fmt::format("rank {} differs from rank 0 in its settings' hash", first);
     if (num_differing > 1) diff += fmt::format(" ({} ranks differ from rank 0)", num_differing);
-    throw ConfigError(printable(diff) + "; give every rank the same settings and files (only out, threads, rank_timeout, the " +
+    throw ConfigError(printable(diff) +
+                      "; give every rank the same settings and files (only out, threads, rank_timeout, the " +
                       flag_of("dump_tensors") + " folder and the stop rule's targets may differ)");
 }
 

@@ -30,12 +30,12 @@ std::string needs_ids(const RunConfig& cfg, const BackendTraits& traits, const W
     if (cfg.check) return flag_of("check") + " compares every token's routing";
     if (cfg.layout.resident_experts > 0 || cfg.layout.offload_ratio > 0)
         return "expert offload replays every token's experts through the layer's cache";
-    if (cfg.options.capacity_factor > 0)
-        return "a capacity factor drops assignments in the order the tokens arrive";
+    if (cfg.options.capacity_factor > 0) return "a capacity factor drops assignments in the order the tokens arrive";
     // Pruning moves each dropped choice to the layer's most used kept expert that the token has not chosen: a token's
     // experts then depend on its other choices, which the shares drawn from do not say (workload/pruning.hpp).
     if (cfg.prune_below > 0)
-        return run_field_label("", "prune_below") + " moves each pruned choice to a kept expert the token has not chosen, "
+        return run_field_label("", "prune_below") +
+               " moves each pruned choice to a kept expert the token has not chosen, "
                "which depends on the token's other experts";
     if (workload.overrides_routing() && workload.independent_shares().empty())
         return "the " + workload.spec() + " workload's tokens depend on their place in the stream";
@@ -54,8 +54,8 @@ RoutingPath choose_routing_path(const RunConfig& cfg, const BackendTraits& trait
                      cfg.routing_path, "use " + flag_of("routing_path") + " auto or per-token");
     if (!why_not.empty()) return {false, why_not};
     if (cfg.routing_path == "per-token") return {false, "asked for (routing_path per-token)"};
-    const std::string what =
-        workload.overrides_routing() ? "the " + workload.spec() + " workload's" : "the " + traits.name + " backend's own router's";
+    const std::string what = workload.overrides_routing() ? "the " + workload.spec() + " workload's"
+                                                          : "the " + traits.name + " backend's own router's";
     return {true, fmt::format("{}: {} tokens pick their experts independently of each other, so each MoE layer's "
                               "counts and all-to-all rows are drawn from the shares",
                               cfg.routing_path == "statistical" ? "asked for" : "auto", what)};

@@ -2,8 +2,8 @@
 #include "harness/run_inputs.hpp"
 
 #include "common/error.hpp"
-#include "common/paths.hpp"
 #include "common/flag_names.hpp"
+#include "common/paths.hpp"
 #include "workload/routing_spec.hpp"
 
 #include <filesystem>
@@ -36,7 +36,8 @@ std::vector<RunInput> run_input_files(const RunConfig& cfg) {
         in.push_back({"hardware", flag_of("hardware"), cfg.hardware, resolved("hardware", cfg.hardware)});
     try {
         const RoutingSpec r = parse_routing_spec(cfg.routing, "routing");
-        if (r.kind == WorkloadKind::trace) in.push_back({"routing", flag_of("routing"), r.trace_path, resolved("", r.trace_path)});
+        if (r.kind == WorkloadKind::trace)
+            in.push_back({"routing", flag_of("routing"), r.trace_path, resolved("", r.trace_path)});
     } catch (const ConfigError&) {
         // a bad spec is refused when the run validates it; it names no file
     }
@@ -56,8 +57,8 @@ std::vector<FileArg> run_output_args(const RunConfig& cfg) {
     std::vector<FileArg> out;
     if (!cfg.out.empty() && cfg.out != "-") out.push_back({flag_of("out"), cfg.out});
     if (!cfg.dump_tensors.empty())
-        out.push_back({flag_of("dump_tensors"),
-                       (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string()});
+        out.push_back(
+            {flag_of("dump_tensors"), (std::filesystem::path(cfg.dump_tensors) / "moe_layer.safetensors").string()});
     return out;
 }
 

@@ -33,9 +33,9 @@
 #include "workload/workload.hpp"
 
 #include <chrono>
-#include <numeric>
 #include <iostream>
 #include <mutex>
+#include <numeric>
 #include <optional>
 
 namespace moebench {
@@ -61,7 +61,7 @@ struct Prepared {
     std::vector<PhaseEntry> plan;
     Communicator* comm = nullptr;  // expert parallelism over processes (nullptr: one process)
     ExpertPlacement placement;
-    RoutingPath routing_path;      // per token, or statistical (harness/routing_path.hpp)
+    RoutingPath routing_path;              // per token, or statistical (harness/routing_path.hpp)
     std::optional<ExpertPruning> pruning;  // run field prune_below
 };
 
@@ -117,8 +117,8 @@ Prepared prepare_point(const RunConfig& cfg) {
         if (const CeilingProbe* probe = p.backend->capability<CeilingProbe>())  // validated: the backend offers it
             p.ceilings = probe->measure_ceilings(p.options);
     } else if (!cfg.hardware.empty() || !p.traits.default_hardware.empty()) {
-        p.ceilings = profile_ceilings(cfg.hardware.empty() ? p.traits.default_hardware : cfg.hardware,
-                                      p.options.precision);
+        p.ceilings =
+            profile_ceilings(cfg.hardware.empty() ? p.traits.default_hardware : cfg.hardware, p.options.precision);
     }
     Topology topo;
     if (p.comm) {
@@ -235,8 +235,10 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
             dump_moe_layer(cfg.dump_tensors, backend, p.model, cfg, m.moe.front().slot, m.moe.front().layer, p.comm);
         }
         for (MoeLayerSamples& a : m.moe) {
-            if (again && !a.counted.empty()) ++a.counted.back().steps;  // the same counts again
-            else gather_moe(backend, p.model.moe.num_experts, T, a);
+            if (again && !a.counted.empty())
+                ++a.counted.back().steps;  // the same counts again
+            else
+                gather_moe(backend, p.model.moe.num_experts, T, a);
         }
         const bool done = stop.done(wall_us);
         // Every rank runs the same steps (the all-to-alls pair them): rank 0's stop rule decides for all.
@@ -249,8 +251,9 @@ Measured measure_point(const RunConfig& cfg, Prepared& p) {
     m.conditions = {{"host", measures ? host_conditions(host_before, host_after, tokens)
                                       : json{{"source", "counter"},
                                              {"contended", false},
-                                             {"not_sampled", "the times are modeled: nothing was timed on this host, "
-                                                             "so its load cannot change them"}}}};
+                                             {"not_sampled",
+                                              "the times are modeled: nothing was timed on this host, "
+                                              "so its load cannot change them"}}}};
     if (device && !device_before.is_null())
         m.conditions["device"] = device->device_conditions(device_before, device_after, tokens);
     if (const CeilingProbe* probe = backend.capability<CeilingProbe>(); probe && cfg.measure_ceilings)
@@ -268,7 +271,7 @@ json check_point(const RunConfig& cfg, const Prepared& p, const Measured& m) {
         m.last_routing->per_layer[static_cast<size_t>(slot)].k > 0)
         imposed = &m.last_routing->per_layer[static_cast<size_t>(slot)];
     CheckResult cr = check_moe_block(p.model, p.options, p.backend->capability<TensorAccess>()->moe_check_tensors(slot),
-                                    imposed, p.traits.check);
+                                     imposed, p.traits.check);
     cr.layer = m.moe.front().layer;
     json block = to_json(cr);
     block[keys::kStep] = "last measured step";
@@ -283,18 +286,18 @@ json routing_record(const RunConfig& cfg, const Prepared& p, const json& backend
     const bool overridden = p.workload->overrides_routing(), computes = p.traits.offers(Capability::tensors);
     const std::string ids_from =
         overridden  ? "workload: " + p.workload->describe()
-        : !computes ? "the " + p.traits.name + " backend (no router): " +
-                          backend_info.value("routing", std::string("its own routing"))
+        : !computes ? "the " + p.traits.name +
+                          " backend (no router): " + backend_info.value("routing", std::string("its own routing"))
                     : "the model's router (" + std::string(to_string(p.model.moe.routing)) + ")";
     json r = {{"source", "counted"},
-            {"workload", cfg.routing},
-            {"path", p.routing_path.name()},
-            {"path_reason", p.routing_path.reason},
-            {"ids_from", ids_from},
-            {"logits_from", computes ? "router GEMM on the step's hidden states (before any override)"
-                                     : "none: the " + p.traits.name + " backend runs no router GEMM"},
-            {"switch_order", p.workload->token_order(cfg.shape.mode == Mode::decode)},
-            {keys::kPerLayer, std::move(per_layer)}};
+              {"workload", cfg.routing},
+              {"path", p.routing_path.name()},
+              {"path_reason", p.routing_path.reason},
+              {"ids_from", ids_from},
+              {"logits_from", computes ? "router GEMM on the step's hidden states (before any override)"
+                                       : "none: the " + p.traits.name + " backend runs no router GEMM"},
+              {"switch_order", p.workload->token_order(cfg.shape.mode == Mode::decode)},
+              {keys::kPerLayer, std::move(per_layer)}};
     if (p.routing_path.statistical) {
         r["source"] = "modeled";
         r["ids_from"] = "none: the statistical routing path draws each layer's counts, not ids (" + ids_from + ")";
@@ -337,15 +340,16 @@ json load_balance_record(const Prepared& p, const Measured& m) {
         if (ranks > 1) by_rank.push_back(rank_loads(counts, p.placement.of_layer(a.layer).ranks_of_expert, ranks));
     }
     const auto with_layer = [&](json j, const LoadBalance& b) {
-        j["imbalance_max_layer"] = b.imbalance_max_layer >= 0 ? json(model_layer[static_cast<size_t>(b.imbalance_max_layer)])
-                                                             : json(nullptr);
+        j["imbalance_max_layer"] =
+            b.imbalance_max_layer >= 0 ? json(model_layer[static_cast<size_t>(b.imbalance_max_layer)]) : json(nullptr);
         return j;
     };
     const LoadBalance experts = load_balance(by_expert);
     json j = {{"source", p.routing_path.statistical ? "modeled" : "counted"},
-              {"basis", "tokens per expert of each MoE layer over the run's steps (as expert_load), and under expert "
-                        "parallelism each rank's share of them (its experts' assignments; an expert with replicas "
-                        "split evenly over them)"},
+              {"basis",
+               "tokens per expert of each MoE layer over the run's steps (as expert_load), and under expert "
+               "parallelism each rank's share of them (its experts' assignments; an expert with replicas "
+               "split evenly over them)"},
               {"cv_mean", cv_layers > 0 ? cv_sum / static_cast<double>(cv_layers) : 0.0},
               {"cv_max", cv_max},
               {"cv_max_layer", cv_max_layer >= 0 ? json(cv_max_layer) : json(nullptr)},
@@ -367,7 +371,10 @@ json load_gates_record(const RunConfig& cfg, const json& balance) {
     if (cfg.max_cv > 0) {
         const double v = balance.value("cv_max", 0.0);
         const bool crossed = v > cfg.max_cv;
-        gates.push_back({{"gate", "max_cv"}, {"metric", "cv_max"}, {"value", v}, {"limit", cfg.max_cv},
+        gates.push_back({{"gate", "max_cv"},
+                         {"metric", "cv_max"},
+                         {"value", v},
+                         {"limit", cfg.max_cv},
                          {"crossed", crossed},
                          {"message", fmt::format("cv_max {:.4g} (coefficient of variation of tokens per expert at MoE "
                                                  "layer {}) {} the limit {} {:g}",
@@ -376,15 +383,18 @@ json load_gates_record(const RunConfig& cfg, const json& balance) {
     }
     if (cfg.min_balancedness > 0) {
         const std::string unit = balance.value("gated", std::string("experts"));
-        const double v = balance.contains(unit) && balance[unit].is_object() ? balance[unit].value("balancedness", 0.0)
-                                                                              : 0.0;
+        const double v =
+            balance.contains(unit) && balance[unit].is_object() ? balance[unit].value("balancedness", 0.0) : 0.0;
         const bool crossed = v < cfg.min_balancedness;
-        gates.push_back({{"gate", "min_balancedness"}, {"metric", unit + ".balancedness"}, {"value", v},
-                         {"limit", cfg.min_balancedness}, {"crossed", crossed},
+        gates.push_back({{"gate", "min_balancedness"},
+                         {"metric", unit + ".balancedness"},
+                         {"value", v},
+                         {"limit", cfg.min_balancedness},
+                         {"crossed", crossed},
                          {"message", fmt::format("balancedness over the {} {:.4g} (mean over MoE layers of mean/max "
                                                  "load) is {} the limit {} {:g}",
-                                                 unit, v, crossed ? "below" : "at or above", flag_of("min_balancedness"),
-                                                 cfg.min_balancedness)}});
+                                                 unit, v, crossed ? "below" : "at or above",
+                                                 flag_of("min_balancedness"), cfg.min_balancedness)}});
     }
     return gates;
 }
@@ -407,18 +417,20 @@ json pruning_record(const Prepared& p) {
         for (size_t e = 0; e < keep.size(); ++e)
             if (!keep[e]) dropped.push_back(e), dropped_share += share[e];
         dropped_run += static_cast<int64_t>(dropped.size());
-        per_layer.push_back({{"layer", l}, {"experts_kept", pr.kept(l)}, {"experts_pruned", dropped},
-                             {"pruned_share", dropped_share}});
+        per_layer.push_back(
+            {{"layer", l}, {"experts_kept", pr.kept(l)}, {"experts_pruned", dropped}, {"pruned_share", dropped_share}});
     }
     const double per_layer_mean = moe_run > 0 ? static_cast<double>(dropped_run) / static_cast<double>(moe_run) : 0.0;
     return {{"prune_below", pr.below},
             {"shares_from", pr.shares_from},
-            {"rule", "each MoE layer drops its experts with a share of the routing below prune_below; a token never "
-                     "routes to a dropped expert: each dropped choice goes to the kept expert the layer uses most that "
-                     "the token has not chosen, with the dropped choice's weight (the workload imposes ids, so the "
-                     "token's own next-best expert is not known)"},
-            {"quality", "not measured: pruning changes the model's outputs; this report gives load, time and memory "
-                        "only"},
+            {"rule",
+             "each MoE layer drops its experts with a share of the routing below prune_below; a token never "
+             "routes to a dropped expert: each dropped choice goes to the kept expert the layer uses most that "
+             "the token has not chosen, with the dropped choice's weight (the workload imposes ids, so the "
+             "token's own next-best expert is not known)"},
+            {"quality",
+             "not measured: pruning changes the model's outputs; this report gives load, time and memory "
+             "only"},
             {"per_layer", per_layer},
             {"memory",
              {{"source", "counted"},
@@ -428,24 +440,28 @@ json pruning_record(const Prepared& p) {
               {"freed_bytes_model", expert_bytes * per_layer_mean * static_cast<double>(p.model.num_moe_layers())},
               {"model_basis", "the layers run's mean pruned experts per MoE layer, times the model's MoE layers"}}},
             {"compare", fmt::format("load and time against the same point unpruned: moebench sweep {} 0,F ... then "
-                                    "compare the two points (expert_load, latency)", flag_of("prune_below"))}};
+                                    "compare the two points (expert_load, latency)",
+                                    flag_of("prune_below"))}};
 }
 
 json expert_load_record(const Prepared& p, const Measured& m, const std::string& source, int64_t T) {
     json layers = json::array();
     for (const MoeLayerSamples& a : m.moe)
-        layers.push_back(expert_load_layer(a, p.model.moe.num_experts, T, static_cast<int64_t>(m.steps.size()), source));
+        layers.push_back(
+            expert_load_layer(a, p.model.moe.num_experts, T, static_cast<int64_t>(m.steps.size()), source));
     if (p.routing_path.statistical)
         return {{"source", "modeled"},
-                {"basis", "tokens per expert drawn by the statistical routing path (docs/sim-backend.md): each MoE "
-                          "layer's counts drawn once from the workload's shares and repeated in every modeled step; "
-                          "no windows or co-activation (they need every token's experts)"},
+                {"basis",
+                 "tokens per expert drawn by the statistical routing path (docs/sim-backend.md): each MoE "
+                 "layer's counts drawn once from the workload's shares and repeated in every modeled step; "
+                 "no windows or co-activation (they need every token's experts)"},
                 {keys::kPerLayer, layers}};
     std::string basis = "final expert ids of the measured steps (after override, soft top-N, capacity)";
     if (!p.workload->overrides_routing() && p.traits.offers(Capability::tensors))
-        basis += "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
-                 "that their times compare), so the counts repeat one step's; use a synthetic workload or a trace "
-                 "for load over a stream";
+        basis +=
+            "; with the router workload every step embeds the same seeded tokens (steps are identical, so "
+            "that their times compare), so the counts repeat one step's; use a synthetic workload or a trace "
+            "for load over a stream";
     return {{"source", "counted"}, {"basis", basis}, {keys::kPerLayer, layers}};
 }
 
@@ -465,8 +481,9 @@ json expert_load_brief(const Prepared& p, const Measured& m) {
         ++n;
     }
     return {{"source", p.routing_path.statistical ? "modeled" : "counted"},
-            {"basis", "record brief: per MoE layer the busiest expert's assignments over the mean, summarised over "
-                      "the layers (record full has the per-layer table)"},
+            {"basis",
+             "record brief: per MoE layer the busiest expert's assignments over the mean, summarised over "
+             "the layers (record full has the per-layer table)"},
             {"layers", n},
             {"max_over_mean_mean", n > 0 ? sum / static_cast<double>(n) : 0.0},
             {"max_over_mean_max", most}};
@@ -487,16 +504,19 @@ json identity_record(const RunConfig& cfg, const Prepared& p, int64_t num_run, b
     record["backend"] = p.traits.name;
     if (!p.backend_note.empty()) record["backend_note"] = p.backend_note;
     const Layout& l = p.options.layout;
-    record["layout"] = {{"num_gpus", l.num_gpus()}, {"attn_tp", l.attn_tp}, {"attn_dp", l.attn_dp},
-                        {"moe_tp", l.moe_tp},       {"moe_ep", l.moe_ep},   {"a2a", to_string(l.a2a)},
-                        {"redundant_experts", l.redundant_experts}, {"describe", l.describe()}};
+    record["layout"] = {{"num_gpus", l.num_gpus()},
+                        {"attn_tp", l.attn_tp},
+                        {"attn_dp", l.attn_dp},
+                        {"moe_tp", l.moe_tp},
+                        {"moe_ep", l.moe_ep},
+                        {"a2a", to_string(l.a2a)},
+                        {"redundant_experts", l.redundant_experts},
+                        {"describe", l.describe()}};
     const Precision& pr = p.options.precision;
-    record["precision"] = {{"dense_weights", to_string(pr.dense_weights)},
-                           {"expert_weights", to_string(pr.expert_weights)},
-                           {"kv_cache", to_string(pr.kv_cache)},
-                           {"activations", to_string(pr.activations)},
-                           {"dispatch", to_string(pr.dispatch)},
-                           {"combine", to_string(pr.combine)}};
+    record["precision"] = {
+        {"dense_weights", to_string(pr.dense_weights)}, {"expert_weights", to_string(pr.expert_weights)},
+        {"kv_cache", to_string(pr.kv_cache)},           {"activations", to_string(pr.activations)},
+        {"dispatch", to_string(pr.dispatch)},           {"combine", to_string(pr.combine)}};
     if (p.step.fit) {  // modeled: whether it fits the memory of the hardware it models
         record["fits"] = p.step.fit->fits;
         if (!p.step.fit->fits) {
@@ -523,9 +543,10 @@ json cost_energy_block(const RunConfig& cfg, const Prepared& p, const json& late
     const double tps = (*whole)[keys::kTokensPerS].get<double>();
     const double gpus = static_cast<double>(p.options.layout.num_gpus());
     json b = {{"source", whole->value("source", std::string("modeled"))},
-              {"basis", "latency.whole_model.tokens_per_s over num_gpus: usd = price_per_gpu_hour x num_gpus / 3600 / "
-                        "tokens_per_s x 1e6; joules = tdp_w x num_gpus / tokens_per_s (every board at its TDP); the "
-                        "tokens are the step's (decode: output tokens, prefill: prompt tokens)"},
+              {"basis",
+               "latency.whole_model.tokens_per_s over num_gpus: usd = price_per_gpu_hour x num_gpus / 3600 / "
+               "tokens_per_s x 1e6; joules = tdp_w x num_gpus / tokens_per_s (every board at its TDP); the "
+               "tokens are the step's (decode: output tokens, prefill: prompt tokens)"},
               {"num_gpus", p.options.layout.num_gpus()},
               {"price_per_gpu_hour", hw.price_per_gpu_hour > 0 ? json(hw.price_per_gpu_hour) : json(nullptr)},
               {"price_source", hw.price_source},
@@ -542,8 +563,7 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bo
     const int64_t T = cfg.shape.num_tokens(), num_steps = static_cast<int64_t>(m.steps.size());
     const int64_t num_run = static_cast<int64_t>(p.layers.size());
     const bool detail = cfg.record == "full";
-    const Latency latency =
-        derive_latency(p.model, p.layers, p.plan, m.steps, source, cfg.include_lm_head, T, detail);
+    const Latency latency = derive_latency(p.model, p.layers, p.plan, m.steps, source, cfg.include_lm_head, T, detail);
     const json backend_info = p.backend->describe();
 
     json record = identity_record(cfg, p, num_run, warn_no_fit);
@@ -554,20 +574,21 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bo
     double measured_s = 0;
     for (const StepTimes& s : m.steps) measured_s += s.wall_us * 1e-6;
     const bool extrapolated = num_run != p.model.num_layers;
-    record["layers"] = {{"run", p.layers}, {"model_total", p.model.num_layers}, {"kinds", kinds},
-                        {"extrapolated", extrapolated}};
+    record["layers"] = {
+        {"run", p.layers}, {"model_total", p.model.num_layers}, {"kinds", kinds}, {"extrapolated", extrapolated}};
     if (source == "measured")
-        record[keys::kIterations] = {{"warmup", cfg.warmup}, {"measured", num_steps}, {"stop_reason", m.stop_reason},
-                                     {"measured_time_s", measured_s}, {"noise", m.noise}, {"noise_rule", kNoiseRule}};
+        record[keys::kIterations] = {
+            {"warmup", cfg.warmup},          {"measured", num_steps}, {"stop_reason", m.stop_reason},
+            {"measured_time_s", measured_s}, {"noise", m.noise},      {"noise_rule", kNoiseRule}};
     else  // modeled steps (sim): nothing was measured, and a model has no measurement noise
-        record[keys::kIterations] = {{"warmup", cfg.warmup}, {"measured", 0}, {"modeled", num_steps},
-                                     {"stop_reason", m.stop_reason}};
+        record[keys::kIterations] = {
+            {"warmup", cfg.warmup}, {"measured", 0}, {"modeled", num_steps}, {"stop_reason", m.stop_reason}};
     record[keys::kLatency] = latency.block;
     record[keys::kConditions] = m.conditions;
-    record[keys::kThroughput] = {{"source", source},
-                            {keys::kTokensPerS,
-                             latency.step.mean_us > 0 ? static_cast<double>(T) / (latency.step.mean_us * 1e-6) : 0.0},
-                            {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
+    record[keys::kThroughput] = {
+        {"source", source},
+        {keys::kTokensPerS, latency.step.mean_us > 0 ? static_cast<double>(T) / (latency.step.mean_us * 1e-6) : 0.0},
+        {"basis", "num_tokens / mean end-to-end step time of the layers run"}};
     if (!p.traits.measures && cost_energy) record["cost_energy"] = cost_energy_block(cfg, p, latency.block);
     record[keys::kExpertLoad] = detail ? expert_load_record(p, m, source, T) : expert_load_brief(p, m);
     if (p.pruning) record["pruning"] = pruning_record(p);
@@ -588,8 +609,8 @@ json record_point(const RunConfig& cfg, const Prepared& p, const Measured& m, bo
             basis.placement = &p.placement;
             basis.a2a_dedup = p.options.layout.a2a == A2aMode::dedup;
         }
-        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, p.options.layout, basis, source, p.plan,
-                                                 m.steps, m.moe, latency.phase_stats, p.ceilings);
+        record[keys::kRoofline] = roofline_block(p.model, cfg.shape, p.options.layout, basis, source, p.plan, m.steps,
+                                                 m.moe, latency.phase_stats, p.ceilings);
     } catch (const Error& e) {
         record[keys::kRoofline] = {{"source", "counted"}, {"unavailable", e.what()}};
     }
@@ -606,8 +627,7 @@ json link_peak_block(const RunConfig& cfg, const json& traffic) {
     const bool one_host = traffic["inter_node_bytes"].get<double>() == 0;
     const double peak = one_host ? (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s)
                                  : hw.network_bw_bytes_per_s;
-    if (!(peak > 0))
-        return {{"available", false}, {"why", "hardware " + hw.name + " has no bandwidth for this link"}};
+    if (!(peak > 0)) return {{"available", false}, {"why", "hardware " + hw.name + " has no bandwidth for this link"}};
     const auto pct = [&](const char* which) {
         return 100.0 * traffic["bandwidth"][which]["busbw_gbps"].get<double>() * 1e9 / peak;
     };

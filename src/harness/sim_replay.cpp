@@ -31,7 +31,8 @@ SimReplay::SimReplay(const RunConfig& measured, const HardwareProfile& hw, const
     layers_ = layers_to_run(model_, cfg);
     check_layout_for_model(model_, resolve_layout(cfg.layout));
     // The workload before the backend, as a run builds it: a bad --routing fails before any allocation.
-    std::unique_ptr<Workload> workload = make_workload(cfg.routing, model_, cfg.options.seed, run_field_label("", "routing"));
+    std::unique_ptr<Workload> workload =
+        make_workload(cfg.routing, model_, cfg.options.seed, run_field_label("", "routing"));
     workload->check_layers(layers_);
     if (cfg.shape.mode == Mode::decode) workload->interleave_sequences(cfg.shape.batch);
     backend_ = make_sim_backend(hw, p);

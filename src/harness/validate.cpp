@@ -70,11 +70,14 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
     const int64_t world = comm ? comm->world_size() : 1;
     const std::string field = run_field_label("", "ep");
     const std::string multi = backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_processes); });
-    const std::string modeled = backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_modeled_ranks); });
+    const std::string modeled =
+        backends_where([](const BackendTraits& b) { return b.offers(Capability::ep_modeled_ranks); });
     if (world > 1) {
         if (!t.offers(Capability::ep_processes))
-            config_error(run_field_label("", "backend"), fmt::format("runs in one process, but {} processes were launched", world),
-                         t.name, "use " + flag_of("backend") + " " + multi + " under mpirun (or run " + t.name + " without mpirun)");
+            config_error(
+                run_field_label("", "backend"),
+                fmt::format("runs in one process, but {} processes were launched", world), t.name,
+                "use " + flag_of("backend") + " " + multi + " under mpirun (or run " + t.name + " without mpirun)");
         if (ep != world)
             config_error(field, fmt::format("must equal the {} processes the launcher started (one rank each)", world),
                          std::to_string(ep), fmt::format("use {} {} (or mpirun -np {})", flag_of("ep"), world, ep));
@@ -113,7 +116,8 @@ void check_expert_parallel(const BackendTraits& t, const RunConfig& cfg) {
                                                    ep, flag_of("ep"), ep, flag_of("backend"), modeled)
                                      : fmt::format("rebuild with MPI (apt install libopenmpi-dev openmpi-bin; "
                                                    "scripts/setup.sh), then `mpirun -np {} moebench run {} {} ...`; or "
-                                                   "use {} {}", ep, flag_of("ep"), ep, flag_of("backend"), modeled));
+                                                   "use {} {}",
+                                                   ep, flag_of("ep"), ep, flag_of("backend"), modeled));
         config_error(field, "backend " + t.name + " runs in one process, so there is no all-to-all to time",
                      std::to_string(ep),
                      fmt::format("use {} 1 on {}, {} {} to model expert parallelism, or mpirun -np {} with {} {}",
@@ -147,10 +151,11 @@ void check_precision(const BackendTraits& t, const PrecisionRequest& req) {
         const std::string owners = backends_where([&](const BackendTraits& b) {
             return std::find((b.*list).begin(), (b.*list).end(), dtype) != (b.*list).end();
         });
-        config_error(run_field_label("", c.key),
-                     "is a format the " + t.name + " backend does not compute (it computes " + or_list(names) + ")",
-                     std::string(to_string(dtype)) + " with backend " + t.name,
-                     "use auto or " + or_list(names) + (owners.empty() ? "" : ", or " + flag_of("backend") + " " + owners));
+        config_error(
+            run_field_label("", c.key),
+            "is a format the " + t.name + " backend does not compute (it computes " + or_list(names) + ")",
+            std::string(to_string(dtype)) + " with backend " + t.name,
+            "use auto or " + or_list(names) + (owners.empty() ? "" : ", or " + flag_of("backend") + " " + owners));
     }
 }
 
@@ -181,21 +186,23 @@ void validate_run(RunConfig& cfg) {
 }
 
 void check_backend_runs_model(const BackendTraits& t, const ModelConfig& m, const std::vector<int64_t>& layers) {
-    const bool linear = std::any_of(layers.begin(), layers.end(),
-                                    [&](int64_t l) { return m.is_linear_attention_layer(l); });
+    const bool linear =
+        std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return m.is_linear_attention_layer(l); });
     if (linear && !t.linear_attention)
         config_error(run_field_label("", "backend"),
                      std::string("does not run linear attention yet (") + to_string(m.linear_attn.kind) + ", " +
                          std::to_string(m.num_linear_attention_layers()) + " of " + m.name + "'s layers)",
-                     t.name, "use " + flag_of("backend") + " " +
-                         backends_where([](const BackendTraits& b) { return b.linear_attention; }) +
-                         "; the " + t.name + " backend has no linear-attention kernel yet");
+                     t.name,
+                     "use " + flag_of("backend") + " " +
+                         backends_where([](const BackendTraits& b) { return b.linear_attention; }) + "; the " + t.name +
+                         " backend has no linear-attention kernel yet");
     if (m.attn.output_gate && !t.attention_output_gate &&
         std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return !m.is_linear_attention_layer(l); }))
-        config_error(run_field_label("", "backend"), "does not run the gated attention output of " + m.name + " yet", t.name,
+        config_error(run_field_label("", "backend"), "does not run the gated attention output of " + m.name + " yet",
+                     t.name,
                      "use " + flag_of("backend") + " " +
-                         backends_where([](const BackendTraits& b) { return b.attention_output_gate; }) +
-                         "; the " + t.name + " backend has no kernel for it yet");
+                         backends_where([](const BackendTraits& b) { return b.attention_output_gate; }) + "; the " +
+                         t.name + " backend has no kernel for it yet");
 }
 
 void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
@@ -218,8 +225,8 @@ void check_backend_accepts(const BackendTraits& t, const RunConfig& cfg) {
                      "compares computed tensors against the fp32 reference; the " + t.name + " backend computes none",
                      "backend " + t.name, "use " + flag_of("check") + " with " + flag_of("backend") + " " + computing);
     if (!cfg.dump_tensors.empty() && !t.offers(Capability::tensors))
-        config_error(run_field_label("", "dump_tensors"), "writes computed tensors; the " + t.name + " backend computes none",
-                     "backend " + t.name,
+        config_error(run_field_label("", "dump_tensors"),
+                     "writes computed tensors; the " + t.name + " backend computes none", "backend " + t.name,
                      "use " + flag_of("dump_tensors") + " with " + flag_of("backend") + " " + computing);
     if (cfg.measure_ceilings && !t.offers(Capability::ceilings))
         config_error(run_field_label("", "measure_ceilings"),
@@ -245,9 +252,9 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
     const int64_t left = total - first;  // layers from `first` to the model's end
     if (cfg.layers > left)
         config_error(run_field_label("", "layers"),
-                     first == 0 ? fmt::format("exceeds the {} layers of model {}", total, model.name)
-                                : fmt::format("exceeds the {} layers of model {} from layer {} on", left, model.name,
-                                              first),
+                     first == 0
+                         ? fmt::format("exceeds the {} layers of model {}", total, model.name)
+                         : fmt::format("exceeds the {} layers of model {} from layer {} on", left, model.name, first),
                      std::to_string(cfg.layers),
                      fmt::format("use {} between 1 and {} (0 = all layers{})", flag_of("layers"), left,
                                  first == 0 ? "" : " from " + flag_of("first_layer") + " on"));
@@ -258,9 +265,9 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
     const bool any_moe = std::any_of(layers.begin(), layers.end(), [&](int64_t l) { return model.is_moe_layer(l); });
     if (!any_moe && (!cfg.dump_tensors.empty() || cfg.check)) {
         // The run's layers as given, and a fix that reaches the model's first MoE layer (if it has one).
-        const std::string given = first == 0 ? fmt::format("{} {}", flag_of("layers"), num_run)
-                                             : fmt::format("{} {} {} {}", flag_of("first_layer"), first,
-                                                           flag_of("layers"), num_run);
+        const std::string given =
+            first == 0 ? fmt::format("{} {}", flag_of("layers"), num_run)
+                       : fmt::format("{} {} {} {}", flag_of("first_layer"), first, flag_of("layers"), num_run);
         int64_t first_moe = -1;
         for (int64_t l = 0; l < total && first_moe < 0; ++l)
             if (model.is_moe_layer(l)) first_moe = l;
@@ -270,13 +277,15 @@ std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cf
                                         flag_of("first_layer"), first_moe, flag_of("layers"));
         if (!cfg.dump_tensors.empty())
             config_error(run_field_label("", "dump_tensors"), "no MoE layer among the layers run", given, reach);
-        config_error(run_field_label("", "check"), "no MoE layer among the layers run, so there is no MoE block to check",
-                     given, reach);
+        config_error(run_field_label("", "check"),
+                     "no MoE layer among the layers run, so there is no MoE block to check", given, reach);
     }
     const int64_t num_experts = model.moe.num_experts;
     if (cfg.options.soft_topn > 0 && cfg.options.soft_topn > num_experts)
-        config_error(run_field_label("", "soft_topn"), fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
-                     std::to_string(cfg.options.soft_topn), fmt::format("use 1..{} (0 = the family's top-k)", num_experts));
+        config_error(run_field_label("", "soft_topn"),
+                     fmt::format("exceeds the {} experts of model {}", num_experts, model.name),
+                     std::to_string(cfg.options.soft_topn),
+                     fmt::format("use 1..{} (0 = the family's top-k)", num_experts));
     return layers;
 }
 

@@ -25,10 +25,11 @@ void check_backend_accepts(const BackendTraits& traits, const RunConfig& cfg);
 RunOptions resolved_options(const RunConfig& cfg, const BackendTraits& traits);
 /// What of the model's forward path the backend runs (linear attention, gated attention output): exit 2 naming the
 /// backend that does.
-void check_backend_runs_model(const BackendTraits& traits, const ModelConfig& model, const std::vector<int64_t>& layers);
+void check_backend_runs_model(const BackendTraits& traits, const ModelConfig& model,
+                              const std::vector<int64_t>& layers);
 
-/// The model layers a point runs (cfg.layers from cfg.first_layer on, 0 = all from there), checked against the model and the options that
-/// need a MoE layer or divide its experts. ConfigError naming the field.
+/// The model layers a point runs (cfg.layers from cfg.first_layer on, 0 = all from there), checked against the model
+/// and the options that need a MoE layer or divide its experts. ConfigError naming the field.
 std::vector<int64_t> layers_to_run(const ModelConfig& model, const RunConfig& cfg);
 
 }  // namespace moebench

@@ -75,8 +75,9 @@ void on_threads(int64_t n, F&& fn) {
         for (int64_t t = 1; t < n; ++t) ts.emplace_back([&fn, t] { fn(t); });
     } catch (const std::system_error& e) {
         for (auto& t : ts) t.join();
-        config_error(flag_of("threads"), fmt::format("the system refused to start thread {} of {} for a ceiling measurement ({})",
-                                              ts.size() + 1, n, e.what()),
+        config_error(flag_of("threads"),
+                     fmt::format("the system refused to start thread {} of {} for a ceiling measurement ({})",
+                                 ts.size() + 1, n, e.what()),
                      std::to_string(n),
                      fmt::format("use {} {} or fewer, or raise the process limit", flag_of("threads"), ts.size()));
     }
@@ -151,8 +152,10 @@ Ceiling measure_read_bandwidth(ReadBuffer& buf, int repeats) {
 }
 
 std::string read_bandwidth_method(const ReadBuffer& buf, int64_t passes) {
-    return fmt::format("streaming read (plain and prefetched passes) of {:.0f} MiB (LLC {:.0f} MiB) on {} threads, "
-                       "best of {}", buf.bytes() / 1048576.0, llc_bytes() / 1048576.0, buf.num_threads(), passes);
+    return fmt::format(
+        "streaming read (plain and prefetched passes) of {:.0f} MiB (LLC {:.0f} MiB) on {} threads, "
+        "best of {}",
+        buf.bytes() / 1048576.0, llc_bytes() / 1048576.0, buf.num_threads(), passes);
 }
 
 Ceiling measure_sgemm_rate(int64_t n, int64_t num_threads, int repeats) {
@@ -176,8 +179,8 @@ Ceiling measure_sgemm_rate(int64_t n, int64_t num_threads, int repeats) {
     Ceiling out;
     out.value = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best_s;
     out.unit = "flop/s";
-    out.method = fmt::format("OpenBLAS sgemm {0}x{0}x{0} (A.B^T) on {1} threads, best of {2}", n, nt,
-                             std::max(1, repeats));
+    out.method =
+        fmt::format("OpenBLAS sgemm {0}x{0}x{0} (A.B^T) on {1} threads, best of {2}", n, nt, std::max(1, repeats));
     return out;
 }
 

@@ -41,9 +41,9 @@ private:
 /// A measured rate: value (bytes/s or FLOP/s), best of `repeats` passes, with how it was measured.
 struct Ceiling {
     double value = 0;
-    std::string unit;                    // "bytes/s" or "flop/s"
+    std::string unit;  // "bytes/s" or "flop/s"
     std::string source = "measured";
-    std::string method;                  // one line for reports
+    std::string method;  // one line for reports
 };
 
 /// Memory read bandwidth: best of `repeats` read passes over `buf` (bytes / seconds).
@@ -59,7 +59,7 @@ struct Floor {
     double memory_us = 0;
     double compute_us = 0;
     double floor_us = 0;
-    std::string bound;   // "memory" or "compute"
+    std::string bound;  // "memory" or "compute"
 };
 Floor physical_floor(double bytes, double flops, double read_bytes_per_s, double flops_per_s);
 

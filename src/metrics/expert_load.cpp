@@ -70,8 +70,8 @@ ExpertLoad expert_load_from_counts(std::vector<int64_t> tokens_per_expert, int64
     return l;
 }
 
-std::vector<int64_t> count_tokens_per_expert(const int32_t* ids, int64_t num_tokens, int64_t k,
-                                             int64_t num_experts, int64_t* num_missing) {
+std::vector<int64_t> count_tokens_per_expert(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts,
+                                             int64_t* num_missing) {
     std::vector<int64_t> counts(static_cast<size_t>(num_experts), 0);
     int64_t missing = 0;
     for (int64_t i = 0; i < num_tokens * k; ++i) {
@@ -191,10 +191,12 @@ json to_json(const LoadBalance& b) {
             {"imbalance_mean", b.imbalance_mean},
             {"imbalance_max", b.imbalance_max},
             {"definitions",
-             {{"balancedness", "mean over layers of (mean load / max load) of the layer's units: SGLang's "
-                               "per-layer balancedness, averaged over layers (1 = even, 1/N = one unit of N busy)"},
-              {"sum_mean_over_sum_max", "sum over layers of the mean load / sum over layers of the max load: vLLM "
-                                        "EPLB's logged balancedness (avg_tokens / max_tokens)"},
+             {{"balancedness",
+               "mean over layers of (mean load / max load) of the layer's units: SGLang's "
+               "per-layer balancedness, averaged over layers (1 = even, 1/N = one unit of N busy)"},
+              {"sum_mean_over_sum_max",
+               "sum over layers of the mean load / sum over layers of the max load: vLLM "
+               "EPLB's logged balancedness (avg_tokens / max_tokens)"},
               {"imbalance_mean", "mean over layers of (max load - mean load) / mean load (0 = even)"},
               {"imbalance_max", "the largest (max load - mean load) / mean load of one layer"}}}};
 }
@@ -230,12 +232,9 @@ json to_json(const ExpertLoad& l) {
 }
 
 json to_json(const LoadWindows& w) {
-    return json{{"source", "counted"},
-                {"window_tokens", w.window_tokens},
-                {"start_token", w.start_token},
-                {"num_tokens", w.num_tokens},
-                {"counts", w.counts},
-                {keys::kMaxOverMean, w.max_over_mean}};
+    return json{{"source", "counted"},          {"window_tokens", w.window_tokens},
+                {"start_token", w.start_token}, {"num_tokens", w.num_tokens},
+                {"counts", w.counts},           {keys::kMaxOverMean, w.max_over_mean}};
 }
 
 json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t num_tokens, int64_t num_steps,
@@ -275,15 +274,17 @@ json expert_load_layer(const MoeLayerSamples& s, int64_t num_experts, int64_t nu
             for (const ExpertPair& p : top_coactivation_pairs(s.ids.data(), n_tok, s.k, 256))
                 pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
             l["coactivation_top_pairs"] = pairs;
-            l["coactivation_omitted"] = fmt::format("{} experts: the E x E matrix is written up to {} experts; "
-                                                    "coactivation_top_pairs holds the 256 most frequent pairs",
-                                                    E, kCoactivationMatrixMaxExperts);
+            l["coactivation_omitted"] = fmt::format(
+                "{} experts: the E x E matrix is written up to {} experts; "
+                "coactivation_top_pairs holds the 256 most frequent pairs",
+                E, kCoactivationMatrixMaxExperts);
         }
     }
     l["expert_gemm_us"] = json::array();
     if (s.gemm_steps > 0) {
         std::vector<double> mean_us(s.expert_gemm_us.size());
-        for (size_t e = 0; e < mean_us.size(); ++e) mean_us[e] = s.expert_gemm_us[e] / static_cast<double>(s.gemm_steps);
+        for (size_t e = 0; e < mean_us.size(); ++e)
+            mean_us[e] = s.expert_gemm_us[e] / static_cast<double>(s.gemm_steps);
         l["expert_gemm_us"] = mean_us;
         l["expert_gemm_source"] = times_source;
     }

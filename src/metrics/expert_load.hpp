@@ -18,13 +18,13 @@ struct ExpertLoad {
     int64_t dropped = 0;                     // assignments that reached no expert (capacity drops, -1 ids)
     double mean = 0;                         // num_assignments / E
     int64_t max = 0;
-    double max_over_mean = 0;                // 0 when nothing was assigned
-    double cv = 0;                           // population stdev / mean
-    double gini = 0;                         // sum_ij |x_i - x_j| / (2 E^2 mean): 0 = even, (E-1)/E = one expert
-    double top3_share = 0;                   // share of assignments taken by the 3 busiest experts
-    int64_t idle_experts = 0;                // experts with no assignment
-    double entropy_bits = 0;                 // entropy of the load distribution, in bits
-    double entropy_norm = 0;                 // entropy_bits / log2(E): 1 = perfectly even
+    double max_over_mean = 0;  // 0 when nothing was assigned
+    double cv = 0;             // population stdev / mean
+    double gini = 0;           // sum_ij |x_i - x_j| / (2 E^2 mean): 0 = even, (E-1)/E = one expert
+    double top3_share = 0;     // share of assignments taken by the 3 busiest experts
+    int64_t idle_experts = 0;  // experts with no assignment
+    double entropy_bits = 0;   // entropy of the load distribution, in bits
+    double entropy_norm = 0;   // entropy_bits / log2(E): 1 = perfectly even
 };
 
 /// Statistics of a given count vector; `dropped` is carried through.
@@ -32,8 +32,8 @@ ExpertLoad expert_load_from_counts(std::vector<int64_t> tokens_per_expert, int64
 
 /// Counts ids in a row-major [num_tokens, k] array. Ids of -1 are counted in *num_missing; ids outside
 /// [-1, num_experts) are an internal error (callers validate first).
-std::vector<int64_t> count_tokens_per_expert(const int32_t* ids, int64_t num_tokens, int64_t k,
-                                             int64_t num_experts, int64_t* num_missing = nullptr);
+std::vector<int64_t> count_tokens_per_expert(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts,
+                                             int64_t* num_missing = nullptr);
 
 /// count_tokens_per_expert + expert_load_from_counts; -1 ids count as dropped.
 ExpertLoad expert_load(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts);
@@ -44,13 +44,12 @@ double coefficient_of_variation(const std::vector<int64_t>& counts);
 /// Load over successive windows of the stream (heatmap data: experts x time). The last window may be short.
 struct LoadWindows {
     int64_t window_tokens = 0;
-    std::vector<int64_t> start_token;                // [W]
-    std::vector<int64_t> num_tokens;                 // [W]
-    std::vector<std::vector<int64_t>> counts;        // [W][E]
-    std::vector<double> max_over_mean;               // [W]
+    std::vector<int64_t> start_token;          // [W]
+    std::vector<int64_t> num_tokens;           // [W]
+    std::vector<std::vector<int64_t>> counts;  // [W][E]
+    std::vector<double> max_over_mean;         // [W]
 };
-LoadWindows load_windows(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts,
-                         int64_t window_tokens);
+LoadWindows load_windows(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts, int64_t window_tokens);
 
 /// Co-activation: entry [a * E + b] counts the tokens that chose both a and b (a != b; symmetric; diagonal 0).
 std::vector<int64_t> coactivation_counts(const int32_t* ids, int64_t num_tokens, int64_t k, int64_t num_experts);
@@ -89,8 +88,8 @@ json to_json(const LoadBalance& b);
 
 /// A layer's load on each rank of an expert-parallel placement: the rank's experts' assignments, an expert held by
 /// several ranks (replicas) split evenly over them.
-std::vector<double> rank_loads(const std::vector<int64_t>& tokens_per_expert, const std::vector<std::vector<int32_t>>& ranks_of_expert,
-                               int64_t num_ranks);
+std::vector<double> rank_loads(const std::vector<int64_t>& tokens_per_expert,
+                               const std::vector<std::vector<int32_t>>& ranks_of_expert, int64_t num_ranks);
 
 /// {"source":"counted", tokens_per_expert, max_over_mean, cv, gini, top3_share, idle_experts, dropped, ...}
 json to_json(const ExpertLoad& load);

@@ -53,7 +53,8 @@ void read_cpus(const fs::path& sys, HostSample& s) {
     int mhz_n = 0;
     for (const auto& entry : fs::directory_iterator(cpus, ec)) {
         const std::string name = entry.path().filename().string();
-        if (name.rfind("cpu", 0) != 0 || name.size() < 4 || name.find_first_not_of("0123456789", 3) != std::string::npos)
+        if (name.rfind("cpu", 0) != 0 || name.size() < 4 ||
+            name.find_first_not_of("0123456789", 3) != std::string::npos)
             continue;
         int64_t count = 0;
         for (const char* f : {"thermal_throttle/core_throttle_count", "thermal_throttle/package_throttle_count"})
@@ -89,7 +90,9 @@ void read_rapl(const fs::path& sys, HostSample& s) {
 double self_cpu_seconds() {
     rusage ru{};
     if (::getrusage(RUSAGE_SELF, &ru) != 0) return -1;
-    const auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    const auto sec = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+    };
     return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
 
@@ -134,7 +137,8 @@ json host_conditions(const HostSample& before, const HostSample& after, int64_t 
         const double total_s = static_cast<double>(after.total_ticks - before.total_ticks) / clk_tck;
         const double steal = static_cast<double>(after.steal_ticks - before.steal_ticks) / clk_tck / total_s;
         j["steal_share"] = steal;
-        if (steal > kContendedStealShare) why.push_back(fmt::format("the hypervisor stole {:.1f}% of CPU time", 100 * steal));
+        if (steal > kContendedStealShare)
+            why.push_back(fmt::format("the hypervisor stole {:.1f}% of CPU time", 100 * steal));
         if (before.self_cpu_s >= 0 && after.self_cpu_s >= 0) {
             const double busy_s = static_cast<double>(after.busy_ticks - before.busy_ticks) / clk_tck;
             // Tick accounting is coarse (USER_HZ) while getrusage is exact, so a quiet host can read slightly negative.
@@ -163,7 +167,8 @@ json host_conditions(const HostSample& before, const HostSample& after, int64_t 
     } else {
         j["throttled"] = nullptr;  // unknown: the kernel exposes no throttle counter here (e.g. most VMs)
     }
-    j["note"] = why.empty() ? "quiet: no steal, other processes or throttling above the thresholds" : fmt::format("{}", fmt::join(why, "; "));
+    j["note"] = why.empty() ? "quiet: no steal, other processes or throttling above the thresholds"
+                            : fmt::format("{}", fmt::join(why, "; "));
     const double joules = rapl_joules(before, after);
     if (joules >= 0 && tokens > 0)
         j["energy"] = {{"source", "counter"},

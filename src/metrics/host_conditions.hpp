@@ -14,22 +14,22 @@ namespace moebench {
 
 /// One RAPL powercap zone (a CPU package): /sys/class/powercap/intel-rapl:N (AMD too, despite the name).
 struct RaplZone {
-    std::string name;              // "package-0"
-    uint64_t energy_uj = 0;        // cumulative, wraps at max_energy_range_uj
+    std::string name;        // "package-0"
+    uint64_t energy_uj = 0;  // cumulative, wraps at max_energy_range_uj
     uint64_t max_energy_range_uj = 0;
 };
 
 struct HostSample {
-    double wall_s = 0;              // steady clock
-    bool have_stat = false;         // /proc/stat readable
-    uint64_t busy_ticks = 0;        // all CPUs: user + nice + system + irq + softirq (USER_HZ ticks)
-    uint64_t steal_ticks = 0;       // all CPUs: time the hypervisor ran something else
-    uint64_t total_ticks = 0;       // all CPUs: every column of the "cpu" line except guest (already in user)
-    double self_cpu_s = -1;         // this process, user + system (getrusage); -1 unreadable
-    double loadavg_1m = -1;         // -1 unreadable
-    int64_t throttle_events = -1;   // sum of thermal_throttle core/package counts over CPUs; -1 unreadable
-    double cpu_mhz_mean = 0;        // mean scaling_cur_freq over CPUs; 0 unreadable
-    std::vector<RaplZone> rapl;     // empty: no readable package zone
+    double wall_s = 0;             // steady clock
+    bool have_stat = false;        // /proc/stat readable
+    uint64_t busy_ticks = 0;       // all CPUs: user + nice + system + irq + softirq (USER_HZ ticks)
+    uint64_t steal_ticks = 0;      // all CPUs: time the hypervisor ran something else
+    uint64_t total_ticks = 0;      // all CPUs: every column of the "cpu" line except guest (already in user)
+    double self_cpu_s = -1;        // this process, user + system (getrusage); -1 unreadable
+    double loadavg_1m = -1;        // -1 unreadable
+    int64_t throttle_events = -1;  // sum of thermal_throttle core/package counts over CPUs; -1 unreadable
+    double cpu_mhz_mean = 0;       // mean scaling_cur_freq over CPUs; 0 unreadable
+    std::vector<RaplZone> rapl;    // empty: no readable package zone
 };
 
 /// Reads the counters. `sys_root` / `proc_root` prefix "/sys" and "/proc" (tests point them at a fake tree).

@@ -22,7 +22,8 @@ std::map<Phase, TimingStats> phase_stats_of(const std::vector<PhaseEntry>& plan,
 }
 
 // The phases with their share of the phase sum, and the phase groups ("dispatch is 35% of latency").
-void phase_and_group_blocks(const std::map<Phase, TimingStats>& stats, double phase_sum_us, json& phases, json& groups) {
+void phase_and_group_blocks(const std::map<Phase, TimingStats>& stats, double phase_sum_us, json& phases,
+                            json& groups) {
     phases = json::object();
     std::map<std::string, double> group_us;
     std::vector<std::string> group_order;
@@ -57,7 +58,7 @@ json per_layer_block(const ModelConfig& model, const std::vector<int64_t>& layer
         if (!detail) continue;
         const TimingStats st = summarize(samples);
         phases[static_cast<size_t>(s)][std::string(phase_name(plan[p].phase))] = {{keys::kMeanUs, st.mean_us},
-                                                                                 {keys::kP50Us, st.p50_us}};
+                                                                                  {keys::kP50Us, st.p50_us}};
     }
     json per_layer = json::array();
     for (size_t s = 0; s < layers.size(); ++s) {
@@ -109,9 +110,9 @@ json whole_model_block(const ModelConfig& model, int64_t num_run, const std::vec
 
 }  // namespace
 
-Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& layers, const std::vector<PhaseEntry>& plan,
-                       const std::vector<StepTimes>& steps, const std::string& times_source, bool includes_head,
-                       int64_t num_tokens, bool per_layer) {
+Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& layers,
+                       const std::vector<PhaseEntry>& plan, const std::vector<StepTimes>& steps,
+                       const std::string& times_source, bool includes_head, int64_t num_tokens, bool per_layer) {
     Latency out;
     out.phase_stats = phase_stats_of(plan, steps);
     double phase_sum_us = 0;

@@ -22,8 +22,8 @@ struct Latency {
 /// `steps[i].phase_us[p]` belongs to `plan[p]`; `layers` are the model layers run (their slots index it).
 /// `times_source` "measured": the step is the host clock around it; otherwise the sum of its (modeled) phases.
 /// `per_layer` false: no per_layer block (a brief record; the whole model still uses each layer's total).
-Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& layers, const std::vector<PhaseEntry>& plan,
-                       const std::vector<StepTimes>& steps, const std::string& times_source, bool includes_head,
-                       int64_t num_tokens, bool per_layer = true);
+Latency derive_latency(const ModelConfig& model, const std::vector<int64_t>& layers,
+                       const std::vector<PhaseEntry>& plan, const std::vector<StepTimes>& steps,
+                       const std::string& times_source, bool includes_head, int64_t num_tokens, bool per_layer = true);
 
 }  // namespace moebench

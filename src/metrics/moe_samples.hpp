@@ -10,16 +10,16 @@
 namespace moebench {
 
 struct MoeLayerSamples {
-    int64_t slot = 0;                    // index into the layers run
-    int64_t layer = 0;                   // model layer index
+    int64_t slot = 0;   // index into the layers run
+    int64_t layer = 0;  // model layer index
     int64_t k = 0;
-    std::vector<int32_t> ids;            // [steps * T, k], steps in order; -1 = dropped
-    std::vector<float> logits;           // [logit_tokens, E]
+    std::vector<int32_t> ids;   // [steps * T, k], steps in order; -1 = dropped
+    std::vector<float> logits;  // [logit_tokens, E]
     int64_t logit_tokens = 0;
     std::vector<double> expert_gemm_us;  // per expert, summed over gemm_steps
     int64_t gemm_steps = 0;
-    int64_t backend_dropped = 0;         // capacity drops as the backend counted them
-    RankTraffic traffic;                 // expert parallelism over processes: this rank's, summed over traffic_steps
+    int64_t backend_dropped = 0;  // capacity drops as the backend counted them
+    RankTraffic traffic;          // expert parallelism over processes: this rank's, summed over traffic_steps
     int64_t traffic_steps = 0;
     /// Steps routed by counts alone, without ids (the sim's statistical routing path), consecutive equal steps as one
     /// entry: what the load and roofline derivations read in place of ids (per-token figures, such as windows,

@@ -6,8 +6,8 @@
 #include "common/flag_names.hpp"
 #include "config/hardware.hpp"
 #include "config/run_fields.hpp"
-#include "model/decode_floor.hpp"
 #include "metrics/ceilings.hpp"
+#include "model/decode_floor.hpp"
 
 #include <algorithm>
 #include <map>
@@ -136,7 +136,8 @@ CountedWork count_work(const ModelConfig& model, const StepShape& shape, const L
             const auto key = std::make_pair(static_cast<int>(e.phase), layer_work_class(model, e.layer));
             auto it = by_class.find(key);
             if (it == by_class.end())
-                it = by_class.emplace(key, phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt))
+                it = by_class
+                         .emplace(key, phase_work(model, e.phase, e.layer, shape, {}, basis.precision, ep_size, wopt))
                          .first;
             w = it->second;
         }
@@ -199,8 +200,9 @@ json moe_block_roofline(const CountedWork& c, int64_t num_moe_layers, double bw,
               {"bytes", c.block.bytes()},
               {"weight_bytes", c.block.weight_bytes},
               {"measured_us", c.block_measured_us},
-              {"basis", "the MoE-layer phases of the router, dispatch, experts and combine groups, per step, "
-                        "all MoE layers run; floor = max(bytes / bandwidth, FLOPs / peak) of their summed work"}};
+              {"basis",
+               "the MoE-layer phases of the router, dispatch, experts and combine groups, per step, "
+               "all MoE layers run; floor = max(bytes / bandwidth, FLOPs / peak) of their summed work"}};
     if (peak > 0 && bw > 0) {
         Floor f = physical_floor(c.block.bytes(), c.block.flops, bw, peak);
         b[keys::kFloorUs] = f.floor_us;
@@ -232,7 +234,8 @@ json roofline_block(const ModelConfig& model, const StepShape& shape, const Layo
     json phases = json::object();
     for (const auto& [ph, w] : c.per_phase) {
         auto it = phase_stats.find(ph);
-        phases[std::string(phase_name(ph))] = phase_roofline(w, it == phase_stats.end() ? 0.0 : it->second.mean_us, bw, peak);
+        phases[std::string(phase_name(ph))] =
+            phase_roofline(w, it == phase_stats.end() ? 0.0 : it->second.mean_us, bw, peak);
     }
     json r = {{"source", "counted"},
               {"times_source", times_source},
@@ -240,9 +243,10 @@ json roofline_block(const ModelConfig& model, const StepShape& shape, const Layo
               {"weight_elem_bytes", basis.precision.dense_weight_bytes()},
               {"act_elem_bytes", basis.precision.act_bytes()},
               {"mla_form", to_string(basis.mla_form)},
-              {"basis", "model/phase_work.hpp: FLOPs (2 per multiply-add) and bytes (weights touched once per step + "
-                        "activations) per phase, summed over the layers run; MoE phases at each measured step's "
-                        "tokens per expert, averaged over the steps"},
+              {"basis",
+               "model/phase_work.hpp: FLOPs (2 per multiply-add) and bytes (weights touched once per step + "
+               "activations) per phase, summed over the layers run; MoE phases at each measured step's "
+               "tokens per expert, averaged over the steps"},
               {"peak_flops_per_s", rate_or_null(ceil.peak_flops_per_s)},
               {"mem_bw_bytes_per_s", rate_or_null(ceil.mem_bw_bytes_per_s)},
               {"ranks", static_cast<int64_t>(ranks)},
@@ -253,7 +257,8 @@ json roofline_block(const ModelConfig& model, const StepShape& shape, const Layo
     if (!(peak > 0 && bw > 0))
         r["floor_unavailable"] = fmt::format("no ceilings: give {} PROFILE (datasheet) or {} (cpu, cuda)",
                                              flag_of("hardware"), flag_of("measure_ceilings"));
-    if (!c.block_phases.empty()) r[keys::kMoeBlock] = moe_block_roofline(c, static_cast<int64_t>(moe.size()), bw, peak, times_source);
+    if (!c.block_phases.empty())
+        r[keys::kMoeBlock] = moe_block_roofline(c, static_cast<int64_t>(moe.size()), bw, peak, times_source);
     return r;
 }
 

@@ -17,10 +17,10 @@ namespace moebench {
 
 // The two rates a floor is computed against, and where they came from.
 struct RooflineCeilings {
-    double peak_flops_per_s = 0;      // 0 = unknown
-    double mem_bw_bytes_per_s = 0;    // 0 = unknown
-    std::string source;               // "hardware profile <name>" | "measured on this machine" | ""
-    std::string note;                 // why they are missing, or what was measured
+    double peak_flops_per_s = 0;    // 0 = unknown
+    double mem_bw_bytes_per_s = 0;  // 0 = unknown
+    std::string source;             // "hardware profile <name>" | "measured on this machine" | ""
+    std::string note;               // why they are missing, or what was measured
     json detail = json::object();
 };
 
@@ -38,7 +38,7 @@ struct WorkBasis {
     std::string backend;
     const ExpertPlacement* placement = nullptr;  // null: contiguous blocks
     bool a2a_dedup = false;
-    double dispatch_row_bytes = 0;               // 0: hidden x the activations' bytes
+    double dispatch_row_bytes = 0;  // 0: hidden x the activations' bytes
 };
 
 /// Per-phase counted work summed over the layers run (MoE phases at each measured step's tokens per expert,

@@ -6,8 +6,8 @@
 #include "metrics/timing_stats.hpp"
 
 #include <algorithm>
-#include <map>
 #include <cmath>
+#include <map>
 
 namespace moebench {
 
@@ -68,7 +68,8 @@ RoutingCacheStats routing_cache_stats(const int32_t* ids, int64_t num_tokens, in
             ++next_start;
         }
         if (starts_sequence) last_seen.clear();
-        if (std::any_of(ids + t * k, ids + (t + 1) * k, [](int32_t e) { return e < 0; })) continue;  // missing: no lookup
+        if (std::any_of(ids + t * k, ids + (t + 1) * k, [](int32_t e) { return e < 0; }))
+            continue;  // missing: no lookup
         std::vector<int32_t> cur = expert_set(ids + t * k, k);
         ++s.lookups;
         auto it = last_seen.find(cur);
@@ -80,10 +81,14 @@ RoutingCacheStats routing_cache_stats(const int32_t* ids, int64_t num_tokens, in
 }
 
 json to_json(const RoutingCacheStats& s) {
-    return {{"source", "counted"}, {"window", s.window}, {"lookups", s.lookups}, {"hits", s.hits},
+    return {{"source", "counted"},
+            {"window", s.window},
+            {"lookups", s.lookups},
+            {"hits", s.hits},
             {"hit_rate", s.hit_rate},
-            {"basis", "share of tokens whose expert set repeats one of the previous `window` tokens of its sequence "
-                      "(the first token of a sequence misses; tokens with a missing selection are not looked up)"}};
+            {"basis",
+             "share of tokens whose expert set repeats one of the previous `window` tokens of its sequence "
+             "(the first token of a sequence misses; tokens with a missing selection are not looked up)"}};
 }
 
 RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_experts) {
@@ -156,7 +161,9 @@ json routing_layer(const MoeLayerSamples& s, int64_t num_experts, const StepShap
     if (shape.mode == Mode::prefill)
         for (int64_t t = 0; t < n_tok; t += shape.seq_len) seq_starts.push_back(t);
     const SwitchStats sw = switch_stats(s.ids.data(), n_tok, s.k, seq_starts);
-    json r = {{"layer", s.layer}, {"switch_rate", sw.switch_rate}, {"switch_pairs", sw.num_pairs},
+    json r = {{"layer", s.layer},
+              {"switch_rate", sw.switch_rate},
+              {"switch_pairs", sw.num_pairs},
               {"mean_overlap", sw.mean_overlap}};
     if (s.logit_tokens > 0) {
         const RouterStats rs = router_stats(s.logits.data(), s.logit_tokens, num_experts);

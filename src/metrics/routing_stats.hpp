@@ -16,8 +16,8 @@ namespace moebench {
 struct SwitchStats {
     int64_t num_pairs = 0;
     int64_t num_switches = 0;
-    double switch_rate = 0;    // num_switches / num_pairs (0 when there are no pairs)
-    double mean_overlap = 0;   // 1 = the same experts every token
+    double switch_rate = 0;   // num_switches / num_pairs (0 when there are no pairs)
+    double mean_overlap = 0;  // 1 = the same experts every token
 };
 
 /// `seq_starts`: first token of each sequence (sorted; empty = one sequence). ids row-major [num_tokens, k].
@@ -40,16 +40,15 @@ json to_json(const RoutingCacheStats& s);
 struct RouterStats {
     int64_t num_tokens = 0;
     int64_t num_experts = 0;
-    double entropy_bits_mean = 0;   // H(p) = -sum p log2 p
-    double entropy_bits_p95 = 0;    // 95th percentile over tokens (linear interpolation, as numpy's default)
-    double entropy_norm_mean = 0;   // entropy_bits_mean / log2(E)
-    double top1_prob_mean = 0;      // mean of max_e p_e
-    double logit_min = 0;           // over all tokens and experts
+    double entropy_bits_mean = 0;  // H(p) = -sum p log2 p
+    double entropy_bits_p95 = 0;   // 95th percentile over tokens (linear interpolation, as numpy's default)
+    double entropy_norm_mean = 0;  // entropy_bits_mean / log2(E)
+    double top1_prob_mean = 0;     // mean of max_e p_e
+    double logit_min = 0;          // over all tokens and experts
     double logit_max = 0;
-    double logit_range_mean = 0;    // mean over tokens of (max - min) logit
+    double logit_range_mean = 0;  // mean over tokens of (max - min) logit
 };
 RouterStats router_stats(const float* logits, int64_t num_tokens, int64_t num_experts);
-
 
 json to_json(const SwitchStats& s);
 json to_json(const RouterStats& r);

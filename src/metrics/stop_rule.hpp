@@ -10,10 +10,10 @@
 namespace moebench {
 
 struct StopTargets {
-    int64_t iters = 1;        // steps measured at least
-    int64_t max_iters = 1;    // the cap (never fewer than iters)
-    double min_time_s = 0;    // measured time at least (sum of the step samples)
-    double max_noise = 0;     // half-width of the median's 95% CI over the median at most (0 = off)
+    int64_t iters = 1;      // steps measured at least
+    int64_t max_iters = 1;  // the cap (never fewer than iters)
+    double min_time_s = 0;  // measured time at least (sum of the step samples)
+    double max_noise = 0;   // half-width of the median's 95% CI over the median at most (0 = off)
 };
 
 /// What the noise rule compares against max_noise, in words, for the report.

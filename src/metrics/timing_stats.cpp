@@ -38,9 +38,7 @@ std::pair<double, double> median_ci95_sorted(const std::vector<double>& sorted) 
     if (sorted.empty()) return {0.0, 0.0};
     const double n = static_cast<double>(sorted.size());
     const double half = 1.96 * std::sqrt(n) / 2.0;
-    const auto clip = [&](double rank_1based) {
-        return static_cast<size_t>(std::clamp(rank_1based, 1.0, n)) - 1;
-    };
+    const auto clip = [&](double rank_1based) { return static_cast<size_t>(std::clamp(rank_1based, 1.0, n)) - 1; };
     return {sorted[clip(std::floor(n / 2.0 - half))], sorted[clip(std::ceil(1.0 + n / 2.0 + half))]};
 }
 
@@ -81,9 +79,17 @@ TimingStats summarize(const std::vector<double>& samples_us) {
 }
 
 json to_json(const TimingStats& s) {
-    json j{{keys::kMeanUs, s.mean_us},    {keys::kP50Us, s.p50_us},  {keys::kP95Us, s.p95_us},     {keys::kP99Us, s.p99_us},
-           {"min_us", s.min_us},      {"max_us", s.max_us},  {"stdev_us", s.stdev_us}, {"cv", s.cv},
-           {"p50_ci_low_us", s.p50_ci_low_us}, {"p50_ci_high_us", s.p50_ci_high_us}, {"count", s.count}};
+    json j{{keys::kMeanUs, s.mean_us},
+           {keys::kP50Us, s.p50_us},
+           {keys::kP95Us, s.p95_us},
+           {keys::kP99Us, s.p99_us},
+           {"min_us", s.min_us},
+           {"max_us", s.max_us},
+           {"stdev_us", s.stdev_us},
+           {"cv", s.cv},
+           {"p50_ci_low_us", s.p50_ci_low_us},
+           {"p50_ci_high_us", s.p50_ci_high_us},
+           {"count", s.count}};
     const std::vector<std::string> weak = low_confidence_percentiles(s.count);
     if (!weak.empty()) j[keys::kLowConfidence] = weak;
     return j;

@@ -19,8 +19,8 @@ struct TimingStats {
     double p99_us = 0;
     double min_us = 0;
     double max_us = 0;
-    double stdev_us = 0;   // sample standard deviation (Bessel, n - 1); 0 for a single sample
-    double cv = 0;         // stdev_us / mean_us; 0 when the mean is 0
+    double stdev_us = 0;  // sample standard deviation (Bessel, n - 1); 0 for a single sample
+    double cv = 0;        // stdev_us / mean_us; 0 when the mean is 0
     // Distribution-free 95% confidence interval of the median (order statistics); [min, max] for tiny samples.
     double p50_ci_low_us = 0;
     double p50_ci_high_us = 0;

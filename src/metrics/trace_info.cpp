@@ -36,11 +36,12 @@ void check_window_memory(const RoutingTrace& t, int64_t window) {
     if (need_bytes(window) <= budget_bytes) return;
     int64_t fits = window;
     while (fits < t.num_tokens && need_bytes(fits) > budget_bytes) fits *= 2;
-    config_error(flag_of("window"), fmt::format("windows of {} tokens over {} layers x {} tokens x {} experts need about {:.1f} "
-                                         "GiB of counts, more than half of the memory available",
-                                         window, t.num_layers, t.num_tokens, t.num_experts,
-                                         need_bytes(window) / (1024.0 * 1024 * 1024)),
-                 std::to_string(window), fmt::format("use a larger window, e.g. {} {}", flag_of("window"), fits));
+    config_error(
+        flag_of("window"),
+        fmt::format("windows of {} tokens over {} layers x {} tokens x {} experts need about {:.1f} "
+                    "GiB of counts, more than half of the memory available",
+                    window, t.num_layers, t.num_tokens, t.num_experts, need_bytes(window) / (1024.0 * 1024 * 1024)),
+        std::to_string(window), fmt::format("use a larger window, e.g. {} {}", flag_of("window"), fits));
 }
 
 }  // namespace
@@ -73,7 +74,8 @@ json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {
             pairs.push_back({{"experts", {p.a, p.b}}, {"count", p.count}});
         json lj = {{"layer", l}, {"load", to_json(load)}, {"switch", to_json(sw)}, {"coactivation_top_pairs", pairs}};
         if (r.cache_window > 0) {
-            const RoutingCacheStats cache = routing_cache_stats(ids, t.num_tokens, t.top_k, t.seq_starts, r.cache_window);
+            const RoutingCacheStats cache =
+                routing_cache_stats(ids, t.num_tokens, t.top_k, t.seq_starts, r.cache_window);
             lj["routing_cache"] = to_json(cache);
             cache_rates.push_back(cache.hit_rate);
         }
@@ -100,13 +102,13 @@ json trace_info_document(const RoutingTrace& t, const TraceInfoRequest& r) {
               {"max_over_mean_min", *std::min_element(mom.begin(), mom.end())},
               {"max_over_mean_median", median(mom)},
               {"max_over_mean_max", *std::max_element(mom.begin(), mom.end())},
-              {"switch_rate_mean",
-               std::accumulate(switch_rates.begin(), switch_rates.end(), 0.0) / static_cast<double>(switch_rates.size())},
+              {"switch_rate_mean", std::accumulate(switch_rates.begin(), switch_rates.end(), 0.0) /
+                                       static_cast<double>(switch_rates.size())},
               {"routing_cache_window", r.cache_window},
-              {"routing_cache_hit_rate_mean",
-               r.cache_window > 0 ? json(std::accumulate(cache_rates.begin(), cache_rates.end(), 0.0) /
-                                         static_cast<double>(cache_rates.size()))
-                                  : json(nullptr)}}},
+              {"routing_cache_hit_rate_mean", r.cache_window > 0
+                                                  ? json(std::accumulate(cache_rates.begin(), cache_rates.end(), 0.0) /
+                                                         static_cast<double>(cache_rates.size()))
+                                                  : json(nullptr)}}},
             {"layers", layers}};
 }
 

@@ -11,9 +11,9 @@
 namespace moebench {
 
 struct TraceInfoRequest {
-    std::string file;        // the trace's path, as the document names it
-    int64_t window = 0;      // > 0: also the load over successive windows of this many tokens
-    int64_t top_pairs = 3;   // co-activated expert pairs listed per layer
+    std::string file;           // the trace's path, as the document names it
+    int64_t window = 0;         // > 0: also the load over successive windows of this many tokens
+    int64_t top_pairs = 3;      // co-activated expert pairs listed per layer
     int64_t cache_window = 16;  // > 0: the routing-decision cache's hit rate over the previous this many tokens
 };
 

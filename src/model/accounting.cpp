@@ -23,14 +23,14 @@ int64_t attention_matrix_elems(const ModelConfig& m) {
     }
     const int64_t qh = a.qk_nope_head_dim + a.qk_rope_head_dim;
     int64_t q = a.q_lora_rank > 0 ? H * a.q_lora_rank + a.q_lora_rank * a.num_heads * qh  // q_a_proj, q_b_proj
-                                  : H * a.num_heads * qh;                                  // q_proj
+                                  : H * a.num_heads * qh;                                 // q_proj
     // DeepSeek-V3.2's indexer: wq_b [Ih*Id, q_lora], wk [Id, H], weights_proj [Ih, H].
     const int64_t indexer = a.indexer_heads > 0 ? a.q_lora_rank * a.indexer_heads * a.indexer_head_dim +
                                                       H * a.indexer_head_dim + H * a.indexer_heads
                                                 : 0;
-    return q + H * (a.kv_lora_rank + a.qk_rope_head_dim)                                   // kv_a_proj_with_mqa
-           + a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)           // kv_b_proj
-           + a.num_heads * a.v_head_dim * H + indexer;                                     // o_proj
+    return q + H * (a.kv_lora_rank + a.qk_rope_head_dim)                         // kv_a_proj_with_mqa
+           + a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)  // kv_b_proj
+           + a.num_heads * a.v_head_dim * H + indexer;                           // o_proj
 }
 
 // Multiply-adds per attended token of one layer: QK^T and PV over all heads.
@@ -47,7 +47,6 @@ int64_t linear_attention_matrix_elems(const ModelConfig& m) {
     return m.hidden_size * la.in_proj_width() + la.num_value_heads * la.value_head_dim * m.hidden_size;
 }
 
-
 int64_t norm_params(const ModelConfig& m) { return m.hidden_size * (m.norm_bias ? 2 : 1); }
 
 int64_t routed_expert_matrix_elems(const ModelConfig& m) { return 3 * m.hidden_size * m.moe.expert_intermediate_size; }
@@ -60,12 +59,12 @@ int64_t attention_params_per_layer(const ModelConfig& m) {
     int64_t n = attention_matrix_elems(m);
     if (a.kind == AttentionKind::gqa) {
         if (a.qkv_bias) n += (a.num_heads + 2 * a.num_kv_heads) * a.head_dim;
-        if (a.qk_norm) n += 2 * a.head_dim;                                       // one RMSNorm(head_dim) each for q, k
-        if (a.qk_norm_full) n += (a.num_heads + a.num_kv_heads) * a.head_dim;     // OLMoE: over all heads
+        if (a.qk_norm) n += 2 * a.head_dim;                                    // one RMSNorm(head_dim) each for q, k
+        if (a.qk_norm_full) n += (a.num_heads + a.num_kv_heads) * a.head_dim;  // OLMoE: over all heads
     } else {
-        if (a.q_lora_rank > 0) n += a.q_lora_rank;  // q_a_layernorm
+        if (a.q_lora_rank > 0) n += a.q_lora_rank;             // q_a_layernorm
         if (a.indexer_heads > 0) n += 2 * a.indexer_head_dim;  // the indexer's k_norm (LayerNorm with bias)
-        n += a.kv_lora_rank;                        // kv_a_layernorm
+        n += a.kv_lora_rank;                                   // kv_a_layernorm
         if (a.qkv_bias)
             n += (a.q_lora_rank > 0 ? a.q_lora_rank : a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)) +
                  a.kv_lora_rank + a.qk_rope_head_dim;
@@ -197,8 +196,8 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
         if (m.attn.indexer_heads > 0) indexed += static_cast<double>(kept);
         attn_matrix += static_cast<double>(attention_matrix_elems(m));
     }
-    f.attention_context = 2.0 * ctx_macs * attended +
-                          2.0 * static_cast<double>(m.attn.indexer_heads * m.attn.indexer_head_dim) * indexed;
+    f.attention_context =
+        2.0 * ctx_macs * attended + 2.0 * static_cast<double>(m.attn.indexer_heads * m.attn.indexer_head_dim) * indexed;
 
     c[idx(Component::embedding)] = 0;  // a table lookup
     c[idx(Component::lm_head)] = 2.0 * V * H;
@@ -226,7 +225,8 @@ FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const A
 int64_t kv_elems_per_token_per_layer(const ModelConfig& m) {
     const AttentionConfig& a = m.attn;
     // MLA: latent + shared rope key (+ DeepSeek-V3.2's indexer key, one per token)
-    if (a.kind == AttentionKind::mla) return a.kv_lora_rank + a.qk_rope_head_dim + (a.indexer_heads > 0 ? a.indexer_head_dim : 0);
+    if (a.kind == AttentionKind::mla)
+        return a.kv_lora_rank + a.qk_rope_head_dim + (a.indexer_heads > 0 ? a.indexer_head_dim : 0);
     return 2 * a.num_kv_heads * a.head_dim;
 }
 

@@ -10,35 +10,47 @@
 
 namespace moebench {
 
-enum class Component : int { embedding, lm_head, attention, norms, router, dense_mlp, routed_experts, shared_experts, mtp, count_ };
+enum class Component : int {
+    embedding,
+    lm_head,
+    attention,
+    norms,
+    router,
+    dense_mlp,
+    routed_experts,
+    shared_experts,
+    mtp,
+    count_
+};
 inline constexpr int kNumComponents = static_cast<int>(Component::count_);
 inline constexpr std::array<std::string_view, kNumComponents> kComponentNames = {
     "embedding", "lm_head", "attention", "norms", "router", "dense_mlp", "routed_experts", "shared_experts", "mtp"};
 
 struct AccountingOptions {
-    bool include_mtp = false;   // count the multi-token-prediction modules (DeepSeek-V3) in total/active
+    bool include_mtp = false;  // count the multi-token-prediction modules (DeepSeek-V3) in total/active
 };
 
-/// Parameter counts of the whole model. by_component[mtp] is always filled; it enters total/active only with include_mtp.
-/// active = everything a token touches: all non-expert weights + top_k routed experts + shared experts per MoE layer.
+/// Parameter counts of the whole model. by_component[mtp] is always filled; it enters total/active only with
+/// include_mtp. active = everything a token touches: all non-expert weights + top_k routed experts + shared experts per
+/// MoE layer.
 struct ParamCounts {
     std::array<int64_t, kNumComponents> by_component{};
     std::array<int64_t, kNumComponents> active_by_component{};
     int64_t total = 0;
     int64_t active = 0;
-    int64_t active_excluding_embedding = 0;   // active minus the input embedding
-    int64_t total_excluding_embedding = 0;    // total minus the input embedding only (the LM head stays in)
+    int64_t active_excluding_embedding = 0;  // active minus the input embedding
+    int64_t total_excluding_embedding = 0;   // total minus the input embedding only (the LM head stays in)
 };
 ParamCounts count_params(const ModelConfig& m, const AccountingOptions& opt = {});
 
 /// Per-layer pieces (one layer, one expert) for the engine, memory plan and floors.
-int64_t attention_params_per_layer(const ModelConfig& m);          // softmax attention (gqa / mla)
-int64_t linear_attention_params_per_layer(const ModelConfig& m);   // linear attention (model.linear_attn)
+int64_t attention_params_per_layer(const ModelConfig& m);                // softmax attention (gqa / mla)
+int64_t linear_attention_params_per_layer(const ModelConfig& m);         // linear attention (model.linear_attn)
 int64_t attention_params_of_layer(const ModelConfig& m, int64_t layer);  // whichever layer `layer` runs
 /// Multiply-adds per token of linear attention's state update and read-out (and its conv) in one layer.
 int64_t linear_state_macs_per_token(const ModelConfig& m);
-int64_t routed_expert_params(const ModelConfig& m);     // one routed expert (gate, up, down [+ biases])
-int64_t shared_expert_params(const ModelConfig& m);     // all shared experts of one layer (+ gate)
+int64_t routed_expert_params(const ModelConfig& m);  // one routed expert (gate, up, down [+ biases])
+int64_t shared_expert_params(const ModelConfig& m);  // all shared experts of one layer (+ gate)
 int64_t router_params_per_layer(const ModelConfig& m);
 int64_t dense_mlp_params_per_layer(const ModelConfig& m);
 int64_t norm_params_per_layer(const ModelConfig& m);
@@ -48,7 +60,7 @@ int64_t norm_params_per_layer(const ModelConfig& m);
 struct FlopsPerToken {
     std::array<double, kNumComponents> by_component{};
     double total = 0;
-    double attention_context = 0;   // the context-dependent part of the attention FLOPs
+    double attention_context = 0;  // the context-dependent part of the attention FLOPs
 };
 FlopsPerToken flops_per_token(const ModelConfig& m, int64_t context_len, const AccountingOptions& opt = {});
 

@@ -53,12 +53,13 @@ double peak_flops_for(const HardwareProfile& hw, DType d, const std::string& fie
     const RunField* rf = find_run_field(field);
     const std::string flag = rf && !rf->flag.empty() ? rf->flag : field;
     const std::string_view key = rate_field(info.weight_compute);
-    config_error(run_field_label("", field),
-                 fmt::format("{} computes at the {} peak, which hardware {} does not give ({} is 0 or absent)",
-                             info.name, key.substr(0, key.find('_')), hw.name, key),
-                 fmt::format("{} on {}", info.name, hw.name),
-                 fmt::format("use {} {} (what {} computes; int4 is weight-only, computed in bf16), or a profile with {}",
-                             flag, formats, hw.name, key));
+    config_error(
+        run_field_label("", field),
+        fmt::format("{} computes at the {} peak, which hardware {} does not give ({} is 0 or absent)", info.name,
+                    key.substr(0, key.find('_')), hw.name, key),
+        fmt::format("{} on {}", info.name, hw.name),
+        fmt::format("use {} {} (what {} computes; int4 is weight-only, computed in bf16), or a profile with {}", flag,
+                    formats, hw.name, key));
 }
 
 std::map<DType, double> compute_peaks(const HardwareProfile& hw, const Precision& p) {
@@ -85,7 +86,8 @@ DecodeFloor decode_floor(const ModelConfig& m, const HardwareProfile& hw, const 
     f.batch = in.batch;
     f.context = in.context;
     f.num_moe_layers = m.is_moe_model() ? m.num_moe_layers() : 0;
-    f.unique_experts_per_layer = m.is_moe_model() ? expected_unique_experts(m.moe.num_experts, m.moe.top_k, in.batch) : 0;
+    f.unique_experts_per_layer =
+        m.is_moe_model() ? expected_unique_experts(m.moe.num_experts, m.moe.top_k, in.batch) : 0;
 
     // Non-expert weights are read whole by every attention replica; the input embedding only for this GPU's rows.
     const double rows = double(mem.sequences_per_gpu);
@@ -93,9 +95,10 @@ DecodeFloor decode_floor(const ModelConfig& m, const HardwareProfile& hw, const 
     f.weight_bytes_per_gpu = wb(Component::lm_head) + wb(Component::attention) + wb(Component::norms) +
                              wb(Component::router) + wb(Component::dense_mlp) + wb(Component::shared_experts) +
                              std::min(rows * emb_row_bytes, wb(Component::embedding));
-    // Touched experts: this GPU holds E/ep experts, each split over etp ranks; by linearity it expects U/ep of them touched.
-    f.expert_bytes_per_gpu = double(f.num_moe_layers) * f.unique_experts_per_layer *
-                             double(routed_expert_params(m)) * in.precision.expert_weight_bytes() / n;
+    // Touched experts: this GPU holds E/ep experts, each split over etp ranks; by linearity it expects U/ep of them
+    // touched.
+    f.expert_bytes_per_gpu = double(f.num_moe_layers) * f.unique_experts_per_layer * double(routed_expert_params(m)) *
+                             in.precision.expert_weight_bytes() / n;
     f.kv_bytes_per_gpu = mem.kv_cache_bytes;
     f.bytes_per_gpu = f.weight_bytes_per_gpu + f.expert_bytes_per_gpu + f.kv_bytes_per_gpu;
     f.bytes_per_step = f.bytes_per_gpu * n;
@@ -112,12 +115,12 @@ DecodeFloor decode_floor(const ModelConfig& m, const HardwareProfile& hw, const 
     auto seconds = [&](double flops, DType d) { return flops / peaks.at(d); };
     for (const auto& [d, peak] : peaks) f.peak_flops_by_format[std::string(to_string(d))] = peak;
     auto part = [&](Component c) { return fpt.by_component[int(c)]; };
-    const double per_token_s =
-        seconds(part(Component::routed_experts), pr.expert_weights) +
-        seconds(part(Component::attention) - fpt.attention_context + part(Component::dense_mlp) +
-                    part(Component::shared_experts), pr.dense_weights) +
-        seconds(part(Component::lm_head) + part(Component::router), pr.high_precision_dtype()) +
-        seconds(fpt.attention_context, pr.activations);
+    const double per_token_s = seconds(part(Component::routed_experts), pr.expert_weights) +
+                               seconds(part(Component::attention) - fpt.attention_context + part(Component::dense_mlp) +
+                                           part(Component::shared_experts),
+                                       pr.dense_weights) +
+                               seconds(part(Component::lm_head) + part(Component::router), pr.high_precision_dtype()) +
+                               seconds(fpt.attention_context, pr.activations);
 
     f.mem_bw_bytes_per_s = hw.memory_bw_bytes_per_s;
     f.memory_time_us = f.bytes_per_gpu / f.mem_bw_bytes_per_s * 1e6;

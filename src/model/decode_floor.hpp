@@ -35,13 +35,13 @@ std::map<DType, double> compute_peaks(const HardwareProfile& hw, const Precision
 struct DecodeFloor {
     int64_t batch = 0;
     int64_t context = 0;
-    double unique_experts_per_layer = 0;    // expected, over the global batch
+    double unique_experts_per_layer = 0;  // expected, over the global batch
     int64_t num_moe_layers = 0;
     // Per GPU (balanced: experts and sequences spread evenly; every attention replica reads its own copy of the
     // non-expert weights).
-    double weight_bytes_per_gpu = 0;        // non-expert weights + embedding rows + shared experts
-    double expert_bytes_per_gpu = 0;        // touched routed experts
-    double kv_bytes_per_gpu = 0;            // KV of this GPU's sequences at `context`
+    double weight_bytes_per_gpu = 0;  // non-expert weights + embedding rows + shared experts
+    double expert_bytes_per_gpu = 0;  // touched routed experts
+    double kv_bytes_per_gpu = 0;      // KV of this GPU's sequences at `context`
     double bytes_per_gpu = 0;
     double flops_per_gpu = 0;
     // Whole step, all GPUs together.
@@ -49,11 +49,11 @@ struct DecodeFloor {
     double flops_per_step = 0;
     double mem_bw_bytes_per_s = 0;
     std::map<std::string, double> peak_flops_by_format;  // the peak of each format the step computes in
-    double peak_flops = 0;                  // effective: flops_per_gpu / compute time
-    double memory_time_us = 0;              // bytes_per_gpu / mem_bw
-    double compute_time_us = 0;             // each part's FLOPs per GPU at its format's peak, summed
-    double time_us = 0;                     // max of the two
-    std::string bound;                      // "memory" or "compute"
+    double peak_flops = 0;                               // effective: flops_per_gpu / compute time
+    double memory_time_us = 0;                           // bytes_per_gpu / mem_bw
+    double compute_time_us = 0;                          // each part's FLOPs per GPU at its format's peak, summed
+    double time_us = 0;                                  // max of the two
+    std::string bound;                                   // "memory" or "compute"
 };
 
 /// Refuses a precision whose formats the profile has no rate for (compute_peaks). The MTP module is not part

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory plan per GPU: weights by dtype and sharding, KV cache, activation estimate, headroom, minimum layout that fits.
+// Memory plan per GPU: weights by dtype and sharding, KV cache, activation estimate, headroom, minimum layout that
+// fits.
 #include "model/memory_plan.hpp"
 
 #include "common/error.hpp"
@@ -37,8 +38,8 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     w[int(Component::embedding)] = params(Component::embedding) * hp / tp;
     w[int(Component::lm_head)] = params(Component::lm_head) * hp / tp;
     w[int(Component::attention)] = params(Component::attention) * lin / tp;
-    w[int(Component::norms)] = params(Component::norms) * hp;     // replicated, tiny
-    w[int(Component::router)] = params(Component::router) * hp;   // replicated, tiny
+    w[int(Component::norms)] = params(Component::norms) * hp;    // replicated, tiny
+    w[int(Component::router)] = params(Component::router) * hp;  // replicated, tiny
     w[int(Component::dense_mlp)] = params(Component::dense_mlp) * lin / tp;
     // Redundant experts: E + R expert slots per MoE layer over the GPUs instead of E.
     const double copies = m.is_moe_model() ? par.expert_copies(m.moe.num_experts) : 1.0;
@@ -57,13 +58,13 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     }
     w[int(Component::shared_experts)] = params(Component::shared_experts) * lin / tp;
     if (in.include_mtp) {
-        // The MTP module is one MoE decoder layer plus projections: its experts shard like routed experts, the rest over tp.
-        double mtp_experts = m.is_moe_model() ? double(m.num_mtp_layers) * double(m.moe.num_experts) *
-                                                    double(routed_expert_params(m))
-                                              : 0.0;
+        // The MTP module is one MoE decoder layer plus projections: its experts shard like routed experts, the rest
+        // over tp.
+        double mtp_experts =
+            m.is_moe_model() ? double(m.num_mtp_layers) * double(m.moe.num_experts) * double(routed_expert_params(m))
+                             : 0.0;
         mtp_experts = std::min(mtp_experts, params(Component::mtp));
-        w[int(Component::mtp)] =
-            mtp_experts * copies * experts / n + (params(Component::mtp) - mtp_experts) * lin / tp;
+        w[int(Component::mtp)] = mtp_experts * copies * experts / n + (params(Component::mtp) - mtp_experts) * lin / tp;
     }
     for (double b : w) p.weights_bytes += b;
 
@@ -82,8 +83,8 @@ MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const Pl
     p.sequences_per_gpu = ceil_div(in.batch, par.attn_dp);
     p.kv_cache_bytes = double(p.sequences_per_gpu) * p.kv_bytes_per_sequence_per_gpu;
 
-    // Activations: the live buffers of one layer for the tokens of one step (decode rows, or a prefill chunk), plus fp32
-    // router logits and fp32 LM-head logits for the decode rows, plus a fixed workspace.
+    // Activations: the live buffers of one layer for the tokens of one step (decode rows, or a prefill chunk), plus
+    // fp32 router logits and fp32 LM-head logits for the decode rows, plus a fixed workspace.
     const int64_t rows = p.sequences_per_gpu;
     p.activation_tokens = std::max(rows, std::min(in.context, kPrefillChunkTokens));
     const double h = double(m.hidden_size), heads = double(m.attn.num_heads);
@@ -177,8 +178,10 @@ int64_t largest_fitting(int64_t hi, const std::function<bool(int64_t)>& fits) {
     int64_t lo = 1;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo + 1) / 2;
-        if (fits(mid)) lo = mid;
-        else hi = mid - 1;
+        if (fits(mid))
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -187,11 +190,11 @@ int64_t largest_fitting(int64_t hi, const std::function<bool(int64_t)>& fits) {
 std::vector<DType> smaller_formats(const HardwareProfile& hw, DType than) {
     std::vector<DType> out;
     for (const DTypeInfo& i : dtype_table())
-        if (i.weights && i.bytes_per_elem() < dtype_info(than).bytes_per_elem() && profile_rate(hw, i.weight_compute) > 0)
+        if (i.weights && i.bytes_per_elem() < dtype_info(than).bytes_per_elem() &&
+            profile_rate(hw, i.weight_compute) > 0)
             out.push_back(i.dtype);
-    std::stable_sort(out.begin(), out.end(), [](DType a, DType b) {
-        return dtype_info(a).bytes_per_elem() > dtype_info(b).bytes_per_elem();
-    });
+    std::stable_sort(out.begin(), out.end(),
+                     [](DType a, DType b) { return dtype_info(a).bytes_per_elem() > dtype_info(b).bytes_per_elem(); });
     return out;
 }
 
@@ -211,17 +214,18 @@ std::string more_gpus(const ModelConfig& m, const HardwareProfile& hw, const Pla
 FitAdvice fit_advice(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in, const MemoryPlan& plan) {
     FitAdvice a;
     const Layout& l = in.layout;
-    a.value = fmt::format("{}; {}; batch {} at context {}", l.describe(), in.precision.describe(), in.batch, in.context);
+    a.value =
+        fmt::format("{}; {}; batch {} at context {}", l.describe(), in.precision.describe(), in.batch, in.context);
     const auto fits_with = [&](const PlanInput& trial) { return plan_memory(m, hw, trial).fits; };
     std::vector<std::string> fixes;
     if (plan.weights_fit) {
         // The weights fit: the KV cache of this batch at this context is what does not.
         a.field = flag("batch") + "/" + flag("context");
-        a.what = fmt::format("the KV cache of {} sequences at context {} needs {:.1f} GiB per GPU, {:.1f} GiB is left "
-                             "after {:.1f} GiB of weights and {:.1f} GiB of activations/workspace on {} ({:.1f} GiB)",
-                             in.batch, in.context, gib(plan.kv_cache_bytes),
-                             gib(std::max(0.0, plan.free_bytes + plan.kv_cache_bytes)), gib(plan.weights_bytes),
-                             gib(plan.activation_bytes), hw.name, gib(plan.capacity_bytes));
+        a.what = fmt::format(
+            "the KV cache of {} sequences at context {} needs {:.1f} GiB per GPU, {:.1f} GiB is left "
+            "after {:.1f} GiB of weights and {:.1f} GiB of activations/workspace on {} ({:.1f} GiB)",
+            in.batch, in.context, gib(plan.kv_cache_bytes), gib(std::max(0.0, plan.free_bytes + plan.kv_cache_bytes)),
+            gib(plan.weights_bytes), gib(plan.activation_bytes), hw.name, gib(plan.capacity_bytes));
         const int64_t batch = largest_fitting(in.batch, [&](int64_t b) {
             PlanInput t = in;
             t.batch = b;
@@ -235,10 +239,11 @@ FitAdvice fit_advice(const ModelConfig& m, const HardwareProfile& hw, const Plan
         }
     } else {
         a.field = flag("dtype") + "/" + flag("ep") + "/" + flag("tp");
-        a.what = fmt::format("{}'s weights need {:.1f} GiB per GPU, with {:.1f} GiB of KV cache and {:.1f} GiB of "
-                             "activations/workspace, over the {:.1f} GiB of {}",
-                             m.name, gib(plan.weights_bytes), gib(plan.kv_cache_bytes), gib(plan.activation_bytes),
-                             gib(plan.capacity_bytes), hw.name);
+        a.what = fmt::format(
+            "{}'s weights need {:.1f} GiB per GPU, with {:.1f} GiB of KV cache and {:.1f} GiB of "
+            "activations/workspace, over the {:.1f} GiB of {}",
+            m.name, gib(plan.weights_bytes), gib(plan.kv_cache_bytes), gib(plan.activation_bytes),
+            gib(plan.capacity_bytes), hw.name);
         // A smaller weight format on these GPUs: every linear layer's, else the routed experts' alone.
         const bool experts_follow = in.precision.expert_weights == in.precision.dense_weights;
         std::string format_fix;
@@ -266,10 +271,11 @@ FitAdvice fit_advice(const ModelConfig& m, const HardwareProfile& hw, const Plan
     const std::string gpus = more_gpus(m, hw, in);
     if (!gpus.empty()) fixes.push_back(gpus);
     if (fixes.empty())
-        a.fix = fmt::format("no smaller weight format {} computes and no {}/{} layout of up to {} GPUs fits {} "
-                            "(pipeline parallelism is not modeled); use a larger GPU",
-                            hw.name, flag("ep"), flag("tp"), std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads),
-                            m.name);
+        a.fix = fmt::format(
+            "no smaller weight format {} computes and no {}/{} layout of up to {} GPUs fits {} "
+            "(pipeline parallelism is not modeled); use a larger GPU",
+            hw.name, flag("ep"), flag("tp"),
+            std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads), m.name);
     else {
         a.fix = "use " + fixes[0];
         for (size_t i = 1; i < fixes.size(); ++i) a.fix += ", or " + fixes[i];
@@ -310,10 +316,11 @@ void require_weights_fit(const ModelConfig& m, const HardwareProfile& hw, const 
         fix = fmt::format("use at least {} GPUs: {} (or a smaller {})", ml.layout.num_gpus(), layout_flags(ml.layout),
                           flag("dtype"));
     else
-        fix = fmt::format("no EP/TP layout of up to {} GPUs fits {} in {} (pipeline parallelism is not modeled); "
-                          "use a smaller {} or a larger GPU",
-                          std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads), m.name, dtype,
-                          flag("dtype"));
+        fix = fmt::format(
+            "no EP/TP layout of up to {} GPUs fits {} in {} (pipeline parallelism is not modeled); "
+            "use a smaller {} or a larger GPU",
+            std::max<int64_t>(m.is_moe_model() ? m.moe.num_experts : 1, m.attn.num_heads), m.name, dtype,
+            flag("dtype"));
     config_error(flag("ep") + "/" + flag("tp"), what, got, fix);
 }
 

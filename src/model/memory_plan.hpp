@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Memory plan per GPU under expert/tensor parallelism: weights by dtype, KV cache, activation estimate, headroom.
-// Pure arithmetic on a ModelConfig and a HardwareProfile (figures are "modeled"; weights and KV are counted from shapes).
+// Pure arithmetic on a ModelConfig and a HardwareProfile (figures are "modeled"; weights and KV are counted from
+// shapes).
 #pragma once
 #include "config/hardware.hpp"
 #include "config/layout_request.hpp"
@@ -21,41 +22,42 @@ namespace moebench {
 struct PlanInput {
     Precision precision = uniform_precision(DType::bf16);
     Layout layout;
-    int64_t batch = 1;          // concurrent sequences
-    int64_t context = 4096;     // tokens per sequence in the KV cache
-    bool include_mtp = false;   // MTP module weights (and KV) counted in memory
+    int64_t batch = 1;         // concurrent sequences
+    int64_t context = 4096;    // tokens per sequence in the KV cache
+    bool include_mtp = false;  // MTP module weights (and KV) counted in memory
 };
 
 /// Activation estimate constants (see docs/plan-schema.md for the formula).
-inline constexpr int64_t kPrefillChunkTokens = 2048;            // chunked prefill: at most this many tokens per step
-inline constexpr double kWorkspaceBytes = 1024.0 * 1024 * 1024;  // CUDA context, cuBLAS/NCCL workspaces, allocator slack
+inline constexpr int64_t kPrefillChunkTokens = 2048;  // chunked prefill: at most this many tokens per step
+inline constexpr double kWorkspaceBytes =
+    1024.0 * 1024 * 1024;  // CUDA context, cuBLAS/NCCL workspaces, allocator slack
 
 struct MemoryPlan {
     // Per GPU, bytes.
     std::array<double, kNumComponents> weights_by_component_bytes{};
     double weights_bytes = 0;
-    double kv_bytes_per_token = 0;          // whole model, one token, unsharded (all layers, full attention)
-    double kv_bytes_per_token_per_gpu = 0;  // this GPU's share (GQA heads split over tp; MLA latent replicated)
-    double kv_bytes_per_sequence_per_gpu = 0;  // one sequence at `context` (sliding-window layers keep <= window tokens;
-                                               // linear-attention layers their fixed state, included here)
+    double kv_bytes_per_token = 0;             // whole model, one token, unsharded (all layers, full attention)
+    double kv_bytes_per_token_per_gpu = 0;     // this GPU's share (GQA heads split over tp; MLA latent replicated)
+    double kv_bytes_per_sequence_per_gpu = 0;  // one sequence at `context` (sliding-window layers keep <= window
+                                               // tokens; linear-attention layers their fixed state, included here)
     double linear_state_bytes_per_sequence_per_gpu = 0;  // of which: the linear-attention recurrent state (fp32)
-    int64_t sequences_per_gpu = 0;          // ceil(batch / dp)
-    double kv_cache_bytes = 0;              // sequences_per_gpu sequences at `context`
-    double activation_only_bytes = 0;       // live activations of one step (formula in the docs)
+    int64_t sequences_per_gpu = 0;                       // ceil(batch / dp)
+    double kv_cache_bytes = 0;                           // sequences_per_gpu sequences at `context`
+    double activation_only_bytes = 0;                    // live activations of one step (formula in the docs)
     double workspace_bytes = 0;
-    double activation_bytes = 0;            // activation_only + workspace
-    int64_t activation_tokens = 0;          // tokens per GPU per step the estimate assumes
+    double activation_bytes = 0;    // activation_only + workspace
+    int64_t activation_tokens = 0;  // tokens per GPU per step the estimate assumes
     double capacity_bytes = 0;
-    double free_bytes = 0;                  // capacity - weights - kv_cache - activation (negative: does not fit)
-    bool weights_fit = false;               // weights + activation <= capacity
-    bool fits = false;                      // free_bytes >= 0
-    int64_t max_concurrent_sequences = 0;   // over all dp replicas, at `context`
+    double free_bytes = 0;                 // capacity - weights - kv_cache - activation (negative: does not fit)
+    bool weights_fit = false;              // weights + activation <= capacity
+    bool fits = false;                     // free_bytes >= 0
+    int64_t max_concurrent_sequences = 0;  // over all dp replicas, at `context`
     // Expert offload (layout resident_experts / offload_ratio): the routed experts component above holds N experts
     // of each MoE layer plus the fetch buffers; the offloaded experts stay in host memory.
-    int64_t resident_experts = 0;           // N per MoE layer (0: no offload, every expert resident)
-    int64_t fetch_buffer_experts = 0;       // 2 x top-k: one layer's experts, double-buffered
-    double fetch_buffer_bytes = 0;          // per GPU, in the routed experts component
-    double host_expert_bytes = 0;           // (E - N) x MoE layers x one expert, in host memory
+    int64_t resident_experts = 0;      // N per MoE layer (0: no offload, every expert resident)
+    int64_t fetch_buffer_experts = 0;  // 2 x top-k: one layer's experts, double-buffered
+    double fetch_buffer_bytes = 0;     // per GPU, in the routed experts component
+    double host_expert_bytes = 0;      // (E - N) x MoE layers x one expert, in host memory
 };
 
 MemoryPlan plan_memory(const ModelConfig& m, const HardwareProfile& hw, const PlanInput& in);

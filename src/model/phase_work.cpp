@@ -14,8 +14,8 @@
 namespace moebench {
 namespace {
 
-constexpr double kF32 = 4.0;   // router logits/probabilities, top-k weights
-constexpr double kI32 = 4.0;   // expert ids, token ids
+constexpr double kF32 = 4.0;  // router logits/probabilities, top-k weights
+constexpr double kI32 = 4.0;  // expert ids, token ids
 
 double d(int64_t v) { return static_cast<double>(v); }
 
@@ -93,9 +93,10 @@ PhaseWork attention_work(const ModelConfig& m, int64_t layer, const StepShape& s
     double new_kv_elems = d(kv_elems_per_token_per_layer(m));
     double new_kv_share = kv_share;
     if (is_mla(m) && form != MlaForm::absorbed) new_kv_elems = nh * d(qk_dim(m) + v_dim(m)), new_kv_share = per_head;
-    w_out.activation_bytes = (T * nh * d(qk_dim(m)) * per_head             // q
-                              + T * new_kv_elems * new_kv_share            // k, v of the new tokens
-                              + T * nh * d(v_dim(m)) * per_head) * a       // output
+    w_out.activation_bytes = (T * nh * d(qk_dim(m)) * per_head   // q
+                              + T * new_kv_elems * new_kv_share  // k, v of the new tokens
+                              + T * nh * d(v_dim(m)) * per_head) *
+                                 a                                                                 // output
                              + B * d(cached) * d(cache_elems_per_token(m, form)) * kv * kv_share;  // the KV cache
     if (at.indexer_heads > 0) {  // the indexer's scores, and its key cache read whole
         w_out.flops += 2.0 * B * d(scored) * d(at.indexer_heads * at.indexer_head_dim) * per_head;
@@ -131,7 +132,8 @@ PhaseWork linear_attention_work(const ModelConfig& m, const StepShape& s, double
     r.flops = 2.0 * T * d(linear_state_macs_per_token(m));
     // The small weights: conv, dt_bias, A_log and the norm (the projections belong to qkv_proj and o_proj).
     r.weight_bytes = d(linear_attention_params_per_layer(m) - la.in_proj_width() * m.hidden_size -
-                       la.num_value_heads * la.value_head_dim * m.hidden_size) * w;
+                       la.num_value_heads * la.value_head_dim * m.hidden_size) *
+                     w;
     // Projections in, output out; decode: every sequence's fp32 state (and conv window) read and written.
     r.activation_bytes = T * (d(la.in_proj_width()) + v) * a;
     if (s.mode == Mode::decode) r.activation_bytes += 2.0 * B * d(la.state_elems()) * kLinearStateBytesPerElem;
@@ -146,8 +148,8 @@ PhaseWork qkv_work(const ModelConfig& m, const StepShape& s, double w, double a,
     r.flops = 2.0 * T * d(mat);
     r.weight_bytes = d(mat + qkv_extra_elems(m)) * w;
     if (!is_mla(m)) {
-        r.activation_bytes = T * (H + d((at.num_heads * (at.output_gate ? 2 : 1) + 2 * at.num_kv_heads) *
-                                        at.head_dim)) * a;
+        r.activation_bytes =
+            T * (H + d((at.num_heads * (at.output_gate ? 2 : 1) + 2 * at.num_kv_heads) * at.head_dim)) * a;
         return r;
     }
     // MLA: x in; q (through the q_lora bottleneck when present); the latent row [c_kv | k_rope] written, c_kv read
@@ -225,9 +227,9 @@ double expected_cross_rows(const ModelConfig& m, const StepShape& s, const std::
 
 const char* to_string(MlaForm f) {
     switch (f) {
-    case MlaForm::latent_expand: return "latent_expand";
-    case MlaForm::expanded_cache: return "expanded_cache";
-    case MlaForm::absorbed: return "absorbed";
+        case MlaForm::latent_expand: return "latent_expand";
+        case MlaForm::expanded_cache: return "expanded_cache";
+        case MlaForm::absorbed: return "absorbed";
     }
     return "?";
 }
@@ -271,21 +273,23 @@ PhaseWork collective_work(const ModelConfig& m, Phase phase, const StepShape& sh
     const double n = d(L.num_gpus()), tp = d(L.attn_tp);
     const bool gather = L.moe_exchange() == MoeExchange::gather;
     switch (phase) {
-    case Phase::attn_allreduce:
-    case Phase::dense_allreduce:
-        return {0.0, 0.0, tp * ring_bytes_per_gpu(Collective::all_reduce, L.attn_tp, T * H * a)};
-    case Phase::moe_allgather: {
-        if (!gather || L.attn_dp <= 1) return {};
-        const double row = opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
-        return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::all_gather, L.num_gpus(), T * row)};
-    }
-    case Phase::moe_allreduce: {
-        if (!gather) return {};
-        if (L.attn_dp == 1) return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::all_reduce, L.num_gpus(), T * H * a)};
-        return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::reduce_scatter, L.num_gpus(), T * H * a) +
-                              tp * ring_bytes_per_gpu(Collective::all_gather, L.attn_tp, T * H * a)};
-    }
-    default: break;
+        case Phase::attn_allreduce:
+        case Phase::dense_allreduce:
+            return {0.0, 0.0, tp * ring_bytes_per_gpu(Collective::all_reduce, L.attn_tp, T * H * a)};
+        case Phase::moe_allgather: {
+            if (!gather || L.attn_dp <= 1) return {};
+            const double row = opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
+            return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::all_gather, L.num_gpus(), T * row)};
+        }
+        case Phase::moe_allreduce: {
+            if (!gather) return {};
+            if (L.attn_dp == 1)
+                return {0.0, 0.0, n * ring_bytes_per_gpu(Collective::all_reduce, L.num_gpus(), T * H * a)};
+            return {0.0, 0.0,
+                    n * ring_bytes_per_gpu(Collective::reduce_scatter, L.num_gpus(), T * H * a) +
+                        tp * ring_bytes_per_gpu(Collective::all_gather, L.attn_tp, T * H * a)};
+        }
+        default: break;
     }
     MOEBENCH_CHECK(false, "collective_work: {} is no collective", phase_name(phase));
     return {};
@@ -305,104 +309,110 @@ PhaseWork phase_work(const ModelConfig& m, Phase phase, int64_t layer, const Ste
     const double w = prec.dense_weight_bytes(), we = prec.expert_weight_bytes(), hp = prec.high_precision_bytes();
     const double a = prec.act_bytes(), kv = prec.kv_bytes();
     switch (phase) {
-    case Phase::embed:
-        // One table row per token (a repeated token id is not deduplicated: the ids are not known here); under TP
-        // each GPU holds V / tp rows and writes every token's row (zeros where another GPU holds it).
-        return tp_share({0.0, std::min(T, V) * H * hp, T * kI32 + T * H * a}, tp, T * kI32 + T * H * a);
-    case Phase::attn_norm:
-    case Phase::ffn_norm:
-    case Phase::final_norm: return norm_work(m, T, hp, a);
-    case Phase::qkv_proj:  // the input rows read whole by every GPU of a TP group
-        if (m.is_linear_attention_layer(layer)) return tp_share(linear_qkv_work(m, shape, w, a), tp, T * H * a);
-        return tp_share(qkv_work(m, shape, w, a, opt.mla_form), tp, T * H * a);
-    case Phase::attention: return attention_work(m, layer, shape, w, a, kv, opt.mla_form, tp);
-    case Phase::linear_attention: return tp_share(linear_attention_work(m, shape, w, a), tp, 0.0);  // heads split
-    case Phase::o_proj: {
-        // Attention output in (split over TP); the residual read and written back whole (a partial sum under TP).
-        if (m.is_linear_attention_layer(layer)) {
-            const double in = d(m.linear_attn.num_value_heads * m.linear_attn.value_head_dim);
-            return tp_share({2.0 * T * in * H, in * H * w, (T * in + 2.0 * T * H) * a}, tp, 2.0 * T * H * a);
+        case Phase::embed:
+            // One table row per token (a repeated token id is not deduplicated: the ids are not known here); under TP
+            // each GPU holds V / tp rows and writes every token's row (zeros where another GPU holds it).
+            return tp_share({0.0, std::min(T, V) * H * hp, T * kI32 + T * H * a}, tp, T * kI32 + T * H * a);
+        case Phase::attn_norm:
+        case Phase::ffn_norm:
+        case Phase::final_norm: return norm_work(m, T, hp, a);
+        case Phase::qkv_proj:  // the input rows read whole by every GPU of a TP group
+            if (m.is_linear_attention_layer(layer)) return tp_share(linear_qkv_work(m, shape, w, a), tp, T * H * a);
+            return tp_share(qkv_work(m, shape, w, a, opt.mla_form), tp, T * H * a);
+        case Phase::attention: return attention_work(m, layer, shape, w, a, kv, opt.mla_form, tp);
+        case Phase::linear_attention: return tp_share(linear_attention_work(m, shape, w, a), tp, 0.0);  // heads split
+        case Phase::o_proj: {
+            // Attention output in (split over TP); the residual read and written back whole (a partial sum under TP).
+            if (m.is_linear_attention_layer(layer)) {
+                const double in = d(m.linear_attn.num_value_heads * m.linear_attn.value_head_dim);
+                return tp_share({2.0 * T * in * H, in * H * w, (T * in + 2.0 * T * H) * a}, tp, 2.0 * T * H * a);
+            }
+            const double in = d(m.attn.num_heads * v_dim(m));
+            PhaseWork r{2.0 * T * d(o_proj_matrix_elems(m)), d(o_proj_matrix_elems(m)) * w,
+                        (T * in + 2.0 * T * H) * a};  // attention output in; residual read, written back
+            if (m.attn.o_bias) r.weight_bytes += H * w;
+            if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;  // post-attention norm (Grok-1)
+            return tp_share(r, tp, 2.0 * T * H * a);
         }
-        const double in = d(m.attn.num_heads * v_dim(m));
-        PhaseWork r{2.0 * T * d(o_proj_matrix_elems(m)), d(o_proj_matrix_elems(m)) * w,
-                    (T * in + 2.0 * T * H) * a};  // attention output in; residual read, written back
-        if (m.attn.o_bias) r.weight_bytes += H * w;
-        if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;  // post-attention norm (Grok-1)
-        return tp_share(r, tp, 2.0 * T * H * a);
-    }
-    case Phase::router_gemm: {
-        // The gate matrix (and its bias); the selection bias of DeepSeek-V3's router is read by topk, not here.
-        const double correction = m.moe.router_correction_bias ? E : 0.0;
-        return {2.0 * T * H * E, (d(router_params_per_layer(m)) - correction) * hp, T * H * a + T * E * kF32};
-    }
-    case Phase::topk: {
-        PhaseWork r{0.0, 0.0, T * E * kF32 + T * k * (kI32 + kF32)};
-        if (m.moe.router_correction_bias) r.weight_bytes = E * hp;
-        return r;
-    }
-    case Phase::permute:
-        // Hidden rows and ids in; one copy of the row per kept assignment out.
-        return {0.0, 0.0, T * H * a + T * k * kI32 + A * H * a};
-    case Phase::dispatch_a2a:
-    case Phase::combine_a2a: {
-        if (ep_size == 1 || (opt.layout && opt.layout->moe_exchange() != MoeExchange::all_to_all)) return {};
-        const double row_bytes =
-            phase == Phase::dispatch_a2a && opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
-        if (opt.cross_rank_rows >= 0) return {0.0, 0.0, opt.cross_rank_rows * row_bytes};
-        if (!opt.routing) return {0.0, 0.0, expected_cross_rows(m, shape, tpe, ep_size) * row_bytes};
-        if (opt.placement)
-            return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, *opt.placement, opt.a2a_dedup).total()};
-        return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, contiguous_placement(m.moe.num_experts, ep_size),
-                                      opt.a2a_dedup).total()};
-    }
-    case Phase::expert_fetch:
-        // The fetched experts' weights over the host link (a transfer: no FLOPs, no device weight reads).
-        return {0.0, 0.0, std::max(0.0, opt.fetched_experts) * d(routed_expert_params(m)) * we};
-    case Phase::expert_up:
-    case Phase::activation:
-    case Phase::expert_down: return routed_expert_phase(m, phase, tpe, we, a, moe_tp);
-    case Phase::shared_expert: {
-        const double SI = d(m.moe.num_shared_experts * m.moe.shared_intermediate_size);
-        if (SI <= 0) return {};
-        // shared_expert_params counts the gated FFNs and the optional Linear(H, 1) gate: all matrices.
-        PhaseWork r = add(add(ffn_up(T, H, SI, 0, a), ffn_act(T, SI, a)), ffn_down(T, H, SI, 0, a));
-        r.weight_bytes = d(shared_expert_params(m)) * w;
-        r.flops = 2.0 * T * d(shared_expert_params(m));
-        return tp_share(r, tp, 2.0 * T * H * a);  // split over the attention TP group: input and partial output whole
-    }
-    case Phase::unpermute_reduce: {
-        // Expert rows and their weights in; the residual (plus the shared output when present) read, result written.
-        const double shared_in = m.moe.num_shared_experts > 0 ? T * H * a : 0.0;
-        PhaseWork r{0.0, 0.0, A * H * a + A * kF32 + shared_in + 2.0 * T * H * a};
-        if (m.norms_per_layer > 2) r.weight_bytes = d(one_norm_elems(m)) * hp;  // post-FFN norm (Grok-1)
-        return r;
-    }
-    case Phase::dense_mlp: {
-        const double I = d(m.dense_intermediate_size);
-        PhaseWork r = add(add(ffn_up(T, H, I, w, a), ffn_act(T, I, a)), ffn_down(T, H, I, w, a));
-        r.weight_bytes = d(dense_mlp_params_per_layer(m)) * w;
-        r.activation_bytes += T * H * a;  // residual read (the write is ffn_down's output)
-        if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;
-        return tp_share(r, tp, 3.0 * T * H * a);  // under TP: input, residual and partial output whole
-    }
-    case Phase::lm_head: {
-        // Prefill computes logits for the last token of each sequence only.
-        const double rows = shape.mode == Mode::decode ? T : d(shape.batch);
-        double params = V * H + (m.lm_head_bias ? V : 0.0);
-        return tp_share({2.0 * rows * V * H, params * hp, rows * H * a + rows * V * a}, tp, rows * H * a);  // V / tp
-    }
-    case Phase::attn_allreduce:
-    case Phase::moe_allgather:
-    case Phase::moe_allreduce:
-    case Phase::dense_allreduce: return collective_work(m, phase, shape, prec, opt);
-    case Phase::count_: break;
+        case Phase::router_gemm: {
+            // The gate matrix (and its bias); the selection bias of DeepSeek-V3's router is read by topk, not here.
+            const double correction = m.moe.router_correction_bias ? E : 0.0;
+            return {2.0 * T * H * E, (d(router_params_per_layer(m)) - correction) * hp, T * H * a + T * E * kF32};
+        }
+        case Phase::topk: {
+            PhaseWork r{0.0, 0.0, T * E * kF32 + T * k * (kI32 + kF32)};
+            if (m.moe.router_correction_bias) r.weight_bytes = E * hp;
+            return r;
+        }
+        case Phase::permute:
+            // Hidden rows and ids in; one copy of the row per kept assignment out.
+            return {0.0, 0.0, T * H * a + T * k * kI32 + A * H * a};
+        case Phase::dispatch_a2a:
+        case Phase::combine_a2a: {
+            if (ep_size == 1 || (opt.layout && opt.layout->moe_exchange() != MoeExchange::all_to_all)) return {};
+            const double row_bytes =
+                phase == Phase::dispatch_a2a && opt.dispatch_row_bytes > 0 ? opt.dispatch_row_bytes : H * a;
+            if (opt.cross_rank_rows >= 0) return {0.0, 0.0, opt.cross_rank_rows * row_bytes};
+            if (!opt.routing) return {0.0, 0.0, expected_cross_rows(m, shape, tpe, ep_size) * row_bytes};
+            if (opt.placement)
+                return {0.0, 0.0, a2a_traffic(shape, *opt.routing, row_bytes, *opt.placement, opt.a2a_dedup).total()};
+            return {0.0, 0.0,
+                    a2a_traffic(shape, *opt.routing, row_bytes, contiguous_placement(m.moe.num_experts, ep_size),
+                                opt.a2a_dedup)
+                        .total()};
+        }
+        case Phase::expert_fetch:
+            // The fetched experts' weights over the host link (a transfer: no FLOPs, no device weight reads).
+            return {0.0, 0.0, std::max(0.0, opt.fetched_experts) * d(routed_expert_params(m)) * we};
+        case Phase::expert_up:
+        case Phase::activation:
+        case Phase::expert_down: return routed_expert_phase(m, phase, tpe, we, a, moe_tp);
+        case Phase::shared_expert: {
+            const double SI = d(m.moe.num_shared_experts * m.moe.shared_intermediate_size);
+            if (SI <= 0) return {};
+            // shared_expert_params counts the gated FFNs and the optional Linear(H, 1) gate: all matrices.
+            PhaseWork r = add(add(ffn_up(T, H, SI, 0, a), ffn_act(T, SI, a)), ffn_down(T, H, SI, 0, a));
+            r.weight_bytes = d(shared_expert_params(m)) * w;
+            r.flops = 2.0 * T * d(shared_expert_params(m));
+            return tp_share(r, tp,
+                            2.0 * T * H * a);  // split over the attention TP group: input and partial output whole
+        }
+        case Phase::unpermute_reduce: {
+            // Expert rows and their weights in; the residual (plus the shared output when present) read, result
+            // written.
+            const double shared_in = m.moe.num_shared_experts > 0 ? T * H * a : 0.0;
+            PhaseWork r{0.0, 0.0, A * H * a + A * kF32 + shared_in + 2.0 * T * H * a};
+            if (m.norms_per_layer > 2) r.weight_bytes = d(one_norm_elems(m)) * hp;  // post-FFN norm (Grok-1)
+            return r;
+        }
+        case Phase::dense_mlp: {
+            const double I = d(m.dense_intermediate_size);
+            PhaseWork r = add(add(ffn_up(T, H, I, w, a), ffn_act(T, I, a)), ffn_down(T, H, I, w, a));
+            r.weight_bytes = d(dense_mlp_params_per_layer(m)) * w;
+            r.activation_bytes += T * H * a;  // residual read (the write is ffn_down's output)
+            if (m.norms_per_layer > 2) r.weight_bytes += d(one_norm_elems(m)) * w;
+            return tp_share(r, tp, 3.0 * T * H * a);  // under TP: input, residual and partial output whole
+        }
+        case Phase::lm_head: {
+            // Prefill computes logits for the last token of each sequence only.
+            const double rows = shape.mode == Mode::decode ? T : d(shape.batch);
+            double params = V * H + (m.lm_head_bias ? V : 0.0);
+            return tp_share({2.0 * rows * V * H, params * hp, rows * H * a + rows * V * a}, tp,
+                            rows * H * a);  // V / tp
+        }
+        case Phase::attn_allreduce:
+        case Phase::moe_allgather:
+        case Phase::moe_allreduce:
+        case Phase::dense_allreduce: return collective_work(m, phase, shape, prec, opt);
+        case Phase::count_: break;
     }
     MOEBENCH_CHECK(false, "phase_work: invalid phase {}", static_cast<int>(phase));
 }
 
 int64_t layer_work_class(const ModelConfig& m, int64_t layer) {
     if (layer < 0 || layer >= m.num_layers) return -1;
-    const bool local = layer < static_cast<int64_t>(m.layer_sliding.size()) && m.layer_sliding[static_cast<size_t>(layer)] != 0;
+    const bool local =
+        layer < static_cast<int64_t>(m.layer_sliding.size()) && m.layer_sliding[static_cast<size_t>(layer)] != 0;
     return (m.is_moe_layer(layer) ? 1 : 0) | (m.is_linear_attention_layer(layer) ? 2 : 0) | (local ? 4 : 0);
 }
 
@@ -413,8 +423,8 @@ double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes
 }
 
 int64_t expert_rank(int64_t expert, int64_t num_experts, int64_t ep_size) {
-    MOEBENCH_CHECK(ep_size >= 1 && num_experts % ep_size == 0, "expert_rank: ep {} does not divide {} experts",
-                   ep_size, num_experts);
+    MOEBENCH_CHECK(ep_size >= 1 && num_experts % ep_size == 0, "expert_rank: ep {} does not divide {} experts", ep_size,
+                   num_experts);
     return expert / (num_experts / ep_size);
 }
 
@@ -435,9 +445,9 @@ int64_t tokens_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size) {
 
 std::string_view to_string(Collective c) {
     switch (c) {
-    case Collective::all_reduce: return "all-reduce";
-    case Collective::all_gather: return "all-gather";
-    case Collective::reduce_scatter: return "reduce-scatter";
+        case Collective::all_reduce: return "all-reduce";
+        case Collective::all_gather: return "all-gather";
+        case Collective::reduce_scatter: return "reduce-scatter";
     }
     return "?";
 }
@@ -465,8 +475,8 @@ double dispatch_row_bytes(DType dispatch, int64_t hidden) {
     return d(hidden) * dtype_info(dispatch).bytes_per_elem();
 }
 
-A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
-                       double act_elem_bytes, int64_t ep_size) {
+A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing, double act_elem_bytes,
+                       int64_t ep_size) {
     return a2a_traffic(shape, routing, d(m.hidden_size) * act_elem_bytes,
                        contiguous_placement(m.moe.num_experts, ep_size), false);
 }

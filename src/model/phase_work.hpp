@@ -4,11 +4,11 @@
 // reports' roofline fields ("fraction of floor/peak") both read it. Conventions: docs/sim-backend.md.
 #pragma once
 #include "config/model_config.hpp"
-#include "model/placement.hpp"
+#include "core/layout.hpp"
 #include "core/phase.hpp"
 #include "core/precision.hpp"
-#include "core/layout.hpp"
 #include "core/step.hpp"
+#include "model/placement.hpp"
 
 #include <cstdint>
 #include <string>
@@ -117,14 +117,14 @@ int64_t tokens_on_rank(const StepShape& shape, int64_t rank, int64_t ep_size);
 /// Bytes each rank sends to each other rank in dispatch_a2a; combine_a2a is the transpose.
 struct A2aTraffic {
     int64_t num_ranks = 1;
-    std::vector<double> bytes;   // [src * num_ranks + dst]; the diagonal (rank-local rows) is always 0
+    std::vector<double> bytes;  // [src * num_ranks + dst]; the diagonal (rank-local rows) is always 0
     double at(int64_t src, int64_t dst) const { return bytes[static_cast<size_t>(src * num_ranks + dst)]; }
-    double sent(int64_t rank) const;       // row sum
-    double received(int64_t rank) const;   // column sum
-    double total() const;                  // all bytes that cross ranks
+    double sent(int64_t rank) const;      // row sum
+    double received(int64_t rank) const;  // column sum
+    double total() const;                 // all bytes that cross ranks
 };
-A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing,
-                       double act_elem_bytes, int64_t ep_size);
+A2aTraffic a2a_traffic(const ModelConfig& m, const StepShape& shape, const LayerRouting& routing, double act_elem_bytes,
+                       int64_t ep_size);
 /// The same with a placement (replicas chosen by ExpertPlacement::dest_rank, as the multi-process run does) and a
 /// dispatch mode: `dedup` counts a token once per destination rank, else once per assignment; `row_bytes` each.
 A2aTraffic a2a_traffic(const StepShape& shape, const LayerRouting& routing, double row_bytes,
@@ -140,7 +140,7 @@ std::string_view to_string(Collective c);
 double ring_bytes_per_gpu(Collective c, int64_t n, double buffer_bytes);
 
 /// Per-layer pieces accounting.hpp does not expose (matrix elements only: no biases, norms or sinks).
-int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form);   // absorbed MLA leaves kv_b out (it moves to attention)
+int64_t qkv_matrix_elems(const ModelConfig& m, MlaForm form);  // absorbed MLA leaves kv_b out (it moves to attention)
 int64_t o_proj_matrix_elems(const ModelConfig& m);
 /// Multiply-adds per (query, attended key) pair over all heads; MLA absorbed attends over the latent + rope key.
 int64_t attention_macs_per_pair(const ModelConfig& m, MlaForm form);

@@ -59,7 +59,8 @@ ExpertPlacement contiguous_placement(int64_t num_experts, int64_t num_ranks) {
     const int64_t per = num_experts / num_ranks;
     p.experts_on_rank.resize(static_cast<size_t>(num_ranks));
     for (int64_t r = 0; r < num_ranks; ++r)
-        for (int64_t e = r * per; e < (r + 1) * per; ++e) p.experts_on_rank[static_cast<size_t>(r)].push_back(static_cast<int32_t>(e));
+        for (int64_t e = r * per; e < (r + 1) * per; ++e)
+            p.experts_on_rank[static_cast<size_t>(r)].push_back(static_cast<int32_t>(e));
     index_replicas(p);
     return p;
 }
@@ -71,15 +72,19 @@ ExpertPlacement placement_from_json(const json& doc, int64_t num_experts, int64_
                                  flag_of("out")));
     };
     if (!doc.is_object() || doc.value("schema", json()) != json(kPlacementSchema))
-        bad("schema", std::string("is not ") + kPlacementSchema, doc.is_object() ? json_brief(doc.value("schema", json())) : json_brief(doc));
+        bad("schema", std::string("is not ") + kPlacementSchema,
+            doc.is_object() ? json_brief(doc.value("schema", json())) : json_brief(doc));
     const auto int_field = [&](const char* key) {
-        if (!doc.contains(key) || !doc[key].is_number_integer()) bad(key, "must be a whole number", json_brief(doc.value(key, json())));
+        if (!doc.contains(key) || !doc[key].is_number_integer())
+            bad(key, "must be a whole number", json_brief(doc.value(key, json())));
         return doc[key].get<int64_t>();
     };
     if (int_field("num_experts") != num_experts)
-        bad("num_experts", fmt::format("differs from the model's {} experts", num_experts), std::to_string(int_field("num_experts")));
+        bad("num_experts", fmt::format("differs from the model's {} experts", num_experts),
+            std::to_string(int_field("num_experts")));
     if (int_field("num_ranks") != num_ranks)
-        bad("num_ranks", fmt::format("differs from the run's {} {}", flag_of("ep"), num_ranks), std::to_string(int_field("num_ranks")));
+        bad("num_ranks", fmt::format("differs from the run's {} {}", flag_of("ep"), num_ranks),
+            std::to_string(int_field("num_ranks")));
     const json& on = doc.value("experts_on_rank", json());
     if (!on.is_array() || static_cast<int64_t>(on.size()) != num_ranks)
         bad("experts_on_rank", fmt::format("must be a list of {} lists of expert ids", num_ranks), json_brief(on));
@@ -110,7 +115,9 @@ ExpertPlacement placement_from_json(const json& doc, int64_t num_experts, int64_
 }
 
 json placement_to_json(const ExpertPlacement& p) {
-    return {{"schema", kPlacementSchema}, {"num_experts", p.num_experts}, {"num_ranks", p.num_ranks},
+    return {{"schema", kPlacementSchema},
+            {"num_experts", p.num_experts},
+            {"num_ranks", p.num_ranks},
             {"experts_on_rank", p.experts_on_rank}};
 }
 

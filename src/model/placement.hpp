@@ -15,7 +15,7 @@ struct ExpertPlacement {
     int64_t num_ranks = 1;
     std::vector<std::vector<int32_t>> experts_on_rank;  // [rank]: global expert ids held, ascending
     std::vector<std::vector<int32_t>> ranks_of_expert;  // [expert]: ranks holding a replica, ascending
-    std::string source = "contiguous";                   // "contiguous" or the file it was read from
+    std::string source = "contiguous";                  // "contiguous" or the file it was read from
     /// With redundant experts (--redundant-experts), each MoE layer's own placement (the experts above plus that
     /// layer's replicas), indexed by model layer; layers without an entry (empty experts_on_rank) use the one above.
     std::vector<ExpertPlacement> by_layer;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The model's routing (and activation clamp) as moe_core's per-row parameters: one translation for the CPU and CUDA backends and the
-// host check, so that a new routing field reaches all three.
+// The model's routing (and activation clamp) as moe_core's per-row parameters: one translation for the CPU and CUDA
+// backends and the host check, so that a new routing field reaches all three.
 #pragma once
 #include "config/model_config.hpp"
 #include "core/moe_core.cuh"

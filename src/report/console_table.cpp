@@ -27,7 +27,8 @@ static bool is_true(const json& j, const char* key) {
 
 // Whether the stats object flags `key` as from too few samples (metrics/timing_stats.hpp).
 static bool low_confidence(const json& stats, const std::string& key) {
-    if (!stats.is_object() || !stats.contains(keys::kLowConfidence) || !stats.at(keys::kLowConfidence).is_array()) return false;
+    if (!stats.is_object() || !stats.contains(keys::kLowConfidence) || !stats.at(keys::kLowConfidence).is_array())
+        return false;
     for (const json& k : stats.at(keys::kLowConfidence))
         if (k.is_string() && k.get<std::string>() == key) return true;
     return false;
@@ -65,9 +66,10 @@ void summary_header(const json& run, std::string& s) {
                      num(run, "context"), num_run, num(layers, "model_total"), str(run, "backend", "?"));
     const json& it = run.value(keys::kIterations, json::object());
     // A modeled run (sim) measured nothing: its steps are counted as what they are.
-    const std::string steps = it.contains("modeled") ? fmt::format("{} modeled step{}, none measured", num(it, "modeled"),
-                                                                   num(it, "modeled") == 1 ? "" : "s")
-                                                     : fmt::format("{} measured", num(it, "measured"));
+    const std::string steps =
+        it.contains("modeled")
+            ? fmt::format("{} modeled step{}, none measured", num(it, "modeled"), num(it, "modeled") == 1 ? "" : "s")
+            : fmt::format("{} measured", num(it, "measured"));
     s += fmt::format("iterations: {} warm-up + {} (stop: {}); routing: {}\n", num(it, "warmup"), steps,
                      str(it, "stop_reason", "?"), str(run.value("routing", json::object()), "workload", "?"));
 }
@@ -141,8 +143,9 @@ void summary_block(const json& run, std::string& s) {
     if (block.contains(keys::kRatioToFloor) && block.at(keys::kRatioToFloor).is_number()) {
         // The block's time carries the latency's source: "modeled" on the sim backend, never called measured.
         s += fmt::format("MoE block: {:.1f} us {}, floor {:.1f} us ({}-bound, {}) -> {:.2f}x the floor\n",
-                         num(block, "measured_us"), str(roof, "times_source", str(lat, "source", "?")), num(block, keys::kFloorUs), str(block, "bound", "?"),
-                         str(roof, "ceiling_source", "?"), num(block, keys::kRatioToFloor));
+                         num(block, "measured_us"), str(roof, "times_source", str(lat, "source", "?")),
+                         num(block, keys::kFloorUs), str(block, "bound", "?"), str(roof, "ceiling_source", "?"),
+                         num(block, keys::kRatioToFloor));
         if (block.contains("floor_warning")) s += fmt::format("warning: {}\n", str(block, "floor_warning"));
     } else if (!block.empty()) {
         s += fmt::format("MoE block floor: not available (no ceilings: use {} PROFILE or {})\n", flag_of("hardware"),
@@ -160,11 +163,11 @@ void summary_block(const json& run, std::string& s) {
     }
     if (run.contains("check") && run.at("check").is_object()) {
         const json& c = run.at("check");
-        s += fmt::format("check (layer {}, {} tokens): {}  rel L2 {:.3g} (tolerance {:.0e}), ids mismatched {}, "
-                         "near-ties {}\n",
-                         num(c, "layer"), num(c, "tokens"), c.value("passed", false) ? "PASSED" : "FAILED",
-                         num(c, "rel_l2_error", -1), num(c, "tolerance"), num(c, "ids_mismatched"),
-                         num(c, "ids_near_tie"));
+        s += fmt::format(
+            "check (layer {}, {} tokens): {}  rel L2 {:.3g} (tolerance {:.0e}), ids mismatched {}, "
+            "near-ties {}\n",
+            num(c, "layer"), num(c, "tokens"), c.value("passed", false) ? "PASSED" : "FAILED",
+            num(c, "rel_l2_error", -1), num(c, "tolerance"), num(c, "ids_mismatched"), num(c, "ids_near_tie"));
     }
 }
 

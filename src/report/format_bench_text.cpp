@@ -44,13 +44,15 @@ std::string render_bench_moe_text(const json& j) {
                      j["tokens_per_expert"]["values"].size(), j["work"]["flops"].get<double>() / 1e9);
     o += fmt::format("floor           {:8.1f} us ({}-bound: memory {:.1f} us, compute {:.1f} us)\n", floor_us,
                      fl["bound"].get<std::string>(), fl["memory_us"].get<double>(), fl["compute_us"].get<double>());
-    o += fmt::format("time / floor    {:8.2f}x (p50), {:.2f}x (min)\n", block_p50_us / floor_us, block_min_us / floor_us);
+    o += fmt::format("time / floor    {:8.2f}x (p50), {:.2f}x (min)\n", block_p50_us / floor_us,
+                     block_min_us / floor_us);
     const json& ratio = j[keys::kRatioToFloor];
     if (ratio.contains("adjacent_passes")) {
         const json& a = ratio["adjacent_passes"];
-        o += fmt::format("  vs the read passes next to each iteration: {:.2f}x (p50), {:.2f}x (min); their read "
-                         "bandwidth {:.2f} GB/s (p50)\n",
-                         a["p50"].get<double>(), a["min"].get<double>(), a["read_bandwidth_p50"].get<double>() / 1e9);
+        o += fmt::format(
+            "  vs the read passes next to each iteration: {:.2f}x (p50), {:.2f}x (min); their read "
+            "bandwidth {:.2f} GB/s (p50)\n",
+            a["p50"].get<double>(), a["min"].get<double>(), a["read_bandwidth_p50"].get<double>() / 1e9);
     }
     if (ratio.contains("warning")) o += "warning: the block " + ratio["warning"].get<std::string>() + "\n";
     return o;

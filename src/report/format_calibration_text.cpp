@@ -43,10 +43,10 @@ std::string render_calibration_text(const json& doc) {
     s += fmt::format("{:<24} {:>12} {:>12}  {}\n", "parameter", "before", fitted ? "after" : "", "");
     for (const json& p : params) {
         const std::string status = str_at(p, {"status"});
-        const std::string why =
-            status == "unused"           ? "unused: no report's modeled time depends on it"
-            : status == "not determined" ? "not determined: no phase is bound by it at the fit; kept"
-            : fitted                     ? "fitted"
+        const std::string why = status == "unused" ? "unused: no report's modeled time depends on it"
+                                : status == "not determined"
+                                    ? "not determined: no phase is bound by it at the fit; kept"
+                                : fitted ? "fitted"
                                          : "";
         s += fmt::format("{:<24} {:>12.4g} {:>12}  {}\n", str_at(p, {"key"}), num_at(p, {"before"}),
                          fitted ? fmt::format("{:.4g}", num_at(p, {"after"})) : "", why);

@@ -32,9 +32,15 @@ bool runs_per_layer(const std::string& ph) {
 
 void name_tracks(json& events, int pid, int64_t rank, const std::string& host) {
     const std::string where = host.empty() ? "" : " (" + host + ")";
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", static_cast<int>(rank * 2)},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", static_cast<int>(rank * 2)},
                       {"args", {{"name", fmt::format("rank {}{} compute", rank, where)}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", static_cast<int>(rank * 2 + 1)},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", static_cast<int>(rank * 2 + 1)},
                       {"args", {{"name", fmt::format("rank {}{} all-to-all", rank, where)}}}});
 }
 
@@ -49,9 +55,14 @@ void timeline_slices(json& events, int pid, const json& timeline) {
             if (!(dur > 0) || !phase_from_name(ph)) continue;
             json args = {{"dur_us", dur}, {"source", "measured"}, {"basis", "recorded: the last measured step"}};
             if (p.at(1).get<int64_t>() >= 0) args["layer"] = p.at(1);
-            events.push_back({{"ph", "X"}, {"name", ph}, {"cat", std::string(phase_group_name(ph))},
-                              {"pid", pid}, {"tid", static_cast<int>(rank * 2 + (is_comm_phase(ph) ? 1 : 0))},
-                              {"ts", ts}, {"dur", dur}, {"args", args}});
+            events.push_back({{"ph", "X"},
+                              {"name", ph},
+                              {"cat", std::string(phase_group_name(ph))},
+                              {"pid", pid},
+                              {"tid", static_cast<int>(rank * 2 + (is_comm_phase(ph) ? 1 : 0))},
+                              {"ts", ts},
+                              {"dur", dur},
+                              {"args", args}});
         }
     }
 }
@@ -70,9 +81,13 @@ std::string render_chrome_trace(const json& report) {
         ++pid;
         const std::string source = str_at(r, {keys::kLatency, "source"}, "measured");
         int64_t ranks = std::max<int64_t>(1, static_cast<int64_t>(num_at(r, {keys::kAxes, "ep"}, 1)));
-        events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
+        events.push_back({{"ph", "M"},
+                          {"name", "process_name"},
+                          {"pid", pid},
+                          {"tid", 0},
                           {"args", {{"name", fmt::format("point {}: {}", i, run_label(r))}}}});
-        events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+        events.push_back(
+            {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
         if (const json* tl = find_path(r, {"ranks", "timeline"}); tl && tl->is_object() && tl->contains("ranks")) {
             timeline_slices(events, pid, *tl);
             continue;
@@ -82,20 +97,33 @@ std::string render_chrome_trace(const json& report) {
         // The report holds one set of per-layer means (rank 0's view when ep > 1); every rank gets the same step.
         for (int64_t rank = 0; rank < ranks; ++rank) {
             int compute_tid = static_cast<int>(rank * 2), comm_tid = static_cast<int>(rank * 2 + 1);
-            events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", compute_tid},
+            events.push_back({{"ph", "M"},
+                              {"name", "thread_name"},
+                              {"pid", pid},
+                              {"tid", compute_tid},
                               {"args", {{"name", fmt::format("rank {} compute", rank)}}}});
             if (has_comm)
-                events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", comm_tid},
+                events.push_back({{"ph", "M"},
+                                  {"name", "thread_name"},
+                                  {"pid", pid},
+                                  {"tid", comm_tid},
                                   {"args", {{"name", fmt::format("rank {} all-to-all", rank)}}}});
             double ts = 0;
             auto slice = [&](const std::string& ph, double dur, const json& layer) {
                 if (!(dur > 0)) return;
                 int tid = is_comm_phase(ph) ? comm_tid : compute_tid;
                 std::string group(phase_group_name(ph));
-                json args = {{keys::kMeanUs, dur}, {"source", source}, {"basis", "per-layer phase mean, laid end to end"}};
+                json args = {
+                    {keys::kMeanUs, dur}, {"source", source}, {"basis", "per-layer phase mean, laid end to end"}};
                 if (!layer.is_null()) args["layer"] = layer;
-                events.push_back({{"ph", "X"}, {"name", ph}, {"cat", group}, {"pid", pid}, {"tid", tid},
-                                  {"ts", ts}, {"dur", dur}, {"args", args}});
+                events.push_back({{"ph", "X"},
+                                  {"name", ph},
+                                  {"cat", group},
+                                  {"pid", pid},
+                                  {"tid", tid},
+                                  {"ts", ts},
+                                  {"dur", dur},
+                                  {"args", args}});
                 ts += dur;
             };
             // The once-per-step phases (embed; final_norm, lm_head) before and after the layers, as the engine runs
@@ -132,10 +160,11 @@ std::string render_chrome_trace(const json& report) {
     }
     json doc = {{"traceEvents", events},
                 {"displayTimeUnit", "ms"},
-                {"otherData", {{"generator", "moebench report " + flag_of("format") + " trace"},
-                               {"command", str_at(report, {"command"})},
-                               {"note", "one representative step per point: per-layer phase means (" +
-                                            times_source(runs) + ") laid end to end"}}}};
+                {"otherData",
+                 {{"generator", "moebench report " + flag_of("format") + " trace"},
+                  {"command", str_at(report, {"command"})},
+                  {"note", "one representative step per point: per-layer phase means (" + times_source(runs) +
+                               ") laid end to end"}}}};
     return doc.dump(1) + "\n";
 }
 

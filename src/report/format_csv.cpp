@@ -17,17 +17,61 @@ namespace moebench {
 using namespace formats_detail;
 
 const std::vector<std::string>& csv_columns() {
-    static const std::vector<std::string> kColumns = {
-        "point",          keys::kStatus,        "reason",        "model",          "backend",       "mode",
-        "batch",          "seq_len",       "context",       "num_tokens",     "routing",       "ep",
-        "capacity_factor", "soft_topn",    "layers",        "extra_axes",     "phase",         "phase_group",
-        "phase_mean_us",  "phase_p50_us",  "phase_p95_us",  "phase_p99_us",   "phase_min_us",  "phase_max_us",
-        "phase_stdev_us", "phase_cv",      "phase_share",   "step_mean_us",   "step_p50_us",   "step_p95_us",
-        "step_p99_us",    "step_cv",       keys::kTokensPerS,  keys::kIterations,     "load_max_over_mean_avg",
-        "timing_source",  keys::kLowConfidence, "energy_j_per_token", "energy_scope", "host_contended",
-        "throttled",      "rank",          "tp",            "attention_dp",   "moe_tp",        "moe_ep",
-        "dtype",          "expert_dtype",  "kv_dtype",      "first_layer",    "redundant_experts",
-        "resident_experts", "offload_ratio", "offload_policy", "prune_below"};
+    static const std::vector<std::string> kColumns = {"point",
+                                                      keys::kStatus,
+                                                      "reason",
+                                                      "model",
+                                                      "backend",
+                                                      "mode",
+                                                      "batch",
+                                                      "seq_len",
+                                                      "context",
+                                                      "num_tokens",
+                                                      "routing",
+                                                      "ep",
+                                                      "capacity_factor",
+                                                      "soft_topn",
+                                                      "layers",
+                                                      "extra_axes",
+                                                      "phase",
+                                                      "phase_group",
+                                                      "phase_mean_us",
+                                                      "phase_p50_us",
+                                                      "phase_p95_us",
+                                                      "phase_p99_us",
+                                                      "phase_min_us",
+                                                      "phase_max_us",
+                                                      "phase_stdev_us",
+                                                      "phase_cv",
+                                                      "phase_share",
+                                                      "step_mean_us",
+                                                      "step_p50_us",
+                                                      "step_p95_us",
+                                                      "step_p99_us",
+                                                      "step_cv",
+                                                      keys::kTokensPerS,
+                                                      keys::kIterations,
+                                                      "load_max_over_mean_avg",
+                                                      "timing_source",
+                                                      keys::kLowConfidence,
+                                                      "energy_j_per_token",
+                                                      "energy_scope",
+                                                      "host_contended",
+                                                      "throttled",
+                                                      "rank",
+                                                      "tp",
+                                                      "attention_dp",
+                                                      "moe_tp",
+                                                      "moe_ep",
+                                                      "dtype",
+                                                      "expert_dtype",
+                                                      "kv_dtype",
+                                                      "first_layer",
+                                                      "redundant_experts",
+                                                      "resident_experts",
+                                                      "offload_ratio",
+                                                      "offload_policy",
+                                                      "prune_below"};
     return kColumns;
 }
 
@@ -68,10 +112,30 @@ std::string g17(double v) { return fmt::format("{}", v); }
 namespace formats_detail {
 
 std::string render_csv(const json& report) {
-    static const std::set<std::string> kStandardAxes = {
-        "model",  "backend", "mode",  "batch",        "seq_len", "context", "routing",      "ep",      "capacity_factor",
-        "soft_topn", "layers", "tp", "attention_dp", "moe_tp",  "moe_ep",  "dtype", "expert_dtype", "kv_dtype",
-        "first_layer", "redundant_experts", "resident_experts", "offload_ratio", "offload_policy", "prune_below"};
+    static const std::set<std::string> kStandardAxes = {"model",
+                                                        "backend",
+                                                        "mode",
+                                                        "batch",
+                                                        "seq_len",
+                                                        "context",
+                                                        "routing",
+                                                        "ep",
+                                                        "capacity_factor",
+                                                        "soft_topn",
+                                                        "layers",
+                                                        "tp",
+                                                        "attention_dp",
+                                                        "moe_tp",
+                                                        "moe_ep",
+                                                        "dtype",
+                                                        "expert_dtype",
+                                                        "kv_dtype",
+                                                        "first_layer",
+                                                        "redundant_experts",
+                                                        "resident_experts",
+                                                        "offload_ratio",
+                                                        "offload_policy",
+                                                        "prune_below"};
     std::string out;
     const auto& cols = csv_columns();
     for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
@@ -100,10 +164,22 @@ std::string render_csv(const json& report) {
                     load_sum += l[keys::kMaxOverMean].get<double>();
                     ++load_n;
                 }
-        std::vector<std::string> point_cols = {
-            std::to_string(index), status, reason, model, axis("backend"), axis("mode"), axis("batch"),
-            axis("seq_len"), axis("context"), num_text(run, {"num_tokens"}), axis("routing"), axis("ep"),
-            axis("capacity_factor"), axis("soft_topn"), axis("layers"), extra};
+        std::vector<std::string> point_cols = {std::to_string(index),
+                                               status,
+                                               reason,
+                                               model,
+                                               axis("backend"),
+                                               axis("mode"),
+                                               axis("batch"),
+                                               axis("seq_len"),
+                                               axis("context"),
+                                               num_text(run, {"num_tokens"}),
+                                               axis("routing"),
+                                               axis("ep"),
+                                               axis("capacity_factor"),
+                                               axis("soft_topn"),
+                                               axis("layers"),
+                                               extra};
         const json* step_stats = find_path(run, {keys::kLatency, keys::kStep});
         const EnergyPerToken energy = energy_per_token(run);
         // Throttled if either the host or the device says so; unknown only when neither knows.
@@ -113,18 +189,19 @@ std::string render_csv(const json& report) {
             if (host == "yes" || throttled.empty()) throttled = host.empty() ? throttled : host;
         }
         std::vector<std::string> step_cols = {
-            num_text(run, {keys::kLatency, keys::kStep, keys::kMeanUs}), num_text(run, {keys::kLatency, keys::kStep, keys::kP50Us}),
-            num_text(run, {keys::kLatency, keys::kStep, keys::kP95Us}),  num_text(run, {keys::kLatency, keys::kStep, keys::kP99Us}),
-            num_text(run, {keys::kLatency, keys::kStep, "cv"}),      num_text(run, {keys::kThroughput, keys::kTokensPerS}),
+            num_text(run, {keys::kLatency, keys::kStep, keys::kMeanUs}),
+            num_text(run, {keys::kLatency, keys::kStep, keys::kP50Us}),
+            num_text(run, {keys::kLatency, keys::kStep, keys::kP95Us}),
+            num_text(run, {keys::kLatency, keys::kStep, keys::kP99Us}),
+            num_text(run, {keys::kLatency, keys::kStep, "cv"}), num_text(run, {keys::kThroughput, keys::kTokensPerS}),
             // the steps behind the statistics: measured, or modeled (sim; timing_source says which)
             num_text(run, {keys::kIterations, find_path(run, {keys::kIterations, "modeled"}) ? "modeled" : "measured"}),
-            load_n ? g17(load_sum / load_n) : "",
-            str_at(run, {keys::kLatency, "source"}),
-            fmt::format("{}", fmt::join(step_stats ? low_confidence_keys(*step_stats) : std::vector<std::string>{}, ";")),
+            load_n ? g17(load_sum / load_n) : "", str_at(run, {keys::kLatency, "source"}),
+            fmt::format("{}",
+                        fmt::join(step_stats ? low_confidence_keys(*step_stats) : std::vector<std::string>{}, ";")),
             energy.available ? g17(energy.joules_per_token) : "",
             energy.available ? energy.where + ": " + energy.scope : energy.scope,
-            tri_state(run, {keys::kConditions, "host", "contended"}),
-            throttled};
+            tri_state(run, {keys::kConditions, "host", "contended"}), throttled};
         auto emit = [&](const std::vector<std::string>& phase_cols, const std::vector<std::string>& steps = {},
                         const std::string& rank = "") {
             std::vector<std::string> row = point_cols;
@@ -132,9 +209,9 @@ std::string render_csv(const json& report) {
             const std::vector<std::string>& sc = steps.empty() ? step_cols : steps;
             row.insert(row.end(), sc.begin(), sc.end());
             row.push_back(rank);
-            for (const char* k : {"tp", "attention_dp", "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype",
-                                  "first_layer", "redundant_experts", "resident_experts", "offload_ratio",
-                                  "offload_policy", "prune_below"})
+            for (const char* k :
+                 {"tp", "attention_dp", "moe_tp", "moe_ep", "dtype", "expert_dtype", "kv_dtype", "first_layer",
+                  "redundant_experts", "resident_experts", "offload_ratio", "offload_policy", "prune_below"})
                 row.push_back(axis(k));  // appended after `rank`: the columns keep their places
             for (size_t i = 0; i < row.size(); ++i) {
                 if (i) out += ',';  // (appending in two steps: GCC 12 -Wrestrict false positive on "," + s)
@@ -148,8 +225,8 @@ std::string render_csv(const json& report) {
             const json& p = run[keys::kLatency][keys::kPhases][ph];
             auto f = [&](const char* k) { return num_text(p, {k}); };
             std::string group(phase_group_name(ph));
-            emit({ph, group, f(keys::kMeanUs), f(keys::kP50Us), f(keys::kP95Us), f(keys::kP99Us), f("min_us"), f("max_us"),
-                  f("stdev_us"), f("cv"), f("share")});
+            emit({ph, group, f(keys::kMeanUs), f(keys::kP50Us), f(keys::kP95Us), f(keys::kP99Us), f("min_us"),
+                  f("max_us"), f("stdev_us"), f("cv"), f("share")});
         }
         // A multi-process run: its rows above are the job's (the slowest rank per phase); then each rank's own mean
         // per phase and step, with its rank (the other statistics are the job's only).

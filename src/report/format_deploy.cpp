@@ -19,7 +19,9 @@ namespace {
 using formats_detail::scalar_text;
 using formats_detail::str_at;
 
-double num(const json& j, const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN; }
+double num(const json& j, const char* key) {
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
+}
 
 std::string fixed(double v, int digits) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, digits) : "n/a"; }
 
@@ -52,8 +54,9 @@ std::string figures_text(const json& p) {
                                         : "not available: no price (give " + price_flag + " USD per GPU-hour)");
     const double j = num(p, "joules_per_output_token");
     s += fmt::format("  energy        {}\n", std::isfinite(j) ? fmt::format("{:.3f} J per output token (every board at "
-                                                                           "its TDP, {} W)", j, fixed(num(p, "tdp_w"), 0))
-                                                             : std::string("not available: the profile has no tdp_w"));
+                                                                            "its TDP, {} W)",
+                                                                            j, fixed(num(p, "tdp_w"), 0))
+                                                              : std::string("not available: the profile has no tdp_w"));
     if (p.contains("phase_groups_us") && p["phase_groups_us"].is_object()) {
         std::string g;
         for (const auto& [k, v] : p["phase_groups_us"].items())
@@ -63,13 +66,24 @@ std::string figures_text(const json& p) {
     return s;
 }
 
-const std::vector<std::string> kCsvColumns = {
-    "hardware",        "num_gpus",       "tp",
-    "attention_dp",    "moe_tp",         "moe_ep",
-    "concurrency",     "ttft_ms",        "tpot_ms",
-    "tpot_p90_ms",     "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
-    "input_tokens_per_s_per_gpu",        "memory_per_gpu_bytes", "fits",
-    "usd_per_million_output_tokens",     "joules_per_output_token", "on_frontier"};
+const std::vector<std::string> kCsvColumns = {"hardware",
+                                              "num_gpus",
+                                              "tp",
+                                              "attention_dp",
+                                              "moe_tp",
+                                              "moe_ep",
+                                              "concurrency",
+                                              "ttft_ms",
+                                              "tpot_ms",
+                                              "tpot_p90_ms",
+                                              "output_tokens_per_s_per_gpu",
+                                              "output_tokens_per_s_per_user",
+                                              "input_tokens_per_s_per_gpu",
+                                              "memory_per_gpu_bytes",
+                                              "fits",
+                                              "usd_per_million_output_tokens",
+                                              "joules_per_output_token",
+                                              "on_frontier"};
 
 std::string csv_cell(const json& p, const std::string& col) {
     if (col == "tp" || col == "attention_dp" || col == "moe_tp" || col == "moe_ep")
@@ -90,10 +104,10 @@ namespace formats_detail {
 
 std::string render_deploy_text(const json& doc) {
     const std::string kind = str_at(doc, {"kind"}, "point");
-    std::string s = fmt::format("moebench deploy: {}, isl {}, osl {}, chunk budget {} tokens; every figure modeled "
-                                "(sim steps)\n",
-                                str_at(doc, {"model"}, "?"), text_of(doc, "isl"), text_of(doc, "osl"),
-                                text_of(doc, "max_prefill_tokens"));
+    std::string s = fmt::format(
+        "moebench deploy: {}, isl {}, osl {}, chunk budget {} tokens; every figure modeled "
+        "(sim steps)\n",
+        str_at(doc, {"model"}, "?"), text_of(doc, "isl"), text_of(doc, "osl"), text_of(doc, "max_prefill_tokens"));
     if (kind == "point") {
         s += point_label(doc) + "\n" + figures_text(doc);
         if (doc.contains("cycle")) {
@@ -111,8 +125,8 @@ std::string render_deploy_text(const json& doc) {
                          text_of(doc["decode_pool"], "gpus"), str_at(doc, {"decode_pool", "layout", "describe"}),
                          str_at(doc, {"hardware"}), text_of(doc, "concurrency"));
         s += figures_text(doc);
-        s += fmt::format("  KV transfer   {} ms per request\n  balance       {}\n", fixed(num(doc, "kv_transfer_ms"), 2),
-                         str_at(doc, {"balance"}));
+        s += fmt::format("  KV transfer   {} ms per request\n  balance       {}\n",
+                         fixed(num(doc, "kv_transfer_ms"), 2), str_at(doc, {"balance"}));
         return s;
     }
     // search
@@ -169,10 +183,11 @@ std::string render_deploy_csv(const json& doc) {
 
 std::string render_deploy_html(const json& doc) {
     using namespace html_svg;
-    std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>moebench deploy</title>\n"
-                    "<style>body{font-family:sans-serif;margin:20px}text{font-size:12px}.axis{stroke:#333}"
-                    ".grid{stroke:#ddd}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
-                    "text-align:right}</style></head><body>\n";
+    std::string h =
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>moebench deploy</title>\n"
+        "<style>body{font-family:sans-serif;margin:20px}text{font-size:12px}.axis{stroke:#333}"
+        ".grid{stroke:#ddd}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
+        "text-align:right}</style></head><body>\n";
     h += "<h1>moebench deploy: " + esc(str_at(doc, {"model"}, "?")) + "</h1>\n<p>isl " + esc(text_of(doc, "isl")) +
          ", osl " + esc(text_of(doc, "osl")) + ", chunk budget " + esc(text_of(doc, "max_prefill_tokens")) +
          " tokens. Every figure is modeled (steps priced by the sim backend; docs/deploy.md).</p>\n";
@@ -199,17 +214,19 @@ std::string render_deploy_html(const json& doc) {
     if (doc.contains("frontier"))
         for (const auto& [hw, idx] : doc["frontier"].items()) hws.push_back(hw);
     for (const json& p : points)
-        if (std::find(hws.begin(), hws.end(), str_at(p, {"hardware"})) == hws.end()) hws.push_back(str_at(p, {"hardware"}));
+        if (std::find(hws.begin(), hws.end(), str_at(p, {"hardware"})) == hws.end())
+            hws.push_back(str_at(p, {"hardware"}));
     for (size_t k = 0; k < hws.size(); ++k) {
         const std::string color = kSeriesColors[k % 8];
         for (const json& p : points) {
             if (str_at(p, {"hardware"}) != hws[k]) continue;
-            svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" fill-opacity=\"{}\"><title>{}: "
-                               "{:.1f} tok/s/user, {:.1f} tok/s/GPU, TTFT {:.1f} ms</title></circle>\n",
-                               px(num(p, "output_tokens_per_s_per_user")), py(num(p, "output_tokens_per_s_per_gpu")),
-                               p.value("on_frontier", false) ? 4 : 2.5, color, p.value("on_frontier", false) ? 1.0 : 0.3,
-                               esc(point_label(p)), num(p, "output_tokens_per_s_per_user"),
-                               num(p, "output_tokens_per_s_per_gpu"), num(p, "ttft_ms"));
+            svg += fmt::format(
+                "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" fill-opacity=\"{}\"><title>{}: "
+                "{:.1f} tok/s/user, {:.1f} tok/s/GPU, TTFT {:.1f} ms</title></circle>\n",
+                px(num(p, "output_tokens_per_s_per_user")), py(num(p, "output_tokens_per_s_per_gpu")),
+                p.value("on_frontier", false) ? 4 : 2.5, color, p.value("on_frontier", false) ? 1.0 : 0.3,
+                esc(point_label(p)), num(p, "output_tokens_per_s_per_user"), num(p, "output_tokens_per_s_per_gpu"),
+                num(p, "ttft_ms"));
         }
         if (doc.contains("frontier") && doc["frontier"].contains(hws[k])) {
             std::string pts;
@@ -218,15 +235,17 @@ std::string render_deploy_html(const json& doc) {
                 pts += fmt::format("{:.1f},{:.1f} ", px(num(p, "output_tokens_per_s_per_user")),
                                    py(num(p, "output_tokens_per_s_per_gpu")));
             }
-            svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", pts, color);
+            svg +=
+                fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", pts, color);
         }
-        svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/>\n", f.x0 + f.w - 150,
-                           f.y0 + 8 + 16.0 * static_cast<double>(k), color);
+        svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/>\n",
+                           f.x0 + f.w - 150, f.y0 + 8 + 16.0 * static_cast<double>(k), color);
         svg += text(f.x0 + f.w - 135, f.y0 + 17 + 16.0 * static_cast<double>(k), hws[k]);
     }
     svg += "</svg>\n";
     h += "<h2>Output tokens/s/GPU against tokens/s/user (the frontier of each hardware drawn; hover a point for its "
-         "layout)</h2>\n" + svg;
+         "layout)</h2>\n" +
+         svg;
     h += "<h2>Configurations</h2>\n<table>\n<tr>";
     for (const std::string& c : kCsvColumns) h += "<th>" + esc(c) + "</th>";
     h += "</tr>\n";

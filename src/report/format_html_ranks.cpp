@@ -40,14 +40,16 @@ std::string chart_rank_phases(const json& ranks) {
             if (!r.at("phase_mean_us").contains(ph)) continue;
             const double us = r["phase_mean_us"][ph].get<double>();
             const double bw = hi > 0 ? us / hi * f.w : 0;
-            s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>rank {}: {} "
-                             "{:.1f} µs</title></rect>\n", x, y, bw, bar_h - 4, phase_color(ph), r.value("rank", int64_t{0}),
-                             esc(ph), us);
+            s += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>rank {}: {} "
+                "{:.1f} µs</title></rect>\n",
+                x, y, bw, bar_h - 4, phase_color(ph), r.value("rank", int64_t{0}), esc(ph), us);
             x += bw;
         }
     }
-    s += text(f.x0, f.y0 + f.h + 25, fmt::format("mean µs per step, summed over the layers run (measured); longest bar {:.1f} µs",
-                                                 hi), "class=\"small\"");
+    s += text(f.x0, f.y0 + f.h + 25,
+              fmt::format("mean µs per step, summed over the layers run (measured); longest bar {:.1f} µs", hi),
+              "class=\"small\"");
     return s + "</svg>\n";
 }
 
@@ -67,13 +69,16 @@ std::string chart_matrix(const std::string& id, const std::string& title, const 
     s += text(70, 16, title, "class=\"small\"");
     for (size_t i = 0; i < n; ++i)
         for (size_t j = 0; j < n; ++j)
-            s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>rank {} -> "
-                             "rank {}: {:.0f} bytes per step</title></rect>\n", 70 + cs * static_cast<double>(j),
-                             30 + cs * static_cast<double>(i), cs, cs, heat_color(hi > 0 ? cell[i * n + j] / hi : 0), i, j,
-                             cell[i * n + j]);
+            s += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>rank {} -> "
+                "rank {}: {:.0f} bytes per step</title></rect>\n",
+                70 + cs * static_cast<double>(j), 30 + cs * static_cast<double>(i), cs, cs,
+                heat_color(hi > 0 ? cell[i * n + j] / hi : 0), i, j, cell[i * n + j]);
     s += text(70 + size / 2.0, 30 + size + 20, "receiving rank", "text-anchor=\"middle\" class=\"small\"");
-    s += fmt::format("<text transform=\"translate(50,{:.1f}) rotate(-90)\" text-anchor=\"middle\" class=\"small\">sending "
-                     "rank</text>\n", 30 + size / 2.0);
+    s += fmt::format(
+        "<text transform=\"translate(50,{:.1f}) rotate(-90)\" text-anchor=\"middle\" class=\"small\">sending "
+        "rank</text>\n",
+        30 + size / 2.0);
     return s + "</svg>\n";
 }
 
@@ -88,13 +93,14 @@ std::string html_ranks_section(const json& report) {
         if (!ranks || !traffic) continue;
         std::string h = "<p class=\"note\">" + esc(run_label(run)) + ": " + std::to_string(ranks->size()) +
                         " processes (" + esc(str_at(run, {"ranks", "a2a"})) + " dispatch, " +
-                        esc(str_at(run, {"ranks", "dispatch_dtype"})) + "). The report's latency takes the slowest rank "
+                        esc(str_at(run, {"ranks", "dispatch_dtype"})) +
+                        "). The report's latency takes the slowest rank "
                         "per phase.</p>\n";
         h += chart_rank_phases(run["ranks"]);
         h += chart_matrix("chart-dispatch-bytes", "dispatch bytes per step (payload + metadata, counted)",
                           (*traffic)["dispatch_payload_bytes"], &(*traffic)["dispatch_meta_bytes"]);
-        h += chart_matrix("chart-combine-bytes", "combine bytes per step (counted)", (*traffic)["combine_payload_bytes"],
-                          nullptr);
+        h += chart_matrix("chart-combine-bytes", "combine bytes per step (counted)",
+                          (*traffic)["combine_payload_bytes"], nullptr);
         return h;
     }
     return not_available("chart-rank-phases",

@@ -46,15 +46,18 @@ void md_header(const json& report, const json& runs, std::string& o) {
 
 // One row per point: the step's statistics, throughput, load and energy; `golden` is marked.
 void md_points(const json& runs, long golden, std::string& o) {
-    o += fmt::format("\n## Points\n\nLatency is the {} end-to-end step of the layers run; throughput is tokens per "
-                     "second of that step.\n\n", times_source(runs));
+    o += fmt::format(
+        "\n## Points\n\nLatency is the {} end-to-end step of the layers run; throughput is tokens per "
+        "second of that step.\n\n",
+        times_source(runs));
     o += "| # | point | status | step mean ms | p50 ms | p95 ms | p99 ms | cv | tokens/s | max/mean load | J/token |\n";
     o += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < runs.size(); ++i) {
         const json& r = runs[i];
         std::string label = run_label(r) + (static_cast<long>(i) == golden ? " **(golden)**" : "");
         if (!run_ok(r)) {
-            std::string why = r.value(keys::kStatus, "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
+            std::string why =
+                r.value(keys::kStatus, "") == "skipped" ? r.value("skip_reason", "") : r.value("error", "");
             o += fmt::format("| {} | {} | {}: {} | | | | | | | | |\n", i, md_cell(label),
                              md_cell(r.value(keys::kStatus, "")), md_cell(why));
             continue;
@@ -72,8 +75,9 @@ void md_points(const json& runs, long golden, std::string& o) {
         };
         const EnergyPerToken energy = energy_per_token(r);
         o += fmt::format("| {} | {} | ok | {} | {} | {} | {} | {:.3f} | {:.1f} | {} | {} |\n", i, md_cell(label),
-                         ms(num_at(r, {keys::kLatency, keys::kStep, keys::kMeanUs})), ms(num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us})),
-                         pct(keys::kP95Us), pct(keys::kP99Us), num_at(r, {keys::kLatency, keys::kStep, "cv"}),
+                         ms(num_at(r, {keys::kLatency, keys::kStep, keys::kMeanUs})),
+                         ms(num_at(r, {keys::kLatency, keys::kStep, keys::kP50Us})), pct(keys::kP95Us),
+                         pct(keys::kP99Us), num_at(r, {keys::kLatency, keys::kStep, "cv"}),
                          num_at(r, {keys::kThroughput, keys::kTokensPerS}), n ? fmt::format("{:.2f}", load / n) : "",
                          energy.available ? fmt::format("{:.4g}", energy.joules_per_token) : "");
     }
@@ -82,7 +86,8 @@ void md_points(const json& runs, long golden, std::string& o) {
 // What "~" and J/token mean, and the points not measured on a quiet machine.
 void md_notes(const json& runs, std::string& o) {
     o += "\n`~`: a percentile from fewer samples than it needs (p95: 20, p99: 100), an interpolation next to the "
-         "maximum. J/token: the GPU's energy counter (cuda) or the CPU packages' RAPL counter; empty when not readable.\n";
+         "maximum. J/token: the GPU's energy counter (cuda) or the CPU packages' RAPL counter; empty when not "
+         "readable.\n";
     for (size_t i = 0; i < runs.size(); ++i) {
         const bool device_throttled = tri_state(runs[i], {keys::kConditions, "device", "throttled"}) == "yes";
         const json* note = find_path(runs[i], {keys::kConditions, device_throttled ? "device" : "host", "note"});
@@ -117,7 +122,8 @@ void md_phases(const json& runs, std::string& o) {
             o += "| " + ph + " | " + std::string(phase_group_name(ph)) + " |";
             for (size_t c : cols) {
                 const json* p = find_path(runs[c], {keys::kLatency, keys::kPhases, ph.c_str()});
-                o += p ? fmt::format(" {:.1f} ({:.1f}%) |", num_at(*p, {keys::kMeanUs}), 100.0 * num_at(*p, {"share"})) : " |";
+                o += p ? fmt::format(" {:.1f} ({:.1f}%) |", num_at(*p, {keys::kMeanUs}), 100.0 * num_at(*p, {"share"}))
+                       : " |";
             }
             o += "\n";
         }
@@ -135,7 +141,8 @@ void md_expert_load(const json& runs, long golden, std::string& o) {
         const json* pl = find_path(runs[static_cast<size_t>(show)], {keys::kExpertLoad, keys::kPerLayer});
         if (pl && pl->is_array() && !pl->empty()) {
             o += fmt::format("\n## Expert load ({}, counted)\n\n", md_cell(run_label(runs[static_cast<size_t>(show)])));
-            o += "| layer | max/mean | cv | gini | top-3 share | idle experts | dropped |\n|---:|---:|---:|---:|---:|---:|---:|\n";
+            o += "| layer | max/mean | cv | gini | top-3 share | idle experts | dropped "
+                 "|\n|---:|---:|---:|---:|---:|---:|---:|\n";
             for (const auto& l : *pl)
                 o += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {} | {} |\n",
                                  md_cell(scalar_text(l.value("layer", json()))), l.value(keys::kMaxOverMean, 0.0),

@@ -21,11 +21,11 @@ std::string render_placement_text(const json& j) {
     };
     const int64_t batch = p["batch"].get<int64_t>();
     const std::string a2a = flag_of("a2a");
-    std::string o = fmt::format("placement of {} experts on {} ranks ({} replicas) from {} ({} steps of {} tokens, {} "
-                                "layers)\n",
-                                j["num_experts"].get<int64_t>(), j["num_ranks"].get<int64_t>(),
-                                p["replicas"].get<int64_t>(), p["trace"].get<std::string>(), p["steps"].get<int64_t>(),
-                                batch, p["trace_layers"].get<int64_t>());
+    std::string o = fmt::format(
+        "placement of {} experts on {} ranks ({} replicas) from {} ({} steps of {} tokens, {} "
+        "layers)\n",
+        j["num_experts"].get<int64_t>(), j["num_ranks"].get<int64_t>(), p["replicas"].get<int64_t>(),
+        p["trace"].get<std::string>(), p["steps"].get<int64_t>(), batch, p["trace_layers"].get<int64_t>());
     o += fmt::format("  {:<36} {:>12} {:>12}\n", "per step", "contiguous", "placed");
     o += row("remote dispatch rows, " + a2a + " dedup", "dedup_remote_rows_per_step");
     o += row("remote dispatch rows, " + a2a + " per-expert", "per_expert_remote_rows_per_step");
@@ -35,8 +35,10 @@ std::string render_placement_text(const json& j) {
     if (c.contains("dedup_remote_bytes_per_step"))
         o += row("remote dispatch bytes (bf16), dedup", "dedup_remote_bytes_per_step");
     if (p["steps"].get<int64_t>() == 0)
-        o += fmt::format("note: the trace holds fewer than {} {} tokens: nothing to replay, the prediction is empty "
-                         "(use a smaller {})\n", flag_of("batch"), batch, flag_of("batch"));
+        o += fmt::format(
+            "note: the trace holds fewer than {} {} tokens: nothing to replay, the prediction is empty "
+            "(use a smaller {})\n",
+            flag_of("batch"), batch, flag_of("batch"));
     return o;
 }
 

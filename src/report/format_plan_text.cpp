@@ -26,15 +26,16 @@ std::string render_plan_text(const json& j) {
     auto line = [&](const std::string& l) { s += l + "\n"; };
     line(fmt::format("moebench plan: {} on {} ({})", name, hw_name, hw["display_name"].get<std::string>()));
     if (!layout_note.empty()) line("  NOTE: " + layout_note);
-    if (m["unconfirmed"].get<bool>()) line(fmt::format("  NOTE: unconfirmed model shape. {}", m["notes"].get<std::string>()));
+    if (m["unconfirmed"].get<bool>())
+        line(fmt::format("  NOTE: unconfirmed model shape. {}", m["notes"].get<std::string>()));
     // Not "EP x TP": the expert and attention groups overlay the same GPUs (GPUs = max(ep, tp)).
     const int64_t redundant = in["redundant_experts"].get<int64_t>();
     line(fmt::format("  weights {}{}, KV {}, EP {}{} and TP {} on {} GPU{}, batch {}, context {}{}", dtype,
                      expert_dtype != dtype ? fmt::format(" (experts {})", expert_dtype) : std::string(),
                      in["kv_dtype"].get<std::string>(), in["ep"].get<int64_t>(),
                      redundant > 0 ? fmt::format(" (+{} redundant experts)", redundant) : std::string(),
-                     in["tp"].get<int64_t>(), gpus,
-                     gpus > 1 ? "s" : "", in["batch"].get<int64_t>(), context, include_mtp ? ", MTP included" : ""));
+                     in["tp"].get<int64_t>(), gpus, gpus > 1 ? "s" : "", in["batch"].get<int64_t>(), context,
+                     include_mtp ? ", MTP included" : ""));
     line("");
     line(fmt::format("{:<26} {:>12} {:>14}   {:>12}", "Parameters (counted)", "total", "active/token", "FLOPs/token"));
     for (int c = 0; c < kNumComponents; ++c) {
@@ -55,9 +56,10 @@ std::string render_plan_text(const json& j) {
     line(fmt::format("  active per token: {} of total ({} excluding the input embedding: {})", percent(active / total),
                      human_count(active_ex), percent(active_ex / total)));
     const double dense_flops = 2.0 * total;
-    line(fmt::format("  FLOPs per token at context {}: {} = {} of a dense {} model ({}); attention over the context: {}",
-                     context, human_flops(flops_total), percent(flops_total / dense_flops), human_count(total),
-                     human_flops(dense_flops), human_flops(fl["attention_context"].get<double>())));
+    line(
+        fmt::format("  FLOPs per token at context {}: {} = {} of a dense {} model ({}); attention over the context: {}",
+                    context, human_flops(flops_total), percent(flops_total / dense_flops), human_count(total),
+                    human_flops(dense_flops), human_flops(fl["attention_context"].get<double>())));
     line("");
     line("Why % of parameters and % of FLOPs differ:");
     line("  " + j["sparsity"]["explanation"].get<std::string>());
@@ -74,12 +76,12 @@ std::string render_plan_text(const json& j) {
     row(expert_dtype != dtype && moe_model ? fmt::format("weights ({}, experts {})", dtype, expert_dtype)
                                            : fmt::format("weights ({})", dtype),
         gpu["weights_bytes"].get<double>(), "");
-    const json* offload = mem.contains("expert_offload") && mem["expert_offload"].is_object() ? &mem["expert_offload"]
-                                                                                              : nullptr;
+    const json* offload =
+        mem.contains("expert_offload") && mem["expert_offload"].is_object() ? &mem["expert_offload"] : nullptr;
     if (offload) {
         row("of which resident experts", (*offload)["resident_bytes"].get<double>(),
-            fmt::format("{} of {} routed experts per MoE layer on the GPU", (*offload)["resident_experts"].get<int64_t>(),
-                        m["num_experts"].get<int64_t>()));
+            fmt::format("{} of {} routed experts per MoE layer on the GPU",
+                        (*offload)["resident_experts"].get<int64_t>(), m["num_experts"].get<int64_t>()));
         row("of which fetch buffers", (*offload)["fetch_buffer_bytes"].get<double>(),
             fmt::format("{} experts: one layer's top-{}, double-buffered",
                         (*offload)["fetch_buffer_experts"].get<int64_t>(), m["top_k"].get<int64_t>()));
@@ -97,9 +99,9 @@ std::string render_plan_text(const json& j) {
         fmt::format("{} for {} tokens/step + {} workspace", human_bytes(gpu["activation_only_bytes"].get<double>()),
                     mem["activation_tokens"].get<int64_t>(), human_bytes(gpu["workspace_bytes"].get<double>())));
     row("free", gpu["free_bytes"].get<double>(),
-        mem["fits"].get<bool>() ? ""
-                                : fmt::format("DOES NOT FIT: lower {} or {}, or add GPUs", flag_of("batch"),
-                                              flag_of("context")));
+        mem["fits"].get<bool>()
+            ? ""
+            : fmt::format("DOES NOT FIT: lower {} or {}, or add GPUs", flag_of("batch"), flag_of("context")));
     line(fmt::format("  max concurrent sequences at context {}: {}", context,
                      mem["max_concurrent_sequences"].get<int64_t>()));
     if (offload)
@@ -115,9 +117,10 @@ std::string render_plan_text(const json& j) {
         line(fmt::format("  unique experts per MoE layer  {:.2f} of {} (E*(1-(1-k/E)^B), k = {})",
                          f["unique_experts_per_layer"].get<double>(), m["num_experts"].get<int64_t>(),
                          m["top_k"].get<int64_t>()));
-    line(fmt::format("  bytes read per GPU            {}  (weights {}, touched experts {}, KV {})",
-                     human_bytes(f["bytes_per_gpu"].get<double>()), human_bytes(f["weight_bytes_per_gpu"].get<double>()),
-                     human_bytes(f["expert_bytes_per_gpu"].get<double>()), human_bytes(f["kv_bytes_per_gpu"].get<double>())));
+    line(fmt::format(
+        "  bytes read per GPU            {}  (weights {}, touched experts {}, KV {})",
+        human_bytes(f["bytes_per_gpu"].get<double>()), human_bytes(f["weight_bytes_per_gpu"].get<double>()),
+        human_bytes(f["expert_bytes_per_gpu"].get<double>()), human_bytes(f["kv_bytes_per_gpu"].get<double>())));
     line(fmt::format("  FLOPs per step                {}  ({} per GPU)", human_flops(f["flops_per_step"].get<double>()),
                      human_flops(f["flops_per_gpu"].get<double>())));
     std::string peaks;

@@ -2,8 +2,8 @@
 // Prometheus text exposition (format 0.0.4) of a report: expert activations (counter), per-phase latency (summary),
 // step latency (histogram of the measured step samples), throughput and load-imbalance gauges. Every family has
 // its HELP and TYPE lines and its samples together.
-#include "report/formats.hpp"
 #include "core/report_keys.hpp"
+#include "report/formats.hpp"
 
 #include <fmt/format.h>
 
@@ -20,10 +20,14 @@ namespace {
 std::string label_escape(const std::string& s) {
     std::string o;
     for (char c : s) {
-        if (c == '\\') o += "\\\\";
-        else if (c == '"') o += "\\\"";
-        else if (c == '\n') o += "\\n";
-        else o += c;
+        if (c == '\\')
+            o += "\\\\";
+        else if (c == '"')
+            o += "\\\"";
+        else if (c == '\n')
+            o += "\\n";
+        else
+            o += c;
     }
     return o;
 }
@@ -90,8 +94,9 @@ void add_phase_summaries(const json& r, const std::string& pl, Families& add) {
         const json& p = r[keys::kLatency][keys::kPhases][ph];
         std::string l = pl + fmt::format(",phase=\"{}\"", ph);
         const char* fname = "moebench_phase_latency_seconds";
-        const char* help = "Per-step latency of each phase summed over the layers run (label source: measured, or "
-                           "modeled by the sim backend), quantiles over the steps.";
+        const char* help =
+            "Per-step latency of each phase summed over the layers run (label source: measured, or "
+            "modeled by the sim backend), quantiles over the steps.";
         for (auto [q, key] : {std::pair{"0.5", keys::kP50Us}, {"0.95", keys::kP95Us}, {"0.99", keys::kP99Us}})
             add(fname, "summary", help, fname, l + fmt::format(",quantile=\"{}\"", q), num_at(p, {key}) * 1e-6);
         add(fname, "summary", help, std::string(fname) + "_sum", l, num_at(p, {keys::kMeanUs}) * 1e-6 * n);
@@ -101,7 +106,8 @@ void add_phase_summaries(const json& r, const std::string& pl, Families& add) {
 
 void add_step_histogram(const json& r, const std::string& pl, Families& add) {
     // Step latency: a real histogram of the measured step samples.
-    if (const json* samples = find_path(r, {keys::kLatency, "step_samples_us"}); samples && samples->is_array() && !samples->empty()) {
+    if (const json* samples = find_path(r, {keys::kLatency, "step_samples_us"});
+        samples && samples->is_array() && !samples->empty()) {
         std::vector<double> s;
         for (const auto& v : *samples)
             if (v.is_number()) s.push_back(v.get<double>() * 1e-6);
@@ -109,17 +115,19 @@ void add_step_histogram(const json& r, const std::string& pl, Families& add) {
         // Buckets: powers of two from just below the fastest sample to above the slowest.
         double lo = std::pow(2.0, std::floor(std::log2(std::max(s.front(), 1e-9)))), hi = s.back();
         const char* fname = "moebench_step_latency_seconds";
-        const char* help = "End-to-end step latency of the layers run (label source: measured, or modeled by the sim "
-                           "backend), histogram of the steps.";
+        const char* help =
+            "End-to-end step latency of the layers run (label source: measured, or modeled by the sim "
+            "backend), histogram of the steps.";
         double sum = 0;
         for (double v : s) sum += v;
-        for (double le = lo; ; le *= 2) {
+        for (double le = lo;; le *= 2) {
             size_t c = static_cast<size_t>(std::upper_bound(s.begin(), s.end(), le) - s.begin());
-            add(fname, "histogram", help, std::string(fname) + "_bucket", pl + fmt::format(",le=\"{}\"", value_text(le)),
-                static_cast<double>(c));
+            add(fname, "histogram", help, std::string(fname) + "_bucket",
+                pl + fmt::format(",le=\"{}\"", value_text(le)), static_cast<double>(c));
             if (le >= hi) break;
         }
-        add(fname, "histogram", help, std::string(fname) + "_bucket", pl + ",le=\"+Inf\"", static_cast<double>(s.size()));
+        add(fname, "histogram", help, std::string(fname) + "_bucket", pl + ",le=\"+Inf\"",
+            static_cast<double>(s.size()));
         add(fname, "histogram", help, std::string(fname) + "_sum", pl, sum);
         add(fname, "histogram", help, std::string(fname) + "_count", pl, static_cast<double>(s.size()));
     }
@@ -136,14 +144,19 @@ void add_expert_load(const json& r, const std::string& pl, Families& add) {
                         "Token-to-expert assignments over the measured steps (counted).",
                         "moebench_expert_activations_total", ll + fmt::format(",expert=\"{}\"", e),
                         (*tpe)[e].is_number() ? (*tpe)[e].get<double>() : 0.0);
-            for (auto [key, name, help] : {std::tuple{keys::kMaxOverMean, "moebench_expert_load_max_over_mean",
-                                                      "Load imbalance: busiest expert's tokens over the mean (counted)."},
-                                           {"cv", "moebench_expert_load_cv", "Coefficient of variation of tokens per expert (counted)."},
-                                           {"gini", "moebench_expert_load_gini", "Gini coefficient of tokens per expert (counted)."},
-                                           {"idle_experts", "moebench_expert_idle", "Experts that received no token (counted)."},
-                                           {"dropped", "moebench_expert_dropped_total", "Assignments dropped by expert capacity (counted)."}})
+            for (auto [key, name, help] :
+                 {std::tuple{keys::kMaxOverMean, "moebench_expert_load_max_over_mean",
+                             "Load imbalance: busiest expert's tokens over the mean (counted)."},
+                  {"cv", "moebench_expert_load_cv", "Coefficient of variation of tokens per expert (counted)."},
+                  {"gini", "moebench_expert_load_gini", "Gini coefficient of tokens per expert (counted)."},
+                  {"idle_experts", "moebench_expert_idle", "Experts that received no token (counted)."},
+                  {"dropped", "moebench_expert_dropped_total", "Assignments dropped by expert capacity (counted)."}})
                 if (l.contains(key) && l[key].is_number())
-                    add(name, std::string(name).size() > 6 && std::string(name).substr(std::string(name).size() - 6) == "_total" ? "counter" : "gauge",
+                    add(name,
+                        std::string(name).size() > 6 &&
+                                std::string(name).substr(std::string(name).size() - 6) == "_total"
+                            ? "counter"
+                            : "gauge",
                         help, name, ll, l[key].get<double>());
         }
 }

@@ -14,8 +14,8 @@ namespace moebench::formats_detail {
 namespace {
 
 std::string sweep_summary(const json& runs, const json& s) {
-    std::string o = fmt::format("{:<44} {:>8} {:>12} {:>12} {:>14}\n", "point", keys::kStatus, "p50 ms", "p95 ms",
-                                "tokens/s");
+    std::string o =
+        fmt::format("{:<44} {:>8} {:>12} {:>12} {:>14}\n", "point", keys::kStatus, "p50 ms", "p95 ms", "tokens/s");
     for (const auto& r : runs) {
         std::string st = r.value(keys::kStatus, "ok");
         std::string label = run_label(r);
@@ -36,7 +36,8 @@ std::string sweep_summary(const json& runs, const json& s) {
     // every lookup below goes through find_path.
     const json* varying = find_path(s, {"varying_axes"});
     const auto is_varying = [&](const std::string& axis) {
-        return varying && varying->is_array() && std::find(varying->begin(), varying->end(), json(axis)) != varying->end();
+        return varying && varying->is_array() &&
+               std::find(varying->begin(), varying->end(), json(axis)) != varying->end();
     };
     if (const json* all = find_path(s, {"series"}); all && all->is_array())
         for (const auto& series : *all)

@@ -19,15 +19,15 @@ std::string render_trace_info_text(const json& j) {
         return std::to_string((by_model_layer ? l["model_layer"] : l["layer"]).get<int64_t>());
     };
     std::string o;
-    o += fmt::format("trace {}\n  model '{}', source '{}'\n", j["file"].get<std::string>(), j["model"].get<std::string>(),
-                     j["source"].get<std::string>());
+    o += fmt::format("trace {}\n  model '{}', source '{}'\n", j["file"].get<std::string>(),
+                     j["model"].get<std::string>(), j["source"].get<std::string>());
     o += fmt::format("  {} layers x {} tokens, top-{} of {} experts, {} sequence{}, {} missing selections{}\n",
                      j["num_layers"].get<int64_t>(), j["num_tokens"].get<int64_t>(), j["top_k"].get<int64_t>(),
                      num_experts, num_sequences, num_sequences == 1 ? "" : "s", j["missing_selections"].get<int64_t>(),
                      j["has_weights"].get<bool>() ? "" : ", no weights");
-    o += fmt::format("\nexpert load per layer (counted){}\n",
-                     by_model_layer ? "; layer = model layer index"
-                                    : "; layer = MoE layer slot (the trace names no model layers)");
+    o += fmt::format(
+        "\nexpert load per layer (counted){}\n",
+        by_model_layer ? "; layer = model layer index" : "; layer = MoE layer slot (the trace names no model layers)");
     // The routing-decision cache's column: its hit rate per layer, "-" when the document has none (a window of 0).
     const int64_t cache_window = j["summary"].value("routing_cache_window", int64_t{0});
     o += fmt::format("{:>5} {:>8} {:>6} {:>6} {:>6} {:>5} {:>8} {:>7} {:>7}  {}\n", "layer", "max/mean", "cv", "gini",
@@ -42,8 +42,9 @@ std::string render_trace_info_text(const json& j) {
                          load[keys::kMaxOverMean].get<double>(), load["cv"].get<double>(), load["gini"].get<double>(),
                          load["top3_share"].get<double>(), load["idle_experts"].get<int64_t>(),
                          load["entropy_norm"].get<double>(), l["switch"]["switch_rate"].get<double>(),
-                         l.contains("routing_cache") ? fmt::format("{:.3f}", l["routing_cache"]["hit_rate"].get<double>())
-                                                     : std::string("-"),
+                         l.contains("routing_cache")
+                             ? fmt::format("{:.3f}", l["routing_cache"]["hit_rate"].get<double>())
+                             : std::string("-"),
                          pairs);
     }
     const json& s = j["summary"];
@@ -52,8 +53,10 @@ std::string render_trace_info_text(const json& j) {
                      s["max_over_mean_max"].get<double>(), s["switch_rate_mean"].get<double>());
     o += "(entropy = entropy of the load / log2(E); switch = share of consecutive tokens whose expert sets differ";
     if (cache_window > 0)
-        o += fmt::format("; cache = share of tokens whose expert set repeats one of the previous {} tokens of its "
-                         "sequence: the hit rate of a routing-decision cache ({})", cache_window, flag_of("cache_window"));
+        o += fmt::format(
+            "; cache = share of tokens whose expert set repeats one of the previous {} tokens of its "
+            "sequence: the hit rate of a routing-decision cache ({})",
+            cache_window, flag_of("cache_window"));
     o += ")\n";
     if (num_experts <= 16) {
         o += "\ntokens per expert (layer x expert)\n" + fmt::format("{:>5}", "layer");

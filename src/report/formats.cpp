@@ -22,22 +22,22 @@ std::string render_markdown(const json& report);
 std::string render_html(const json& report);
 std::string render_chrome_trace(const json& report);
 std::string render_prometheus(const json& report);
-std::string render_report_text(const json& report);       // format_report_text.cpp
-std::string render_plan_text(const json& plan);           // format_plan_text.cpp
-std::string render_bench_moe_text(const json& bench);     // format_bench_text.cpp
-std::string render_bench_a2a_text(const json& bench);     // format_bench_text.cpp
-std::string render_comparison_text(const json& cmp);      // format_compare.cpp
-std::string render_comparison_md(const json& cmp);        // format_compare.cpp
-std::string render_trace_info_text(const json& info);     // format_trace_info_text.cpp
-std::string render_devices_text(const json& devices);     // format_devices_text.cpp
-std::string render_placement_text(const json& placement);  // format_place_text.cpp
-std::string render_hardware_fields_text(const json& fields);  // format_hardware_fields.cpp
-std::string render_hardware_fields_md(const json& fields);    // format_hardware_fields.cpp
-std::string render_deploy_text(const json& deploy);  // format_deploy.cpp
-std::string render_deploy_csv(const json& deploy);   // format_deploy.cpp
-std::string render_deploy_html(const json& deploy);  // format_deploy.cpp
-std::string render_offload_text(const json& offload);         // format_offload.cpp
-std::string render_offload_csv(const json& offload);          // format_offload.cpp
+std::string render_report_text(const json& report);             // format_report_text.cpp
+std::string render_plan_text(const json& plan);                 // format_plan_text.cpp
+std::string render_bench_moe_text(const json& bench);           // format_bench_text.cpp
+std::string render_bench_a2a_text(const json& bench);           // format_bench_text.cpp
+std::string render_comparison_text(const json& cmp);            // format_compare.cpp
+std::string render_comparison_md(const json& cmp);              // format_compare.cpp
+std::string render_trace_info_text(const json& info);           // format_trace_info_text.cpp
+std::string render_devices_text(const json& devices);           // format_devices_text.cpp
+std::string render_placement_text(const json& placement);       // format_place_text.cpp
+std::string render_hardware_fields_text(const json& fields);    // format_hardware_fields.cpp
+std::string render_hardware_fields_md(const json& fields);      // format_hardware_fields.cpp
+std::string render_deploy_text(const json& deploy);             // format_deploy.cpp
+std::string render_deploy_csv(const json& deploy);              // format_deploy.cpp
+std::string render_deploy_html(const json& deploy);             // format_deploy.cpp
+std::string render_offload_text(const json& offload);           // format_offload.cpp
+std::string render_offload_csv(const json& offload);            // format_offload.cpp
 std::string render_hardware_profile_text(const json& profile);  // format_hardware_profile_text.cpp
 std::string render_calibration_text(const json& calibration);   // format_calibration_text.cpp
 }  // namespace formats_detail
@@ -48,9 +48,11 @@ using namespace formats_detail;
 
 std::string render_json(const json& doc) { return doc.dump(2) + "\n"; }
 
-constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe, DocKind::bench_a2a,
-                                 DocKind::comparison, DocKind::trace_info, DocKind::devices,   DocKind::placement,
-                                 DocKind::hardware_fields, DocKind::deploy, DocKind::offload, DocKind::hardware_profile, DocKind::calibration};
+constexpr DocKind kAllKinds[] = {DocKind::report,     DocKind::plan,       DocKind::bench_moe,
+                                 DocKind::bench_a2a,  DocKind::comparison, DocKind::trace_info,
+                                 DocKind::devices,    DocKind::placement,  DocKind::hardware_fields,
+                                 DocKind::deploy,     DocKind::offload,    DocKind::hardware_profile,
+                                 DocKind::calibration};
 
 std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
     std::vector<std::pair<DocKind, Renderer>> out;
@@ -61,7 +63,9 @@ std::vector<std::pair<DocKind, Renderer>> every_kind(Renderer r) {
 // The one table of output formats: a new format is its renderer's file, and its declaration and row here; a new view
 // of a kind in an existing format is its renderer's file and one entry in that format's row.
 const std::vector<ReportFormat> kReportFormats = {
-    {"text", "txt", {},
+    {"text",
+     "txt",
+     {},
      {{DocKind::report, render_report_text},
       {DocKind::plan, render_plan_text},
       {DocKind::bench_moe, render_bench_moe_text},
@@ -75,8 +79,13 @@ const std::vector<ReportFormat> kReportFormats = {
       {DocKind::offload, render_offload_text},
       {DocKind::hardware_profile, render_hardware_profile_text},
       {DocKind::calibration, render_calibration_text}}},
-    {"csv", "csv", {}, {{DocKind::report, render_csv}, {DocKind::deploy, render_deploy_csv}, {DocKind::offload, render_offload_csv}}},
-    {"md", "md", {"markdown"},
+    {"csv",
+     "csv",
+     {},
+     {{DocKind::report, render_csv}, {DocKind::deploy, render_deploy_csv}, {DocKind::offload, render_offload_csv}}},
+    {"md",
+     "md",
+     {"markdown"},
      {{DocKind::report, render_markdown},
       {DocKind::comparison, render_comparison_md},
       {DocKind::hardware_fields, render_hardware_fields_md}}},
@@ -159,7 +168,8 @@ std::vector<std::string> parse_format_list(const std::string& text, DocKind kind
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
-    if (!allow_list && out.size() != 1) config_error(field, "takes one format", text, "give a single format such as csv");
+    if (!allow_list && out.size() != 1)
+        config_error(field, "takes one format", text, "give a single format such as csv");
     return out;
 }
 
@@ -244,7 +254,6 @@ std::string tri_state(const json& run, std::initializer_list<const char*> path) 
 }
 
 bool run_ok(const json& run) { return run.value(keys::kStatus, "ok") == "ok"; }
-
 
 std::vector<std::string> run_phases(const json& run) {
     const json* phases = find_path(run, {keys::kLatency, keys::kPhases});

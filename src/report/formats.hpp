@@ -15,17 +15,17 @@ namespace moebench {
 
 /// The kinds of document with views.
 enum class DocKind {
-    report,      // moebench.report/1 (run, sweep, report)
-    plan,        // moebench.plan/1
-    bench_moe,   // moebench.bench_moe/1
-    bench_a2a,   // moebench.bench_a2a/1
-    comparison,  // compare's result
-    trace_info,  // moebench.trace_info/1
-    devices,     // moebench.devices/1
-    placement,   // moebench.placement/1 as `place` writes it (with its predicted block)
+    report,           // moebench.report/1 (run, sweep, report)
+    plan,             // moebench.plan/1
+    bench_moe,        // moebench.bench_moe/1
+    bench_a2a,        // moebench.bench_a2a/1
+    comparison,       // compare's result
+    trace_info,       // moebench.trace_info/1
+    devices,          // moebench.devices/1
+    placement,        // moebench.placement/1 as `place` writes it (with its predicted block)
     hardware_fields,  // `devices --hardware-fields`: the fields of a hardware profile and of its sim object
-    deploy,      // moebench.deploy/1 (`moebench deploy`: one layout, a search, or disaggregated pools, by its kind)
-    offload,     // moebench.offload/1 (`moebench offload`: a trace replayed through expert caches)
+    deploy,   // moebench.deploy/1 (`moebench deploy`: one layout, a search, or disaggregated pools, by its kind)
+    offload,  // moebench.offload/1 (`moebench offload`: a trace replayed through expert caches)
     hardware_profile,  // moebench.hardware/1 (`devices --cpu-profile` writes one)
     calibration,       // moebench.calibration/1 (`calibrate`)
 };
@@ -107,8 +107,8 @@ std::vector<std::string> low_confidence_keys(const json& stats);
 struct EnergyPerToken {
     bool available = false;
     double joules_per_token = 0;
-    std::string where;   // "device" | "host"
-    std::string scope;   // what the counter covers, or why it is not available
+    std::string where;  // "device" | "host"
+    std::string scope;  // what the counter covers, or why it is not available
 };
 EnergyPerToken energy_per_token(const json& run);
 /// "yes" / "no" / "" (unknown) for a conditions flag that may be true, false or null.

@@ -13,7 +13,8 @@ namespace moebench::html_svg {
 
 using namespace formats_detail;
 
-const char* const kSeriesColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
+const char* const kSeriesColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                     "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
 
 // Each phase's colour is its row's in the phase table.
 std::string phase_color(const std::string& ph) {
@@ -24,7 +25,9 @@ std::string phase_color(const std::string& ph) {
 // Sequential colour scale for counts: white -> blue -> dark navy.
 std::string heat_color(double t) {
     t = std::clamp(t, 0.0, 1.0);
-    struct Stop { double t, r, g, b; };
+    struct Stop {
+        double t, r, g, b;
+    };
     static const Stop stops[] = {{0.0, 247, 251, 255}, {0.35, 107, 174, 214}, {0.7, 33, 113, 181}, {1.0, 8, 48, 107}};
     for (int i = 0; i < 3; ++i) {
         if (t <= stops[i + 1].t) {
@@ -68,9 +71,10 @@ std::string tick_text(double v) {
 }
 
 std::string svg_open(const std::string& id, int w, int h, const std::string& title) {
-    return fmt::format("<svg id=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-                       "role=\"img\" aria-label=\"{}\">\n",
-                       esc(id), w, h, w, h, esc(title));
+    return fmt::format(
+        "<svg id=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+        "role=\"img\" aria-label=\"{}\">\n",
+        esc(id), w, h, w, h, esc(title));
 }
 
 std::string text(double x, double y, const std::string& s, const std::string& extra) {
@@ -85,11 +89,14 @@ std::string not_available(const std::string& id, const std::string& why) {
 std::string y_axis(const Frame& f, double hi, const std::string& label, bool right) {
     std::string s;
     double x = right ? f.x0 + f.w : f.x0;
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" class=\"axis\"/>\n", x, f.y0, f.y0 + f.h);
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" class=\"axis\"/>\n", x, f.y0,
+                     f.y0 + f.h);
     for (double v : nice_ticks(hi)) {
         double y = f.y0 + f.h - (hi > 0 ? v / hi : 0) * f.h;
         if (y < f.y0 - 0.5) break;
-        if (!right) s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n", f.x0, y, f.x0 + f.w, y);
+        if (!right)
+            s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n", f.x0,
+                             y, f.x0 + f.w, y);
         s += text(right ? x + 6 : x - 6, y + 4, tick_text(v), right ? "" : "text-anchor=\"end\"");
     }
     double lx = right ? x + 55 : x - 55;

@@ -8,10 +8,10 @@
 
 namespace moebench::html_svg {
 
-extern const char* const kSeriesColors[8];  // series of a line chart
-std::string phase_color(const std::string& ph);  // one colour per phase of the vocabulary
-std::string heat_color(double t);                // sequential scale for t in [0, 1]: white -> blue -> navy
-std::string esc(const std::string& s);           // HTML escaping
+extern const char* const kSeriesColors[8];                  // series of a line chart
+std::string phase_color(const std::string& ph);             // one colour per phase of the vocabulary
+std::string heat_color(double t);                           // sequential scale for t in [0, 1]: white -> blue -> navy
+std::string esc(const std::string& s);                      // HTML escaping
 std::vector<double> nice_ticks(double hi, int target = 5);  // "nice" tick values covering [0, hi]
 std::string tick_text(double v);
 std::string svg_open(const std::string& id, int w, int h, const std::string& title);

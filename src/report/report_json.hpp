@@ -28,7 +28,8 @@ void write_report(const std::string& path, const json& report);
 /// (document_context).
 json report_context(int argc_or_0, const std::string& command_line);
 
-/// The report's "config" block for one point: {"run": run_config_to_json(cfg), "model": model_to_json(load_model(...))}.
+/// The report's "config" block for one point: {"run": run_config_to_json(cfg), "model":
+/// model_to_json(load_model(...))}.
 json resolved_config(const RunConfig& cfg);
 
 }  // namespace moebench

@@ -10,10 +10,10 @@
 #include "core/report_keys.hpp"
 
 #include "backends/registry.hpp"
-#include "config/run_config.hpp"
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
 #include "common/read_file.hpp"
+#include "config/run_config.hpp"
 #include "core/phase.hpp"
 #include "report/journal_reader.hpp"
 #include "report/report_json.hpp"
@@ -88,7 +88,8 @@ public:
         return static_cast<int64_t>(d);
     }
 
-    double req_number(const json& obj, const std::string& key, const std::string& path, bool non_negative = false) const {
+    double req_number(const json& obj, const std::string& key, const std::string& path,
+                      bool non_negative = false) const {
         return number(req(obj, key, path), key_path(path, key), non_negative);
     }
     std::optional<double> opt_number(const json& obj, const std::string& key, const std::string& path) const {
@@ -155,20 +156,23 @@ void check_header(const Checker& c, const json& doc, ReadReport& out) {
     c.object(doc, "<root>");
     const json& schema = c.req(doc, "schema", "");
     if (c.string(schema, "schema") != kReportSchema)
-        c.fail("schema", std::string("is not a moebench report schema this version reads (expected ") + kReportSchema + ")",
+        c.fail("schema",
+               std::string("is not a moebench report schema this version reads (expected ") + kReportSchema + ")",
                &schema);
     c.array(c.req(doc, keys::kRuns, ""), keys::kRuns);
     c.opt_string(doc, "command", "");
     c.opt_string(doc, "created_utc", "");
     if (const json* tool = c.opt_object(doc, "tool", ""))
         for (const char* k : {"name", "version", "git_rev", "build_type"})
-            if (std::string v = c.opt_string(*tool, k, "tool"); !v.empty()) out.environment[std::string("tool.") + k] = v;
+            if (std::string v = c.opt_string(*tool, k, "tool"); !v.empty())
+                out.environment[std::string("tool.") + k] = v;
     if (const json* env = c.opt_object(doc, "environment", "")) {
         for (const char* k : {"host", "cpu_model", "blas", "backend", "backend_note"})
             if (std::string v = c.opt_string(*env, k, "environment"); !v.empty())
                 out.environment[std::string("environment.") + k] = v;
         for (const char* k : {"num_cpus", "threads", "memory_bytes"})
-            if (c.opt_number(*env, k, "environment")) out.environment[std::string("environment.") + k] = scalar_text(env->at(k));
+            if (c.opt_number(*env, k, "environment"))
+                out.environment[std::string("environment.") + k] = scalar_text(env->at(k));
         if (const json* ceil = c.opt_object(*env, "ceilings", "environment")) {
             c.opt_number(*ceil, "flops_per_s", "environment.ceilings");
             c.opt_number(*ceil, "bytes_per_s", "environment.ceilings");
@@ -178,7 +182,8 @@ void check_header(const Checker& c, const json& doc, ReadReport& out) {
         if (const json* run = c.opt_object(*config, "run", "config")) {
             c.opt_string(*run, "model", "config.run");
             for (const auto& [k, v] : run->items())
-                if (v.is_string() || v.is_number() || v.is_boolean()) out.environment["config.run." + k] = scalar_text(v);
+                if (v.is_string() || v.is_number() || v.is_boolean())
+                    out.environment["config.run." + k] = scalar_text(v);
         }
 }
 
@@ -188,7 +193,8 @@ void check_sweep(const Checker& c, const json& doc, size_t num_runs) {
     auto run_index = [&](const json& obj, const std::string& path) {
         const json* i = Checker::opt(obj, "run_index");
         if (i && (c.integer(*i, key_path(path, "run_index")) < 0 || i->get<double>() >= static_cast<double>(num_runs)))
-            c.fail(key_path(path, "run_index"), fmt::format("must index runs[] (0..{})", num_runs == 0 ? 0 : num_runs - 1), i);
+            c.fail(key_path(path, "run_index"),
+                   fmt::format("must index runs[] (0..{})", num_runs == 0 ? 0 : num_runs - 1), i);
     };
     for (const char* k : {"stop_reason", "knee_rule", "golden_rule", "golden_reason"}) c.opt_string(*s, k, "sweep");
     c.opt_number(*s, "slo_p95_ms", "sweep");
@@ -224,8 +230,13 @@ void fill_axes_added_later(json& axes) {
     if (!axes.contains("prune_below")) axes["prune_below"] = 0;  // nothing pruned before it was a field
     if (!axes.contains("ep") || !axes["ep"].is_number_integer()) return;
     const json ep = axes["ep"];
-    for (const auto& [k, v] : {std::pair<const char*, json>{"tp", 1}, {"attention_dp", ep}, {"moe_tp", 1}, {"moe_ep", ep},
-                               {"dtype", "auto"}, {"expert_dtype", "auto"}, {"kv_dtype", "auto"}})
+    for (const auto& [k, v] : {std::pair<const char*, json>{"tp", 1},
+                               {"attention_dp", ep},
+                               {"moe_tp", 1},
+                               {"moe_ep", ep},
+                               {"dtype", "auto"},
+                               {"expert_dtype", "auto"},
+                               {"kv_dtype", "auto"}})
         if (!axes.contains(k)) axes[k] = v;
 }
 
@@ -241,7 +252,8 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
         if (!(v.is_string() || v.is_number() || v.is_boolean() || v.is_null()))
             c.wrong_type(key_path(key_path(p, keys::kAxes), k), "a string or a number", v);
     run.model = c.opt_string(r, "model", p);
-    if (const json* spec = Checker::opt(run.axes, "model"); spec && spec->is_string()) run.model_spec = spec->get<std::string>();
+    if (const json* spec = Checker::opt(run.axes, "model"); spec && spec->is_string())
+        run.model_spec = spec->get<std::string>();
     c.opt_string(r, "sweep_label", p);
     c.opt_object(r, "sweep_point", p);
     c.opt_string(r, "mode", p);
@@ -251,11 +263,17 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
     // accepts (config/run_config.hpp), in the record and in its axes. (An ep of 1e300 was undefined behaviour when
     // converted, and 1e8 ranks made the trace view loop for minutes.)
     for (const json* where : std::initializer_list<const json*>{&r, &run.axes})
-        for (const auto& [k, hi] : {std::pair<const char*, int64_t>{"batch", kMaxStepTokens}, {"seq_len", kMaxStepTokens},
-                                    {"num_tokens", kMaxStepTokens}, {"context", kMaxContext}, {"ep", kMaxLayoutGpus},
-                                    {"tp", kMaxLayoutGpus}, {"attention_dp", kMaxLayoutGpus},
-                                    {"moe_tp", kMaxLayoutGpus}, {"moe_ep", kMaxLayoutGpus},
-                                    {"soft_topn", kMaxStepTokens}, {"layers", kMaxStepTokens},
+        for (const auto& [k, hi] : {std::pair<const char*, int64_t>{"batch", kMaxStepTokens},
+                                    {"seq_len", kMaxStepTokens},
+                                    {"num_tokens", kMaxStepTokens},
+                                    {"context", kMaxContext},
+                                    {"ep", kMaxLayoutGpus},
+                                    {"tp", kMaxLayoutGpus},
+                                    {"attention_dp", kMaxLayoutGpus},
+                                    {"moe_tp", kMaxLayoutGpus},
+                                    {"moe_ep", kMaxLayoutGpus},
+                                    {"soft_topn", kMaxStepTokens},
+                                    {"layers", kMaxStepTokens},
                                     {"first_layer", kMaxStepTokens},
                                     {"redundant_experts", kMaxRedundantExperts},
                                     {"resident_experts", kMaxRedundantExperts}}) {
@@ -269,11 +287,13 @@ void check_point_fields(const Checker& c, const json& r, const std::string& p, R
         const std::string bp = key_path(p, keys::kBackendInfo);
         run.dtype = c.opt_string(*bi, "dtype", bp);
         if (c.opt_number(*bi, "threads", bp)) run.threads = scalar_text(bi->at("threads"));
-        if (const json* hw = c.opt_object(*bi, "hardware", bp)) run.hardware = c.opt_string(*hw, "name", key_path(bp, "hardware"));
+        if (const json* hw = c.opt_object(*bi, "hardware", bp))
+            run.hardware = c.opt_string(*hw, "name", key_path(bp, "hardware"));
         if (const json* dev = Checker::opt(*bi, "device"); dev && dev->is_object())
             run.hardware = c.opt_string(*dev, "name", key_path(bp, "device"));
     }
-    if (const json* hw = Checker::opt(run.axes, "hardware"); hw && hw->is_string()) run.hardware = hw->get<std::string>();
+    if (const json* hw = Checker::opt(run.axes, "hardware"); hw && hw->is_string())
+        run.hardware = hw->get<std::string>();
     fill_axes_added_later(run.axes);
 }
 
@@ -287,8 +307,9 @@ void check_expert_load(const Checker& c, const json& r, const std::string& p, in
     for (size_t i = 0; layers && i < layers->size(); ++i) {
         const std::string lp = index_path(key_path(ep, keys::kPerLayer), i);
         const json& l = c.object((*layers)[i], lp);
-        for (const char* k : {"layer", "num_tokens", "k", "num_experts", "num_assignments", "dropped", "mean", "max",
-                              keys::kMaxOverMean, "cv", "gini", "top3_share", "idle_experts", "entropy_bits", "entropy_norm"})
+        for (const char* k :
+             {"layer", "num_tokens", "k", "num_experts", "num_assignments", "dropped", "mean", "max",
+              keys::kMaxOverMean, "cv", "gini", "top3_share", "idle_experts", "entropy_bits", "entropy_norm"})
             c.opt_number(l, k, lp);
         c.opt_numbers(l, "tokens_per_expert", lp);
         c.opt_numbers(l, "expert_gemm_us", lp);
@@ -301,7 +322,9 @@ void check_expert_load(const Checker& c, const json& r, const std::string& p, in
         const std::string np = key_path(lp, "num_experts");
         const json* ne = Checker::opt(l, "num_experts");
         if (ne && model_experts > 0 && c.integer(*ne, np) != model_experts)
-            c.fail(np, fmt::format("must be the model's expert count ({}, config.model.moe.num_experts)", model_experts), ne);
+            c.fail(np,
+                   fmt::format("must be the model's expert count ({}, config.model.moe.num_experts)", model_experts),
+                   ne);
         const json* tpe = Checker::opt(l, "tokens_per_expert");
         if (!tpe) continue;
         const std::string tp = key_path(lp, "tokens_per_expert");
@@ -311,7 +334,8 @@ void check_expert_load(const Checker& c, const json& r, const std::string& p, in
                                    c.integer(*ne, np)));
         if (model_experts > 0 && num != model_experts)
             c.fail(tp, fmt::format("has {} entries: one per expert, and the model has {} experts "
-                                   "(config.model.moe.num_experts)", num, model_experts));
+                                   "(config.model.moe.num_experts)",
+                                   num, model_experts));
         int64_t sum = 0, top = 0;
         for (size_t e = 0; e < tpe->size(); ++e) {
             const int64_t v = c.integer((*tpe)[e], index_path(tp, e));
@@ -319,14 +343,16 @@ void check_expert_load(const Checker& c, const json& r, const std::string& p, in
             sum += v;
             top = std::max(top, v);
         }
-        if (const json* na = Checker::opt(l, "num_assignments"); na && c.integer(*na, key_path(lp, "num_assignments")) != sum)
+        if (const json* na = Checker::opt(l, "num_assignments");
+            na && c.integer(*na, key_path(lp, "num_assignments")) != sum)
             c.fail(key_path(lp, "num_assignments"), fmt::format("must be the sum of tokens_per_expert ({})", sum), na);
         if (const json* mx = Checker::opt(l, "max"); mx && num > 0 && mx->get<double>() != static_cast<double>(top))
             c.fail(key_path(lp, "max"), fmt::format("must be the largest entry of tokens_per_expert ({})", top), mx);
         // The other per-expert lists: empty (not measured, or omitted) or one entry per expert.
         auto per_expert = [&](const json* list, const std::string& path) {
             if (list && !list->empty() && static_cast<int64_t>(list->size()) != num)
-                c.fail(path, fmt::format("has {} entries: one per expert ({}, as tokens_per_expert)", list->size(), num));
+                c.fail(path,
+                       fmt::format("has {} entries: one per expert ({}, as tokens_per_expert)", list->size(), num));
         };
         per_expert(Checker::opt(l, "expert_gemm_us"), key_path(lp, "expert_gemm_us"));
         if (const json* co = Checker::opt(l, "coactivation")) {
@@ -372,15 +398,19 @@ bool outside(double v, double lo, double hi) { return v < lo - slack(lo) || v > 
 // What the statistics of n samples can be (docs/report-schema.md, "Statistics"): the mean and every percentile inside
 // [min, max], the percentiles in order, the sample stdev no wider than n values in that range give, cv = stdev / mean,
 // `count` = n. An edited or corrupted block is refused here, before a view draws it or compare trusts its spread.
-void check_plausible(const Checker& c, const json& obj, const ReadStats& s, const std::string& path, const SampleCount& n) {
+void check_plausible(const Checker& c, const json& obj, const ReadStats& s, const std::string& path,
+                     const SampleCount& n) {
     auto at = [&](const char* k) { return key_path(path, k); };
     if (s.max_us > kMaxPlausibleUs)
-        c.fail(at("max_us"), fmt::format("is not a plausible time (more than {:g} us, about 11.6 days)", kMaxPlausibleUs),
+        c.fail(at("max_us"),
+               fmt::format("is not a plausible time (more than {:g} us, about 11.6 days)", kMaxPlausibleUs),
                &obj.at("max_us"));
     if (s.min_us > s.max_us) c.fail(at("min_us"), fmt::format("is above max_us ({:g})", s.max_us), &obj.at("min_us"));
     const std::string range = fmt::format("[min_us, max_us] = [{:g}, {:g}]", s.min_us, s.max_us);
-    for (const auto& [k, v] : {std::pair<const char*, double>{keys::kMeanUs, s.mean_us}, {keys::kP50Us, s.p50_us},
-                               {keys::kP95Us, s.p95_us}, {keys::kP99Us, s.p99_us}})
+    for (const auto& [k, v] : {std::pair<const char*, double>{keys::kMeanUs, s.mean_us},
+                               {keys::kP50Us, s.p50_us},
+                               {keys::kP95Us, s.p95_us},
+                               {keys::kP99Us, s.p99_us}})
         if (outside(v, s.min_us, s.max_us)) c.fail(at(k), "is outside " + range + " of the same samples", &obj.at(k));
     if (s.p50_us > s.p95_us + slack(s.p95_us))
         c.fail(at(keys::kP95Us), fmt::format("is below p50_us ({:g}): percentiles do not decrease", s.p50_us),
@@ -432,7 +462,8 @@ void check_step_samples(const Checker& c, const json& lat, const std::string& lp
     for (const json& v : *samples) ss += (v.get<double>() - mean) * (v.get<double>() - mean);
     const double sd = samples->size() > 1 ? std::sqrt(ss / (count - 1)) : 0.0;
     for (const auto& [k, from, recorded] : {std::tuple<const char*, double, double>{"min_us", lo, step.min_us},
-                                            {"max_us", hi, step.max_us}, {keys::kMeanUs, mean, step.mean_us},
+                                            {"max_us", hi, step.max_us},
+                                            {keys::kMeanUs, mean, step.mean_us},
                                             {"stdev_us", sd, step.stdev_us}})
         if (std::fabs(from - recorded) > 1e-6 * std::max(std::fabs(from), std::fabs(recorded)) + slack(step.max_us))
             c.fail(sp, fmt::format("do not give latency.step: {} {:g} from the samples, {:g} in latency.step", k, from,
@@ -443,8 +474,10 @@ void check_step_samples(const Checker& c, const json& lat, const std::string& lp
 // know), and the backend's name.
 std::pair<std::string, std::string> backend_source(const json& r, const ReadRun& run) {
     std::string name;
-    if (const json* b = Checker::opt(r, "backend"); b && b->is_string()) name = b->get<std::string>();
-    else if (const json* ab = Checker::opt(run.axes, "backend"); ab && ab->is_string()) name = ab->get<std::string>();
+    if (const json* b = Checker::opt(r, "backend"); b && b->is_string())
+        name = b->get<std::string>();
+    else if (const json* ab = Checker::opt(run.axes, "backend"); ab && ab->is_string())
+        name = ab->get<std::string>();
     const BackendTraits* t = name.empty() ? nullptr : find_backend_traits(name);
     return {name, t ? (t->measures ? "measured" : "modeled") : ""};
 }
@@ -465,14 +498,15 @@ void check_timing_source(const Checker& c, const json& r, const std::string& p, 
                &lat.at("source"));
     run.timing_source = label.empty() ? expected : label;
     if (run.timing_source.empty()) return;
-    for (const auto& [block, key] : {std::pair<const char*, const char*>{keys::kThroughput, "source"},
-                                     {keys::kRoofline, "times_source"}}) {
+    for (const auto& [block, key] :
+         {std::pair<const char*, const char*>{keys::kThroughput, "source"}, {keys::kRoofline, "times_source"}}) {
         const json* b = Checker::opt(r, block);
         if (!b || !b->is_object()) continue;  // its type is checked with the block
         const std::string t = c.opt_string(*b, key, key_path(p, block));
         if (!t.empty() && t != run.timing_source)
             c.fail(key_path(key_path(p, block), key),
-                   fmt::format("must be latency.source ({}): it labels the same steps", run.timing_source), &b->at(key));
+                   fmt::format("must be latency.source ({}): it labels the same steps", run.timing_source),
+                   &b->at(key));
     }
 }
 
@@ -523,7 +557,8 @@ void check_whole_model(const Checker& c, const json& lat, const std::string& lp,
     if (extrapolated && !source.empty() && source != "extrapolated" && !ts.empty() && source != ts)
         c.fail(key_path(wp, "source"), "must be extrapolated (extrapolated: true)", &w->at("source"));
     if (!from.empty() && !ts.empty() && from != ts)
-        c.fail(key_path(wp, "extrapolated_from"), fmt::format("must be latency.source ({})", ts), &w->at("extrapolated_from"));
+        c.fail(key_path(wp, "extrapolated_from"), fmt::format("must be latency.source ({})", ts),
+               &w->at("extrapolated_from"));
 }
 
 void check_latency(const Checker& c, const json& r, const std::string& p, ReadRun& run, const SampleCount& n) {
@@ -616,7 +651,8 @@ void fill_from_siblings(ReadReport& out, const std::string& config_model) {
     for (auto& r : out.runs) {
         if (r.model.empty()) r.model = name_for(r);
         auto hw = hardware_by_backend.find(backend_of(r));
-        if (r.hardware.empty() && hw != hardware_by_backend.end() && hw->second.size() == 1) r.hardware = *hw->second.begin();
+        if (r.hardware.empty() && hw != hardware_by_backend.end() && hw->second.size() == 1)
+            r.hardware = *hw->second.begin();
     }
 }
 
@@ -676,8 +712,9 @@ json report_from_journal(const std::string& path) {
     // and a point recorded twice are refused there.
     const JournalText journal = read_journal(path);
     if (journal.lines.empty())
-        config_error(path, "holds no finished point (an empty sweep journal): there is nothing to render or compare", "",
-                     "let the sweep finish a point first (moebench sweep ... " + flag_of("resume") + "), or pass a report");
+        config_error(
+            path, "holds no finished point (an empty sweep journal): there is nothing to render or compare", "",
+            "let the sweep finish a point first (moebench sweep ... " + flag_of("resume") + "), or pass a report");
     return report_of_journal(journal, path);
 }
 
@@ -691,13 +728,17 @@ ReadReport load_report(const std::string& path) {
 
 json run_key_value(const ReadReport& report, const ReadRun& run, const std::string& key) {
     json v;
-    if (key == "model") v = run.model.empty() ? json(nullptr) : json(run.model);
-    else if (key == "hardware") v = run.hardware.empty() ? json(nullptr) : json(run.hardware);
-    else if (run.axes.contains(key)) v = run.axes[key];
-    else if (const json& r = report.doc[keys::kRuns][run.index]; r.contains(key) && !r[key].is_object() && !r[key].is_array())
+    if (key == "model")
+        v = run.model.empty() ? json(nullptr) : json(run.model);
+    else if (key == "hardware")
+        v = run.hardware.empty() ? json(nullptr) : json(run.hardware);
+    else if (run.axes.contains(key))
+        v = run.axes[key];
+    else if (const json& r = report.doc[keys::kRuns][run.index];
+             r.contains(key) && !r[key].is_object() && !r[key].is_array())
         v = r[key];
-    else if (const json* cr = Checker::opt(report.doc, "config"); cr && cr->is_object() && cr->contains("run") &&
-                                                                  (*cr)["run"].is_object() && (*cr)["run"].contains(key))
+    else if (const json* cr = Checker::opt(report.doc, "config");
+             cr && cr->is_object() && cr->contains("run") && (*cr)["run"].is_object() && (*cr)["run"].contains(key))
         v = (*cr)["run"][key];
     if (v.is_number()) {
         double d = v.get<double>();

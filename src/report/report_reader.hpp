@@ -22,20 +22,20 @@ struct ReadStats {
 /// One record of runs[], with what a comparison needs already typed.
 struct ReadRun {
     size_t index = 0;
-    std::string status;    // ok | skipped | failed (absent in the file counts as ok)
-    std::string reason;    // skip_reason or error; "" for ok
+    std::string status;      // ok | skipped | failed (absent in the file counts as ok)
+    std::string reason;      // skip_reason or error; "" for ok
     std::string model;       // runs[].model, else (from the report's other points, config.model.name, axes.model)
     std::string model_spec;  // axes.model: the model as given to a sweep (a short name or a path); "" when absent
-    std::string hardware;  // what modeled or device times depend on: the sim profile or the cuda device; "" on cpu
+    std::string hardware;    // what modeled or device times depend on: the sim profile or the cuda device; "" on cpu
     json axes = json::object();
     // Only for ok runs:
     ReadStats step;
     std::map<std::string, ReadStats> phases;  // the vocabulary's phases that ran
-    int64_t measured_iterations = 0;  // iterations.measured: 0 on a modeled run
-    int64_t num_samples = 0;          // the steps behind the statistics: iterations.measured, or .modeled (sim)
+    int64_t measured_iterations = 0;          // iterations.measured: 0 on a modeled run
+    int64_t num_samples = 0;                  // the steps behind the statistics: iterations.measured, or .modeled (sim)
     double tokens_per_s = 0;
-    std::string dtype;    // backend_info.dtype (else roofline.precision); "" unknown
-    std::string threads;  // backend_info.threads, as text; "" unknown
+    std::string dtype;          // backend_info.dtype (else roofline.precision); "" unknown
+    std::string threads;        // backend_info.threads, as text; "" unknown
     std::string timing_source;  // latency.source (else what the backend's traits say): measured | modeled
     bool ok() const { return status == "ok"; }
 };

@@ -14,20 +14,20 @@
 #include "core/phase.hpp"
 #include "harness/validate.hpp"
 #include "model/memory_plan.hpp"
-#include "serving/step_pricer.hpp"
 #include "serving/steady_state.hpp"
+#include "serving/step_pricer.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <exception>
-#include <thread>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <map>
 #include <memory>
+#include <thread>
 
 namespace moebench {
 
@@ -125,15 +125,20 @@ void refuse_no_fit(const Deployment& d, int64_t sequences, int64_t context, cons
     in.batch = sequences;
     in.context = context;
     const FitAdvice a = fit_advice(d.model, d.hw, in, plan);
-    config_error(deploy_words(a.field), pool + deploy_words(a.what), deploy_words(a.value),
-                 deploy_words(a.fix) + "; or " + flag("allow_no_fit") +
-                     " to model it anyway (the document says fits: false)");
+    config_error(
+        deploy_words(a.field), pool + deploy_words(a.what), deploy_words(a.value),
+        deploy_words(a.fix) + "; or " + flag("allow_no_fit") + " to model it anyway (the document says fits: false)");
 }
 
 json layout_json(const Layout& l) {
-    return {{"num_gpus", l.num_gpus()}, {"tp", l.attn_tp},       {"attention_dp", l.attn_dp},
-            {"moe_tp", l.moe_tp},       {"moe_ep", l.moe_ep},     {"a2a", to_string(l.a2a)},
-            {"redundant_experts", l.redundant_experts},           {"describe", l.describe()}};
+    return {{"num_gpus", l.num_gpus()},
+            {"tp", l.attn_tp},
+            {"attention_dp", l.attn_dp},
+            {"moe_tp", l.moe_tp},
+            {"moe_ep", l.moe_ep},
+            {"a2a", to_string(l.a2a)},
+            {"redundant_experts", l.redundant_experts},
+            {"describe", l.describe()}};
 }
 
 json groups_json(const PhaseTimes& t) {
@@ -158,13 +163,16 @@ void add_cost_energy(json& doc, const HardwareProfile& hw, const std::optional<d
     doc["usd_per_million_output_tokens"] =
         nullable(price * static_cast<double>(gpus) / 3600.0 / output_tokens_per_s * 1e6, price > 0 && rate);
     doc["tdp_w"] = hw.tdp_w > 0 ? json(hw.tdp_w) : json(nullptr);
-    doc["joules_per_output_token"] = nullable(hw.tdp_w * static_cast<double>(gpus) / output_tokens_per_s, hw.tdp_w > 0 && rate);
+    doc["joules_per_output_token"] =
+        nullable(hw.tdp_w * static_cast<double>(gpus) / output_tokens_per_s, hw.tdp_w > 0 && rate);
     doc["energy_basis"] = "board power: every GPU at tdp_w the whole time (an upper bound of the draw; modeled)";
 }
 
 json precision_json(const Precision& pr) {
-    return {{"dense_weights", to_string(pr.dense_weights)}, {"expert_weights", to_string(pr.expert_weights)},
-            {"kv_cache", to_string(pr.kv_cache)},           {"activations", to_string(pr.activations)},
+    return {{"dense_weights", to_string(pr.dense_weights)},
+            {"expert_weights", to_string(pr.expert_weights)},
+            {"kv_cache", to_string(pr.kv_cache)},
+            {"activations", to_string(pr.activations)},
             {"dispatch", to_string(pr.dispatch)}};
 }
 
@@ -205,27 +213,36 @@ json aggregated_figures(const Deployment& d, const DeployRequest& r, const Memor
 }
 
 json document_head(const std::string& kind, const DeployRequest& r, const std::string& model) {
-    return {{"schema", kDeploySchema}, {"kind", kind},          {"model", model},
-            {"isl", r.isl},            {"osl", r.osl},          {"max_prefill_tokens", r.max_prefill_tokens},
+    return {{"schema", kDeploySchema},
+            {"kind", kind},
+            {"model", model},
+            {"isl", r.isl},
+            {"osl", r.osl},
+            {"max_prefill_tokens", r.max_prefill_tokens},
             {"routing", r.base.routing}};
 }
 
 void check_load(const DeployRequest& r) {
     const auto positive = [](const char* key, int64_t v, const char* what, const char* example) {
-        if (v < 1) config_error(flag(key), "must be at least 1", std::to_string(v), fmt::format("give {}, e.g. {} {}", what, flag(key), example));
+        if (v < 1)
+            config_error(flag(key), "must be at least 1", std::to_string(v),
+                         fmt::format("give {}, e.g. {} {}", what, flag(key), example));
     };
     positive("isl", r.isl, "the prompt tokens per request", "1024");
     positive("osl", r.osl, "the output tokens per request", "1024");
     positive("concurrency", r.concurrency, "the requests in flight", "64");
     positive("max_prefill_tokens", r.max_prefill_tokens, "the prompt tokens a step may carry", "8192");
     constexpr int64_t kMaxTokens = int64_t{1} << 24;
-    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"isl", r.isl}, {"osl", r.osl},
-                                 {"concurrency", r.concurrency}, {"max_prefill_tokens", r.max_prefill_tokens}})
+    for (const auto& [key, v] : {std::pair<const char*, int64_t>{"isl", r.isl},
+                                 {"osl", r.osl},
+                                 {"concurrency", r.concurrency},
+                                 {"max_prefill_tokens", r.max_prefill_tokens}})
         if (v > kMaxTokens)
-            config_error(flag(key), fmt::format("is beyond {} (2^24)", kMaxTokens), std::to_string(v), "use a smaller value");
+            config_error(flag(key), fmt::format("is beyond {} (2^24)", kMaxTokens), std::to_string(v),
+                         "use a smaller value");
     if (r.price_per_gpu_hour && !(*r.price_per_gpu_hour >= 0 && std::isfinite(*r.price_per_gpu_hour)))
-        config_error(flag("price"), "must be a finite number of USD per GPU-hour, >= 0", fmt::format("{}", *r.price_per_gpu_hour),
-                     "e.g. " + flag("price") + " 2.5");
+        config_error(flag("price"), "must be a finite number of USD per GPU-hour, >= 0",
+                     fmt::format("{}", *r.price_per_gpu_hour), "e.g. " + flag("price") + " 2.5");
 }
 
 }  // namespace
@@ -299,11 +316,11 @@ json deploy_search(const SearchRequest& r) {
             config_error(flag("gpus"), fmt::format("must be between 1 and {}", kMaxLayoutGpus), std::to_string(g),
                          "e.g. " + flag("gpus") + " 8,16");
     if (!(r.ttft_ms_limit >= 0 && std::isfinite(r.ttft_ms_limit)))
-        config_error(flag("ttft_ms"), "must be a finite number of ms >= 0 (0 = no limit)", fmt::format("{}", r.ttft_ms_limit),
-                     "e.g. " + flag("ttft_ms") + " 2000");
+        config_error(flag("ttft_ms"), "must be a finite number of ms >= 0 (0 = no limit)",
+                     fmt::format("{}", r.ttft_ms_limit), "e.g. " + flag("ttft_ms") + " 2000");
     if (!(r.tpot_ms_limit >= 0 && std::isfinite(r.tpot_ms_limit)))
-        config_error(flag("tpot_ms"), "must be a finite number of ms >= 0 (0 = no limit)", fmt::format("{}", r.tpot_ms_limit),
-                     "e.g. " + flag("tpot_ms") + " 50");
+        config_error(flag("tpot_ms"), "must be a finite number of ms >= 0 (0 = no limit)",
+                     fmt::format("{}", r.tpot_ms_limit), "e.g. " + flag("tpot_ms") + " 50");
     const ModelConfig model = load_model(r.base.base.model);
     // One task per (hardware, layout): its concurrencies share one pricer (the prompt's prefill, the decode steps).
     struct Task {
@@ -348,7 +365,8 @@ json deploy_search(const SearchRequest& r) {
     };
     // Side by side: every point is modeled (nothing is timed on this host), and run_point runs points in parallel
     // as a sweep's --jobs does.
-    const size_t workers = std::max<size_t>(1, std::min<size_t>(tasks.size(), static_cast<size_t>(std::max<int64_t>(1, usable_cpus()))));
+    const size_t workers =
+        std::max<size_t>(1, std::min<size_t>(tasks.size(), static_cast<size_t>(std::max<int64_t>(1, usable_cpus()))));
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
     for (size_t w = 1; w < workers; ++w)
@@ -406,10 +424,11 @@ json deploy_search(const SearchRequest& r) {
     if (best < 0)
         doc["none_fits"] = doc["points"].empty()
                                ? "no layout of these GPU counts fits the model at these concurrencies"
-                               : fmt::format("no point meets the limits (ttft_ms <= {}, tpot_ms <= {}); loosen them "
-                                             "or add GPUs",
-                                             r.ttft_ms_limit > 0 ? fmt::format("{}", r.ttft_ms_limit) : "any",
-                                             r.tpot_ms_limit > 0 ? fmt::format("{}", r.tpot_ms_limit) : "any");
+                               : fmt::format(
+                                     "no point meets the limits (ttft_ms <= {}, tpot_ms <= {}); loosen them "
+                                     "or add GPUs",
+                                     r.ttft_ms_limit > 0 ? fmt::format("{}", r.ttft_ms_limit) : "any",
+                                     r.tpot_ms_limit > 0 ? fmt::format("{}", r.tpot_ms_limit) : "any");
     doc["search"] = {{"layouts", layouts_tried},
                      {"points_not_fitting", no_fit},
                      {"steps_priced", steps_priced},
@@ -440,8 +459,9 @@ LayoutRequest parse_compact_layout(const std::string& text, const std::string& f
                          : key == "redundant_experts" ? &req.redundant_experts
                                                       : nullptr;
         if (!field)
-            config_error(flag, "has an unknown layout key", item,
-                         "use key=value pairs of ep, tp, attention_dp, moe_tp, moe_ep, redundant_experts (e.g. tp=8,ep=8)");
+            config_error(
+                flag, "has an unknown layout key", item,
+                "use key=value pairs of ep, tp, attention_dp, moe_tp, moe_ep, redundant_experts (e.g. tp=8,ep=8)");
         size_t used = 0;
         long long v = 0;
         try {
@@ -460,8 +480,10 @@ LayoutRequest parse_compact_layout(const std::string& text, const std::string& f
 
 json deploy_disagg(const DisaggRequest& r) {
     check_load(r.base);
-    const auto pool = [&](const LayoutRequest& lr, int64_t gpus, const std::string& flag_gpus, const std::string& flag_layout) {
-        if (gpus < 1) config_error(flag_gpus, "must be at least 1", std::to_string(gpus), "give the pool's GPUs, e.g. 8");
+    const auto pool = [&](const LayoutRequest& lr, int64_t gpus, const std::string& flag_gpus,
+                          const std::string& flag_layout) {
+        if (gpus < 1)
+            config_error(flag_gpus, "must be at least 1", std::to_string(gpus), "give the pool's GPUs, e.g. 8");
         RunConfig cfg = r.base.base;
         cfg.layout.ep = lr.ep;
         cfg.layout.tp = lr.tp;
@@ -482,7 +504,8 @@ json deploy_disagg(const DisaggRequest& r) {
     const int64_t prompts_per_step = std::max<int64_t>(1, B / I);
     const MemoryPlan pre_plan = deployment_memory(pre, prompts_per_step, I);
     const MemoryPlan dec_plan = deployment_memory(dec, C, I + O);
-    if (!pre_plan.fits && !r.base.base.allow_no_fit) refuse_no_fit(pre, prompts_per_step, I, pre_plan, "prefill pool: ");
+    if (!pre_plan.fits && !r.base.base.allow_no_fit)
+        refuse_no_fit(pre, prompts_per_step, I, pre_plan, "prefill pool: ");
     if (!dec_plan.fits && !r.base.base.allow_no_fit) refuse_no_fit(dec, C, I + O, dec_plan, "decode pool: ");
 
     SimStepPricer pp(pre.cfg, I, O), dp(dec.cfg, I, O);
@@ -553,8 +576,8 @@ json deploy_disagg(const DisaggRequest& r) {
                           {"requests_per_s", decode_requests_per_s},
                           {"memory_per_gpu_bytes", memory_per_gpu(dec_plan)},
                           {"fits", dec_plan.fits}};
-    doc["balance"] = prefill_caps ? "the prefill pool's input rate caps arrivals: the decode pool runs fewer than "
-                                    + flag("concurrency") + " sequences (decode_pool.decode_batch)"
+    doc["balance"] = prefill_caps ? "the prefill pool's input rate caps arrivals: the decode pool runs fewer than " +
+                                        flag("concurrency") + " sequences (decode_pool.decode_batch)"
                                   : "the decode pool's rate caps arrivals: the prefill pool idles part of the time";
     doc["kv_transfer"] = {{"bytes_per_gpu", kv_bytes_per_gpu},
                           {"link", network ? "network" : "scale-up (the profile has no network)"},

@@ -18,7 +18,7 @@ inline constexpr const char* kDeploySchema = "moebench.deploy/1";
 inline constexpr int64_t kDefaultMaxPrefillTokens = 8192;
 
 struct DeployRequest {
-    RunConfig base;         // model, hardware, layout, precision, routing, seed, allow_no_fit (run's fields)
+    RunConfig base;  // model, hardware, layout, precision, routing, seed, allow_no_fit (run's fields)
     int64_t isl = 0;
     int64_t osl = 0;
     int64_t concurrency = 0;
@@ -31,11 +31,11 @@ struct DeployRequest {
 json deploy_point(const DeployRequest& r);
 
 struct SearchRequest {
-    DeployRequest base;                 // the layout of base.base is not used
+    DeployRequest base;  // the layout of base.base is not used
     std::vector<int64_t> gpus;
     std::vector<std::string> hardware;
     std::vector<int64_t> concurrency;
-    double ttft_ms_limit = 0;           // 0 = no limit
+    double ttft_ms_limit = 0;  // 0 = no limit
     double tpot_ms_limit = 0;
 };
 /// Every layout of each GPU count the layout rules accept for the model, at each concurrency that fits, on each
@@ -51,7 +51,7 @@ std::vector<LayoutRequest> candidate_layouts(const ModelConfig& model, int64_t g
 std::vector<size_t> pareto_frontier(const std::vector<std::pair<double, double>>& points);
 
 struct DisaggRequest {
-    DeployRequest base;       // isl, osl, concurrency (of the decode pool), budget, price, model, hardware, formats
+    DeployRequest base;  // isl, osl, concurrency (of the decode pool), budget, price, model, hardware, formats
     int64_t prefill_gpus = 0, decode_gpus = 0;
     LayoutRequest prefill_layout, decode_layout;
 };

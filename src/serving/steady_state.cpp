@@ -75,8 +75,8 @@ SteadyState steady_state(const ServingLoad& load, const MixedStepPrice& step) {
     s.cycle_us = sum.total_us();
     s.mean_step = sum.scaled(1.0 / static_cast<double>(s.steps));
     s.tpot_us = s.cycle_us / static_cast<double>(s.steps);
-    s.tpot_p90_us = quantile_of_counts(
-        {{s.decode_step_us, n_dec}, {s.full_chunk_step_us, n_full}, {s.last_chunk_step_us, 1}}, 0.9);
+    s.tpot_p90_us =
+        quantile_of_counts({{s.decode_step_us, n_dec}, {s.full_chunk_step_us, n_full}, {s.last_chunk_step_us, 1}}, 0.9);
     s.output_tokens_per_s = static_cast<double>(C * O) / (s.cycle_us * 1e-6);
     s.input_tokens_per_s = static_cast<double>(cycle_prompt) / (s.cycle_us * 1e-6);
 

@@ -33,16 +33,16 @@ struct ServingLoad {
 
 struct SteadyState {
     // The cycle: every request finishes once.
-    int64_t prefill_steps = 0;       // n_p = ceil(C I / B): steps that carry prompt chunks
-    int64_t last_chunk_tokens = 0;   // r: the last of them carries C I - (n_p - 1) B (the others B)
-    int64_t steps = 0;               // S = max(O, n_p)
-    int64_t decode_batch = 0;        // D = round(C O / S), at least 1: sequences decoding in each step
-    bool prefill_bound = false;      // n_p > O: the chunk budget, not the decode batch, sets the pace
-    double decode_step_us = 0;       // step(D, 0)
-    double full_chunk_step_us = 0;   // step(D, B) (0 when n_p = 1)
-    double last_chunk_step_us = 0;   // step(D, r)
-    double cycle_us = 0;             // (n_p - 1) step(D, B) + step(D, r) + (S - n_p) step(D, 0)
-    PhaseTimes mean_step;            // the cycle's steps' phases, averaged over its S steps
+    int64_t prefill_steps = 0;      // n_p = ceil(C I / B): steps that carry prompt chunks
+    int64_t last_chunk_tokens = 0;  // r: the last of them carries C I - (n_p - 1) B (the others B)
+    int64_t steps = 0;              // S = max(O, n_p)
+    int64_t decode_batch = 0;       // D = round(C O / S), at least 1: sequences decoding in each step
+    bool prefill_bound = false;     // n_p > O: the chunk budget, not the decode batch, sets the pace
+    double decode_step_us = 0;      // step(D, 0)
+    double full_chunk_step_us = 0;  // step(D, B) (0 when n_p = 1)
+    double last_chunk_step_us = 0;  // step(D, r)
+    double cycle_us = 0;            // (n_p - 1) step(D, B) + step(D, r) + (S - n_p) step(D, 0)
+    PhaseTimes mean_step;           // the cycle's steps' phases, averaged over its S steps
     // The figures.
     double ttft_us = 0;              // queue + the request's own chunks, each beside D - 1 decoding sequences
     double queue_us = 0;             // prefill-bound: (S - O - k) mean steps waiting, k = ceil(I / B)

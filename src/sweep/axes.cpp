@@ -7,10 +7,10 @@
 #include "harness/validate.hpp"
 
 #include <algorithm>
-#include <set>
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 namespace moebench {
 
@@ -18,7 +18,7 @@ namespace {
 
 // Canonical position of an axis; batch is last so that each throughput-vs-batch series is contiguous.
 int axis_rank(const std::string& name) {
-    static const std::vector<std::string> order = {"model",     "backend",   "mode",    "routing", "ep",
+    static const std::vector<std::string> order = {"model",           "backend",   "mode",   "routing", "ep",
                                                    "capacity_factor", "soft_topn", "layers", "context", "seq_len"};
     for (size_t i = 0; i < order.size(); ++i)
         if (order[i] == name) return static_cast<int>(i);
@@ -65,22 +65,26 @@ void parse_range(const std::string& tok, const std::string& field, std::vector<j
         rest = rest.substr(0, colon);
     }
     double lo = 0, hi = 0;
-    const std::string fix = "write a..b (powers of two), a..b:xF (factor F) or a..b:+S (step S), e.g. 1..1024 or 0..4096:+1024";
+    const std::string fix =
+        "write a..b (powers of two), a..b:xF (factor F) or a..b:+S (step S), e.g. 1..1024 or 0..4096:+1024";
     if (!parse_number(lo_s, &lo) || !parse_number(rest, &hi)) config_error(field, "malformed range", tok, fix);
     if (hi < lo) config_error(field, "range end is below its start", tok, "write the smaller bound first");
     bool geometric = true;
     double step = 2;
     if (!step_s.empty()) {
         if (step_s[0] == 'x' || step_s[0] == '*') {
-            if (!parse_number(step_s.substr(1), &step) || step <= 1) config_error(field, "range factor must be > 1", tok, fix);
+            if (!parse_number(step_s.substr(1), &step) || step <= 1)
+                config_error(field, "range factor must be > 1", tok, fix);
         } else if (step_s[0] == '+') {
             geometric = false;
-            if (!parse_number(step_s.substr(1), &step) || step <= 0) config_error(field, "range step must be > 0", tok, fix);
+            if (!parse_number(step_s.substr(1), &step) || step <= 0)
+                config_error(field, "range step must be > 0", tok, fix);
         } else {
             config_error(field, "unknown range step", tok, fix);
         }
     }
-    if (geometric && lo <= 0) config_error(field, "a geometric range must start above 0", tok, "start at 1, or use a..b:+S");
+    if (geometric && lo <= 0)
+        config_error(field, "a geometric range must start above 0", tok, "start at 1, or use a..b:+S");
     const size_t kMaxValues = 100000;
     for (double v = lo; v <= hi * (1 + 1e-12); v = geometric ? v * step : v + step) {
         out->push_back(number_json(v));
@@ -96,7 +100,8 @@ std::vector<json> parse_axis_values(const std::string& text, const std::string& 
     while (start <= text.size()) {
         size_t comma = text.find(',', start);
         std::string tok = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (tok.empty()) config_error(field, "empty value in list", text, "write values separated by commas, e.g. 1,2,4");
+        if (tok.empty())
+            config_error(field, "empty value in list", text, "write values separated by commas, e.g. 1,2,4");
         double v = 0;
         size_t dots = tok.find("..");
         if (parse_number(tok, &v)) {
@@ -163,7 +168,8 @@ std::vector<SweepAxis> canonical_axes(const std::vector<SweepAxis>& axes) {
     for (const auto& a : axes) by_name[a.name] = a;  // later wins
     std::vector<SweepAxis> out;
     for (auto& [name, a] : by_name) out.push_back(a);
-    std::stable_sort(out.begin(), out.end(), [](const SweepAxis& x, const SweepAxis& y) { return less_axis(x.name, y.name); });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const SweepAxis& x, const SweepAxis& y) { return less_axis(x.name, y.name); });
     return out;
 }
 

@@ -51,15 +51,17 @@ std::string knee_reason(const std::vector<CurvePoint>& s, size_t k, size_t peak,
     const CurvePoint& pk = s[peak];
     std::string r;
     if (k == peak) {
-        r = fmt::format("batch {}: the peak throughput of this series ({:.0f} tok/s, p95 {:.3f} ms); no smaller batch "
-                        "reaches {} of it",
-                        fmt_batch(p.batch), p.tokens_per_s, p.p95_us / 1000.0, pct(fraction));
+        r = fmt::format(
+            "batch {}: the peak throughput of this series ({:.0f} tok/s, p95 {:.3f} ms); no smaller batch "
+            "reaches {} of it",
+            fmt_batch(p.batch), p.tokens_per_s, p.p95_us / 1000.0, pct(fraction));
     } else {
-        r = fmt::format("batch {}: {} of peak throughput (batch {}, {:.0f} tok/s) at {} of the p95 of batch {} "
-                        "({:.3f} ms vs {:.3f} ms); the smallest batch reaching {} of the peak",
-                        fmt_batch(p.batch), pct(p.tokens_per_s / pk.tokens_per_s), fmt_batch(pk.batch), pk.tokens_per_s,
-                        pct(pk.p95_us > 0 ? p.p95_us / pk.p95_us : 0), fmt_batch(pk.batch), p.p95_us / 1000.0,
-                        pk.p95_us / 1000.0, pct(fraction));
+        r = fmt::format(
+            "batch {}: {} of peak throughput (batch {}, {:.0f} tok/s) at {} of the p95 of batch {} "
+            "({:.3f} ms vs {:.3f} ms); the smallest batch reaching {} of the peak",
+            fmt_batch(p.batch), pct(p.tokens_per_s / pk.tokens_per_s), fmt_batch(pk.batch), pk.tokens_per_s,
+            pct(pk.p95_us > 0 ? p.p95_us / pk.p95_us : 0), fmt_batch(pk.batch), p.p95_us / 1000.0, pk.p95_us / 1000.0,
+            pct(fraction));
     }
     if (k + 1 < s.size()) {
         const CurvePoint& n = s[k + 1];
@@ -154,7 +156,8 @@ json series_with_knees(const Series& g, const json& runs, double knee_fraction, 
     json series_json = json::array();
     for (const auto& key : g.order) {
         auto s = g.by_key.at(key);
-        std::stable_sort(s.begin(), s.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.batch < b.batch; });
+        std::stable_sort(s.begin(), s.end(),
+                         [](const CurvePoint& a, const CurvePoint& b) { return a.batch < b.batch; });
         size_t peak = 0;
         for (size_t i = 1; i < s.size(); ++i)
             if (s[i].tokens_per_s > s[peak].tokens_per_s) peak = i;
@@ -185,15 +188,16 @@ void golden_under_slo(const Series& series, const json& runs, double slo_p95_ms,
         for (const auto& p : all)
             if (p.p95_us < fastest->p95_us) fastest = &p;
         out["golden"] = nullptr;
-        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at {}",
-                                           slo_p95_ms, fastest->p95_us / 1000.0, name(*fastest));
+        out["golden_reason"] = fmt::format("no point meets p95 <= {} ms; the lowest p95 is {:.3f} ms at {}", slo_p95_ms,
+                                           fastest->p95_us / 1000.0, name(*fastest));
         return;
     }
     const CurvePoint& gp = all[*g];
     json gj = describe(gp, runs, global_peak);
-    std::string reason = fmt::format("{}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
-                                     "of {} ms",
-                                     name(gp), gp.tokens_per_s, gp.p95_us / 1000.0, slo_p95_ms);
+    std::string reason = fmt::format(
+        "{}: {:.0f} tok/s, the highest throughput whose p95 {:.3f} ms meets the SLO "
+        "of {} ms",
+        name(gp), gp.tokens_per_s, gp.p95_us / 1000.0, slo_p95_ms);
     if (gp.run_index != global_peak.run_index)
         reason += fmt::format("; {} of peak throughput ({}, {:.0f} tok/s, p95 {:.3f} ms{}) at {} of its p95",
                               pct(gp.tokens_per_s / global_peak.tokens_per_s), name(global_peak),
@@ -209,9 +213,10 @@ void golden_under_slo(const Series& series, const json& runs, double slo_p95_ms,
 
 json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double knee_fraction) {
     json out;
-    out["knee_rule"] = fmt::format("knee = smallest batch whose throughput reaches {} of the best throughput of its "
-                                   "series (series: points sharing every axis but batch)",
-                                   pct(knee_fraction));
+    out["knee_rule"] = fmt::format(
+        "knee = smallest batch whose throughput reaches {} of the best throughput of its "
+        "series (series: points sharing every axis but batch)",
+        pct(knee_fraction));
     out["golden_rule"] = (slo_p95_ms ? fmt::format("golden = highest throughput with step p95 <= {} ms", *slo_p95_ms)
                                      : "golden = knee of the series holding the peak throughput (no " +
                                            flag_of("slo_p95_ms") + " given)") +
@@ -226,9 +231,10 @@ json analyze_sweep(const json& runs, std::optional<double> slo_p95_ms, double kn
         out["golden"] = nullptr;
         out["golden_reason"] = g.not_fitting.empty()
                                    ? "no point finished ok, so there is no golden point"
-                                   : fmt::format("no point that fits its GPUs' memory finished ok ({} modeled points "
-                                                 "do not fit: not_fitting), so there is no golden point",
-                                                 g.not_fitting.size());
+                                   : fmt::format(
+                                         "no point that fits its GPUs' memory finished ok ({} modeled points "
+                                         "do not fit: not_fitting), so there is no golden point",
+                                         g.not_fitting.size());
         return out;
     }
     const CurvePoint* global_peak = &g.all[0];

@@ -13,7 +13,7 @@ namespace moebench {
 
 /// One ok point of a curve.
 struct CurvePoint {
-    size_t run_index = 0;     // index into runs[]
+    size_t run_index = 0;  // index into runs[]
     double batch = 0;
     double tokens_per_s = 0;  // throughput.tokens_per_s
     double p95_us = 0;        // latency.step.p95_us

@@ -49,9 +49,7 @@ void repair_in_place(const std::string& path, const JournalText& j) {
 
 }  // namespace
 
-std::string sweep_fingerprint(const json& fixed) {
-    return fnv1a64_hex(fixed.dump());
-}
+std::string sweep_fingerprint(const json& fixed) { return fnv1a64_hex(fixed.dump()); }
 
 json InputDigests::of(const RunConfig& cfg) {
     json in = json::object();
@@ -86,8 +84,8 @@ std::vector<JournalEntry> load_journal(const std::string& path, const JournalExp
                     config_error(where,
                                  fmt::format("point {} was measured with another {}: its content changed since "
                                              "(digest {}, now {})",
-                                             printable(l.key), input_noun(field), json_brief(l.inputs.value(field, json())),
-                                             json_brief(digest)),
+                                             printable(l.key), input_noun(field),
+                                             json_brief(l.inputs.value(field, json())), json_brief(digest)),
                                  "",
                                  fmt::format("restore the file, or start a new sweep: another {} / {}, without {} "
                                              "(one report must not mix results of two versions of a file)",
@@ -112,8 +110,8 @@ namespace {
 // known without searching it.
 std::string journal_line_head(const std::string& fingerprint, const std::string& key, const json& point,
                               const json& inputs) {
-    json j = {{"journal", kJournalSchema}, {"fingerprint", fingerprint}, {"key", key},
-              {"point", point},            {"inputs", inputs},          {"finished_utc", utc_now_iso()}};
+    json j = {{"journal", kJournalSchema}, {"fingerprint", fingerprint},   {"key", key}, {"point", point},
+              {"inputs", inputs},          {"finished_utc", utc_now_iso()}};
     std::string head = j.dump();
     head.pop_back();  // the closing brace
     return head + ",\"record\":";
@@ -128,8 +126,8 @@ double now_s() {
 }  // namespace
 
 void append_journal(const std::string& path, const std::string& fingerprint, const JournalEntry& entry) {
-    append_line_durable(path, journal_line_head(fingerprint, entry.key, entry.point, entry.inputs) +
-                                  entry.record.dump() + "}");
+    append_line_durable(
+        path, journal_line_head(fingerprint, entry.key, entry.point, entry.inputs) + entry.record.dump() + "}");
 }
 
 JournalWriter::JournalWriter(std::string path, std::string fingerprint)
@@ -139,8 +137,9 @@ JournalWriter::JournalWriter(std::string path, std::string fingerprint)
     const fs::path p(path_);
     if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ < 0) config_error(path_, "cannot open the journal for appending", std::strerror(errno),
-                              "check the folder is writable");
+    if (fd_ < 0)
+        config_error(path_, "cannot open the journal for appending", std::strerror(errno),
+                     "check the folder is writable");
     struct stat st {};
     size_ = ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
     last_sync_s_ = now_s();
@@ -196,11 +195,12 @@ void JournalWriter::close() {
 std::string read_journal_span(const std::string& path, const JournalSpan& span) {
     std::string text(static_cast<size_t>(span.length), '\0');
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) config_error(path, "cannot read the journal back", std::strerror(errno), "check the journal is readable");
+    if (fd < 0)
+        config_error(path, "cannot read the journal back", std::strerror(errno), "check the journal is readable");
     size_t done = 0;
     while (done < text.size()) {
-        const ssize_t n = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(span.offset) +
-                                                                                  static_cast<off_t>(done));
+        const ssize_t n = ::pread(fd, text.data() + done, text.size() - done,
+                                  static_cast<off_t>(span.offset) + static_cast<off_t>(done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         done += static_cast<size_t>(n);

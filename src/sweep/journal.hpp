@@ -16,9 +16,9 @@ namespace moebench {
 
 /// One journal line: {"journal": kJournalSchema, "fingerprint", "key", "point", "inputs", "finished_utc", "record"}.
 struct JournalEntry {
-    std::string key;              // point_key(point)
-    json point;                   // the sweep axes of this point
-    json record;                  // the runs[] record (status ok | skipped | failed)
+    std::string key;               // point_key(point)
+    json point;                    // the sweep axes of this point
+    json record;                   // the runs[] record (status ok | skipped | failed)
     json inputs = json::object();  // what the point read, by content (InputDigests::of)
 };
 
@@ -41,8 +41,8 @@ private:
 
 /// What a resuming sweep expects of its journal.
 struct JournalExpectation {
-    std::string fingerprint;                     // plan_sweep's
-    std::map<std::string, json> inputs_by_key;   // each point of the expansion: InputDigests::of its config
+    std::string fingerprint;                    // plan_sweep's
+    std::map<std::string, json> inputs_by_key;  // each point of the expansion: InputDigests::of its config
 };
 
 /// Reads a journal (parse_journal's checks). A missing or empty file gives no entries. A torn last line (the process
@@ -87,8 +87,8 @@ public:
 private:
     std::string path_, fingerprint_;
     int fd_ = -1;
-    int64_t size_ = 0;     // the file's length: where the next line starts
-    bool dirty_ = false;   // written since the last sync
+    int64_t size_ = 0;    // the file's length: where the next line starts
+    bool dirty_ = false;  // written since the last sync
     double last_sync_s_ = 0;
 };
 

@@ -76,12 +76,12 @@ JournalLock::JournalLock(const std::string& journal_path) : path_(journal_path) 
                 config_error(flag_of("journal"), "cannot lock the sweep journal", path_ + ": " + std::strerror(err),
                              "use a journal on a local file system, or another " + flag_of("journal"));
             const std::string pid = holder_pid(by_fd);
-            config_error(flag_of("journal"),
-                         "another sweep is running on this journal" +
-                             (pid.empty() ? std::string() : " (process " + pid + ")"),
-                         path_,
-                         fmt::format("wait for it to finish (then use {}), stop it, or give this sweep another {} / {}",
-                                     flag_of("resume"), flag_of("journal"), flag_of("out")));
+            config_error(
+                flag_of("journal"),
+                "another sweep is running on this journal" + (pid.empty() ? std::string() : " (process " + pid + ")"),
+                path_,
+                fmt::format("wait for it to finish (then use {}), stop it, or give this sweep another {} / {}",
+                            flag_of("resume"), flag_of("journal"), flag_of("out")));
         }
         struct stat by_path {};
         if (::stat(path_.c_str(), &by_path) == 0 && same_inode(by_fd, by_path)) {
@@ -97,7 +97,8 @@ JournalLock::JournalLock(const std::string& journal_path) : path_(journal_path) 
 
 JournalLock::~JournalLock() {
     if (fd_ < 0) return;
-    struct stat by_fd {}, by_path {};
+    struct stat by_fd {
+    }, by_path{};
     // Still holding the lock, so no other sweep can be using the file.
     if (created_ && ::fstat(fd_, &by_fd) == 0 && by_fd.st_size == 0 && ::stat(path_.c_str(), &by_path) == 0 &&
         same_inode(by_fd, by_path))

@@ -34,7 +34,8 @@ void Progress::draw(const std::string& label) {
     bar.resize(kWidth, '.');
     std::string eta = finished_ ? format_duration(mean_point_s() * static_cast<double>(total_ - finished_)) : "?";
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    std::string line = fmt::format("[{}] {}/{} {} | {} elapsed, ETA {}", bar, done, all, label, format_duration(elapsed), eta);
+    std::string line =
+        fmt::format("[{}] {}/{} {} | {} elapsed, ETA {}", bar, done, all, label, format_duration(elapsed), eta);
     if (line.size() > 150) line = line.substr(0, 147) + "...";
     fmt::print(out_, "\r\033[2K{}", line);
     std::fflush(out_);
@@ -51,7 +52,8 @@ void Progress::finish(size_t index, const std::string& label, const std::string&
     if (mode_ == ProgressMode::lines) {
         size_t all = total_ + done_before_;
         std::string eta = format_duration(mean_point_s() * static_cast<double>(total_ - finished_));
-        fmt::print(out_, "[{}/{}] {}: {} ({:.1f} s, ETA {})\n", finished_ + done_before_, all, label, outcome, point_s, eta);
+        fmt::print(out_, "[{}/{}] {}: {} ({:.1f} s, ETA {})\n", finished_ + done_before_, all, label, outcome, point_s,
+                   eta);
         std::fflush(out_);
     } else if (mode_ == ProgressMode::bar) {
         draw(label + ": " + outcome);

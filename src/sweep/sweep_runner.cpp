@@ -9,29 +9,29 @@
 #include "harness/validate.hpp"
 #include "workload/routing_spec.hpp"
 
+#include "comm/communicator.hpp"
+#include "comm/process_group.hpp"
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
 #include "common/read_file.hpp"
-#include "sweep/golden.hpp"
 #include "report/formats.hpp"
-#include "comm/communicator.hpp"
-#include "comm/process_group.hpp"
+#include "sweep/golden.hpp"
 #include "sweep/journal.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <deque>
 #include <filesystem>
 #include <map>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <new>
-#include <thread>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace moebench {
 
@@ -67,11 +67,13 @@ double get_num(const json& j, std::initializer_list<const char*> path, double df
     return cur->is_number() ? cur->get<double>() : dflt;
 }
 
-json not_run_record(const RunConfig& cfg, const std::string& status, const std::string& why_key, const std::string& why) {
-    json r = {{keys::kStatus, status}, {why_key, why}, {keys::kAxes, run_axes(cfg)},
-              {"mode", to_string(cfg.shape.mode)}, {"batch", cfg.shape.batch}, {"seq_len", cfg.shape.seq_len},
-              {"context", cfg.shape.context}, {"num_tokens", cfg.shape.num_tokens()}, {"backend", cfg.backend},
-              {"seed", cfg.options.seed}};
+json not_run_record(const RunConfig& cfg, const std::string& status, const std::string& why_key,
+                    const std::string& why) {
+    json r = {{keys::kStatus, status},        {why_key, why},
+              {keys::kAxes, run_axes(cfg)},   {"mode", to_string(cfg.shape.mode)},
+              {"batch", cfg.shape.batch},     {"seq_len", cfg.shape.seq_len},
+              {"context", cfg.shape.context}, {"num_tokens", cfg.shape.num_tokens()},
+              {"backend", cfg.backend},       {"seed", cfg.options.seed}};
     return r;
 }
 
@@ -79,7 +81,8 @@ std::string outcome_text(const json& rec) {
     std::string st = rec.value(keys::kStatus, "ok");
     if (st == "skipped") return "skipped: " + rec.value("skip_reason", "");
     if (st == "failed") return "FAILED: " + rec.value("error", "");
-    return fmt::format("ok{}, {:.0f} tok/s, step p95 {:.3f} ms", rec.value("fits", true) ? "" : " (does not fit its GPUs)",
+    return fmt::format("ok{}, {:.0f} tok/s, step p95 {:.3f} ms",
+                       rec.value("fits", true) ? "" : " (does not fit its GPUs)",
                        get_num(rec, {keys::kThroughput, keys::kTokensPerS}, 0),
                        get_num(rec, {keys::kLatency, keys::kStep, keys::kP95Us}, 0) / 1000.0);
 }
@@ -92,7 +95,8 @@ json record_summary(const json& rec) {
     for (const char* key : {keys::kStatus, "skip_reason", "skip_kind", "error", keys::kAxes, "batch", "sweep_point",
                             "sweep_label", "sweep_point_s", "backend", "backend_note", "model", "fits", "load_gates"})
         if (rec.contains(key)) s[key] = rec.at(key);
-    if (const json* v = find_path(rec, {keys::kThroughput, keys::kTokensPerS})) s[keys::kThroughput][keys::kTokensPerS] = *v;
+    if (const json* v = find_path(rec, {keys::kThroughput, keys::kTokensPerS}))
+        s[keys::kThroughput][keys::kTokensPerS] = *v;
     if (const json* src = find_path(rec, {keys::kLatency, "source"})) s[keys::kLatency]["source"] = *src;
     if (const json* st = find_path(rec, {keys::kLatency, keys::kStep}))
         for (const char* key : {keys::kMeanUs, keys::kP50Us, keys::kP95Us})
@@ -236,8 +240,8 @@ struct FinishedPoint {
     std::string status, outcome;   // the record's status and its progress text (outcome_text)
 };
 
-FinishedPoint finish_point(const RunConfig& cfg, const json& point, const std::string& label,
-                           const PointExecutor& exec, bool text, bool summary) {
+FinishedPoint finish_point(const RunConfig& cfg, const json& point, const std::string& label, const PointExecutor& exec,
+                           bool text, bool summary) {
     FinishedPoint f;
     f.r = execute_point(cfg, exec);
     json& rec = f.r.rec;
@@ -403,7 +407,8 @@ std::vector<JournalEntry> journal_at_root(const SweepSpec& spec, const SweepPlan
                                      flag_of("journal"), flag_of("out")));
         if (spec.resume) {
             JournalExpectation want{plan.fingerprint, {}};
-            for (size_t i = 0; i < plan.points.size(); ++i) want.inputs_by_key[point_key(plan.points[i])] = plan.inputs[i];
+            for (size_t i = 0; i < plan.points.size(); ++i)
+                want.inputs_by_key[point_key(plan.points[i])] = plan.inputs[i];
             done = load_journal(spec.journal_path, want, repaired);
         }
     }
@@ -486,7 +491,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
         JournalSpan span;
         std::string status;
         if (hit != done_by_key.end()) {
-            rec = hit->second->record;  // (null on the ranks other than 0 under mpirun: they know only the keys)
+            rec = hit->second->record;   // (null on the ranks other than 0 under mpirun: they know only the keys)
             rec["sweep_label"] = label;  // the axes that vary now may differ from when it ran
             status = rec.value(keys::kStatus, "ok");
             ++out.num_resumed;
@@ -499,8 +504,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
                 continue;
             }
             progress.start(i, label);
-            FinishedPoint f = workers ? workers->take(i)
-                                      : finish_point(plan.configs[i], point, label, exec, as_text, summarize);
+            FinishedPoint f =
+                workers ? workers->take(i) : finish_point(plan.configs[i], point, label, exec, as_text, summarize);
             if (!f.r.config_error.empty()) {
                 if (out.first_config_error.empty()) out.first_config_error = f.r.config_error;
                 ++out.num_config_errors;
@@ -515,9 +520,12 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepPlan& plan, const Point
                 packed.emplace_back(out.runs.size(), std::move(f.summary));
             }
         }
-        if (status == "ok") ++out.num_ok;
-        else if (status == "skipped") ++out.num_skipped;
-        else ++out.num_failed;
+        if (status == "ok")
+            ++out.num_ok;
+        else if (status == "skipped")
+            ++out.num_skipped;
+        else
+            ++out.num_failed;
         out.spans.push_back(span);
         out.runs.push_back(std::move(rec));
     }

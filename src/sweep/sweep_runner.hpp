@@ -40,10 +40,10 @@ struct SweepSpec {
 using PointExecutor = std::function<json(const RunConfig&)>;
 
 struct SweepOutcome {
-    json runs = json::array();  // one record per point that has a result, in expansion order (keep_records false:
-                                // the summary of each point run now, the whole record of each resumed one)
+    json runs = json::array();       // one record per point that has a result, in expansion order (keep_records false:
+                                     // the summary of each point run now, the whole record of each resumed one)
     std::vector<JournalSpan> spans;  // [i]: where runs[i]'s whole record lies in the journal (length 0: runs[i] is it)
-    json sweep;                 // the report's "sweep" block
+    json sweep;                      // the report's "sweep" block
     size_t num_ok = 0, num_skipped = 0, num_failed = 0, num_resumed = 0, num_not_run = 0;
     std::string first_config_error;  // message of the first point skipped for a ConfigError
     size_t num_config_errors = 0;

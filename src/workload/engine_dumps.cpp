@@ -29,12 +29,14 @@ struct DumpSeq {
 
 // The engines' own options that a fix names: theirs, not moebench's flags (no flag_of; tests/check_layers.py lets a
 // line marked as another program's option spell one).
-constexpr const char* kReturnRoutedExperts = "--enable-return-routed-experts";  // another program's option (vLLM, SGLang)
-constexpr const char* kMegatronRoutingReplay = "--moe-enable-routing-replay";   // another program's option (Megatron)
-constexpr const char* kMegatronRoutingTrace = "--moe-routing-trace-path";       // another program's option (Megatron)
+constexpr const char* kReturnRoutedExperts =
+    "--enable-return-routed-experts";  // another program's option (vLLM, SGLang)
+constexpr const char* kMegatronRoutingReplay = "--moe-enable-routing-replay";  // another program's option (Megatron)
+constexpr const char* kMegatronRoutingTrace = "--moe-routing-trace-path";      // another program's option (Megatron)
 
-const char* kLayoutFix = "give the routing as the engine wrote it: [tokens][layers][k] expert ids (docs/trace-format.md, "
-                         "Engine dumps)";
+const char* kLayoutFix =
+    "give the routing as the engine wrote it: [tokens][layers][k] expert ids (docs/trace-format.md, "
+    "Engine dumps)";
 
 // Nested lists [T][L][K] of whole numbers (vLLM v0.21, Megatron's moe_topk_indices).
 DumpSeq seq_from_lists(const json& j, const std::string& where) {
@@ -45,20 +47,24 @@ DumpSeq seq_from_lists(const json& j, const std::string& where) {
     for (size_t t = 0; t < j.size(); ++t) {
         const json& tok = j[t];
         const std::string wt = fmt::format("{}[{}]", where, t);
-        if (!tok.is_array() || tok.empty()) config_error(wt, "is not a non-empty list of layers", json_brief(tok), kLayoutFix);
+        if (!tok.is_array() || tok.empty())
+            config_error(wt, "is not a non-empty list of layers", json_brief(tok), kLayoutFix);
         if (t == 0) s.layers = static_cast<int64_t>(tok.size());
         if (static_cast<int64_t>(tok.size()) != s.layers)
             config_error(wt, fmt::format("has {} layers where token 0 has {}", tok.size(), s.layers), "", kLayoutFix);
         for (size_t l = 0; l < tok.size(); ++l) {
             const json& sel = tok[l];
             const std::string wl = fmt::format("{}[{}]", wt, l);
-            if (!sel.is_array() || sel.empty()) config_error(wl, "is not a non-empty list of expert ids", json_brief(sel), kLayoutFix);
+            if (!sel.is_array() || sel.empty())
+                config_error(wl, "is not a non-empty list of expert ids", json_brief(sel), kLayoutFix);
             if (t == 0 && l == 0) s.k = static_cast<int64_t>(sel.size());
             if (static_cast<int64_t>(sel.size()) != s.k)
-                config_error(wl, fmt::format("has {} expert ids where the first token's first layer has {}", sel.size(), s.k),
-                             "", kLayoutFix);
+                config_error(
+                    wl, fmt::format("has {} expert ids where the first token's first layer has {}", sel.size(), s.k),
+                    "", kLayoutFix);
             for (const json& e : sel) {
-                if (!e.is_number_integer()) config_error(wl, "holds a value that is not a whole number", json_brief(e), kLayoutFix);
+                if (!e.is_number_integer())
+                    config_error(wl, "holds a value that is not a whole number", json_brief(e), kLayoutFix);
                 s.ids.push_back(e.get<int64_t>());
             }
         }
@@ -79,16 +85,21 @@ DumpSeq seq_from_npy(std::string_view bytes, const std::string& where) {
 }
 
 // SGLang's raw bytes: little-endian integers of `dtype`, flat, [T, L, K] with L and K from the model.
-DumpSeq seq_from_raw(std::string_view bytes, const std::string& dtype, int64_t layers, int64_t k, const std::string& where,
-                     const std::string& dtype_where) {
+DumpSeq seq_from_raw(std::string_view bytes, const std::string& dtype, int64_t layers, int64_t k,
+                     const std::string& where, const std::string& dtype_where) {
     const int64_t item = dtype == "int32" ? 4 : dtype == "uint16" ? 2 : dtype == "uint8" ? 1 : 0;
-    if (item == 0) config_error(dtype_where, "is not int32, uint16 or uint8", dtype, "give the dtype SGLang wrote (missing = int32)");
+    if (item == 0)
+        config_error(dtype_where, "is not int32, uint16 or uint8", dtype,
+                     "give the dtype SGLang wrote (missing = int32)");
     const int64_t row = item * layers * k;
     if (row <= 0 || static_cast<int64_t>(bytes.size()) % row != 0)
-        config_error(where, fmt::format("holds {} bytes, not a whole number of tokens of {} layers x top-{} x {} bytes",
-                                        bytes.size(), layers, k, item),
-                     "", fmt::format("give {} the model the server ran (its num_hidden_layers and top-k shape the "
-                                     "array), and routed_experts_dtype as SGLang wrote it", flag_of("model")));
+        config_error(where,
+                     fmt::format("holds {} bytes, not a whole number of tokens of {} layers x top-{} x {} bytes",
+                                 bytes.size(), layers, k, item),
+                     "",
+                     fmt::format("give {} the model the server ran (its num_hidden_layers and top-k shape the "
+                                 "array), and routed_experts_dtype as SGLang wrote it",
+                                 flag_of("model")));
     DumpSeq s;
     s.where = where;
     s.tokens = static_cast<int64_t>(bytes.size()) / row, s.layers = layers, s.k = k;
@@ -104,7 +115,8 @@ DumpSeq seq_from_raw(std::string_view bytes, const std::string& dtype, int64_t l
 
 DumpSeq concat(DumpSeq a, const DumpSeq& b) {
     if (a.layers != b.layers || a.k != b.k)
-        config_error(b.where, fmt::format("has {} layers x top-{} where {} has {} x {}", b.layers, b.k, a.where, a.layers, a.k),
+        config_error(b.where,
+                     fmt::format("has {} layers x top-{} where {} has {} x {}", b.layers, b.k, a.where, a.layers, a.k),
                      "", "give the prompt's and the generation's routing of one request");
     a.ids.insert(a.ids.end(), b.ids.begin(), b.ids.end());
     a.tokens += b.tokens;
@@ -127,7 +139,8 @@ std::string at(const std::string& path, size_t r, size_t n, const std::string& f
 
 const json& choices_of(const json& resp, const std::string& where) {
     if (!resp.is_object() || !resp.contains("choices") || !resp["choices"].is_array() || resp["choices"].empty())
-        config_error(where, "is missing or not a non-empty list", resp.is_object() && resp.contains("choices") ? json_brief(resp["choices"]) : "",
+        config_error(where, "is missing or not a non-empty list",
+                     resp.is_object() && resp.contains("choices") ? json_brief(resp["choices"]) : "",
                      "give the engine's whole response (its choices hold the routing)");
     return resp["choices"];
 }
@@ -135,7 +148,8 @@ const json& choices_of(const json& resp, const std::string& where) {
 [[noreturn]] void null_routing(const std::string& where) {
     config_error(where, "is null: the engine returned no routing for this request", "null",
                  fmt::format("start the server with {} (SGLang: and ask for return_routed_experts in the request); an "
-                             "aborted or re-prefilled request has none", kReturnRoutedExperts));
+                             "aborted or re-prefilled request has none",
+                             kReturnRoutedExperts));
 }
 
 std::vector<DumpSeq> read_vllm(const json& doc, const std::string& path) {
@@ -149,8 +163,8 @@ std::vector<DumpSeq> read_vllm(const json& doc, const std::string& path) {
             prompt = seq_from_lists(resp["prompt_routed_experts"], at(path, r, rs.size(), "prompt_routed_experts"));
         for (size_t c = 0; c < choices.size(); ++c) {
             const std::string where = at(path, r, rs.size(), fmt::format("choices[{}].routed_experts", c));
-            const json& v = choices[c].is_object() && choices[c].contains("routed_experts") ? choices[c]["routed_experts"]
-                                                                                           : json();
+            const json& v =
+                choices[c].is_object() && choices[c].contains("routed_experts") ? choices[c]["routed_experts"] : json();
             if (!choices[c].is_object() || !choices[c].contains("routed_experts"))
                 config_error(where, "is missing", "", std::string("start vLLM with ") + kReturnRoutedExperts);
             if (v.is_null()) null_routing(where);
@@ -182,21 +196,27 @@ std::vector<DumpSeq> read_sglang(const json& doc, const std::string& path, const
         const json& meta = resp["meta_info"];
         const std::string where = mw + ".routed_experts";
         if (!meta.contains("routed_experts"))
-            config_error(where, "is missing", "", fmt::format("start SGLang with {} and send \"return_routed_experts\": "
-                                                              "true with the request", kReturnRoutedExperts));
+            config_error(where, "is missing", "",
+                         fmt::format("start SGLang with {} and send \"return_routed_experts\": "
+                                     "true with the request",
+                                     kReturnRoutedExperts));
         const json& v = meta["routed_experts"];
         if (v.is_null()) null_routing(where);
         if (v.is_string()) {
             if (model == nullptr)
                 config_error(where, "is raw integers without a shape", "",
                              fmt::format("give {} the model the server ran: its num_hidden_layers and top-k shape "
-                                         "the array", flag_of("model")));
+                                         "the array",
+                                         flag_of("model")));
             const json dt = meta.value("routed_experts_dtype", json("int32"));
-            if (!dt.is_string()) config_error(mw + ".routed_experts_dtype", "is not a string", json_brief(dt), "use int32, uint16 or uint8");
+            if (!dt.is_string())
+                config_error(mw + ".routed_experts_dtype", "is not a string", json_brief(dt),
+                             "use int32, uint16 or uint8");
             const std::string bytes = decode_base64(v.get_ref<const std::string&>(), where);
             out.push_back(seq_from_raw(bytes, dt.get<std::string>(), model->num_layers, model->moe.top_k, where,
                                        mw + ".routed_experts_dtype"));
-        } else if (v.is_object()) {  // {"format": "masked_dense", "values": b64 int32, "shape": [T, L, K], "valid_mask"?}
+        } else if (v.is_object()) {  // {"format": "masked_dense", "values": b64 int32, "shape": [T, L, K],
+                                     // "valid_mask"?}
             if (!v.contains("values") || !v["values"].is_string() || !v.contains("shape") || !v["shape"].is_array() ||
                 v["shape"].size() != 3 || !std::all_of(v["shape"].begin(), v["shape"].end(), [](const json& d) {
                     return d.is_number_integer() && d.get<int64_t>() > 0 && d.get<int64_t>() <= kMaxNpyElements;
@@ -207,13 +227,16 @@ std::vector<DumpSeq> read_sglang(const json& doc, const std::string& path, const
             const int64_t L = v["shape"][1].get<int64_t>(), K = v["shape"][2].get<int64_t>();
             DumpSeq s = seq_from_raw(bytes, "int32", L, K, where + ".values", where);
             if (s.tokens != v["shape"][0].get<int64_t>())
-                config_error(where + ".shape", fmt::format("says {} tokens, the values hold {}", v["shape"][0].get<int64_t>(), s.tokens),
+                config_error(where + ".shape",
+                             fmt::format("says {} tokens, the values hold {}", v["shape"][0].get<int64_t>(), s.tokens),
                              "", kLayoutFix);
             if (v.contains("valid_mask") && v["valid_mask"].is_string()) {
-                const std::string mask = decode_base64(v["valid_mask"].get_ref<const std::string&>(), where + ".valid_mask");
+                const std::string mask =
+                    decode_base64(v["valid_mask"].get_ref<const std::string&>(), where + ".valid_mask");
                 if (mask.size() != s.ids.size())
-                    config_error(where + ".valid_mask", fmt::format("holds {} entries for {} values", mask.size(), s.ids.size()),
-                                 "", kLayoutFix);
+                    config_error(where + ".valid_mask",
+                                 fmt::format("holds {} entries for {} values", mask.size(), s.ids.size()), "",
+                                 kLayoutFix);
                 for (size_t e = 0; e < mask.size(); ++e)
                     if (mask[e] == 0) s.ids[e] = -1;  // no selection recorded
             }
@@ -233,7 +256,8 @@ std::vector<DumpSeq> read_megatron_chat(const json& doc, const std::string& path
         for (size_t c = 0; c < choices.size(); ++c) {
             const std::string where = at(path, r, rs.size(), fmt::format("choices[{}].moe_topk_indices", c));
             if (!choices[c].is_object() || !choices[c].contains("moe_topk_indices"))
-                config_error(where, "is missing", "", std::string("run Megatron's server with ") + kMegatronRoutingReplay);
+                config_error(where, "is missing", "",
+                             std::string("run Megatron's server with ") + kMegatronRoutingReplay);
             if (choices[c]["moe_topk_indices"].is_null()) null_routing(where);
             out.push_back(seq_from_lists(choices[c]["moe_topk_indices"], where));
         }
@@ -255,7 +279,8 @@ std::vector<DumpSeq> read_megatron_trace(const std::string& path, ImportSummary*
     std::map<std::pair<int64_t, int64_t>, size_t> index;
     std::string line;
     int64_t line_no = 0, mtp = 0;
-    const auto int_field = [&](const json& rec, const char* key, const std::string& where, bool required, int64_t dflt) {
+    const auto int_field = [&](const json& rec, const char* key, const std::string& where, bool required,
+                               int64_t dflt) {
         if (!rec.contains(key)) {
             if (required)
                 config_error(where + "." + key, "is missing", "",
@@ -263,8 +288,9 @@ std::vector<DumpSeq> read_megatron_trace(const std::string& path, ImportSummary*
             return dflt;
         }
         if (!rec[key].is_number_integer() || rec[key].get<int64_t>() < 0)
-            config_error(where + "." + key, "is not a whole number >= 0", json_brief(rec[key]), "give the router trace "
-                                                                                                 "Megatron wrote");
+            config_error(where + "." + key, "is not a whole number >= 0", json_brief(rec[key]),
+                         "give the router trace "
+                         "Megatron wrote");
         return rec[key].get<int64_t>();
     };
     while (std::getline(in, line)) {
@@ -275,8 +301,9 @@ std::vector<DumpSeq> read_megatron_trace(const std::string& path, ImportSummary*
         try {
             rec = json::parse(line);
         } catch (const json::exception&) {
-            config_error(where, "is not a JSON record", line.substr(0, 80), "give the router trace Megatron wrote, one "
-                                                                             "JSON object per line");
+            config_error(where, "is not a JSON record", line.substr(0, 80),
+                         "give the router trace Megatron wrote, one "
+                         "JSON object per line");
         }
         if (!rec.is_object()) config_error(where, "is not a JSON object", json_brief(rec), "give one record per line");
         if (rec.value("block", json("decoder")) == json("mtp")) {
@@ -285,8 +312,10 @@ std::vector<DumpSeq> read_megatron_trace(const std::string& path, ImportSummary*
         }
         const int64_t step = int_field(rec, "step", where, true, 0), layer = int_field(rec, "layer", where, true, 0);
         const int64_t rank = int_field(rec, "rank", where, false, 0);
-        if (!rec.contains("top_indices")) config_error(where + ".top_indices", "is missing", "", "give the router trace "
-                                                                                              "Megatron wrote");
+        if (!rec.contains("top_indices"))
+            config_error(where + ".top_indices", "is missing", "",
+                         "give the router trace "
+                         "Megatron wrote");
         DumpSeq one;  // [num_tokens][k] as one layer of one token each
         const json& ti = rec["top_indices"];
         if (!ti.is_array()) config_error(where + ".top_indices", "is not a list of tokens", json_brief(ti), kLayoutFix);
@@ -294,17 +323,21 @@ std::vector<DumpSeq> read_megatron_trace(const std::string& path, ImportSummary*
         for (const json& tok : ti) wrapped.push_back(json::array({tok}));
         one = seq_from_lists(wrapped, where + ".top_indices");
         if (rec.contains("num_tokens") && int_field(rec, "num_tokens", where, false, 0) != one.tokens)
-            config_error(where + ".num_tokens", fmt::format("says {} tokens, top_indices holds {}", rec["num_tokens"].get<int64_t>(),
-                                                          one.tokens), "", "give the record as Megatron wrote it");
+            config_error(
+                where + ".num_tokens",
+                fmt::format("says {} tokens, top_indices holds {}", rec["num_tokens"].get<int64_t>(), one.tokens), "",
+                "give the record as Megatron wrote it");
         if (rec.contains("topk") && one.tokens > 0 && int_field(rec, "topk", where, false, 0) != one.k)
-            config_error(where + ".topk", fmt::format("says {}, top_indices rows hold {}", rec["topk"].get<int64_t>(), one.k),
-                         "", "give the record as Megatron wrote it");
+            config_error(where + ".topk",
+                         fmt::format("says {}, top_indices rows hold {}", rec["topk"].get<int64_t>(), one.k), "",
+                         "give the record as Megatron wrote it");
         auto [it, fresh] = index.emplace(std::make_pair(rank, step), groups.size());
         if (fresh) groups.push_back(Group{{}, one.tokens, one.k, where});
         Group& g = groups[it->second];
         if (one.tokens != g.tokens || (one.tokens > 0 && one.k != g.k))
-            config_error(where, fmt::format("has {} tokens x top-{} where layer {} of rank {} step {} has {} x {}", one.tokens,
-                                            one.k, g.by_layer.begin()->first, rank, step, g.tokens, g.k),
+            config_error(where,
+                         fmt::format("has {} tokens x top-{} where layer {} of rank {} step {} has {} x {}", one.tokens,
+                                     one.k, g.by_layer.begin()->first, rank, step, g.tokens, g.k),
                          "", "give every layer of a step the same tokens (as Megatron records them)");
         if (!g.by_layer.emplace(layer, std::move(one.ids)).second)
             config_error(where + ".layer", fmt::format("repeats layer {} of rank {} step {}", layer, rank, step), "",
@@ -318,8 +351,10 @@ std::vector<DumpSeq> read_megatron_trace(const std::string& path, ImportSummary*
         std::set<int64_t> these;
         for (const auto& [l, ids] : g.by_layer) these.insert(l);
         if (these != layers)
-            config_error(g.where, fmt::format("starts a step with {} layers, the first step has {}", these.size(), layers.size()),
-                         "", "give whole steps (every MoE layer of every step)");
+            config_error(
+                g.where,
+                fmt::format("starts a step with {} layers, the first step has {}", these.size(), layers.size()), "",
+                "give whole steps (every MoE layer of every step)");
         DumpSeq s;
         s.where = g.where;
         s.tokens = g.tokens, s.layers = static_cast<int64_t>(layers.size()), s.k = g.k;
@@ -347,8 +382,9 @@ RoutingTrace assemble(std::vector<DumpSeq> seqs, const ModelConfig* model, int64
     const DumpSeq& first = seqs.front();
     for (const DumpSeq& s : seqs)
         if (s.layers != first.layers || s.k != first.k)
-            config_error(s.where, fmt::format("has {} layers x top-{} where {} has {} x {}", s.layers, s.k, first.where,
-                                              first.layers, first.k),
+            config_error(s.where,
+                         fmt::format("has {} layers x top-{} where {} has {} x {}", s.layers, s.k, first.where,
+                                     first.layers, first.k),
                          "", "give requests of one model");
     if (first.layers < 1 || first.k < 1 || first.layers > kMaxTraceLayers)
         config_error(first.where, fmt::format("has {} layers x top-{}", first.layers, first.k), "", kLayoutFix);
@@ -360,16 +396,18 @@ RoutingTrace assemble(std::vector<DumpSeq> seqs, const ModelConfig* model, int64
         for (int64_t l = 0; l < model->num_layers; ++l)
             if (model->is_moe_layer(l)) moe_layers.push_back(l);
         if (first.k != model->moe.top_k)
-            config_error(first.where, fmt::format("selects {} experts per token; model {} routes top-{}", first.k,
-                                                  model->name, model->moe.top_k),
+            config_error(first.where,
+                         fmt::format("selects {} experts per token; model {} routes top-{}", first.k, model->name,
+                                     model->moe.top_k),
                          "", fmt::format("give {} the model the engine ran", flag_of("model")));
         if (first.layers == model->num_layers && static_cast<int64_t>(moe_layers.size()) != model->num_layers) {
             keep = moe_layers;  // every layer has a row (vLLM, SGLang): the dense layers' rows hold placeholders
-            dropped = fmt::format("dropped the rows of {} dense layers (model {})", model->num_layers - static_cast<int64_t>(keep.size()),
-                                  model->name);
+            dropped = fmt::format("dropped the rows of {} dense layers (model {})",
+                                  model->num_layers - static_cast<int64_t>(keep.size()), model->name);
         } else if (first.layers != static_cast<int64_t>(moe_layers.size())) {
-            config_error(first.where, fmt::format("has {} layers; model {} has {} layers, {} of them MoE", first.layers,
-                                                  model->name, model->num_layers, moe_layers.size()),
+            config_error(first.where,
+                         fmt::format("has {} layers; model {} has {} layers, {} of them MoE", first.layers, model->name,
+                                     model->num_layers, moe_layers.size()),
                          "", fmt::format("give {} the model the engine ran", flag_of("model")));
         }
         model_layer = moe_layers;
@@ -389,7 +427,8 @@ RoutingTrace assemble(std::vector<DumpSeq> seqs, const ModelConfig* model, int64
                                      std::to_string(e),
                                      fmt::format("give logical expert ids (with EPLB replicas, map physical slots "
                                                  "through the engine's physical_to_logical_map first), and {} or {} of "
-                                                 "the model the engine ran", flag_of("model"), flag_of("num_experts")));
+                                                 "the model the engine ran",
+                                                 flag_of("model"), flag_of("num_experts")));
                     largest = std::max(largest, e);
                 }
     }
@@ -398,7 +437,8 @@ RoutingTrace assemble(std::vector<DumpSeq> seqs, const ModelConfig* model, int64
     t.num_tokens = total;
     t.top_k = first.k;
     t.num_experts = num_experts > 0 ? num_experts : largest + 1;
-    if (t.num_experts < 1) config_error(path, "selects no expert at all (every id is -1)", "", "give " + flag_of("num_experts"));
+    if (t.num_experts < 1)
+        config_error(path, "selects no expert at all (every id is -1)", "", "give " + flag_of("num_experts"));
     t.topk_ids.resize(static_cast<size_t>(t.num_layers * t.num_tokens * t.top_k));
     int64_t base = 0;
     for (const DumpSeq& s : seqs) {
@@ -458,9 +498,13 @@ std::string engine_dump_kind(const std::string& path) {
     if (is_npy(head)) return "npy";
     const std::string first_line = head.substr(0, head.find('\n'));
     if (first_line.rfind("layer_id,expert_id,count", 0) == 0)
-        config_error(path, "is SGLang's expert distribution CSV (layer_id,expert_id,count): counts per expert, not each "
-                           "token's experts", "", fmt::format("dump per-token routing (SGLang: {}, or the recorder's "
-                                                              "per_token mode) and convert that", kReturnRoutedExperts));
+        config_error(path,
+                     "is SGLang's expert distribution CSV (layer_id,expert_id,count): counts per expert, not each "
+                     "token's experts",
+                     "",
+                     fmt::format("dump per-token routing (SGLang: {}, or the recorder's "
+                                 "per_token mode) and convert that",
+                                 kReturnRoutedExperts));
     if (head.find("\"top_indices\"") != std::string::npos) return "megatron-trace";
     const size_t pos = head.find_first_not_of(" \t\r\n");
     if (pos == std::string::npos || (head[pos] != '{' && head[pos] != '[')) return "";
@@ -490,11 +534,16 @@ RoutingTrace trace_from_engine_dump(const std::string& path, const std::string& 
         seqs = read_megatron_trace(path, summary);
     } else {
         const json doc = whole_json(path);
-        if (doc.is_null()) config_error(path, "is not a JSON document", "", "give the engine's response as it returned it");
-        if (kind == "vllm") seqs = read_vllm(doc, path);
-        else if (kind == "sglang") seqs = read_sglang(doc, path, model);
-        else if (kind == "megatron-chat") seqs = read_megatron_chat(doc, path);
-        else MOEBENCH_CHECK(false, "unknown engine dump kind {}", kind);
+        if (doc.is_null())
+            config_error(path, "is not a JSON document", "", "give the engine's response as it returned it");
+        if (kind == "vllm")
+            seqs = read_vllm(doc, path);
+        else if (kind == "sglang")
+            seqs = read_sglang(doc, path, model);
+        else if (kind == "megatron-chat")
+            seqs = read_megatron_chat(doc, path);
+        else
+            MOEBENCH_CHECK(false, "unknown engine dump kind {}", kind);
     }
     return assemble(std::move(seqs), model, num_experts, path, kind, summary);
 }

@@ -20,9 +20,8 @@ std::vector<int32_t> hottest_experts(const std::vector<int32_t>& accesses, int64
     for (int32_t e : accesses) ++uses[static_cast<size_t>(e)];
     std::vector<int32_t> order(static_cast<size_t>(num_experts));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-        return uses[static_cast<size_t>(a)] > uses[static_cast<size_t>(b)];
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return uses[static_cast<size_t>(a)] > uses[static_cast<size_t>(b)]; });
     order.resize(static_cast<size_t>(std::min(n, num_experts)));
     return order;
 }
@@ -71,8 +70,10 @@ private:
 class RecencyCache final : public ExpertCache {
 public:
     RecencyCache(const ExpertCacheInput& in, bool by_frequency)
-        : set_(in), last_(static_cast<size_t>(in.num_experts), std::numeric_limits<int64_t>::min()),
-          uses_(static_cast<size_t>(in.num_experts), 0), by_frequency_(by_frequency) {
+        : set_(in),
+          last_(static_cast<size_t>(in.num_experts), std::numeric_limits<int64_t>::min()),
+          uses_(static_cast<size_t>(in.num_experts), 0),
+          by_frequency_(by_frequency) {
         const std::vector<int32_t> hot = hottest_experts(in.accesses, in.num_experts, in.capacity);
         for (size_t i = 0; i < hot.size(); ++i) {
             set_.add(hot[i]);
@@ -97,10 +98,11 @@ public:
 private:
     void bring_in(int32_t e) {
         if (set_.full()) {
-            const int32_t victim = by_frequency_ ? set_.argmin([&](int32_t x) {
-                return std::pair(uses_[static_cast<size_t>(x)], last_[static_cast<size_t>(x)]);
-            })
-                                                 : set_.argmin([&](int32_t x) { return last_[static_cast<size_t>(x)]; });
+            const int32_t victim =
+                by_frequency_ ? set_.argmin([&](int32_t x) {
+                    return std::pair(uses_[static_cast<size_t>(x)], last_[static_cast<size_t>(x)]);
+                })
+                              : set_.argmin([&](int32_t x) { return last_[static_cast<size_t>(x)]; });
             set_.remove(victim);
         }
         set_.add(e);
@@ -155,22 +157,30 @@ private:
     size_t pos_ = 0;
 };
 
-std::unique_ptr<ExpertCache> make_static_hot(const ExpertCacheInput& in) { return std::make_unique<StaticHotCache>(in); }
+std::unique_ptr<ExpertCache> make_static_hot(const ExpertCacheInput& in) {
+    return std::make_unique<StaticHotCache>(in);
+}
 std::unique_ptr<ExpertCache> make_lru(const ExpertCacheInput& in) { return std::make_unique<RecencyCache>(in, false); }
 std::unique_ptr<ExpertCache> make_lfu(const ExpertCacheInput& in) { return std::make_unique<RecencyCache>(in, true); }
 std::unique_ptr<ExpertCache> make_optimal(const ExpertCacheInput& in) { return std::make_unique<OptimalCache>(in); }
 
 // The one table of policies: a new policy is its cache class and a row here.
 const std::vector<OffloadPolicy> kOffloadPolicies = {
-    {"static-hot", "the N most used experts of the whole replay stay resident, never evicted (an offline profile); a "
-                   "miss streams through a fetch buffer", false, true, make_static_hot},
+    {"static-hot",
+     "the N most used experts of the whole replay stay resident, never evicted (an offline profile); a "
+     "miss streams through a fetch buffer",
+     false, true, make_static_hot},
     {"lru", "least recently used evicted", false, false, make_lru},
     {"lfu", "least used so far evicted (counts kept for evicted experts), ties the least recently used", false, false,
      make_lfu},
-    {"prefetch", "lru, plus after layer l the experts predicted for layer l+1 from layer l's choice brought in as most "
-                 "recent (predictor learnt online from the tokens already replayed)", true, false, make_lru},
-    {"optimal", "Belady: of the residents and the missed expert, the one used again farthest ahead is not kept (reads "
-                "the future: the bound on misses no policy beats)", false, true, make_optimal},
+    {"prefetch",
+     "lru, plus after layer l the experts predicted for layer l+1 from layer l's choice brought in as most "
+     "recent (predictor learnt online from the tokens already replayed)",
+     true, false, make_lru},
+    {"optimal",
+     "Belady: of the residents and the missed expert, the one used again farthest ahead is not kept (reads "
+     "the future: the bound on misses no policy beats)",
+     false, true, make_optimal},
 };
 
 }  // namespace

@@ -19,8 +19,8 @@ namespace moebench {
 /// What a policy may know of one layer when it is made.
 struct ExpertCacheInput {
     int64_t num_experts = 0;
-    int64_t capacity = 0;                 // N resident experts (<= num_experts)
-    std::vector<int32_t> accesses;        // the layer's expert accesses in replay order (static-hot, optimal read it)
+    int64_t capacity = 0;           // N resident experts (<= num_experts)
+    std::vector<int32_t> accesses;  // the layer's expert accesses in replay order (static-hot, optimal read it)
 };
 
 /// One layer's resident set. access() is called once per expert access in replay order.
@@ -40,8 +40,8 @@ public:
 struct OffloadPolicy {
     std::string name;
     std::string description;
-    bool prefetches = false;   // the replay asks it to prefetch layer l+1's predicted experts after layer l
-    bool offline = false;      // reads the whole access sequence ahead (not an online policy)
+    bool prefetches = false;  // the replay asks it to prefetch layer l+1's predicted experts after layer l
+    bool offline = false;     // reads the whole access sequence ahead (not an online policy)
     std::unique_ptr<ExpertCache> (*make)(const ExpertCacheInput& in) = nullptr;
 };
 

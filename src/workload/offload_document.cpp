@@ -15,7 +15,8 @@ json counts_json(const OffloadCounts& c, double expert_bytes, bool prefetches) {
     json reuse_buckets = json::array();
     for (int b = 0; b < kReuseBuckets; ++b)
         if (c.reuse_buckets[static_cast<size_t>(b)] > 0)
-            reuse_buckets.push_back({{"tokens", reuse_bucket_label(b)}, {"count", c.reuse_buckets[static_cast<size_t>(b)]}});
+            reuse_buckets.push_back(
+                {{"tokens", reuse_bucket_label(b)}, {"count", c.reuse_buckets[static_cast<size_t>(b)]}});
     json j = {{"hit_rate", c.hit_rate()},
               {"tokens", c.tokens},
               {"accesses", c.accesses},
@@ -26,17 +27,23 @@ json counts_json(const OffloadCounts& c, double expert_bytes, bool prefetches) {
               {"bytes_fetched_per_token",
                expert_bytes > 0 ? json(static_cast<double>(c.fetches()) * expert_bytes / tokens) : json(nullptr)},
               {"reuse_distance",
-               {{"unit", "tokens"}, {"median", c.reuse_median_tokens}, {"first_uses", c.first_uses},
+               {{"unit", "tokens"},
+                {"median", c.reuse_median_tokens},
+                {"first_uses", c.first_uses},
                 {"buckets", reuse_buckets}}}};
     if (prefetches)
-        j["prefetch"] = {{"fetches", c.prefetch_fetches}, {"predicted", c.predicted},
-                         {"predicted_used", c.predicted_used}, {"precision", c.precision()}, {"recall", c.recall()}};
+        j["prefetch"] = {{"fetches", c.prefetch_fetches},
+                         {"predicted", c.predicted},
+                         {"predicted_used", c.predicted_used},
+                         {"precision", c.precision()},
+                         {"recall", c.recall()}};
     return j;
 }
 
 json point_json(const OffloadReplay& r, double expert_bytes) {
     const bool prefetches = offload_policy(r.policy, "policy").prefetches;
-    json j = {{"resident", r.resident}, {"resident_effective", r.resident_effective},
+    json j = {{"resident", r.resident},
+              {"resident_effective", r.resident_effective},
               {"resident_fraction", static_cast<double>(r.resident_effective) / static_cast<double>(r.num_experts)}};
     j.update(counts_json(r.total, expert_bytes, prefetches));
     json layers = json::array();
@@ -68,10 +75,12 @@ json offload_document(const OffloadContext& ctx, const std::vector<OffloadReplay
                 {"num_experts", replays.front().num_experts},
                 {"top_k", replays.front().top_k},
                 {"definitions",
-                 {{"hit_rate", "accesses that found the expert resident / expert accesses (a token's experts in "
-                               "selection order, each layer its own cache)"},
-                  {"misses_per_token", "experts fetched on demand per token (per layer: of that layer; overall: of "
-                                       "all layers together)"},
+                 {{"hit_rate",
+                   "accesses that found the expert resident / expert accesses (a token's experts in "
+                   "selection order, each layer its own cache)"},
+                  {"misses_per_token",
+                   "experts fetched on demand per token (per layer: of that layer; overall: of "
+                   "all layers together)"},
                   {"fetches_per_token", "misses plus experts fetched ahead (prefetch), per token"},
                   {"bytes_fetched_per_token", "fetches_per_token x expert_bytes (null without a model)"},
                   {"reuse_distance", "tokens since the same layer last selected the same expert"},

@@ -12,10 +12,10 @@ namespace moebench {
 
 /// What the replays were of, for the document's head.
 struct OffloadContext {
-    std::string trace;          // the file
-    std::string model;          // empty when none was given or known
-    std::string expert_dtype;   // the experts' format the bytes are counted in
-    double expert_bytes = 0;    // one routed expert's weights in that format; 0 = unknown (no model)
+    std::string trace;         // the file
+    std::string model;         // empty when none was given or known
+    std::string expert_dtype;  // the experts' format the bytes are counted in
+    double expert_bytes = 0;   // one routed expert's weights in that format; 0 = unknown (no model)
     int64_t num_layers = 0, num_tokens = 0, num_sequences = 0;
 };
 

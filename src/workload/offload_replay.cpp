@@ -50,16 +50,17 @@ public:
                               return sa != sb ? sa > sb : a < b;
                           });
         order.resize(top);
-        order.erase(std::remove_if(order.begin(), order.end(),
-                                   [&](int32_t e) { return score[static_cast<size_t>(e)] == 0; }),
-                    order.end());
+        order.erase(
+            std::remove_if(order.begin(), order.end(), [&](int32_t e) { return score[static_cast<size_t>(e)] == 0; }),
+            order.end());
         return order;
     }
     void learn(const int32_t* ids_l, const int32_t* ids_next) {
         for (int64_t a = 0; a < k_; ++a)
             for (int64_t b = 0; b < k_; ++b)
                 if (ids_l[a] >= 0 && ids_next[b] >= 0)
-                    ++counts_[static_cast<size_t>(ids_l[a]) * static_cast<size_t>(E_) + static_cast<size_t>(ids_next[b])];
+                    ++counts_[static_cast<size_t>(ids_l[a]) * static_cast<size_t>(E_) +
+                              static_cast<size_t>(ids_next[b])];
     }
 
 private:
@@ -72,7 +73,8 @@ void add_counts(OffloadCounts& into, const OffloadCounts& c) {
     into.hits += c.hits;
     into.misses += c.misses;
     into.prefetch_fetches += c.prefetch_fetches;
-    for (int b = 0; b < kReuseBuckets; ++b) into.reuse_buckets[static_cast<size_t>(b)] += c.reuse_buckets[static_cast<size_t>(b)];
+    for (int b = 0; b < kReuseBuckets; ++b)
+        into.reuse_buckets[static_cast<size_t>(b)] += c.reuse_buckets[static_cast<size_t>(b)];
     into.first_uses += c.first_uses;
     into.predicted += c.predicted;
     into.predicted_used += c.predicted_used;
@@ -112,8 +114,10 @@ std::vector<int32_t> StepExpertCaches::access(int64_t slot, const std::vector<in
         if (e < 0 || seen[static_cast<size_t>(e)]) continue;
         seen[static_cast<size_t>(e)] = 1;
         ++accesses_;
-        if (cache.access(e)) ++hits_;
-        else fetched.push_back(e);
+        if (cache.access(e))
+            ++hits_;
+        else
+            fetched.push_back(e);
     }
     return fetched;
 }
@@ -150,13 +154,15 @@ OffloadReplay replay_offload(const RoutingTrace& trace, int64_t resident, const 
     if (policy.prefetches && L > 1) {
         const double bytes = double(L - 1) * double(E) * double(E) * 4.0;
         if (bytes > kMaxPredictorBytes)
-            config_error(flag_of("policy"), fmt::format("prefetch's predictor needs {:.1f} GiB for {} layers of {} experts",
-                                                 bytes / (1024.0 * 1024 * 1024), L, E),
+            config_error(flag_of("policy"),
+                         fmt::format("prefetch's predictor needs {:.1f} GiB for {} layers of {} experts",
+                                     bytes / (1024.0 * 1024 * 1024), L, E),
                          policy.name, "use lru, or a trace of fewer layers");
         predictors.assign(static_cast<size_t>(L - 1), LayerPairPredictor(E, k));
     }
     // Per layer: the token that last selected each expert; exact reuse distances for the medians.
-    std::vector<std::vector<int64_t>> last_use(static_cast<size_t>(L), std::vector<int64_t>(static_cast<size_t>(E), -1));
+    std::vector<std::vector<int64_t>> last_use(static_cast<size_t>(L),
+                                               std::vector<int64_t>(static_cast<size_t>(E), -1));
     std::vector<std::vector<int64_t>> by_distance(static_cast<size_t>(L));
     std::vector<int64_t> all_by_distance;
     std::vector<std::vector<int32_t>> predicted(static_cast<size_t>(L));  // for this token, by layer

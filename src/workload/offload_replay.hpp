@@ -17,7 +17,7 @@ namespace moebench {
 /// Reuse distance of an access: tokens since this layer last selected the same expert (1 = the previous token).
 /// Bucket b holds distances in (2^(b-1), 2^b] (bucket 0: exactly 1); first uses are counted apart.
 inline constexpr int kReuseBuckets = 21;  // up to 2^20 tokens; farther ones go to the last bucket
-std::string reuse_bucket_label(int b);   // "1", "2", "3-4", "5-8", ..., ">524288"
+std::string reuse_bucket_label(int b);    // "1", "2", "3-4", "5-8", ..., ">524288"
 
 struct OffloadCounts {
     int64_t tokens = 0;            // tokens with at least one selection (per layer); the trace's tokens (total)
@@ -43,11 +43,11 @@ struct OffloadCounts {
 
 struct OffloadReplay {
     std::string policy;
-    int64_t resident = 0;              // N asked for
-    int64_t resident_effective = 0;    // min(N, E)
+    int64_t resident = 0;            // N asked for
+    int64_t resident_effective = 0;  // min(N, E)
     int64_t num_experts = 0, top_k = 0;
-    std::vector<OffloadCounts> layers; // per trace layer slot
-    OffloadCounts total;               // summed over layers (tokens: the trace's tokens)
+    std::vector<OffloadCounts> layers;  // per trace layer slot
+    OffloadCounts total;                // summed over layers (tokens: the trace's tokens)
 };
 
 /// The predictor's table for `num_layers` - 1 layer pairs of `num_experts` squared counts (policy prefetch): refused

@@ -83,9 +83,9 @@ PlacementScore score_placement(const RoutingTrace& trace, const ExpertPlacement&
 
 namespace {
 
-constexpr int64_t kMaxSweeps = 12;    // local-search passes over the experts per start (most stop within ten)
-constexpr int64_t kTargets = 4;       // ranks tried per expert and pass: its best single moves, and the lightest
-constexpr int64_t kExactChecks = 3;   // swaps per expert confirmed exactly, best estimated first
+constexpr int64_t kMaxSweeps = 12;        // local-search passes over the experts per start (most stop within ten)
+constexpr int64_t kTargets = 4;           // ranks tried per expert and pass: its best single moves, and the lightest
+constexpr int64_t kExactChecks = 3;       // swaps per expert confirmed exactly, best estimated first
 constexpr double kSearchPairs = 1 << 24;  // the search's sample of the replay: rows x k^2
 
 // The rows of the replay, one per (layer, step, row of the step) as score_placement walks them, of every `stride`-th
@@ -93,12 +93,13 @@ constexpr double kSearchPairs = 1 << 24;  // the search's sample of the replay: 
 struct Replay {
     int64_t E = 0, N = 0, k = 0;
     const int32_t* all_ids = nullptr;
-    std::vector<int64_t> at;       // [rows]: offset of the row's ids in trace.topk_ids
-    std::vector<int32_t> home;     // [rows]
-    std::vector<int64_t> first;    // [E + 1]: the rows selecting expert e are of_expert[first[e], first[e + 1])
+    std::vector<int64_t> at;     // [rows]: offset of the row's ids in trace.topk_ids
+    std::vector<int32_t> home;   // [rows]
+    std::vector<int64_t> first;  // [E + 1]: the rows selecting expert e are of_expert[first[e], first[e + 1])
     std::vector<int32_t> of_expert;
-    std::vector<double> load;      // [E]: rows selecting each expert
-    std::vector<double> home_load; // [N * E] (for replicas only): rows selecting e whose home is rank r, at [r * E + e]
+    std::vector<double> load;  // [E]: rows selecting each expert
+    std::vector<double>
+        home_load;  // [N * E] (for replicas only): rows selecting e whose home is rank r, at [r * E + e]
 
     int64_t rows() const { return static_cast<int64_t>(at.size()); }
     const int32_t* ids(int64_t row) const { return all_ids + at[static_cast<size_t>(row)]; }
@@ -154,9 +155,18 @@ Replay replay_rows(const RoutingTrace& t, int64_t N, int64_t batch, int64_t stri
 class Partition {
 public:
     Partition(const Replay& rp, std::vector<int32_t> rank_of, bool by_home)
-        : rp_(rp), by_home_(by_home), E_(rp.E), N_(rp.N), rank_of_(std::move(rank_of)), A_(static_cast<size_t>(E_), 0.0),
-          P_(static_cast<size_t>(E_ * N_), 0.0), L_(static_cast<size_t>(N_), 0.0), on_rank_(static_cast<size_t>(N_)),
-          ex_(static_cast<size_t>(rp.k)), rk_(static_cast<size_t>(rp.k)), ranks_(static_cast<size_t>(rp.k)),
+        : rp_(rp),
+          by_home_(by_home),
+          E_(rp.E),
+          N_(rp.N),
+          rank_of_(std::move(rank_of)),
+          A_(static_cast<size_t>(E_), 0.0),
+          P_(static_cast<size_t>(E_ * N_), 0.0),
+          L_(static_cast<size_t>(N_), 0.0),
+          on_rank_(static_cast<size_t>(N_)),
+          ex_(static_cast<size_t>(rp.k)),
+          rk_(static_cast<size_t>(rp.k)),
+          ranks_(static_cast<size_t>(rp.k)),
           counts_(static_cast<size_t>(rp.k)) {
         for (int64_t e = 0; e < E_; ++e) {
             const int32_t r = rank_of_[static_cast<size_t>(e)];
@@ -296,9 +306,12 @@ private:
             for (int64_t i = 0; i < d; ++i) {
                 const int32_t r = ranks_[static_cast<size_t>(i)];
                 if (r == h) continue;
-                if (r != own) p[r] += sign;
-                else if (counts_[static_cast<size_t>(i)] >= 2) p[r] += sign;
-                else A_[static_cast<size_t>(ex_[static_cast<size_t>(x)])] += sign;  // alone on a rank not its home
+                if (r != own)
+                    p[r] += sign;
+                else if (counts_[static_cast<size_t>(i)] >= 2)
+                    p[r] += sign;
+                else
+                    A_[static_cast<size_t>(ex_[static_cast<size_t>(x)])] += sign;  // alone on a rank not its home
             }
         }
     }
@@ -380,8 +393,9 @@ std::vector<int32_t> pairwise_swaps(const Coactivation& s, int64_t N) {
                     const int64_t a = rank_of[static_cast<size_t>(e)], b = rank_of[static_cast<size_t>(f)];
                     if (a == b) continue;
                     const double cef = s.at(e, f);
-                    const double gain = (aff[static_cast<size_t>(e * N + b)] - cef) - aff[static_cast<size_t>(e * N + a)] +
-                                        (aff[static_cast<size_t>(f * N + a)] - cef) - aff[static_cast<size_t>(f * N + b)];
+                    const double gain =
+                        (aff[static_cast<size_t>(e * N + b)] - cef) - aff[static_cast<size_t>(e * N + a)] +
+                        (aff[static_cast<size_t>(f * N + a)] - cef) - aff[static_cast<size_t>(f * N + b)];
                     const double le = s.load[static_cast<size_t>(e)], lf = s.load[static_cast<size_t>(f)];
                     const double la = L[static_cast<size_t>(a)] - le + lf, lb = L[static_cast<size_t>(b)] - lf + le;
                     const double before = std::max(L[static_cast<size_t>(a)], L[static_cast<size_t>(b)]);
@@ -408,7 +422,8 @@ std::vector<int32_t> pairwise_swaps(const Coactivation& s, int64_t N) {
 // between two groups that fit on one rank together, in experts and under `cap` in load, first), then packed onto
 // ranks, largest group first, each onto the rank with room and the least load. `w` is the co-activation matrix,
 // merged in place; `expert_load` and `cap` in the same unit.
-std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<double>& expert_load, int64_t N, double cap) {
+std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<double>& expert_load, int64_t N,
+                                   double cap) {
     const int64_t E = static_cast<int64_t>(expert_load.size()), per = E / N;
     std::vector<int64_t> size(static_cast<size_t>(E), 1);
     std::vector<double> load = expert_load;
@@ -425,8 +440,8 @@ std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<doubl
         best_w[static_cast<size_t>(x)] = 0.0f;
         best[static_cast<size_t>(x)] = -1;
         for (int64_t y = 0; y < E; ++y)
-            if (y != x && alive[static_cast<size_t>(y)] && w[static_cast<size_t>(x * E + y)] > best_w[static_cast<size_t>(x)] &&
-                fits(x, y)) {
+            if (y != x && alive[static_cast<size_t>(y)] &&
+                w[static_cast<size_t>(x * E + y)] > best_w[static_cast<size_t>(x)] && fits(x, y)) {
                 best_w[static_cast<size_t>(x)] = w[static_cast<size_t>(x * E + y)];
                 best[static_cast<size_t>(x)] = static_cast<int32_t>(y);
             }
@@ -453,7 +468,8 @@ std::vector<int32_t> cluster_start(std::vector<float> w, const std::vector<doubl
         for (int64_t y = 0; y < E; ++y) {
             if (!alive[static_cast<size_t>(y)] || y == c) continue;
             const int32_t by = best[static_cast<size_t>(y)];
-            if (by == p || (by == c && !fits(y, c))) refresh(y);
+            if (by == p || (by == c && !fits(y, c)))
+                refresh(y);
             else if (fits(y, c) && w[static_cast<size_t>(y * E + c)] > 0 &&
                      w[static_cast<size_t>(y * E + c)] >= best_w[static_cast<size_t>(y)]) {
                 best_w[static_cast<size_t>(y)] = w[static_cast<size_t>(y * E + c)];  // links to c only grew
@@ -504,9 +520,9 @@ ExpertPlacement add_replicas(const std::vector<double>& expert_load, const std::
                              int64_t num_ranks, const std::vector<int32_t>& rank_of, int64_t replicas, ReplicaRule rule,
                              const std::string& source, const std::function<void(int64_t)>& tick) {
     const int64_t E = static_cast<int64_t>(expert_load.size()), N = num_ranks, slots = (E + replicas) / N;
-    MOEBENCH_CHECK(static_cast<int64_t>(rank_of.size()) == E &&
-                       (replicas == 0 || static_cast<int64_t>(home_load.size()) == N * E),
-                   "add_replicas: {} experts, {} ranks, {} home loads", rank_of.size(), N, home_load.size());
+    MOEBENCH_CHECK(
+        static_cast<int64_t>(rank_of.size()) == E && (replicas == 0 || static_cast<int64_t>(home_load.size()) == N * E),
+        "add_replicas: {} experts, {} ranks, {} home loads", rank_of.size(), N, home_load.size());
     const bool by_load_per_copy = rule == ReplicaRule::load_per_copy;
     const auto home = [&](int64_t r, int64_t e) { return home_load[static_cast<size_t>(r * E + e)]; };
     std::vector<std::vector<int32_t>> holders(static_cast<size_t>(E)), on_rank(static_cast<size_t>(N));
@@ -533,14 +549,16 @@ ExpertPlacement add_replicas(const std::vector<double>& expert_load, const std::
         order.resize(static_cast<size_t>(N));
         std::iota(order.begin(), order.end(), 0);
         if (by_load_per_copy) {  // ranks lightest first
-            std::stable_sort(order.begin(), order.end(),
-                             [&](int64_t x, int64_t y) { return L[static_cast<size_t>(x)] < L[static_cast<size_t>(y)]; });
+            std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+                return L[static_cast<size_t>(x)] < L[static_cast<size_t>(y)];
+            });
             order.erase(std::remove_if(order.begin(), order.end(),
                                        [&](int64_t r) { return held[static_cast<size_t>(r)] >= slots; }),
                         order.end());
         } else {  // heaviest first
-            std::stable_sort(order.begin(), order.end(),
-                             [&](int64_t x, int64_t y) { return L[static_cast<size_t>(x)] > L[static_cast<size_t>(y)]; });
+            std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+                return L[static_cast<size_t>(x)] > L[static_cast<size_t>(y)];
+            });
         }
         double sq = 0;
         for (double x : L) sq += x * x;
@@ -647,16 +665,17 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
     // Replicas, per replica and candidate: the ranks sorted (N log N), and O(E) (load per copy) or O(slots N) (the
     // heaviest rank's experts). Replays: k^2 per row and candidate. Only the replicas can exceed the bound: the rest
     // is bounded by E <= 4096 and the search's sample.
-    const double pass_work = Ed * Nd + Ed * 2.0 * static_cast<double>(std::min<int64_t>(kTargets, N - 1) * per) +
-                             2.0 * rows * kd * kd;
+    const double pass_work =
+        Ed * Nd + Ed * 2.0 * static_cast<double>(std::min<int64_t>(kTargets, N - 1) * per) + 2.0 * rows * kd * kd;
     const double pairwise_pass_work = Ed * Ed, cluster_work = 4.0 * Ed * Ed;
     // {contiguous, clusters} x {remote rows, ranks per token}; with one expert per rank only contiguous by remote rows
     // (every placement touches as many ranks per token; nothing to cluster or to co-locate pairwise)
     const int exact_starts = per > 1 ? 4 : 1;
     const int primaries = (per > 1 ? 2 : 1) + exact_starts;  // with contiguous blocks and the pairwise swaps
     const double coactivation_work = static_cast<double>(trace.num_layers * trace.num_tokens) * kd * kd;
-    const double search_work = static_cast<double>(exact_starts * kMaxSweeps) * pass_work +
-                               (per > 1 ? 2.0 * static_cast<double>(kMaxSweeps) * pairwise_pass_work + cluster_work : 0.0);
+    const double search_work =
+        static_cast<double>(exact_starts * kMaxSweeps) * pass_work +
+        (per > 1 ? 2.0 * static_cast<double>(kMaxSweeps) * pairwise_pass_work + cluster_work : 0.0);
     const double slots = static_cast<double>((E + replicas) / N);
     const double replica_work = static_cast<double>(replicas) * static_cast<double>(primaries) *
                                 (Ed + 2.0 * Nd * std::log2(Nd + 1.0) + slots * Nd);
@@ -665,14 +684,14 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
     if (replica_work > kMaxPlacementWork) {
         const double per_replica = replica_work / static_cast<double>(replicas);
         const int64_t fit = static_cast<int64_t>(kMaxPlacementWork / per_replica) / N * N;
-        config_error(flag_of("replicas"),
-                     fmt::format("needs about {:.2g} load updates with {} experts on {} ranks, beyond the bound of "
-                                 "{:.0e} (about a minute)", replica_work, E, N, kMaxPlacementWork),
-                     std::to_string(replicas),
-                     fit > 0 ? fmt::format("use {} {} or fewer, or fewer {} ranks", flag_of("replicas"), fit,
-                                           flag_of("ep"))
-                             : fmt::format("use fewer {} ranks: even one replica per rank is beyond the bound",
-                                           flag_of("ep")));
+        config_error(
+            flag_of("replicas"),
+            fmt::format("needs about {:.2g} load updates with {} experts on {} ranks, beyond the bound of "
+                        "{:.0e} (about a minute)",
+                        replica_work, E, N, kMaxPlacementWork),
+            std::to_string(replicas),
+            fit > 0 ? fmt::format("use {} {} or fewer, or fewer {} ranks", flag_of("replicas"), fit, flag_of("ep"))
+                    : fmt::format("use fewer {} ranks: even one replica per rank is beyond the bound", flag_of("ep")));
     }
 
     const double total_work = replay_work + rows * kd + coactivation_work + search_work + replica_work;
@@ -719,8 +738,9 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
     std::vector<int32_t> clusters;
     for (int s = 0; s < exact_starts; ++s) {
         const bool by_home = s % 2 == 0;
-        const std::string name = std::string(s < 2 ? "swaps from contiguous blocks" : "swaps from co-activation clusters") +
-                                 (by_home ? " (remote rows)" : " (ranks per token)");
+        const std::string name =
+            std::string(s < 2 ? "swaps from contiguous blocks" : "swaps from co-activation clusters") +
+            (by_home ? " (remote rows)" : " (ranks per token)");
         if (s == 2) {
             clusters = cluster_start(co.co, rp.load, N, cap);
             report(cluster_work, "clustering the co-activation graph");
@@ -760,8 +780,9 @@ PlacementSearch search_placement(const RoutingTrace& trace, int64_t num_ranks, i
             ++out.candidates_scored;
             report(candidate_replay, "replaying the candidates");
             const double c = cost(score), best = have ? cost(out.chosen) : 0.0;
-            const bool better = !have || c < best - 1e-12 ||
-                                (c <= best + 1e-12 && score.dedup_remote_rows_per_step < out.chosen.dedup_remote_rows_per_step);
+            const bool better =
+                !have || c < best - 1e-12 ||
+                (c <= best + 1e-12 && score.dedup_remote_rows_per_step < out.chosen.dedup_remote_rows_per_step);
             if (better) {
                 out.placement = std::move(p);
                 out.chosen = score;
@@ -794,7 +815,8 @@ json placement_document(const PlacementSearch& r, const RoutingTrace& trace, con
     doc["predicted"] = {{"source", "counted"},
                         {"basis", fmt::format("the trace replayed in decode steps of {} {} tokens, one per "
                                               "sequence, sequences split over ranks as moebench run splits them; "
-                                              "bytes: bf16 rows of the model's hidden size", flag_of("batch"), batch)},
+                                              "bytes: bf16 rows of the model's hidden size",
+                                              flag_of("batch"), batch)},
                         {"trace", trace_name},
                         {"trace_layers", trace.num_layers},
                         {"batch", batch},

@@ -34,12 +34,14 @@ ExpertPruning prune_experts(const Workload& workload, const ModelConfig& model, 
         if (!model.is_moe_layer(l)) continue;
         std::vector<double> share = workload.expected_load(l);
         if (static_cast<int64_t>(share.size()) != E)
-            config_error(field, fmt::format("drops the experts below a share of the routing, and {} {} gives no "
-                                            "share before the run (the model's router decides)", flag_of("routing"), spec),
+            config_error(field,
+                         fmt::format("drops the experts below a share of the routing, and {} {} gives no "
+                                     "share before the run (the model's router decides)",
+                                     flag_of("routing"), spec),
                          fmt::format("{:g}", below),
                          fmt::format("use a trace ({} trace:FILE, e.g. the model's own routing recorded with trace "
-                                     "convert) or a synthetic workload, or drop {}", flag_of("routing"),
-                                     flag_of("prune_below")));
+                                     "convert) or a synthetic workload, or drop {}",
+                                     flag_of("routing"), flag_of("prune_below")));
         const double total = std::accumulate(share.begin(), share.end(), 0.0);
         if (total > 0)
             for (double& s : share) s /= total;
@@ -67,7 +69,8 @@ namespace {
 
 class PrunedWorkload : public Workload {
 public:
-    PrunedWorkload(std::unique_ptr<Workload> inner, const ExpertPruning& pruning) : inner_(std::move(inner)), p_(pruning) {
+    PrunedWorkload(std::unique_ptr<Workload> inner, const ExpertPruning& pruning)
+        : inner_(std::move(inner)), p_(pruning) {
         // Per layer the kept experts, most used first (ties: lower id): the substitutes in order.
         order_.resize(p_.keep.size());
         for (size_t l = 0; l < p_.keep.size(); ++l) {

@@ -16,10 +16,10 @@
 namespace moebench {
 
 struct ExpertPruning {
-    double below = 0;                                // the fraction: experts with a share < below are dropped
-    std::string shares_from;                         // where the shares came from, in words
-    std::vector<std::vector<double>> shares;         // [model layer]: each expert's share ([E]; empty: not pruned)
-    std::vector<std::vector<unsigned char>> keep;    // [model layer]: 1 = kept ([E]; empty: not pruned)
+    double below = 0;                              // the fraction: experts with a share < below are dropped
+    std::string shares_from;                       // where the shares came from, in words
+    std::vector<std::vector<double>> shares;       // [model layer]: each expert's share ([E]; empty: not pruned)
+    std::vector<std::vector<unsigned char>> keep;  // [model layer]: 1 = kept ([E]; empty: not pruned)
     int64_t kept(int64_t layer) const;
 };
 

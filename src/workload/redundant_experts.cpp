@@ -43,17 +43,19 @@ ExpertPlacement with_redundant_experts(const ExpertPlacement& base, const Worklo
         const auto& holders = base.ranks_of_expert[static_cast<size_t>(e)];
         if (holders.size() != 1)
             config_error(run_field_label("", "placement"),
-                         fmt::format("holds expert {} on {} ranks, and {} adds replicas of its own", e,
-                                     holders.size(), flag_of("redundant_experts")),
+                         fmt::format("holds expert {} on {} ranks, and {} adds replicas of its own", e, holders.size(),
+                                     flag_of("redundant_experts")),
                          base.source,
                          fmt::format("use a placement without replicas (moebench place without {}), or drop {} and "
-                                     "keep the file's replicas", flag_of("replicas"), flag_of("redundant_experts")));
+                                     "keep the file's replicas",
+                                     flag_of("replicas"), flag_of("redundant_experts")));
         rank_of[static_cast<size_t>(e)] = holders.front();
     }
     // Both rules cost about R x (E + slots N) = R (2E + R) steps per layer (add_replicas); refused before any of it.
     int64_t moe_layers = 0;
     for (int64_t l : layers) moe_layers += model.is_moe_layer(l) ? 1 : 0;
-    const double e2 = 2.0 * static_cast<double>(E), per_layer = kMaxRedundantExpertWork / std::max<double>(1, moe_layers);
+    const double e2 = 2.0 * static_cast<double>(E),
+                 per_layer = kMaxRedundantExpertWork / std::max<double>(1, moe_layers);
     const auto work = [&](double r) { return static_cast<double>(moe_layers) * r * (e2 + r); };
     if (work(static_cast<double>(replicas)) > kMaxRedundantExpertWork) {
         const auto fit = static_cast<int64_t>((std::sqrt(e2 * e2 + 4 * per_layer) - e2) / 2) / N * N;

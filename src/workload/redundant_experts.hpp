@@ -17,12 +17,12 @@ namespace moebench {
 inline constexpr double kMaxRedundantExpertWork = 2e8;
 
 /// `base` (one copy of each expert: contiguous blocks or a placement file without replicas) with `replicas` more slots
-/// in each MoE layer of `layers` (ExpertPlacement::by_layer, whose `source` names the rule that placed them). Per layer,
-/// add_replicas runs both ReplicaRules on Workload::expected_load, the layer's tokens spread over the ranks as `shape`
-/// spreads its sequences (tokens_on_rank), and keeps the placement whose busiest rank expects the least load under
-/// ExpertPlacement::dest_rank's rule (load_per_copy on a tie). ConfigError naming redundant_experts when the workload's
-/// load is not known before the run (router) or the search would take more than kMaxRedundantExpertWork; naming
-/// placement when the file already holds replicas.
+/// in each MoE layer of `layers` (ExpertPlacement::by_layer, whose `source` names the rule that placed them). Per
+/// layer, add_replicas runs both ReplicaRules on Workload::expected_load, the layer's tokens spread over the ranks as
+/// `shape` spreads its sequences (tokens_on_rank), and keeps the placement whose busiest rank expects the least load
+/// under ExpertPlacement::dest_rank's rule (load_per_copy on a tie). ConfigError naming redundant_experts when the
+/// workload's load is not known before the run (router) or the search would take more than kMaxRedundantExpertWork;
+/// naming placement when the file already holds replicas.
 ExpertPlacement with_redundant_experts(const ExpertPlacement& base, const Workload& workload, const ModelConfig& model,
                                        const std::vector<int64_t>& layers, const StepShape& shape, int64_t replicas);
 

@@ -89,8 +89,9 @@ RoutingSpec parse_routing_spec(const std::string& spec, const std::string& field
     };
     if (name == "router" || name == "uniform" || name == "balanced") {
         want_args(0, name.c_str());
-        r.kind = name == "router" ? WorkloadKind::router
-                 : name == "uniform" ? WorkloadKind::uniform : WorkloadKind::balanced;
+        r.kind = name == "router"    ? WorkloadKind::router
+                 : name == "uniform" ? WorkloadKind::uniform
+                                     : WorkloadKind::balanced;
     } else if (name == "zipf" || name == "powerlaw") {
         // powerlaw:ALPHA is zipf:ALPHA (popularity of the rank-r expert ∝ r^-ALPHA). A bare `powerlaw` would take the
         // model's fitted exponent, but no fit is published for any model (docs/workloads.md), so none is assumed.

@@ -16,10 +16,10 @@ using sampling::Rng;
 
 double normal_quantile(double u) {
     // Acklam's algorithm: a rational function in the centre, in sqrt(-2 log) in the tails.
-    static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+    static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                                    1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
     static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                                   6.680131188771972e+01,  -1.328068155288572e+01};
+                                   6.680131188771972e+01, -1.328068155288572e+01};
     static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
                                    -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
     static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
@@ -138,16 +138,17 @@ void ExpertCountDraw::draw(const std::vector<int32_t>& perm, Rng& rng, std::vect
         cum.resize(E);
         double c = 0;
         for (size_t r = 0; r < E; ++r)
-            cum[r] = c += static_cast<double>(counts[static_cast<size_t>(perm[r])]) * (1.0 - std::min(1.0, inclusion_[r]));
+            cum[r] = c +=
+                static_cast<double>(counts[static_cast<size_t>(perm[r])]) * (1.0 - std::min(1.0, inclusion_[r]));
     }
     const double total = cum.empty() ? 0.0 : cum.back();
     int64_t misses = 0;
     while (diff != 0 && total > 0) {
-        const size_t r = diff > 0 && equal_
-                             ? static_cast<size_t>(rng.below(static_cast<int64_t>(E)))  // equal weights
-                             : std::min(E - 1, static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(),
-                                                                                    rng.uniform() * total) -
-                                                                   cum.begin()));
+        const size_t r =
+            diff > 0 && equal_
+                ? static_cast<size_t>(rng.below(static_cast<int64_t>(E)))  // equal weights
+                : std::min(E - 1, static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), rng.uniform() * total) -
+                                                      cum.begin()));
         int64_t& c = counts[static_cast<size_t>(perm[r])];
         if (diff > 0 && c < num_tokens_) {
             ++c;
@@ -181,7 +182,8 @@ std::vector<double> multiply(const std::vector<double>& a, const std::vector<dou
     std::vector<double> c(static_cast<size_t>(deg + 1), 0.0);
     for (int64_t i = 0; i <= deg; ++i) {
         if (a[static_cast<size_t>(i)] == 0) continue;
-        for (int64_t j = 0; i + j <= deg; ++j) c[static_cast<size_t>(i + j)] += a[static_cast<size_t>(i)] * b[static_cast<size_t>(j)];
+        for (int64_t j = 0; i + j <= deg; ++j)
+            c[static_cast<size_t>(i + j)] += a[static_cast<size_t>(i)] * b[static_cast<size_t>(j)];
     }
     return c;
 }
@@ -282,7 +284,8 @@ void GroupMissProbability::miss(const std::vector<int32_t>& perm, const std::vec
             if (it == by_size.end()) {
                 double p = 1;
                 for (int64_t i = 0; i < k_; ++i)
-                    p *= std::max(0.0, static_cast<double>(E - m) - static_cast<double>(i)) / static_cast<double>(E - i);
+                    p *=
+                        std::max(0.0, static_cast<double>(E - m) - static_cast<double>(i)) / static_cast<double>(E - i);
                 it = by_size.emplace(m, p).first;
             }
             miss[g] = it->second;
@@ -293,13 +296,16 @@ void GroupMissProbability::miss(const std::vector<int32_t>& perm, const std::vec
     for (size_t r = 0; r < E; ++r) rank_of[static_cast<size_t>(perm[r])] = r;
     const int64_t rest = k_ - num_certain_;
     std::vector<char> has_certain(G, 0);
-    std::vector<std::vector<double>> poly(G, std::vector<double>(static_cast<size_t>(std::max<int64_t>(rest, 0) + 1), 0.0));
+    std::vector<std::vector<double>> poly(
+        G, std::vector<double>(static_cast<size_t>(std::max<int64_t>(rest, 0) + 1), 0.0));
     for (size_t g = 0; g < G; ++g) {
         poly[g][0] = 1;
         for (int32_t e : groups[g]) {
             const size_t r = rank_of[static_cast<size_t>(e)];
-            if (certain_[r]) has_certain[g] = 1;
-            else if (rest > 0 && weight_[r] > 0) multiply_linear(poly[g], weight_[r], rest);
+            if (certain_[r])
+                has_certain[g] = 1;
+            else if (rest > 0 && weight_[r] > 0)
+                multiply_linear(poly[g], weight_[r], rest);
         }
     }
     if (rest <= 0) {  // the certain experts take every pick

@@ -36,14 +36,14 @@ public:
 
 private:
     int64_t n_ = 0;
-    double p_ = 0;           // as given
-    bool flip_ = false;      // drew the complement (p > 1/2)
+    double p_ = 0;       // as given
+    bool flip_ = false;  // drew the complement (p > 1/2)
     bool exact_ = true;
     struct Table {
         std::vector<double> cdf;      // P(X <= x) of the rarer outcome, x = 0, 1, ... until 1 - 1e-15
         std::vector<uint32_t> guide;  // guide[g]: the first x with cdf[x] >= g / guide.size() (where to start)
     };
-    std::shared_ptr<const Table> table_;  // exact branch (copies of a draw share it)
+    std::shared_ptr<const Table> table_;   // exact branch (copies of a draw share it)
     double mean_ = 0, sd_ = 0, skew_ = 0;  // of the rarer outcome (normal)
     int64_t at_quantile(double u) const;   // the draw at quantile u of the rarer outcome
 };
@@ -70,11 +70,11 @@ public:
     const std::vector<double>& inclusion() const { return inclusion_; }
 
 private:
-    std::vector<double> inclusion_;   // by popularity rank
-    std::vector<BinomialDraw> setups_;      // one per distinct inclusion
-    std::vector<uint32_t> setup_of_rank_;   // by popularity rank: its setup
-    std::vector<double> var_cum_;     // cumulative inclusion (1 - inclusion) by rank, for the sum's correction
-    bool equal_ = false;              // every inclusion the same (uniform): the correction adds to any expert
+    std::vector<double> inclusion_;        // by popularity rank
+    std::vector<BinomialDraw> setups_;     // one per distinct inclusion
+    std::vector<uint32_t> setup_of_rank_;  // by popularity rank: its setup
+    std::vector<double> var_cum_;          // cumulative inclusion (1 - inclusion) by rank, for the sum's correction
+    bool equal_ = false;                   // every inclusion the same (uniform): the correction adds to any expert
     int64_t k_ = 0, num_tokens_ = 0;
 };
 
@@ -99,7 +99,7 @@ private:
     std::vector<double> weight_;  // by popularity rank: the conditional-Poisson weight (0: never picked)
     std::vector<char> certain_;   // by popularity rank: inclusion 1
     int64_t k_ = 0, num_certain_ = 0;
-    bool equal_ = false;          // every inclusion the same (no certain ones): the hypergeometric closed form
+    bool equal_ = false;  // every inclusion the same (no certain ones): the hypergeometric closed form
 };
 
 }  // namespace moebench

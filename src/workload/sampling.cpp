@@ -64,7 +64,8 @@ void sample_k_of_n(const std::vector<double>& shares, int64_t k, Rng& rng, std::
     // and each index i is picked with probability exactly pi_i whatever the order.
     std::vector<int32_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
-    for (int64_t i = n - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng.below(i + 1))]);
+    for (int64_t i = n - 1; i > 0; --i)
+        std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng.below(i + 1))]);
     const double u = rng.uniform();
     double cum = 0, target = u;
     const size_t first = out.size();

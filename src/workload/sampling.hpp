@@ -42,8 +42,16 @@ private:
 };
 
 /// Tags that separate the purposes of the streams.
-enum Tag : uint64_t { kTagPerm = 1, kTagPick = 2, kTagWeights = 3, kTagSwitch = 4, kTagDomain = 5, kTagDomainPerm = 6,
-                      kTagRunSet = 7, kTagStatistics = 8 };
+enum Tag : uint64_t {
+    kTagPerm = 1,
+    kTagPick = 2,
+    kTagWeights = 3,
+    kTagSwitch = 4,
+    kTagDomain = 5,
+    kTagDomainPerm = 6,
+    kTagRunSet = 7,
+    kTagStatistics = 8
+};
 
 /// A seeded permutation of 0..n-1 (Fisher-Yates).
 std::vector<int32_t> permutation(int64_t n, uint64_t key);

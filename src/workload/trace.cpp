@@ -21,7 +21,8 @@ namespace moebench {
 
 namespace {
 
-const char* const kKnownMetadata[] = {"model", "num_experts", "num_layers", "top_k", "source", "moebench_trace_version"};
+const char* const kKnownMetadata[] = {"model", "num_experts", "num_layers",
+                                      "top_k", "source",      "moebench_trace_version"};
 
 // A metadata count, refused beyond `max_value` before anything is sized by it (a 354-byte trace claiming
 // 2000000000 experts made trace info allocate ~24 GB).
@@ -41,9 +42,7 @@ int64_t metadata_int(const TensorFile& f, const std::string& key, const std::str
 
 }  // namespace
 
-int64_t RoutingTrace::num_missing() const {
-    return std::count(topk_ids.begin(), topk_ids.end(), -1);
-}
+int64_t RoutingTrace::num_missing() const { return std::count(topk_ids.begin(), topk_ids.end(), -1); }
 
 int64_t trace_token_at(const RoutingTrace& trace, int64_t pos, int64_t batch) {
     const auto S = static_cast<int64_t>(trace.seq_starts.size());
@@ -63,7 +62,8 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
     if (t.num_layers < 1) bad("it has no layers", std::to_string(t.num_layers), "record at least one MoE layer");
     if (t.top_k < 1) bad("top_k must be >= 1", std::to_string(t.top_k), "topk_ids is [layers, tokens, k]");
     if (t.num_tokens < 0) bad("negative token count", std::to_string(t.num_tokens), "");
-    if (t.num_experts < 1) bad("num_experts must be >= 1", std::to_string(t.num_experts), "set the num_experts metadata");
+    if (t.num_experts < 1)
+        bad("num_experts must be >= 1", std::to_string(t.num_experts), "set the num_experts metadata");
     if (t.num_experts > kMaxTraceExperts)
         bad(fmt::format("num_experts is beyond {}, more than any model has", kMaxTraceExperts),
             std::to_string(t.num_experts), "check the expert count (the routed experts per layer of the model)");
@@ -74,8 +74,8 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
         bad("top_k exceeds num_experts", std::to_string(t.top_k) + " > " + std::to_string(t.num_experts), "");
     const size_t n = static_cast<size_t>(t.num_layers * t.num_tokens * t.top_k);
     if (t.topk_ids.size() != n)
-        bad("topk_ids holds " + std::to_string(t.topk_ids.size()) + " values", "", "expected layers*tokens*k = " +
-            std::to_string(n));
+        bad("topk_ids holds " + std::to_string(t.topk_ids.size()) + " values", "",
+            "expected layers*tokens*k = " + std::to_string(n));
     if (!t.topk_weights.empty() && t.topk_weights.size() != n)
         bad("topk_weights does not match topk_ids", std::to_string(t.topk_weights.size()), "use the same shape");
     if (!t.token_ids.empty() && static_cast<int64_t>(t.token_ids.size()) != t.num_tokens)
@@ -169,9 +169,10 @@ static void reject_text_trace(const std::string& path) {
         return (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t';
     });
     if (printable)  // a real header length has zero high bytes, so never 8 printable characters
-        config_error(path, "is a text file (JSONL or text routing records?), not a safetensors trace",
-                     std::string(head, sizeof head) + "...",
-                     "convert it first: moebench trace convert " + path + " -o trace.safetensors (docs/trace-format.md)");
+        config_error(
+            path, "is a text file (JSONL or text routing records?), not a safetensors trace",
+            std::string(head, sizeof head) + "...",
+            "convert it first: moebench trace convert " + path + " -o trace.safetensors (docs/trace-format.md)");
 }
 
 RoutingTrace read_trace(const std::string& path) {

@@ -20,16 +20,16 @@ inline constexpr int64_t kMaxTraceLayers = 4096;
 inline constexpr int64_t kMaxTraceTokenIndex = int64_t{1} << 40;
 
 struct RoutingTrace {
-    int64_t num_layers = 0;               // MoE layers recorded
+    int64_t num_layers = 0;  // MoE layers recorded
     int64_t num_tokens = 0;
     int64_t top_k = 0;
-    int64_t num_experts = 0;              // of the model it was recorded on (ids are < num_experts, or -1)
-    std::vector<int32_t> topk_ids;        // [layers, tokens, k]; -1 = no selection recorded
-    std::vector<float> topk_weights;      // empty, or [layers, tokens, k]
-    std::vector<int32_t> token_ids;       // empty, or [tokens]
-    std::vector<int64_t> seq_starts;      // first token of each sequence; starts with 0 when num_tokens > 0
+    int64_t num_experts = 0;          // of the model it was recorded on (ids are < num_experts, or -1)
+    std::vector<int32_t> topk_ids;    // [layers, tokens, k]; -1 = no selection recorded
+    std::vector<float> topk_weights;  // empty, or [layers, tokens, k]
+    std::vector<int32_t> token_ids;   // empty, or [tokens]
+    std::vector<int64_t> seq_starts;  // first token of each sequence; starts with 0 when num_tokens > 0
     std::string model;
-    std::string source;                   // how it was made ("moebench trace gen zipf:1.2 seed=0", "convert x.jsonl")
+    std::string source;  // how it was made ("moebench trace gen zipf:1.2 seed=0", "convert x.jsonl")
     std::map<std::string, std::string> extra_metadata;  // any other metadata, kept on round trips
 
     const int32_t* layer_ids(int64_t layer) const { return topk_ids.data() + layer * num_tokens * top_k; }

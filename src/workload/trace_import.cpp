@@ -5,8 +5,8 @@
 #include "common/error.hpp"
 #include "common/flag_names.hpp"
 #include "common/host_memory.hpp"
-#include "common/read_file.hpp"
 #include "common/json_util.hpp"
+#include "common/read_file.hpp"
 
 #include <fmt/format.h>
 
@@ -46,9 +46,10 @@ std::ifstream open_text(const std::string& path) {
     // What an import holds is proportional to the file (records, then the trace): refuse what cannot fit, up front.
     const int64_t size_bytes = file_size_bytes(path), avail_bytes = mem_available_bytes();
     if (avail_bytes > 0 && 8.0 * static_cast<double>(size_bytes) > static_cast<double>(avail_bytes))
-        config_error(path, fmt::format("is {}; importing it needs up to about {}, more than the {} available",
-                                       human_bytes_iec(double(size_bytes)), human_bytes_iec(8.0 * double(size_bytes)),
-                                       human_bytes_iec(double(avail_bytes))),
+        config_error(path,
+                     fmt::format("is {}; importing it needs up to about {}, more than the {} available",
+                                 human_bytes_iec(double(size_bytes)), human_bytes_iec(8.0 * double(size_bytes)),
+                                 human_bytes_iec(double(avail_bytes))),
                      "", "import a shorter part of the trace (a trace replays cyclically)");
     std::ifstream in(path);
     if (!in) config_error(path, "cannot open trace file", "", "check the path");
@@ -69,7 +70,8 @@ void finish_metadata(RoutingTrace& t, const ImportSummary& s) {
 
 void check_experts(RoutingTrace& t, int64_t num_experts, int32_t max_id, const std::string& path) {
     if (num_experts > kMaxTraceExperts)
-        config_error(path, fmt::format("an expert count beyond {} was asked for, more than any model has", kMaxTraceExperts),
+        config_error(path,
+                     fmt::format("an expert count beyond {} was asked for, more than any model has", kMaxTraceExperts),
                      std::to_string(num_experts), "give the model's routed experts per layer");
     if (num_experts > 0) {
         if (max_id >= num_experts)
@@ -111,13 +113,16 @@ std::string parse_jsonl_record(const json& j, int64_t k, JsonlRecord& r) {
               j["experts"].size() <= static_cast<size_t>(kMaxTraceExperts);
     for (const auto& e : j["experts"]) {
         if (!ok) break;
-        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= kMaxTraceExperts) ok = false;
-        else r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= kMaxTraceExperts)
+            ok = false;
+        else
+            r.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
     }
     if (!ok || r.ids.empty())
         return fmt::format("layer (< {}), token_idx (< 2^40) or expert ids (< {}) out of range", kMaxTraceLayers,
                            kMaxTraceExperts);
-    if (repeated_expert(r.ids.data(), static_cast<int64_t>(r.ids.size())) >= 0) return "an expert id appears twice in experts";
+    if (repeated_expert(r.ids.data(), static_cast<int64_t>(r.ids.size())) >= 0)
+        return "an expert id appears twice in experts";
     if (j.contains("gating_probs")) {  // optional, but when present it must match experts one to one
         bool probs_ok = j["gating_probs"].is_array() && j["gating_probs"].size() == r.ids.size();
         if (probs_ok)
@@ -179,7 +184,8 @@ using TokenRecords = std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>>
 TokenRecords group_by_token(const JsonlRead& in, ImportSummary& s) {
     const std::vector<JsonlRecord>& records = in.records;
     TokenRecords tokens;
-    for (size_t i = 0; i < records.size(); ++i) tokens[{records[i].seq, records[i].token}].push_back(static_cast<int32_t>(i));
+    for (size_t i = 0; i < records.size(); ++i)
+        tokens[{records[i].seq, records[i].token}].push_back(static_cast<int32_t>(i));
     for (auto& [key, recs] : tokens) {
         std::stable_sort(recs.begin(), recs.end(), [&](int32_t a, int32_t b) {
             return records[static_cast<size_t>(a)].layer < records[static_cast<size_t>(b)].layer;
@@ -237,7 +243,8 @@ void fill_trace(const JsonlRead& in, const TokenRecords& tokens, int64_t num_lay
     if (all_probs) t.topk_weights.assign(t.topk_ids.size(), 0.0f);
     for (int64_t tok = 0; tok < t.num_tokens; ++tok)
         for (int64_t l = 0; l < num_layers; ++l) {
-            const JsonlRecord& r = records[static_cast<size_t>((*kept[static_cast<size_t>(tok)])[static_cast<size_t>(l)])];
+            const JsonlRecord& r =
+                records[static_cast<size_t>((*kept[static_cast<size_t>(tok)])[static_cast<size_t>(l)])];
             for (int64_t j = 0; j < k; ++j) {
                 size_t at = static_cast<size_t>((l * t.num_tokens + tok) * k + j);
                 t.topk_ids[at] = r.ids[static_cast<size_t>(j)];
@@ -327,7 +334,8 @@ TextLine parse_text_line(const std::string& line, int64_t& k, int32_t& max_id, c
             ++in_group;
         }
         if (k < 0) k = in_group;
-        if (in_group != k || k == 0) fail(fmt::format("layer group {} has {} ids, expected {}", out.layers, in_group, k));
+        if (in_group != k || k == 0)
+            fail(fmt::format("layer group {} has {} ids, expected {}", out.layers, in_group, k));
         if (++out.layers > kMaxTraceLayers) fail(fmt::format("more than {} layer groups", kMaxTraceLayers));
     }
     return out;
@@ -421,7 +429,8 @@ RoutingTrace trace_from_text(const std::string& path, int64_t num_experts, Impor
     s.num_sequences = static_cast<int64_t>(t.seq_starts.size());
     s.tokens_seen = s.tokens_kept = t.num_tokens;
     if (tt.max_id < 0 && num_experts <= 0)
-        config_error(path, "every selection is -1, so the expert count is unknown", "", "pass " + flag_of("num_experts"));
+        config_error(path, "every selection is -1, so the expert count is unknown", "",
+                     "pass " + flag_of("num_experts"));
     check_experts(t, num_experts, tt.max_id, path);
     t.source = "moebench trace convert " + path;
     finish_metadata(t, s);

@@ -27,9 +27,7 @@ std::vector<int64_t> moe_ordinals(const ModelConfig& model) {
     return ord;
 }
 
-void Workload::check_layers(const std::vector<int64_t>& layers) const {
-    (void)layers;
-}
+void Workload::check_layers(const std::vector<int64_t>& layers) const { (void)layers; }
 
 namespace {
 
@@ -37,8 +35,12 @@ namespace {
 class ModelWorkload : public Workload {
 public:
     ModelWorkload(const RoutingSpec& spec, const ModelConfig& model, uint64_t seed)
-        : spec_(spec), seed_(seed), num_experts_(model.moe.num_experts), top_k_(model.moe.top_k),
-          num_layers_(model.num_layers), ordinals_(moe_ordinals(model)) {}
+        : spec_(spec),
+          seed_(seed),
+          num_experts_(model.moe.num_experts),
+          top_k_(model.moe.top_k),
+          num_layers_(model.num_layers),
+          ordinals_(moe_ordinals(model)) {}
 
     std::string spec() const override { return spec_.text; }
 
@@ -83,8 +85,8 @@ protected:
     /// Shares by popularity rank, moved to the experts that layer `layer`'s permutation gives those ranks.
     std::vector<double> permuted_shares(int64_t layer, const std::vector<double>& by_rank) const {
         if (!is_moe(layer)) return {};
-        const auto perm = sampling::permutation(num_experts_, stream_key(seed_, sampling::kTagPerm,
-                                                                         static_cast<uint64_t>(layer)));
+        const auto perm =
+            sampling::permutation(num_experts_, stream_key(seed_, sampling::kTagPerm, static_cast<uint64_t>(layer)));
         std::vector<double> out(static_cast<size_t>(num_experts_), 0.0);
         for (int64_t r = 0; r < num_experts_; ++r)
             out[static_cast<size_t>(perm[static_cast<size_t>(r)])] = by_rank[static_cast<size_t>(r)];
@@ -96,8 +98,9 @@ protected:
     const std::vector<int32_t>& layer_permutation(int64_t layer) {
         auto it = perms_.find(layer);
         if (it == perms_.end())
-            it = perms_.emplace(layer, sampling::permutation(num_experts_, stream_key(seed_, sampling::kTagPerm,
-                                                                                        static_cast<uint64_t>(layer))))
+            it = perms_
+                     .emplace(layer, sampling::permutation(num_experts_, stream_key(seed_, sampling::kTagPerm,
+                                                                                    static_cast<uint64_t>(layer))))
                      .first;
         return it->second;
     }
@@ -183,7 +186,8 @@ protected:
         for (int64_t t = 0; t < num_tokens; ++t) {
             const int64_t pos = position_ + t;
             for (int64_t j = 0; j < top_k_; ++j)
-                r.ids[static_cast<size_t>(t * top_k_ + j)] = perm[static_cast<size_t>((pos * top_k_ + j) % num_experts_)];
+                r.ids[static_cast<size_t>(t * top_k_ + j)] =
+                    perm[static_cast<size_t>((pos * top_k_ + j) % num_experts_)];
             token_weights(layer, pos, r.weights.data() + t * top_k_);
         }
     }
@@ -203,7 +207,8 @@ public:
             if (ordinals_[l] >= 0) layer_of_ordinal_[static_cast<size_t>(ordinals_[l])] = static_cast<int64_t>(l);
     }
     std::string describe() const override {
-        return fmt::format("domains: {} domains, switch probability {} per token", spec_.num_domains, spec_.switch_prob);
+        return fmt::format("domains: {} domains, switch probability {} per token", spec_.num_domains,
+                           spec_.switch_prob);
     }
     // Runs visit the domains evenly over a long stream (each new run moves to a uniformly chosen other domain), and
     // a run's set picks each expert with probability k x its domain share: the mean of the domains' shares (the
@@ -214,8 +219,8 @@ public:
         const double per_domain = 1.0 / static_cast<double>(spec_.num_domains);
         for (int64_t d = 0; d < spec_.num_domains; ++d) {
             const auto perm = sampling::permutation(
-                num_experts_, stream_key(seed_, sampling::kTagDomainPerm, static_cast<uint64_t>(layer),
-                                         static_cast<uint64_t>(d)));
+                num_experts_,
+                stream_key(seed_, sampling::kTagDomainPerm, static_cast<uint64_t>(layer), static_cast<uint64_t>(d)));
             for (int64_t r = 0; r < num_experts_; ++r)
                 out[static_cast<size_t>(perm[static_cast<size_t>(r)])] +=
                     per_domain * domain_shares_[static_cast<size_t>(r)];
@@ -255,8 +260,10 @@ private:
         }
         if (!new_run) return;
         Rng drng(stream_key(seed_, sampling::kTagDomain, static_cast<uint64_t>(pos)));
-        if (pos == 0) domain_ = drng.below(spec_.num_domains);
-        else if (spec_.num_domains > 1) domain_ = (domain_ + 1 + drng.below(spec_.num_domains - 1)) % spec_.num_domains;
+        if (pos == 0)
+            domain_ = drng.below(spec_.num_domains);
+        else if (spec_.num_domains > 1)
+            domain_ = (domain_ + 1 + drng.below(spec_.num_domains - 1)) % spec_.num_domains;
         std::vector<std::vector<int32_t>> next(static_cast<size_t>(num_moe_layers_));
         for (int64_t o = 0; o < num_moe_layers_; ++o) {
             const int64_t layer = layer_of_ordinal_[static_cast<size_t>(o)];
@@ -265,8 +272,8 @@ private:
                                          static_cast<uint64_t>(domain_)));
             // Redraw (bounded) until the set differs from the previous run's, so a new run always switches.
             for (uint64_t attempt = 0; attempt < 64; ++attempt) {
-                Rng rng(stream_key(seed_, sampling::kTagRunSet, static_cast<uint64_t>(layer), static_cast<uint64_t>(pos),
-                                   attempt));
+                Rng rng(stream_key(seed_, sampling::kTagRunSet, static_cast<uint64_t>(layer),
+                                   static_cast<uint64_t>(pos), attempt));
                 std::vector<int32_t> ranks;
                 sampling::sample_k_of_n(domain_shares_, top_k_, rng, ranks);
                 std::vector<int32_t> ids;
@@ -298,22 +305,26 @@ public:
         const std::string& path = spec.trace_path;
         int64_t num_moe = 0;
         for (int64_t o : ordinals_) num_moe += (o >= 0);
-        if (trace_.num_tokens == 0) config_error(field, "trace holds no tokens", path, "record or generate a longer trace");
+        if (trace_.num_tokens == 0)
+            config_error(field, "trace holds no tokens", path, "record or generate a longer trace");
         if (trace_.num_layers > num_moe)
-            config_error(field, fmt::format("trace has {} layers but model '{}' has {} MoE layers", trace_.num_layers,
-                                            model.name, num_moe),
-                         path, trace_.model.empty() ? "replay it on the model it was recorded on (the trace does not name it)"
-                                                   : "replay it on the model it was recorded on (trace model: '" +
-                                                         trace_.model + "')");
+            config_error(field,
+                         fmt::format("trace has {} layers but model '{}' has {} MoE layers", trace_.num_layers,
+                                     model.name, num_moe),
+                         path,
+                         trace_.model.empty()
+                             ? "replay it on the model it was recorded on (the trace does not name it)"
+                             : "replay it on the model it was recorded on (trace model: '" + trace_.model + "')");
         if (trace_.top_k != top_k_)
             config_error(field, fmt::format("trace top_k {} differs from the model's top_k {}", trace_.top_k, top_k_),
                          path, "replay it on a model with the same top-k");
         int32_t max_id = -1;
         for (int32_t e : trace_.topk_ids) max_id = std::max(max_id, e);
         if (max_id >= num_experts_)
-            config_error(field, fmt::format("trace expert id {} is beyond model '{}' ({} experts)", max_id, model.name,
-                                            num_experts_),
-                         path, "replay it on a model with at least " + std::to_string(max_id + 1) + " experts");
+            config_error(
+                field,
+                fmt::format("trace expert id {} is beyond model '{}' ({} experts)", max_id, model.name, num_experts_),
+                path, "replay it on a model with at least " + std::to_string(max_id + 1) + " experts");
     }
     std::string describe() const override {
         return fmt::format("trace: {} ({} layers, {} tokens, {} missing selections; model '{}')", spec_.trace_path,
@@ -324,11 +335,13 @@ public:
         for (int64_t l : layers) {
             int64_t o = ordinals_[static_cast<size_t>(l)];
             if (o >= trace_.num_layers)
-                config_error(field_, fmt::format("trace has {} layers, too few for model layer {} (MoE layer {})",
-                                                 trace_.num_layers, l, o),
+                config_error(field_,
+                             fmt::format("trace has {} layers, too few for model layer {} (MoE layer {})",
+                                         trace_.num_layers, l, o),
                              spec_.trace_path,
                              fmt::format("use a trace with one layer per MoE layer of the model, or run at most the "
-                                         "layers it covers ({})", flag_of("layers")));
+                                         "layers it covers ({})",
+                                         flag_of("layers")));
         }
     }
 
@@ -350,10 +363,11 @@ public:
     void interleave_sequences(int64_t batch) override { batch_ = batch; }
     std::string token_order(bool decode) const override {
         if (!decode || batch_ <= 0 || trace_.seq_starts.size() < 2) return ModelWorkload::token_order(decode);
-        return fmt::format("decode: row b of step s is token s of trace sequence b mod {} (the {} recorded sequences "
-                           "interleaved, one token of each per step, as a serving engine batches them; rows beyond "
-                           "the sequences start further along them); consecutive stream tokens are different sequences",
-                           trace_.seq_starts.size(), trace_.seq_starts.size());
+        return fmt::format(
+            "decode: row b of step s is token s of trace sequence b mod {} (the {} recorded sequences "
+            "interleaved, one token of each per step, as a serving engine batches them; rows beyond "
+            "the sequences start further along them); consecutive stream tokens are different sequences",
+            trace_.seq_starts.size(), trace_.seq_starts.size());
     }
 
 protected:
@@ -407,9 +421,10 @@ std::vector<double> popularity_shares(const RoutingSpec& spec, int64_t num_exper
         case WorkloadKind::hot: {
             std::vector<double> s(static_cast<size_t>(num_experts));
             for (int64_t i = 0; i < num_experts; ++i)
-                s[static_cast<size_t>(i)] = i < spec.hot_experts
-                                                ? spec.hot_fraction / static_cast<double>(spec.hot_experts)
-                                                : (1 - spec.hot_fraction) / static_cast<double>(num_experts - spec.hot_experts);
+                s[static_cast<size_t>(i)] =
+                    i < spec.hot_experts
+                        ? spec.hot_fraction / static_cast<double>(spec.hot_experts)
+                        : (1 - spec.hot_fraction) / static_cast<double>(num_experts - spec.hot_experts);
             return s;
         }
         default: return {};
@@ -446,23 +461,26 @@ std::unique_ptr<Workload> make_workload(const std::string& spec_text, const Mode
             double per_cold = (1 - spec.hot_fraction) / static_cast<double>(e - spec.hot_experts);
             // Hot means busier than the rest: F at or below the even share N/E would make them the coldest.
             if (per_hot <= per_cold)
-                config_error(field, fmt::format("hot fraction must exceed the even share N/E = {:.4g} of {} experts",
-                                                static_cast<double>(spec.hot_experts) / static_cast<double>(e), e),
+                config_error(field,
+                             fmt::format("hot fraction must exceed the even share N/E = {:.4g} of {} experts",
+                                         static_cast<double>(spec.hot_experts) / static_cast<double>(e), e),
                              spec_text, "use a larger F (or uniform for even load)" + fix_tail);
             if (per_hot * static_cast<double>(k) > 1 + 1e-9)
-                config_error(field, "hot fraction is too large for this top-k", spec_text,
-                             fmt::format("use F <= N/k = {:.4g}", static_cast<double>(spec.hot_experts) / k) + fix_tail);
+                config_error(
+                    field, "hot fraction is too large for this top-k", spec_text,
+                    fmt::format("use F <= N/k = {:.4g}", static_cast<double>(spec.hot_experts) / k) + fix_tail);
             if (per_cold * static_cast<double>(k) > 1 + 1e-9)
                 config_error(field, "too few cold experts for the cold fraction", spec_text,
                              "use a larger F or a smaller N" + fix_tail);
-            return std::make_unique<SharesWorkload>(
-                spec, model, seed, popularity_shares(spec, e, k),
-                fmt::format("hot: {} hot experts per layer take {} of assignments", spec.hot_experts, spec.hot_fraction));
+            return std::make_unique<SharesWorkload>(spec, model, seed, popularity_shares(spec, e, k),
+                                                    fmt::format("hot: {} hot experts per layer take {} of assignments",
+                                                                spec.hot_experts, spec.hot_fraction));
         }
         case WorkloadKind::imbalance: {
             double max_ratio = static_cast<double>(e) / static_cast<double>(k);
             if (spec.imbalance_ratio > max_ratio + 1e-9)
-                config_error(field, fmt::format("imbalance ratio is above the largest possible, E/k = {:.4g}", max_ratio),
+                config_error(field,
+                             fmt::format("imbalance ratio is above the largest possible, E/k = {:.4g}", max_ratio),
                              spec_text, fmt::format("use imbalance:R with 1 <= R <= {:.4g}", max_ratio) + fix_tail);
             double s = solve_imbalance_exponent(e, k, spec.imbalance_ratio);
             return std::make_unique<SharesWorkload>(
@@ -479,7 +497,8 @@ std::unique_ptr<Workload> make_workload(const std::string& spec_text, const Mode
 RoutingTrace generate_trace(Workload& workload, const ModelConfig& model, const std::vector<int64_t>& layers,
                             int64_t num_tokens, int64_t step_tokens) {
     if (!workload.overrides_routing())
-        config_error(flag_of("routing"), "'router' routing needs the model's router running on a backend", workload.spec(),
+        config_error(flag_of("routing"), "'router' routing needs the model's router running on a backend",
+                     workload.spec(),
                      "trace gen takes a synthetic spec or trace:FILE (record real routing with "
                      "scripts/record_routing.py)");
     workload.check_layers(layers);
@@ -493,8 +512,8 @@ RoutingTrace generate_trace(Workload& workload, const ModelConfig& model, const 
             layer_list += std::to_string(layers[i]);
         }
     if (moe_slots.empty())
-        config_error(flag_of("layers"), "no MoE layer among the layers asked for", std::to_string(layers.size()) + " layers",
-                     "include at least one MoE layer");
+        config_error(flag_of("layers"), "no MoE layer among the layers asked for",
+                     std::to_string(layers.size()) + " layers", "include at least one MoE layer");
     RoutingTrace t;
     t.num_layers = static_cast<int64_t>(moe_slots.size());
     t.num_tokens = num_tokens;

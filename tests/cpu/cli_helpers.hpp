@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs the built moebench binary from a test and captures exit code, stdout and stderr.
 #pragma once
-#include "test_paths.hpp"
 #include <sys/wait.h>
+#include "test_paths.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -2,9 +2,9 @@
 // Shared by the Hugging Face import tests: the published configs, an import with validation, and the comparison
 // of a counted figure with a vendor's printed one.
 #pragma once
-#include "test_paths.hpp"
 #include "config/model_config.hpp"
 #include "model/accounting.hpp"
+#include "test_paths.hpp"
 
 #include <cmath>
 #include <string>

@@ -26,8 +26,8 @@ inline nlohmann::json stats_of(std::vector<double> v) {
         const size_t lo = static_cast<size_t>(std::floor(rank)), hi = std::min(lo + 1, v.size() - 1);
         return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
     };
-    return {{"mean_us", mean},      {"p50_us", pct(50)}, {"p95_us", pct(95)},  {"p99_us", pct(99)},
-            {"min_us", v.front()},  {"max_us", v.back()}, {"stdev_us", sd},    {"cv", mean > 0 ? sd / mean : 0.0},
+    return {{"mean_us", mean},     {"p50_us", pct(50)},  {"p95_us", pct(95)}, {"p99_us", pct(99)},
+            {"min_us", v.front()}, {"max_us", v.back()}, {"stdev_us", sd},    {"cv", mean > 0 ? sd / mean : 0.0},
             {"count", v.size()}};
 }
 

@@ -3,8 +3,8 @@
 // contract of a refused input, running the binary under a memory cap, sweep journals and quick sim sweeps, JSON
 // files in and out, and mutation fuzzing of a reader.
 #pragma once
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/error.hpp"
 #include "common/sanitizers.hpp"
@@ -78,8 +78,8 @@ inline void expect_refused_one_line(const std::string& args, const std::vector<s
     CHECK_THAT(r.err, Catch::StartsWith("moebench: error: "));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line
     for (const auto& n : needles) CHECK_THAT(r.err, Catch::Contains(n));
-    CHECK_THAT(r.err, !Catch::Contains("internal error") && !Catch::Contains("terminate") &&
-                          !Catch::Contains("Segmentation"));
+    CHECK_THAT(r.err,
+               !Catch::Contains("internal error") && !Catch::Contains("terminate") && !Catch::Contains("Segmentation"));
 }
 
 /// As expect_refused_one_line, but naming any one of `any_of` is enough (own schema vs Hugging Face key).
@@ -117,8 +117,8 @@ inline bool is_printable_utf8(const std::string& s) {
 inline CliResult run_prefixed(const std::string& prefix, const std::string& args) {
     const std::string dir = temp_dir("prefixed");
     // timeout: a hang fails the test (exit 124) instead of stalling the suite.
-    const std::string cmd = prefix + " timeout 120 " + std::string(MOEBENCH_BIN) + " " + args + " >" + dir +
-                            "/out 2>" + dir + "/err </dev/null";
+    const std::string cmd = prefix + " timeout 120 " + std::string(MOEBENCH_BIN) + " " + args + " >" + dir + "/out 2>" +
+                            dir + "/err </dev/null";
     const int status = std::system(("bash -c '" + cmd + "'").c_str());
     CliResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -215,14 +215,23 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 /// One random edit: flip a byte, delete a span, duplicate a span, truncate, or splice a token that tends to
 /// break a type ("-1", "1e300", "null", "[]", "\"x\"", a huge integer, invalid UTF-8).
 inline std::string mutate(std::string s, std::mt19937_64& rng) {
-    static const char* tokens[] = {"-1", "0", "1e300", "null", "[]", "{}", "\"x\"", "99999999999999999999",
-                                   "4.5", "1e400", "true", "\xff\xfe", "\"\\u0000\"", "1e-300", "-0"};
+    static const char* tokens[] = {
+        "-1",  "0",     "1e300", "null",     "[]",          "{}",     "\"x\"", "99999999999999999999",
+        "4.5", "1e400", "true",  "\xff\xfe", "\"\\u0000\"", "1e-300", "-0"};
     if (s.empty()) return "{";
     auto pos = [&](size_t n) { return static_cast<size_t>(rng() % (n + 1)); };
     switch (rng() % 6) {
         case 0: s[pos(s.size() - 1)] = static_cast<char>(rng() & 0xff); break;
-        case 1: { size_t a = pos(s.size()); s.erase(a, rng() % 16); break; }
-        case 2: { size_t a = pos(s.size()); s.insert(a, s.substr(a, rng() % 24)); break; }
+        case 1: {
+            size_t a = pos(s.size());
+            s.erase(a, rng() % 16);
+            break;
+        }
+        case 2: {
+            size_t a = pos(s.size());
+            s.insert(a, s.substr(a, rng() % 24));
+            break;
+        }
         case 3: s.resize(pos(s.size())); break;
         default: {
             // Replace a number-ish run (digits) with a token: hits value checks rather than the JSON lexer.

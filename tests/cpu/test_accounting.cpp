@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Accounting against independent truth: hand-computed toy models (every component, FLOPs, KV bytes) and the
 // vendor-published parameter counts of the five configs in tests/data/hf-configs.
-#include "test_paths.hpp"
 #include "config/model_config.hpp"
 #include "model/accounting.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -118,9 +118,9 @@ TEST_CASE("toy MLA: FLOPs per token and KV bytes by hand", "[accounting]") {
     CHECK(f.attention_context == 3200.0);
     CHECK(fl(f, Component::attention) == 34944.0);
     CHECK(fl(f, Component::lm_head) == 12800.0);
-    CHECK(fl(f, Component::router) == 1024.0);            // 2 * 64*4 * 2 layers (the bias is no MAC)
-    CHECK(fl(f, Component::routed_experts) == 49152.0);   // 2 * 2*6144 * 2
-    CHECK(fl(f, Component::shared_experts) == 24576.0);   // 2 * 6144 * 2
+    CHECK(fl(f, Component::router) == 1024.0);           // 2 * 64*4 * 2 layers (the bias is no MAC)
+    CHECK(fl(f, Component::routed_experts) == 49152.0);  // 2 * 2*6144 * 2
+    CHECK(fl(f, Component::shared_experts) == 24576.0);  // 2 * 6144 * 2
     CHECK(f.total == 122496.0);
     // MTP: eh_proj 8192 + attention 7936 + context 80*10 + head 6400 + router 256 + 2 experts 12288 + shared 6144
     // = 42016 MACs -> 84032 FLOPs; counted in by_component always, in total only with include_mtp.
@@ -171,7 +171,8 @@ TEST_CASE("toy dense-first-layer model by hand", "[accounting]") {
 // Vendor-published counts (tests/data/README.md). Totals within 0.5 %, active within 1 % under the vendor's convention.
 
 TEST_CASE("Mixtral-8x7B matches Mistral's 46.7B total / 12.9B active", "[accounting][vendor]") {
-    // Source: Mistral AI, "Mixtral of experts" announcement (46.7B total, 12.9B per token; embedding and head included).
+    // Source: Mistral AI, "Mixtral of experts" announcement (46.7B total, 12.9B per token; embedding and head
+    // included).
     ParamCounts p = count_params(hf("mixtral-8x7b-v0.1.json"));
     CHECK(rel_err(static_cast<double>(p.total), 46.7e9) < 0.005);
     CHECK(rel_err(static_cast<double>(p.active), 12.9e9) < 0.01);

@@ -10,8 +10,8 @@
 #include "harness/validate.hpp"
 #include "test_models.hpp"
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 using namespace moebench;
 

@@ -2,9 +2,9 @@
 // 'moebench bench moe' end to end on a tiny model: the JSON's floor and ratios follow from its own measured
 // ceilings and counted work, and the ratio against the read passes next to each iteration is never above the
 // ratio against the run's best pass (a pass next to an iteration is one of the passes the best is taken over).
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "report/formats.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -20,8 +20,8 @@ namespace {
 const std::string kTiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
 
 json bench_json(const std::string& extra) {
-    const auto r = run_cli("bench moe --model " + kTiny + " --batch 4 --iters 3 --warmup 1 --threads 2 --format json " +
-                           extra);
+    const auto r =
+        run_cli("bench moe --model " + kTiny + " --batch 4 --iters 3 --warmup 1 --threads 2 --format json " + extra);
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     return json::parse(r.out);
@@ -69,7 +69,8 @@ TEST_CASE("bench moe: the terminal view is a view of the document, then where th
     REQUIRE(r.exit_code == 0);
     const json doc = json::parse(moebench::test::read_text(out));
     CHECK(doc["schema"] == "moebench.bench_moe/1");
-    CHECK(r.out == moebench::render_view(doc, moebench::DocKind::bench_moe, "text") + "json: " + out + "\nrouting: " + routing + "\n");
+    CHECK(r.out == moebench::render_view(doc, moebench::DocKind::bench_moe, "text") + "json: " + out +
+                       "\nrouting: " + routing + "\n");
     // The phases in the engine's order, each with its share of the block.
     const std::string view = moebench::render_view(doc, moebench::DocKind::bench_moe, "text");
     CHECK(view.find("router_gemm") < view.find("expert_up"));

@@ -23,9 +23,14 @@ namespace {
 
 // A cpu-like profile (fp32 rate and bandwidth of a small host) with the sim modeling fp32 arithmetic.
 json cpu_like_profile_json(const std::string& machine = "") {
-    json j = {{"schema", "moebench.hardware/1"}, {"name", "cpu-like"},     {"memory_gib", 32},
-              {"memory_bw_gbps", 20},             {"bf16_tflops", 0.5},  {"fp32_tflops", 0.5},
-              {"gpus_per_node", 1},               {"sim", {{"dtype", "fp32"}, {"mla_form", "expanded_cache"}}}};
+    json j = {{"schema", "moebench.hardware/1"},
+              {"name", "cpu-like"},
+              {"memory_gib", 32},
+              {"memory_bw_gbps", 20},
+              {"bf16_tflops", 0.5},
+              {"fp32_tflops", 0.5},
+              {"gpus_per_node", 1},
+              {"sim", {{"dtype", "fp32"}, {"mla_form", "expanded_cache"}}}};
     if (!machine.empty()) j["machine"] = machine;
     return j;
 }
@@ -176,8 +181,8 @@ TEST_CASE("calibrate: the error table holds measured, modeled before and after, 
     int64_t with_error = 0;
     for (const json& row : j["rows"]) {
         INFO(row.dump());
-        for (const char* k : {"report", "phase", "measured_us", "modeled_before_us", "modeled_after_us", "error_before",
-                              "error_after"})
+        for (const char* k :
+             {"report", "phase", "measured_us", "modeled_before_us", "modeled_after_us", "error_before", "error_after"})
             CHECK(row.contains(k));
         if (row["phase"] == "dispatch_a2a") {
             CHECK(row["modeled_before_us"].is_null());
@@ -215,16 +220,18 @@ TEST_CASE("calibrate: machine_identity names host, CPU and CPU count", "[calibra
     CHECK(machine_identity(environment_block()) == machine_identity(environment_block()));
 }
 
-TEST_CASE("moebench calibrate: fits measured cpu reports, writes a profile, and refuses what is not one machine's "
-          "measurement", "[calibrate][cli]") {
+TEST_CASE(
+    "moebench calibrate: fits measured cpu reports, writes a profile, and refuses what is not one machine's "
+    "measurement",
+    "[calibrate][cli]") {
     const std::string dir = test::temp_dir("calib-cli");
     const std::string profile = write_json(dir, "cpu-like.json", cpu_like_profile_json());
     const json a = tiny_cpu_report(1), b = tiny_cpu_report(4), c = tiny_cpu_report(16);
     const std::string pa = write_json(dir, "a.json", a), pb = write_json(dir, "b.json", b),
                       pc = write_json(dir, "c.json", c);
 
-    auto ok = test::run_cli(fmt::format("calibrate {} {} {} --hardware {} -o {}/fitted.json --format json", pa, pb, pc,
-                                        profile, dir));
+    auto ok = test::run_cli(
+        fmt::format("calibrate {} {} {} --hardware {} -o {}/fitted.json --format json", pa, pb, pc, profile, dir));
     INFO(ok.err);
     REQUIRE(ok.exit_code == 0);
     const json out = json::parse(ok.out);

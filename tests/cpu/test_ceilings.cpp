@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 using namespace moebench;
@@ -43,7 +43,10 @@ TEST_CASE("a time below the floor is flagged, naming the ceiling that bounds it"
     const std::string saved = old ? old : "";
     ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
     const std::string wc = below_floor_warning(cmp, 6000.0);
-    if (old) ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1); else ::unsetenv("OPENBLAS_CORETYPE");
+    if (old)
+        ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+    else
+        ::unsetenv("OPENBLAS_CORETYPE");
     CHECK(wc.find("sgemm") != std::string::npos);
     CHECK(wc.find("OPENBLAS_CORETYPE=Haswell") != std::string::npos);
 }
@@ -73,7 +76,10 @@ TEST_CASE("gemm_xwt_many equals the naive product for mixed small and large row 
     std::vector<std::vector<float>> xs, ws, ys;
     std::vector<cpu::XwtProblem> probs;
     uint32_t s = 12345;
-    auto rnd = [&] { s = s * 1664525u + 1013904223u; return static_cast<float>((s >> 8) & 0xffff) / 32768.0f - 1.0f; };
+    auto rnd = [&] {
+        s = s * 1664525u + 1013904223u;
+        return static_cast<float>((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    };
     for (int64_t m : ms) {
         xs.emplace_back(static_cast<size_t>(std::max<int64_t>(1, m) * k));
         ws.emplace_back(static_cast<size_t>(n * k));

@@ -2,13 +2,13 @@
 // --check without a GPU: the fp32 reference (harness/check.hpp) on MoE blocks the cpu backend computed (several
 // families, capacity, soft top-N, a workload override) must pass; a 5% error in moe_out or a swapped expert id
 // must fail; a hand-built near-tie is excused and counted, not reported as a mismatch.
-#include "test_paths.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "config/model_config.hpp"
-#include "harness/check.hpp"
 #include "engine/engine.hpp"
+#include "harness/check.hpp"
 #include "test_models.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -34,7 +34,8 @@ std::vector<NamedTensor> cpu_block(const ModelConfig& m, const StepShape& shape,
     be->set_routing_override(override_routing);
     run_step(*be, step_plan(m, layers, 1, true));
     for (size_t s = 0; s < layers.size(); ++s)
-        if (m.is_moe_layer(layers[s])) return be->capability<TensorAccess>()->moe_block_tensors(static_cast<int64_t>(s));
+        if (m.is_moe_layer(layers[s]))
+            return be->capability<TensorAccess>()->moe_block_tensors(static_cast<int64_t>(s));
     FAIL("no MoE layer");
     return {};
 }
@@ -79,7 +80,14 @@ TEST_CASE("check: families built here (shared gate, Llama-4 input scaling, greed
     ModelConfig base = load_model(kModels + "tiny-gqa.json");
     base.moe.num_experts = 8;
     base.moe.top_k = 2;
-    struct Variant { const char* what; RoutingKind routing; bool shared; bool gate; Activation act; int64_t groups; };
+    struct Variant {
+        const char* what;
+        RoutingKind routing;
+        bool shared;
+        bool gate;
+        Activation act;
+        int64_t groups;
+    };
     const Variant variants[] = {
         {"qwen2-like softmax_topk + gated shared", RoutingKind::softmax_topk, true, true, Activation::swiglu, 1},
         {"llama4-like topk_sigmoid + shared", RoutingKind::topk_sigmoid, true, false, Activation::swiglu, 1},
@@ -225,11 +233,14 @@ TEST_CASE("check: exact ties are near-ties, counted and excused; a far choice is
     }
     std::vector<float> ones(T, 1.0f);
     auto make = [&](const std::vector<int32_t>& ids) {
-        return std::vector<NamedTensor>{
-            NamedTensor::f32("moe_in", {T, H}, x.data()),       NamedTensor::f32("router_weight", {E, H}, router.data()),
-            NamedTensor::f32("w_gate", {E, I, H}, wg.data()),   NamedTensor::f32("w_up", {E, I, H}, wu.data()),
-            NamedTensor::f32("w_down", {E, H, I}, wd.data()),   NamedTensor::i32("topk_ids", {T, 1}, ids.data()),
-            NamedTensor::f32("topk_weights", {T, 1}, ones.data()), NamedTensor::f32("moe_out", {T, H}, out.data())};
+        return std::vector<NamedTensor>{NamedTensor::f32("moe_in", {T, H}, x.data()),
+                                        NamedTensor::f32("router_weight", {E, H}, router.data()),
+                                        NamedTensor::f32("w_gate", {E, I, H}, wg.data()),
+                                        NamedTensor::f32("w_up", {E, I, H}, wu.data()),
+                                        NamedTensor::f32("w_down", {E, H, I}, wd.data()),
+                                        NamedTensor::i32("topk_ids", {T, 1}, ids.data()),
+                                        NamedTensor::f32("topk_weights", {T, 1}, ones.data()),
+                                        NamedTensor::f32("moe_out", {T, H}, out.data())};
     };
     RunOptions opt;
     CheckResult same = run_check(m, opt, make(chosen));
@@ -284,8 +295,7 @@ std::vector<NamedTensor> only_experts(const std::vector<NamedTensor>& all, const
 
 }  // namespace
 
-TEST_CASE("check: a block that sends only its routed experts passes; one routed expert left out fails",
-          "[check]") {
+TEST_CASE("check: a block that sends only its routed experts passes; one routed expert left out fails", "[check]") {
     for (const char* name : {"tiny-gqa", "tiny-gpt-oss"}) {  // gpt-oss: per-expert biases too
         INFO(name);
         ModelConfig m = load_model(kModels + name + ".json");

@@ -4,9 +4,9 @@
 // default stated in --help, "did you mean" for near-miss names, the list and range syntax named where one value was
 // expected or a value was no number, and a file of another kind named with the flag it belongs to. Each case runs the
 // built binary and failed before the change it covers (the --format case held already: the format table).
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/did_you_mean.hpp"
 
@@ -18,13 +18,13 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using moebench::test::expect_refused;
 using moebench::test::read_json;
 using moebench::test::read_text;
 using moebench::test::run_cli;
 using moebench::test::temp_dir;
 using moebench::test::write_temp;
+using nlohmann::json;
 
 namespace {
 
@@ -55,8 +55,8 @@ TEST_CASE("-o FILE writes the output of every command that writes one", "[cli][d
     REQUIRE(r.exit_code == 0);
     CHECK(read_json(dir + "/run.json").value("schema", "") == "moebench.report/1");
     // sweep: the report and its journal next to it.
-    r = run_cli("sweep --backend sim --model " + kTiny + " --batch 1,2 --set iters=2 --set warmup=0 --quiet -o " +
-                dir + "/sweep.json");
+    r = run_cli("sweep --backend sim --model " + kTiny + " --batch 1,2 --set iters=2 --set warmup=0 --quiet -o " + dir +
+                "/sweep.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(read_json(dir + "/sweep.json")["runs"].size() == 2);
@@ -137,12 +137,24 @@ TEST_CASE("run takes --set FIELD=VALUE as sweep does", "[cli][dialect]") {
 TEST_CASE("numeric flags are typed and read alike on every command", "[cli][dialect]") {
     // --help: INT for a whole number, FLOAT for a decimal, whichever command declares it.
     const std::vector<std::pair<std::string, std::string>> typed = {
-        {"run", "--batch INT"},         {"plan", "--batch INT"},          {"bench moe", "--batch INT"},
-        {"place", "--batch INT"},       {"run", "--ep INT"},              {"plan", "--ep INT"},
-        {"place", "--ep INT"},          {"run", "--seed INT"},            {"trace gen", "--seed INT"},
-        {"bench moe", "--seed INT"},    {"run", "--warmup INT"},          {"sweep", "--warmup INT"},
-        {"bench moe", "--warmup INT"},  {"run", "--capacity-factor FLOAT"}, {"run", "--min-time FLOAT"},
-        {"sweep", "--time-budget FLOAT"}, {"compare", "--k-sigma FLOAT"}, {"trace info", "--window INT"},
+        {"run", "--batch INT"},
+        {"plan", "--batch INT"},
+        {"bench moe", "--batch INT"},
+        {"place", "--batch INT"},
+        {"run", "--ep INT"},
+        {"plan", "--ep INT"},
+        {"place", "--ep INT"},
+        {"run", "--seed INT"},
+        {"trace gen", "--seed INT"},
+        {"bench moe", "--seed INT"},
+        {"run", "--warmup INT"},
+        {"sweep", "--warmup INT"},
+        {"bench moe", "--warmup INT"},
+        {"run", "--capacity-factor FLOAT"},
+        {"run", "--min-time FLOAT"},
+        {"sweep", "--time-budget FLOAT"},
+        {"compare", "--k-sigma FLOAT"},
+        {"trace info", "--window INT"},
         {"bench a2a", "--baseline-iters INT"},
     };
     for (const auto& [cmd, want] : typed) {
@@ -187,9 +199,9 @@ TEST_CASE("near-miss model, hardware and field names get a did-you-mean", "[cli]
     expect_refused("plan --hardware h200", {"--hardware", "unknown hardware name", "did you mean h200-sxm"});
     expect_refused("run --config defualt", {"--config", "unknown run config name", "did you mean default?"});
     // Fields: of a run config, a hardware profile, a model, --set.
-    expect_refused("run --backend sim --config " +
-                       write_temp("typo-run.json", R"({"model": "mixtral-8x7b", "batchh": 4})"),
-                   {"batchh", "unknown run config field", "did you mean batch?"});
+    expect_refused(
+        "run --backend sim --config " + write_temp("typo-run.json", R"({"model": "mixtral-8x7b", "batchh": 4})"),
+        {"batchh", "unknown run config field", "did you mean batch?"});
     json hw = read_json(kH200);
     hw["memory_bw_gbs"] = hw["memory_bw_gbps"];
     hw.erase("memory_bw_gbps");
@@ -212,8 +224,8 @@ TEST_CASE("near_names: typos, case, prefixes and parts, best first; nothing far"
     const std::vector<std::string> models = {"mixtral-8x7b", "mixtral-8x22b", "dbrx", "deepseek-v3", "qwen3-30b-a3b"};
     CHECK(near_names("mixtral", models) == std::vector<std::string>{"mixtral-8x7b", "mixtral-8x22b"});
     CHECK(near_names("MIXTRAL-8X7B", models) == std::vector<std::string>{"mixtral-8x7b"});  // case alone
-    CHECK(near_names("dbxr", models) == std::vector<std::string>{"dbrx"});                 // a transposition
-    CHECK(near_names("deepsek-v3", models) == std::vector<std::string>{"deepseek-v3"});    // a deletion
+    CHECK(near_names("dbxr", models) == std::vector<std::string>{"dbrx"});                  // a transposition
+    CHECK(near_names("deepsek-v3", models) == std::vector<std::string>{"deepseek-v3"});     // a deletion
     CHECK(near_names("llama", models).empty());
     CHECK(near_names("", models).empty());
     CHECK(near_names("mixtral-8x7b", models) == std::vector<std::string>{"mixtral-8x22b"});  // itself left out

@@ -58,7 +58,9 @@ json noisy_report(uint64_t seed, double scale, const std::string& backend, const
             sum += p.mean;
         }
         Stats s = draw(rng, scale * base, 0.02 * base, n);
-        runs.push_back({{"status", "ok"}, {"model", "tiny"}, {"batch", b},
+        runs.push_back({{"status", "ok"},
+                        {"model", "tiny"},
+                        {"batch", b},
                         {"axes", {{"backend", backend}, {"mode", "decode"}, {"batch", b}, {"context", 0}}},
                         {"iterations", {{"measured", n}}},
                         {"latency", {{"step", stats_json(s)}, {"phases", phases}, {"step_samples_us", s.samples}}},
@@ -70,7 +72,7 @@ json noisy_report(uint64_t seed, double scale, const std::string& backend, const
 }  // namespace
 
 TEST_CASE("classify: the noise band decides same / slower / faster", "[compare]") {
-    CompareOptions o;  // k = 3, z = 1.645, floor 1%
+    CompareOptions o;    // k = 3, z = 1.645, floor 1%
     o.threshold = 0.10;  // wider than the 82 us band below (at 5% those points would be inconclusive: next case)
     // se = sqrt(50^2/30 * 2) = 12.9 us -> 38.7 us; pooled sd 50 -> 82.25 us: the band is 82.25 us.
     CHECK(classify(1000, 50, 30, 1030, 50, 30, o).verdict == "same");
@@ -153,7 +155,8 @@ TEST_CASE("compare: every axis is a key; --match leaves the others as the contra
     REQUIRE(c["unmatched_b"].size() == 1);
     CHECK(c["unmatched_b"][0].get<std::string>().find("batch=8") != std::string::npos);
     REQUIRE(c["warnings"].size() == 1);
-    CHECK(c["warnings"][0]["message"] == "backend differs: cpu (A) vs cuda (B); compared anyway because --match leaves it out");
+    CHECK(c["warnings"][0]["message"] ==
+          "backend differs: cpu (A) vs cuda (B); compared anyway because --match leaves it out");
     std::string text = render_comparison(c, "text");
     CHECK(text.find("contrast: backend = cpu (A) vs cuda (B)") != std::string::npos);
     std::string md = render_comparison(c, "md");
@@ -221,7 +224,8 @@ TEST_CASE("moebench compare: exit codes for CI", "[compare][cli]") {
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("classify: a noise band wider than the threshold is inconclusive, with the iterations to rerun", "[compare]") {
+TEST_CASE("classify: a noise band wider than the threshold is inconclusive, with the iterations to rerun",
+          "[compare]") {
     CompareOptions o;  // threshold 5%: 50 us of A's 1000
     // 3 samples each, sd 300 (A) and 600 (B): k x se = 3 x sqrt(300^2/3 + 600^2/3) = 1161.9 us; B is 2x A, yet inside
     // the band. Before: "same", and the gate passed.
@@ -268,7 +272,8 @@ TEST_CASE("moebench compare: a noisy baseline is inconclusive and fails the gate
     CHECK_THAT(c.out, Catch::Contains("1 matched: 0 faster, 0 slower, 0 same, 1 inconclusive"));
     CHECK_THAT(c.err, Catch::Contains("inconclusive"));
     CHECK_THAT(c.err, Catch::Contains("rerun with more iterations"));
-    // The iterations that narrow 3 standard errors to 5% of A's mean (docs/sweep.md): 9 (sd_A^2 + sd_B^2) / (0.05 mean_A)^2.
+    // The iterations that narrow 3 standard errors to 5% of A's mean (docs/sweep.md): 9 (sd_A^2 + sd_B^2) / (0.05
+    // mean_A)^2.
     const double mean = a["runs"][0]["latency"]["step"]["mean_us"], sd = a["runs"][0]["latency"]["step"]["stdev_us"];
     const auto n = static_cast<int64_t>(std::ceil(9 * (sd * sd + 4 * sd * sd) / std::pow(0.05 * mean, 2)));
     CHECK(n > 1000);
@@ -300,7 +305,8 @@ TEST_CASE("moebench compare: points failed or missing in B fail the gate", "[com
     const std::string dir = test::temp_dir("compare-missing");
     const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
     const std::string pa = dir + "/a.json";
-    auto s = test::run_cli("sweep --backend sim --model " + tiny + " --quiet --warmup 0 --iters 2 --batch 1,2,3,4,5,6,7,8 --out " + pa);
+    auto s = test::run_cli("sweep --backend sim --model " + tiny +
+                           " --quiet --warmup 0 --iters 2 --batch 1,2,3,4,5,6,7,8 --out " + pa);
     INFO(s.err);
     REQUIRE(s.exit_code == 0);
     const json a = load_json_file(pa);
@@ -313,7 +319,8 @@ TEST_CASE("moebench compare: points failed or missing in B fail the gate", "[com
     // B: points 1-3 failed (as a sweep records them), points 4-7 absent. Only point 0 compares, and it is "same".
     json b = a;
     for (int i = 1; i <= 3; ++i)
-        b["runs"][i] = {{"status", "failed"}, {"error", "cuda error: an illegal memory access"}, {"axes", a["runs"][i]["axes"]}};
+        b["runs"][i] = {
+            {"status", "failed"}, {"error", "cuda error: an illegal memory access"}, {"axes", a["runs"][i]["axes"]}};
     b["runs"].erase(b["runs"].begin() + 4, b["runs"].end());
     b.erase("sweep");
     const std::string pb = write(b);

@@ -49,7 +49,8 @@ int32_t swap_at_tie(StepOut& ref, StepOut& got, size_t l, int64_t t) {
         z[next] = z[kth];
     }
     for (int64_t j = 0; j < k; ++j)
-        if (got.layers[l].ids[static_cast<size_t>(t * k + j)] == kth) got.layers[l].ids[static_cast<size_t>(t * k + j)] = next;
+        if (got.layers[l].ids[static_cast<size_t>(t * k + j)] == kth)
+            got.layers[l].ids[static_cast<size_t>(t * k + j)] = next;
     return next;
 }
 
@@ -63,8 +64,10 @@ TEST_CASE("conformance: every tiny family model x every variant passes --check o
     check_backend("cpu", false);
 }
 
-TEST_CASE("conformance: the whole-step comparison over every case, cpu against cpu at another thread count (the path "
-          "the GPU runs cuda against cpu)", "[conformance]") {
+TEST_CASE(
+    "conformance: the whole-step comparison over every case, cpu against cpu at another thread count (the path "
+    "the GPU runs cuda against cpu)",
+    "[conformance]") {
     compare_backends("cpu", "cpu", false, [](RunConfig& c) { c.options.num_threads = 1; });
 }
 
@@ -111,7 +114,8 @@ TEST_CASE("conformance: the whole-step comparison passes equal steps and fails w
         const std::vector<int32_t> order = by_logit(ref.layers[0], 5, ref.model.moe.num_experts);
         const int32_t kth = order[static_cast<size_t>(k - 1)], last = order.back();
         for (int64_t j = 0; j < k; ++j)
-            if (got.layers[0].ids[static_cast<size_t>(5 * k + j)] == kth) got.layers[0].ids[static_cast<size_t>(5 * k + j)] = last;
+            if (got.layers[0].ids[static_cast<size_t>(5 * k + j)] == kth)
+                got.layers[0].ids[static_cast<size_t>(5 * k + j)] = last;
     }
     c = compare_steps(ref, got, tol, tol);
     CHECK_FALSE(c.passed);
@@ -151,7 +155,7 @@ TEST_CASE("conformance: the whole-step comparison excuses a near-tie and only wh
         StepComparison c = compare_steps(ref, got, tol, tol);
         INFO(c.failure);
         CHECK(c.passed);
-        CHECK(c.excused == 9);  // tokens 3..11 of sequence 0 in the last layer
+        CHECK(c.excused == 9);                        // tokens 3..11 of sequence 0 in the last layer
         scale_row(got.layers[1].moe_in, 2, H, 3.0f);  // token 2 comes before it: still compared
         c = compare_steps(ref, got, tol, tol);
         CHECK_FALSE(c.passed);

@@ -21,8 +21,14 @@ using test::decode;
 using test::prefill;
 
 ModelConfig tiny_model(RoutingKind routing) {
-    ModelConfig m = test::tiny_gqa_moe("tiny", {.vocab_size = 32, .hidden_size = 16, .num_layers = 2, .num_heads = 2,
-                                                .num_kv_heads = 1, .head_dim = 8, .num_experts = 8, .top_k = 2,
+    ModelConfig m = test::tiny_gqa_moe("tiny", {.vocab_size = 32,
+                                                .hidden_size = 16,
+                                                .num_layers = 2,
+                                                .num_heads = 2,
+                                                .num_kv_heads = 1,
+                                                .head_dim = 8,
+                                                .num_experts = 8,
+                                                .top_k = 2,
                                                 .expert_intermediate_size = 12});
     m.family = "test";
     m.moe.routing = routing;
@@ -69,64 +75,69 @@ void route_ref(const ModelConfig& m, const std::vector<float>& l, const float* c
     const float scale = static_cast<float>(m.moe.routed_scaling_factor);
     w.assign(static_cast<size_t>(K), 0.0f);
     switch (m.moe.routing) {
-    case RoutingKind::softmax_topk: {
-        auto p = softmax(l);
-        ids = best_k(p, K, {});
-        float s = 0;
-        for (int j = 0; j < K; ++j) s += (w[j] = p[ids[j]]);
-        for (auto& x : w) x = (m.moe.norm_topk_prob ? x / s : x) * scale;
-        break;
-    }
-    case RoutingKind::topk_softmax: {
-        ids = best_k(l, K, {});
-        std::vector<float> sel;
-        for (int id : ids) sel.push_back(l[id]);
-        w = softmax(sel);
-        break;
-    }
-    case RoutingKind::topk_sigmoid:
-        ids = best_k(l, K, {});
-        for (int j = 0; j < K; ++j) w[j] = sigm(l[ids[j]]);
-        break;
-    case RoutingKind::sparsemixer: {  // modeling_phimoe.py sparsemixer, training=False
-        ids = best_k(l, 2, {});
-        const double eps2 = 2.0 * m.moe.router_jitter_noise;
-        for (int j = 0; j < 2; ++j) {
-            const double mx = l[ids[j]];
-            double sum = 0;
-            for (int i = 0; i < E; ++i)
-                if (!(j == 1 && i == ids[0]) && !((mx - l[i]) / std::max<double>(std::fabs(l[i]), mx) > eps2))
-                    sum += std::exp(l[i] - mx);
-            w[j] = static_cast<float>(1.0 / sum);
+        case RoutingKind::softmax_topk: {
+            auto p = softmax(l);
+            ids = best_k(p, K, {});
+            float s = 0;
+            for (int j = 0; j < K; ++j) s += (w[j] = p[ids[j]]);
+            for (auto& x : w) x = (m.moe.norm_topk_prob ? x / s : x) * scale;
+            break;
         }
-        break;
-    }
-    case RoutingKind::sigmoid_group_topk:
-    case RoutingKind::softmax_group_greedy: {
-        const bool v3 = m.moe.routing == RoutingKind::sigmoid_group_topk;
-        std::vector<float> s(static_cast<size_t>(E)), c(static_cast<size_t>(E));
-        if (v3) for (int i = 0; i < E; ++i) s[i] = sigm(l[i]);
-        else s = softmax(l);
-        for (int i = 0; i < E; ++i) c[i] = s[i] + (corr ? corr[i] : 0.0f);
-        const int G = static_cast<int>(m.moe.num_groups), gs = E / G;
-        std::vector<float> gscore(static_cast<size_t>(G));
-        for (int g = 0; g < G; ++g) {
-            std::vector<float> grp(c.begin() + g * gs, c.begin() + (g + 1) * gs);
-            std::sort(grp.rbegin(), grp.rend());
-            gscore[g] = v3 ? grp[0] + grp[1] : grp[0];
+        case RoutingKind::topk_softmax: {
+            ids = best_k(l, K, {});
+            std::vector<float> sel;
+            for (int id : ids) sel.push_back(l[id]);
+            w = softmax(sel);
+            break;
         }
-        auto gsel = best_k(gscore, static_cast<int>(m.moe.topk_groups), {});
-        std::vector<bool> allowed(static_cast<size_t>(E), false);
-        for (int g : gsel) for (int i = 0; i < gs; ++i) allowed[g * gs + i] = true;
-        ids = best_k(c, K, allowed);
-        float sum = 0;
-        for (int j = 0; j < K; ++j) sum += (w[j] = s[ids[j]]);
-        for (auto& x : w) {
-            if (v3) x = (m.moe.norm_topk_prob ? x / sum : x) * scale;
-            else x = m.moe.norm_topk_prob ? x / sum : x * scale;
+        case RoutingKind::topk_sigmoid:
+            ids = best_k(l, K, {});
+            for (int j = 0; j < K; ++j) w[j] = sigm(l[ids[j]]);
+            break;
+        case RoutingKind::sparsemixer: {  // modeling_phimoe.py sparsemixer, training=False
+            ids = best_k(l, 2, {});
+            const double eps2 = 2.0 * m.moe.router_jitter_noise;
+            for (int j = 0; j < 2; ++j) {
+                const double mx = l[ids[j]];
+                double sum = 0;
+                for (int i = 0; i < E; ++i)
+                    if (!(j == 1 && i == ids[0]) && !((mx - l[i]) / std::max<double>(std::fabs(l[i]), mx) > eps2))
+                        sum += std::exp(l[i] - mx);
+                w[j] = static_cast<float>(1.0 / sum);
+            }
+            break;
         }
-        break;
-    }
+        case RoutingKind::sigmoid_group_topk:
+        case RoutingKind::softmax_group_greedy: {
+            const bool v3 = m.moe.routing == RoutingKind::sigmoid_group_topk;
+            std::vector<float> s(static_cast<size_t>(E)), c(static_cast<size_t>(E));
+            if (v3)
+                for (int i = 0; i < E; ++i) s[i] = sigm(l[i]);
+            else
+                s = softmax(l);
+            for (int i = 0; i < E; ++i) c[i] = s[i] + (corr ? corr[i] : 0.0f);
+            const int G = static_cast<int>(m.moe.num_groups), gs = E / G;
+            std::vector<float> gscore(static_cast<size_t>(G));
+            for (int g = 0; g < G; ++g) {
+                std::vector<float> grp(c.begin() + g * gs, c.begin() + (g + 1) * gs);
+                std::sort(grp.rbegin(), grp.rend());
+                gscore[g] = v3 ? grp[0] + grp[1] : grp[0];
+            }
+            auto gsel = best_k(gscore, static_cast<int>(m.moe.topk_groups), {});
+            std::vector<bool> allowed(static_cast<size_t>(E), false);
+            for (int g : gsel)
+                for (int i = 0; i < gs; ++i) allowed[g * gs + i] = true;
+            ids = best_k(c, K, allowed);
+            float sum = 0;
+            for (int j = 0; j < K; ++j) sum += (w[j] = s[ids[j]]);
+            for (auto& x : w) {
+                if (v3)
+                    x = (m.moe.norm_topk_prob ? x / sum : x) * scale;
+                else
+                    x = m.moe.norm_topk_prob ? x / sum : x * scale;
+            }
+            break;
+        }
     }
 }
 
@@ -174,7 +185,11 @@ void check_block(const ModelConfig& m, const BlockRun& r, bool check_routing = t
     std::vector<float> rb, corr, bg, bu, bd;
     if (r.dump.find("router_bias")) rb = f32(r.dump, "router_bias");
     if (r.dump.find("e_score_correction_bias")) corr = f32(r.dump, "e_score_correction_bias");
-    if (r.dump.find("b_gate")) { bg = f32(r.dump, "b_gate"); bu = f32(r.dump, "b_up"); bd = f32(r.dump, "b_down"); }
+    if (r.dump.find("b_gate")) {
+        bg = f32(r.dump, "b_gate");
+        bu = f32(r.dump, "b_up");
+        bd = f32(r.dump, "b_down");
+    }
     const bool scale_in = m.moe.routing == RoutingKind::topk_sigmoid;
 
     // moe_in is the ffn norm of the residual (norm weights ~1 +- 0.1: check the RMS is ~1 per row).
@@ -225,7 +240,8 @@ void check_block(const ModelConfig& m, const BlockRun& r, bool check_routing = t
             }
         }
         if (r.dump.find("shared_w_gate")) {
-            const auto sg = f32(r.dump, "shared_w_gate"), su = f32(r.dump, "shared_w_up"), sd = f32(r.dump, "shared_w_down");
+            const auto sg = f32(r.dump, "shared_w_gate"), su = f32(r.dump, "shared_w_up"),
+                       sd = f32(r.dump, "shared_w_down");
             const int64_t SI = static_cast<int64_t>(sg.size()) / H;
             double gate = 1.0;
             if (r.dump.find("shared_gate_weight")) {
@@ -237,7 +253,10 @@ void check_block(const ModelConfig& m, const BlockRun& r, bool check_routing = t
             std::vector<float> a(static_cast<size_t>(SI));
             for (int64_t n = 0; n < SI; ++n) {
                 double g = 0, u = 0;
-                for (int64_t i = 0; i < H; ++i) { g += x[i] * sg[n * H + i]; u += x[i] * su[n * H + i]; }
+                for (int64_t i = 0; i < H; ++i) {
+                    g += x[i] * sg[n * H + i];
+                    u += x[i] * su[n * H + i];
+                }
                 a[n] = act_ref(m, static_cast<float>(g), static_cast<float>(u));
             }
             for (int64_t h = 0; h < H; ++h) {

@@ -41,7 +41,8 @@ double rel_err(const float* a, const std::vector<double>& ref) {
 }
 
 // y[m, n] = x[m, k] . w[n, k]^T
-std::vector<double> linear_ref(const float* x, const float* w, int64_t m, int64_t n, int64_t k, const float* b = nullptr) {
+std::vector<double> linear_ref(const float* x, const float* w, int64_t m, int64_t n, int64_t k,
+                               const float* b = nullptr) {
     std::vector<double> y(static_cast<size_t>(m * n));
     for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
@@ -185,8 +186,13 @@ TEST_CASE("gemm_xwt_many over experts with uneven rows in panel layout: each pro
             ys.emplace_back(static_cast<size_t>(rows * n), 7.0f);
         }
         for (size_t p = 0; p < ms.size(); ++p)
-            probs.push_back(XwtProblem{.m = ms[p], .n = n, .k = k, .x = xs[p].data(), .w = wps[p].data(),
-                                       .y = ys[p].data(), .w_panels = true});
+            probs.push_back(XwtProblem{.m = ms[p],
+                                       .n = n,
+                                       .k = k,
+                                       .x = xs[p].data(),
+                                       .w = wps[p].data(),
+                                       .y = ys[p].data(),
+                                       .w_panels = true});
         std::vector<double> us(ms.size(), -1.0);
         gemm_xwt_many(pool, probs.data(), static_cast<int64_t>(probs.size()), 0.0f, us.data());
         for (size_t p = 0; p < ms.size(); ++p) {
@@ -210,14 +216,19 @@ TEST_CASE("thread pool: every index once, back to back and after idling, and exc
         if (round % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(2));
         const int64_t n = 1 + (round * 37) % 1000;
         std::fill(hits.begin(), hits.end(), 0);
-        pool.parallel_for(n, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
-        }, 1 + round % 3);
+        pool.parallel_for(
+            n,
+            [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+            },
+            1 + round % 3);
         for (int64_t i = 0; i < 1000; ++i) REQUIRE(hits[static_cast<size_t>(i)] == (i < n ? 1 : 0));
     }
-    CHECK_THROWS_WITH(pool.parallel_for(64, [](int64_t b, int64_t) {
-        if (b >= 32) throw std::runtime_error("chunk failed");
-    }), "chunk failed");
+    CHECK_THROWS_WITH(pool.parallel_for(64,
+                                        [](int64_t b, int64_t) {
+                                            if (b >= 32) throw std::runtime_error("chunk failed");
+                                        }),
+                      "chunk failed");
     std::atomic<int64_t> sum{0};
     pool.parallel_for(100, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) sum += i;
@@ -339,8 +350,12 @@ ModelConfig attn_model(bool mla) {
     m.layer_is_moe = {0};
     m.dense_intermediate_size = 20;
     if (mla) {
-        m.attn = test::tiny_mla_attention({.num_heads = 3, .q_lora_rank = 10, .kv_lora_rank = 12,
-                                           .qk_nope_head_dim = 8, .qk_rope_head_dim = 4, .v_head_dim = 6});
+        m.attn = test::tiny_mla_attention({.num_heads = 3,
+                                           .q_lora_rank = 10,
+                                           .kv_lora_rank = 12,
+                                           .qk_nope_head_dim = 8,
+                                           .qk_rope_head_dim = 4,
+                                           .v_head_dim = 6});
     } else {
         m.attn.kind = AttentionKind::gqa;
         m.attn.num_heads = 4;
@@ -445,9 +460,11 @@ TEST_CASE("attention block via the backend: MLA (non-absorbed) prefill, then den
         rope_ref(kva.data() + t * (C + R) + C, R, pos, 10000.0);
         for (int64_t h = 0; h < nh; ++h) {
             rope_ref(q.data() + (t * nh + h) * dq + nope, R, pos, 10000.0);
-            for (int64_t i = 0; i < nope; ++i) K[(t * nh + h) * dq + i] = kvb[t * nh * (nope + dv) + h * (nope + dv) + i];
+            for (int64_t i = 0; i < nope; ++i)
+                K[(t * nh + h) * dq + i] = kvb[t * nh * (nope + dv) + h * (nope + dv) + i];
             for (int64_t i = 0; i < R; ++i) K[(t * nh + h) * dq + nope + i] = kva[t * (C + R) + C + i];
-            for (int64_t i = 0; i < dv; ++i) V[(t * nh + h) * dv + i] = kvb[t * nh * (nope + dv) + h * (nope + dv) + nope + i];
+            for (int64_t i = 0; i < dv; ++i)
+                V[(t * nh + h) * dv + i] = kvb[t * nh * (nope + dv) + h * (nope + dv) + nope + i];
         }
     }
     std::vector<double> attn(T * nh * dv);

@@ -3,9 +3,9 @@
 // figures against the sim's own run reports for the same steps, cost and energy by hand, the fit refusal, bad input,
 // the Pareto frontier of a hand-built set, the search and the disaggregated pools.
 #include "cli_helpers.hpp"
-#include "test_paths.hpp"
 #include "serving/deploy.hpp"
 #include "serving/steady_state.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -23,7 +23,8 @@ namespace {
 // step(D, p) = 1000 + 10 D + p microseconds, all of it attention: every figure below follows by hand.
 PhaseTimes fake_step(int64_t decode, int64_t prefill) {
     PhaseTimes t;
-    t.us[static_cast<size_t>(Phase::attention)] = 1000.0 + 10.0 * static_cast<double>(decode) + static_cast<double>(prefill);
+    t.us[static_cast<size_t>(Phase::attention)] =
+        1000.0 + 10.0 * static_cast<double>(decode) + static_cast<double>(prefill);
     return t;
 }
 
@@ -68,17 +69,19 @@ TEST_CASE("deploy's steady state by hand: chunks under the budget, the cycle, p9
 
     // p90 between two values: I 100, O 10, C 1, B 100: steps 1110 (the prompt beside D = 1) and 1010 x 9;
     // rank 8.1: 1010 + 0.1 x (1110 - 1010) = 1020.
-    const SteadyState one = steady_state({.isl = 100, .osl = 10, .concurrency = 1, .max_prefill_tokens = 100}, fake_step);
+    const SteadyState one =
+        steady_state({.isl = 100, .osl = 10, .concurrency = 1, .max_prefill_tokens = 100}, fake_step);
     CHECK(one.tpot_p90_us == Approx(1020));
     CHECK(one.ttft_us == Approx(1100));  // C = 1: the prompt alone, step(0, 100)
 
     // A prompt longer than the budget: I 250, B 100: chunks 100, 100, 50, each beside D - 1 = 0 others (C 1).
-    const SteadyState chunked = steady_state({.isl = 250, .osl = 1000, .concurrency = 1, .max_prefill_tokens = 100},
-                                             fake_step);
+    const SteadyState chunked =
+        steady_state({.isl = 250, .osl = 1000, .concurrency = 1, .max_prefill_tokens = 100}, fake_step);
     CHECK(chunked.ttft_us == Approx(2 * 1100 + 1050));
 
     // Prefill-bound: I 100, O 2, C 4, B 100: 4 steps of prompt chunks > O; S 4, D round(8 / 4) = 2.
-    const SteadyState bound = steady_state({.isl = 100, .osl = 2, .concurrency = 4, .max_prefill_tokens = 100}, fake_step);
+    const SteadyState bound =
+        steady_state({.isl = 100, .osl = 2, .concurrency = 4, .max_prefill_tokens = 100}, fake_step);
     CHECK(bound.prefill_bound);
     CHECK(bound.steps == 4);
     CHECK(bound.decode_batch == 2);
@@ -89,10 +92,11 @@ TEST_CASE("deploy's steady state by hand: chunks under the budget, the cycle, p9
     CHECK(bound.ttft_us == Approx(1110 + 1120));
 }
 
-TEST_CASE("the Pareto frontier of a hand-built set: no point on it dominated, every other point dominated", "[deploy]") {
+TEST_CASE("the Pareto frontier of a hand-built set: no point on it dominated, every other point dominated",
+          "[deploy]") {
     // (x = tokens/s/user, y = tokens/s/GPU)
-    const std::vector<std::pair<double, double>> pts = {
-        {10, 100}, {20, 90}, {15, 80}, {30, 50}, {30, 40}, {5, 100}, {40, 10}, {20, 90}, {25, 20}};
+    const std::vector<std::pair<double, double>> pts = {{10, 100}, {20, 90}, {15, 80}, {30, 50}, {30, 40},
+                                                        {5, 100},  {40, 10}, {20, 90}, {25, 20}};
     const std::vector<size_t> f = pareto_frontier(pts);
     // By hand: (10,100), (20,90), (30,50), (40,10); (5,100) is dominated by (10,100), the second (20,90) is a tie.
     CHECK(f == std::vector<size_t>{0, 1, 3, 6});
@@ -110,7 +114,8 @@ TEST_CASE("deploy's figures are the sim's own steps: C = 1 TTFT is the prompt's 
     const json d = cli_json(kPoint + "--isl 512 --osl 64 --concurrency 1");
     CHECK(d["schema"] == "moebench.deploy/1");
     CHECK(d["kind"] == "point");
-    const double prefill = sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --mode prefill --batch 1 --seq-len 512");
+    const double prefill =
+        sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --mode prefill --batch 1 --seq-len 512");
     const double decode = sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --batch 1 --context 544");
     CHECK(d["ttft_ms"].get<double>() == Approx(prefill).epsilon(1e-9));
     CHECK(d["cycle"]["decode_context"] == 544);  // isl + osl / 2
@@ -213,8 +218,9 @@ TEST_CASE("deploy on bad input: exit 2 naming the flag, the value and the fix", 
 }
 
 TEST_CASE("deploy search: the frontier per hardware is undominated, the best point meets the limits", "[deploy]") {
-    const std::string search = "deploy --model olmoe-1b-7b --isl 256 --osl 128 --gpus 1,2 --hardware h100-sxm,h200-sxm "
-                               "--concurrency 1,4,16 ";
+    const std::string search =
+        "deploy --model olmoe-1b-7b --isl 256 --osl 128 --gpus 1,2 --hardware h100-sxm,h200-sxm "
+        "--concurrency 1,4,16 ";
     const json d = cli_json(search + "--format json");
     CHECK(d["kind"] == "search");
     const json& pts = d["points"];
@@ -255,16 +261,18 @@ TEST_CASE("deploy search: the frontier per hardware is undominated, the best poi
 }
 
 TEST_CASE("deploy --disagg: TPOT from the decode pool's step, TTFT the prompt plus the KV transfer", "[deploy]") {
-    const json d = cli_json(kPoint + "--isl 512 --osl 64 --concurrency 8 --disagg --prefill-gpus 1 --prefill-layout tp=1 "
-                                     "--decode-gpus 2 --decode-layout ep=2");
+    const json d = cli_json(kPoint +
+                            "--isl 512 --osl 64 --concurrency 8 --disagg --prefill-gpus 1 --prefill-layout tp=1 "
+                            "--decode-gpus 2 --decode-layout ep=2");
     CHECK(d["kind"] == "disagg");
     CHECK(d["num_gpus"] == 3);
-    const double prefill = sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --mode prefill --batch 1 --seq-len 512");
+    const double prefill =
+        sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --mode prefill --batch 1 --seq-len 512");
     CHECK(d["prefill_pool"]["prompt_ms"].get<double>() == Approx(prefill).epsilon(1e-9));
     CHECK(d["ttft_ms"].get<double>() == Approx(prefill + d["kv_transfer_ms"].get<double>()));
     const int64_t batch = d["decode_pool"]["decode_batch"];
-    const double decode = sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --ep 2 --batch " + std::to_string(batch) +
-                                      " --context 544");
+    const double decode = sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --ep 2 --batch " +
+                                      std::to_string(batch) + " --context 544");
     CHECK(d["tpot_ms"].get<double>() == Approx(decode).epsilon(1e-9));
     CHECK(d["kv_transfer_ms"].get<double>() > 0);
 }
@@ -277,12 +285,15 @@ TEST_CASE("deploy -o writes the view to a file", "[deploy]") {
     CHECK(csv.rfind("hardware,num_gpus,", 0) == 0);
     CHECK(std::count(csv.begin(), csv.end(), '\n') == 2);
     // The same view as stdout's, by --out as by -o.
-    auto out = run_cli("deploy --model olmoe-1b-7b --isl 64 --osl 64 --concurrency 2 --format csv --out " + dir + "/b.csv");
+    auto out =
+        run_cli("deploy --model olmoe-1b-7b --isl 64 --osl 64 --concurrency 2 --format csv --out " + dir + "/b.csv");
     REQUIRE(out.exit_code == 0);
     CHECK(moebench::test::read_text(dir + "/b.csv") == run_cli("deploy --model olmoe-1b-7b --isl 64 --osl 64 "
-                                                                "--concurrency 2 --format csv").out);
+                                                               "--concurrency 2 --format csv")
+                                                           .out);
     // An input as the output is refused before anything is written: the model file (a copy) stays as it was.
-    const std::string model = moebench::test::read_text(std::string(MOEBENCH_SOURCE_DIR) + "/configs/models/olmoe-1b-7b.json");
+    const std::string model =
+        moebench::test::read_text(std::string(MOEBENCH_SOURCE_DIR) + "/configs/models/olmoe-1b-7b.json");
     const std::string copy = moebench::test::write_temp("olmoe.json", model);
     auto over = run_cli("deploy --model " + copy + " --isl 64 --osl 64 --concurrency 2 -o " + copy);
     INFO(over.err);
@@ -292,7 +303,8 @@ TEST_CASE("deploy -o writes the view to a file", "[deploy]") {
 }
 
 TEST_CASE("deploy search: --concurrency and --gpus take a sweep axis's lists and ranges", "[deploy]") {
-    const json d = cli_json("deploy --model olmoe-1b-7b --isl 64 --osl 64 --gpus 1..2 --concurrency 1..4 --format json");
+    const json d =
+        cli_json("deploy --model olmoe-1b-7b --isl 64 --osl 64 --gpus 1..2 --concurrency 1..4 --format json");
     CHECK(d["gpus"] == json::array({1, 2}));
     CHECK(d["concurrency"] == json::array({1, 2, 4}));
     std::set<int64_t> seen;
@@ -318,8 +330,9 @@ TEST_CASE("the serving groups of moebench deploy", "[deploy]") {
 }
 
 TEST_CASE("a sim run report's cost and energy per token, by hand from the profile", "[deploy]") {
-    const json rep = cli_json("run --backend sim --model olmoe-1b-7b --hardware h200-sxm --ep 2 --batch 16 --context 512 --layers 0 "
-                              "--record brief --warmup 0 --iters 1 --json -");
+    const json rep = cli_json(
+        "run --backend sim --model olmoe-1b-7b --hardware h200-sxm --ep 2 --batch 16 --context 512 --layers 0 "
+        "--record brief --warmup 0 --iters 1 --json -");
     const json& r = rep["runs"][0];
     const double tps = r["latency"]["whole_model"]["tokens_per_s"].get<double>();
     const json& c = r["cost_energy"];

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // moebench devices: what this machine has, as text and as JSON.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -45,7 +45,10 @@ public:
         return {};
     }
     void set_routing_override(const StepRouting*) override {}
-    void begin_step() override { marks = 0; calls.clear(); }
+    void begin_step() override {
+        marks = 0;
+        calls.clear();
+    }
     void run_phase(Phase p, int64_t slot) override { calls.emplace_back(p, slot); }
     void mark() override { ++marks; }
     std::vector<double> end_step() override {
@@ -67,14 +70,14 @@ TEST_CASE("phase list of a MoE layer (Mixtral-like)", "[engine]") {
 
 TEST_CASE("phase list with shared experts and expert parallelism", "[engine]") {
     ModelConfig m = tiny_model(2, {1, 1}, 1);
-    CHECK(names(phases_for_layer(m, 1, 1)) ==
-          std::vector<std::string>{"attn_norm", "qkv_proj", "attention", "o_proj", "ffn_norm", "router_gemm", "topk",
-                                   "permute", "expert_up", "activation", "expert_down", "shared_expert",
-                                   "unpermute_reduce"});
+    CHECK(names(phases_for_layer(m, 1, 1)) == std::vector<std::string>{"attn_norm", "qkv_proj", "attention", "o_proj",
+                                                                       "ffn_norm", "router_gemm", "topk", "permute",
+                                                                       "expert_up", "activation", "expert_down",
+                                                                       "shared_expert", "unpermute_reduce"});
     CHECK(names(phases_for_layer(m, 1, 4)) ==
           std::vector<std::string>{"attn_norm", "qkv_proj", "attention", "o_proj", "ffn_norm", "router_gemm", "topk",
-                                   "permute", "dispatch_a2a", "expert_up", "activation", "expert_down",
-                                   "shared_expert", "combine_a2a", "unpermute_reduce"});
+                                   "permute", "dispatch_a2a", "expert_up", "activation", "expert_down", "shared_expert",
+                                   "combine_a2a", "unpermute_reduce"});
 }
 
 TEST_CASE("dense-first layers run as dense; a dense model has no MoE phases", "[engine]") {

@@ -55,7 +55,8 @@ void expect_trace_is_r(const RoutingTrace& t) {
         for (int64_t tok = 0; tok < 3; ++tok)
             for (int64_t j = 0; j < 2; ++j) {
                 INFO("layer " << l << " token " << tok << " slot " << j);
-                CHECK(t.layer_ids(l)[tok * 2 + j] == kR[static_cast<size_t>(tok)][static_cast<size_t>(l)][static_cast<size_t>(j)]);
+                CHECK(t.layer_ids(l)[tok * 2 + j] ==
+                      kR[static_cast<size_t>(tok)][static_cast<size_t>(l)][static_cast<size_t>(j)]);
             }
 }
 
@@ -70,10 +71,10 @@ void expect_refused(const std::string& args, const std::vector<std::string>& nee
 
 TEST_CASE("trace convert: every engine's dump round-trips to the routing it encodes", "[engine_dumps]") {
     const std::string dir = test::temp_dir("convert");
-    for (const std::string file : {"vllm_r3_routing_u8.npy", "vllm_r3_completion_response.json",
-                                   "vllm_v021_completion_response.json", "sglang_generate_int32.json",
-                                   "sglang_generate_uint8.json", "megatron_router_trace_rank0.jsonl",
-                                   "megatron_chat_completion.json"}) {
+    for (const std::string file :
+         {"vllm_r3_routing_u8.npy", "vllm_r3_completion_response.json", "vllm_v021_completion_response.json",
+          "sglang_generate_int32.json", "sglang_generate_uint8.json", "megatron_router_trace_rank0.jsonl",
+          "megatron_chat_completion.json"}) {
         INFO(file);
         const auto r = run_cli("trace convert " + kDumps + file + " --model " + kModels + "tiny-e8.json -o " + dir +
                                "/t.safetensors");
@@ -111,7 +112,8 @@ TEST_CASE("trace convert: a dump's dense-layer rows are dropped by the model, no
 
 TEST_CASE("npy: header versions, signed and unsigned widths, and refusals naming the field", "[engine_dumps]") {
     const std::vector<int16_t> v = {-1, 300, 7, -32768};
-    const NpyArray a = parse_npy(npy_bytes("<i2", "(2, 2)", std::string(reinterpret_cast<const char*>(v.data()), 8)), "x.npy");
+    const NpyArray a =
+        parse_npy(npy_bytes("<i2", "(2, 2)", std::string(reinterpret_cast<const char*>(v.data()), 8)), "x.npy");
     CHECK(a.shape == std::vector<int64_t>{2, 2});
     CHECK(a.values == std::vector<int64_t>{-1, 300, 7, -32768});
     const NpyArray u = parse_npy(npy_bytes("|u1", "(3,)", std::string("\xff\x00\x05", 3)), "x.npy");
@@ -159,12 +161,15 @@ TEST_CASE("npy: mutated bytes are read or refused, never a crash", "[engine_dump
 TEST_CASE("trace convert: malformed engine dumps are exit 2 naming the file, the field and the fix", "[engine_dumps]") {
     const std::string e8 = " --model " + kModels + "tiny-e8.json";
     // SGLang's raw integers need the model's layers and top-k.
-    expect_refused(kDumps + "sglang_generate_int32.json", {"sglang_generate_int32.json", "meta_info.routed_experts", "--model"});
+    expect_refused(kDumps + "sglang_generate_int32.json",
+                   {"sglang_generate_int32.json", "meta_info.routed_experts", "--model"});
     // ... and a byte count that is no whole number of tokens.
     expect_refused(write_temp_json("s.json", R"({"meta_info": {"routed_experts": "AwAAAAcAAAAAAAAABQAAAAMA"}})") + e8,
                    {"s.json", "meta_info.routed_experts", "bytes", "--model"});
-    expect_refused(write_temp_json("d.json", R"({"meta_info": {"routed_experts_dtype": "float", "routed_experts": "AwcABQ"}})") + e8,
-                   {"d.json", "routed_experts_dtype", "int32"});
+    expect_refused(
+        write_temp_json("d.json", R"({"meta_info": {"routed_experts_dtype": "float", "routed_experts": "AwcABQ"}})") +
+            e8,
+        {"d.json", "routed_experts_dtype", "int32"});
     // vLLM: no routing returned; base64 that is not a .npy; not base64.
     expect_refused(write_temp_json("n.json", R"({"choices": [{"routed_experts": null}]})"),
                    {"n.json", "choices[0].routed_experts", "--enable-return-routed-experts"});
@@ -178,12 +183,14 @@ TEST_CASE("trace convert: malformed engine dumps are exit 2 naming the file, the
     expect_refused(write_temp_json("o.json", R"({"choices": [{"moe_topk_indices": [[[1,9],[3,4]]]}]})") + e8,
                    {"o.json", "moe_topk_indices[0][0][1]", "9", "logical expert ids"});
     // Megatron's trace: a record without top_indices, a step missing a layer.
-    expect_refused(write_temp_json("m.jsonl", "{\"step\": 0, \"layer\": 1, \"top_indices\": [[1, 2]]}\n"
-                                              "{\"step\": 0, \"layer\": 2, \"rank\": 0}\n"),
+    expect_refused(write_temp_json("m.jsonl",
+                                   "{\"step\": 0, \"layer\": 1, \"top_indices\": [[1, 2]]}\n"
+                                   "{\"step\": 0, \"layer\": 2, \"rank\": 0}\n"),
                    {"m.jsonl:2.top_indices", "is missing"});
-    expect_refused(write_temp_json("s.jsonl", "{\"step\": 0, \"layer\": 1, \"top_indices\": [[1, 2]]}\n"
-                                              "{\"step\": 0, \"layer\": 2, \"top_indices\": [[1, 3]]}\n"
-                                              "{\"step\": 1, \"layer\": 1, \"top_indices\": [[1, 2]]}\n"),
+    expect_refused(write_temp_json("s.jsonl",
+                                   "{\"step\": 0, \"layer\": 1, \"top_indices\": [[1, 2]]}\n"
+                                   "{\"step\": 0, \"layer\": 2, \"top_indices\": [[1, 3]]}\n"
+                                   "{\"step\": 1, \"layer\": 1, \"top_indices\": [[1, 2]]}\n"),
                    {"s.jsonl:3", "layers", "whole steps"});
     // Aggregate counts are not per-token routing.
     expect_refused(kDumps + "sglang_init_expert_location.json", {"logical_count", "counts"});

@@ -137,9 +137,9 @@ TEST_CASE("balance metrics engines log, by hand", "[expert_load][balance]") {
     // Layer A: ranks [4, 0] (mean 2, max 4); layer B: [2, 2] (mean 2, max 2); layer C idle, left out.
     const LoadBalance b = load_balance({{4, 0}, {2, 2}, {0, 0}});
     CHECK(b.layers == 2);
-    CHECK(b.balancedness == Approx((0.5 + 1.0) / 2));             // mean of mean/max per layer
+    CHECK(b.balancedness == Approx((0.5 + 1.0) / 2));                 // mean of mean/max per layer
     CHECK(b.sum_mean_over_sum_max == Approx((2.0 + 2.0) / (4 + 2)));  // sum of means / sum of maxima
-    CHECK(b.imbalance_mean == Approx((1.0 + 0.0) / 2));           // (max - mean) / mean, averaged
+    CHECK(b.imbalance_mean == Approx((1.0 + 0.0) / 2));               // (max - mean) / mean, averaged
     CHECK(b.imbalance_max == Approx(1.0));
     CHECK(b.imbalance_max_layer == 0);
     // One busy unit of N: 1/N, 1/N, N - 1.

@@ -2,18 +2,18 @@
 // Expert parallelism's host pieces: the dispatch formats bit for bit (hand-computed e4m3 and bf16 codes), expert
 // placement (contiguous blocks, replicas, files), and `moebench place` on a trace built to favour co-location and on
 // the real Mixtral traces. The multi-process runs themselves are tests/mpi_check.py (CTest moebench.mpi).
-#include "test_paths.hpp"
 #include "comm/process_group.hpp"
+#include "common/json_util.hpp"
 #include "core/dispatch_dtype.hpp"
 #include "model/phase_work.hpp"
 #include "model/placement.hpp"
-#include "common/json_util.hpp"
+#include "test_paths.hpp"
 #include "workload/placement_search.hpp"
 #include "workload/trace_import.hpp"
 
 #include "cli_helpers.hpp"
-#include "report/formats.hpp"
 #include "error_helpers.hpp"
+#include "report/formats.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -30,9 +30,9 @@ using moebench::test::run_cli;
 TEST_CASE("e4m3 codes of hand-picked values", "[ep][dispatch]") {
     using core::e4m3_from_float;
     using core::e4m3_to_float;
-    CHECK(e4m3_from_float(1.0f) == 0x38);          // exponent 7 (bias 7), mantissa 0
-    CHECK(e4m3_from_float(448.0f) == 0x7e);        // the largest finite value: 1.75 x 2^8
-    CHECK(e4m3_from_float(1000.0f) == 0x7e);       // saturates
+    CHECK(e4m3_from_float(1.0f) == 0x38);     // exponent 7 (bias 7), mantissa 0
+    CHECK(e4m3_from_float(448.0f) == 0x7e);   // the largest finite value: 1.75 x 2^8
+    CHECK(e4m3_from_float(1000.0f) == 0x7e);  // saturates
     CHECK(e4m3_from_float(-2.0f) == 0xc0);
     CHECK(e4m3_from_float(0.001953125f) == 0x01);  // 2^-9, the smallest subnormal
     CHECK(e4m3_from_float(0.015625f) == 0x08);     // 2^-6, the smallest normal
@@ -59,7 +59,8 @@ TEST_CASE("bf16 rounds to nearest even", "[ep][dispatch]") {
 TEST_CASE("an fp8 row: one scale per 128 channels, dequantised within e4m3's step", "[ep][dispatch]") {
     const int64_t H = 200;  // two scale blocks, the second partial
     std::vector<float> x(H), back(H);
-    for (int64_t i = 0; i < H; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * (i < 128 ? 3.0f : 0.01f);
+    for (int64_t i = 0; i < H; ++i)
+        x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * (i < 128 ? 3.0f : 0.01f);
     std::vector<uint8_t> wire(static_cast<size_t>(core::dispatch_row_bytes(core::DispatchDtype::fp8, H)));
     CHECK(wire.size() == 200 + 2 * 4);
     core::encode_row(core::DispatchDtype::fp8, x.data(), H, wire.data());
@@ -76,8 +77,8 @@ TEST_CASE("contiguous placement and replicas choose ranks as documented", "[ep][
     CHECK(c.dest_rank(5, 0, 0) == 2);
     CHECK(c.local_index(2, 5) == 1);
     CHECK(c.local_index(1, 5) == -1);
-    const json doc = {{"schema", kPlacementSchema}, {"num_experts", 4}, {"num_ranks", 2},
-                      {"experts_on_rank", {{0, 1, 3}, {2, 3}}}};
+    const json doc = {
+        {"schema", kPlacementSchema}, {"num_experts", 4}, {"num_ranks", 2}, {"experts_on_rank", {{0, 1, 3}, {2, 3}}}};
     const ExpertPlacement p = placement_from_json(doc, 4, 2, "p.json");
     CHECK(p.ranks_of_expert[3] == std::vector<int32_t>{0, 1});
     CHECK(p.dest_rank(3, 1, 0) == 1);  // a replica on the token's own rank: nothing crosses
@@ -200,8 +201,8 @@ TEST_CASE("place: planted pairs share a rank (8 experts, top-2, ep 4)", "[ep][pl
     const std::vector<std::vector<int32_t>> pairs = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
     const RoutingTrace t = planted_trace(8, 2, pairs, 0.9, 32, 64, 1);
     const PlacementSearch r = search_placement(t, 4, 0, 32);
-    INFO("dedup remote rows " << r.contiguous.dedup_remote_rows_per_step << " -> " << r.chosen.dedup_remote_rows_per_step
-                              << " (" << r.chosen_from << ")");
+    INFO("dedup remote rows " << r.contiguous.dedup_remote_rows_per_step << " -> "
+                              << r.chosen.dedup_remote_rows_per_step << " (" << r.chosen_from << ")");
     CHECK(one_group_per_rank(r.placement, pairs));
     CHECK(r.chosen.dedup_remote_rows_per_step <= 0.7 * r.contiguous.dedup_remote_rows_per_step);
     // By hand: a step's 32 tokens live 8 per rank; a token's pair is on its own rank 1/4 of the time, so about
@@ -211,8 +212,8 @@ TEST_CASE("place: planted pairs share a rank (8 experts, top-2, ep 4)", "[ep][pl
 }
 
 TEST_CASE("place: planted groups of 4 share a rank (16 experts, top-3, ep 4)", "[ep][placement]") {
-    // Groups {g, g+4, g+8, g+12}: contiguous blocks put each group's members on 4 different ranks (a token's 3 experts on
-    // 3 ranks); one group per rank puts them on one.
+    // Groups {g, g+4, g+8, g+12}: contiguous blocks put each group's members on 4 different ranks (a token's 3 experts
+    // on 3 ranks); one group per rank puts them on one.
     std::vector<std::vector<int32_t>> groups;
     for (int32_t g = 0; g < 4; ++g) groups.push_back({g, g + 4, g + 8, g + 12});
     const RoutingTrace t = planted_trace(16, 3, groups, 0.9, 32, 64, 2);
@@ -236,10 +237,14 @@ TEST_CASE("place: on the real Mixtral traces no worse than before the row-exact 
         double rows, max_over_mean;
     };
     const Before before[] = {
-        {"mixtral-8x7b-gsm8k.jsonl", 2, 0, 795.86, 1.1271},     {"mixtral-8x7b-gsm8k.jsonl", 2, 2, 636.43, 1.1141},
-        {"mixtral-8x7b-gsm8k.jsonl", 4, 0, 1405.14, 1.3245},    {"mixtral-8x7b-gsm8k.jsonl", 4, 4, 1168.29, 1.3624},
-        {"mixtral-8x7b-humaneval.jsonl", 2, 0, 777.90, 1.1199}, {"mixtral-8x7b-humaneval.jsonl", 2, 2, 618.30, 1.1211},
-        {"mixtral-8x7b-humaneval.jsonl", 4, 0, 1418.40, 1.3010}, {"mixtral-8x7b-humaneval.jsonl", 4, 4, 1185.30, 1.2654},
+        {"mixtral-8x7b-gsm8k.jsonl", 2, 0, 795.86, 1.1271},
+        {"mixtral-8x7b-gsm8k.jsonl", 2, 2, 636.43, 1.1141},
+        {"mixtral-8x7b-gsm8k.jsonl", 4, 0, 1405.14, 1.3245},
+        {"mixtral-8x7b-gsm8k.jsonl", 4, 4, 1168.29, 1.3624},
+        {"mixtral-8x7b-humaneval.jsonl", 2, 0, 777.90, 1.1199},
+        {"mixtral-8x7b-humaneval.jsonl", 2, 2, 618.30, 1.1211},
+        {"mixtral-8x7b-humaneval.jsonl", 4, 0, 1418.40, 1.3010},
+        {"mixtral-8x7b-humaneval.jsonl", 4, 4, 1185.30, 1.2654},
     };
     for (const Before& b : before) {
         ImportSummary summary;
@@ -257,15 +262,16 @@ TEST_CASE("place: on the real Mixtral traces no worse than before the row-exact 
         CHECK(r.chosen.dedup_remote_rows_per_step <= b.rows * 1.005);
         CHECK(r.chosen.max_over_mean_rank_load <= b.max_over_mean * 1.005);
         // Fewer rows than contiguous, no worse balanced; a replica per rank: most experts found at home.
-        CHECK(r.chosen.dedup_remote_rows_per_step < r.contiguous.dedup_remote_rows_per_step * (b.replicas > 0 ? 0.9 : 1.0));
+        CHECK(r.chosen.dedup_remote_rows_per_step <
+              r.contiguous.dedup_remote_rows_per_step * (b.replicas > 0 ? 0.9 : 1.0));
         CHECK(r.chosen.max_over_mean_rank_load <= r.contiguous.max_over_mean_rank_load * 1.02);
     }
 }
 
 TEST_CASE("place: 384 experts on 384 ranks with 384 replicas is bounded work", "[ep][placement]") {
     // Before the incremental search this took about 2 minutes (every candidate replica re-modeled every rank: E N^2
-    // per replica); the work now grows as E N per pass and (E + N log N + slots N) per replica. No wall time is asserted:
-    // the count of swaps the search looked at stays within its passes x experts x target ranks.
+    // per replica); the work now grows as E N per pass and (E + N log N + slots N) per replica. No wall time is
+    // asserted: the count of swaps the search looked at stays within its passes x experts x target ranks.
     std::vector<std::vector<int32_t>> groups;
     for (int32_t g = 0; g < 48; ++g) {
         groups.emplace_back();
@@ -305,8 +311,8 @@ TEST_CASE("moebench place writes a placement that run --placement reads back", "
 TEST_CASE("place: the terminal view is a view of the placement file", "[ep][placement][cli]") {
     const std::string dir = moebench::test::temp_dir("place_view");
     const std::string trace = std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-gsm8k.jsonl";
-    const CliResult r = run_cli("place --trace " + trace + " --ep 4 --replicas 4 --model mixtral-8x7b -o " + dir +
-                                "/p.json");
+    const CliResult r =
+        run_cli("place --trace " + trace + " --ep 4 --replicas 4 --model mixtral-8x7b -o " + dir + "/p.json");
     REQUIRE(r.exit_code == 0);
     const json doc = json::parse(moebench::test::read_text(dir + "/p.json"));
     CHECK(r.out == render_view(doc, DocKind::placement, "text") + "placement: " + dir + "/p.json\n");
@@ -319,8 +325,8 @@ TEST_CASE("place: the terminal view is a view of the placement file", "[ep][plac
     CHECK(p["placed"]["dedup_remote_bytes_per_step"].get<double>() ==
           Approx(p["placed"]["dedup_remote_rows_per_step"].get<double>() * 2 * 4096));
     // --format json: the file's document on stdout; a format a placement has no view in is refused by name.
-    const CliResult j = run_cli("place --trace " + trace + " --ep 4 --replicas 4 --model mixtral-8x7b --format json -o " +
-                                dir + "/p2.json");
+    const CliResult j = run_cli("place --trace " + trace +
+                                " --ep 4 --replicas 4 --model mixtral-8x7b --format json -o " + dir + "/p2.json");
     REQUIRE(j.exit_code == 0);
     CHECK(json::parse(j.out) == json::parse(moebench::test::read_text(dir + "/p2.json")));
     const CliResult bad = run_cli("place --trace " + trace + " --ep 4 --format csv -o " + dir + "/p3.json");
@@ -336,8 +342,8 @@ TEST_CASE("place refuses a replica count whose search would run for many minutes
         std::ofstream f(dir + "/t.txt");
         f << "4095 0\n1 2\n";
     }
-    const CliResult r = run_cli("place --trace " + dir + "/t.txt --ep 4096 --replicas 409600 --batch 4096 -o " + dir +
-                                "/p.json");
+    const CliResult r =
+        run_cli("place --trace " + dir + "/t.txt --ep 4096 --replicas 409600 --batch 4096 -o " + dir + "/p.json");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("--replicas") && Catch::Contains("beyond the bound") &&
                           Catch::Contains("use --replicas 8192 or fewer"));
@@ -358,7 +364,8 @@ TEST_CASE("a2a traffic by placement and dispatch mode, hand-computed", "[ep][pla
     CHECK(t.at(0, 1) == 20.0);
     CHECK(t.at(1, 0) == 20.0);
     // {0, 2} | {1, 3}: only t0's expert 3 and t2's expert 0 cross.
-    const json doc = {{"schema", kPlacementSchema}, {"num_experts", 4}, {"num_ranks", 2}, {"experts_on_rank", {{0, 2}, {1, 3}}}};
+    const json doc = {
+        {"schema", kPlacementSchema}, {"num_experts", 4}, {"num_ranks", 2}, {"experts_on_rank", {{0, 2}, {1, 3}}}};
     t = a2a_traffic(shape, r, 10.0, placement_from_json(doc, 4, 2, "p.json"), false);
     CHECK(t.at(0, 1) == 10.0);
     CHECK(t.at(1, 0) == 10.0);
@@ -369,12 +376,15 @@ TEST_CASE("the sim models a placement file and the dispatch mode", "[ep][placeme
     const std::string dir = moebench::test::temp_dir("sim-place");
     const std::string trace = std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-gsm8k.jsonl";
     REQUIRE(run_cli("place --trace " + trace + " --ep 4 --replicas 4 -o " + dir + "/p.json").exit_code == 0);
-    const std::string base = "run --backend sim --model mixtral-8x7b --layers 1 --batch 64 --ep 4 --iters 1 --warmup 0 ";
+    const std::string base =
+        "run --backend sim --model mixtral-8x7b --layers 1 --batch 64 --ep 4 --iters 1 --warmup 0 ";
     const CliResult placed = run_cli(base + "--placement " + dir + "/p.json --out " + dir + "/placed.json");
     REQUIRE(placed.exit_code == 0);
     const json rec = load_json_file(dir + "/placed.json")["runs"][0];
-    CHECK_THAT(rec["backend_info"]["ep_layout"].get<std::string>(), Catch::Contains("p.json") && Catch::Contains("dedup"));
-    const CliResult single = run_cli("run --backend cpu --model mixtral-8x7b --layers 1 --placement " + dir + "/p.json");
+    CHECK_THAT(rec["backend_info"]["ep_layout"].get<std::string>(),
+               Catch::Contains("p.json") && Catch::Contains("dedup"));
+    const CliResult single =
+        run_cli("run --backend cpu --model mixtral-8x7b --layers 1 --placement " + dir + "/p.json");
     CHECK(single.exit_code == 2);
     CHECK_THAT(single.err, Catch::Contains("placement") && Catch::Contains("--ep"));
 }
@@ -402,11 +412,12 @@ TEST_CASE("place's prediction is what a run replaying the trace moves", "[ep][pl
     REQUIRE(steps >= 2);
     for (const bool placed : {true, false}) {
         INFO((placed ? "placed" : "contiguous"));
-        const CliResult r = run_cli("run --backend sim --model mixtral-8x7b --routing trace:" + dir +
-                                    "/t.safetensors --ep 4 --batch 32 --context 128 --layers 32 --warmup 0 --min-time 0 "
-                                    "--iters " + std::to_string(steps) +
-                                    (placed ? " --placement " + dir + "/p.json" : std::string()) + " --out " + dir +
-                                    "/run.json");
+        const CliResult r =
+            run_cli("run --backend sim --model mixtral-8x7b --routing trace:" + dir +
+                    "/t.safetensors --ep 4 --batch 32 --context 128 --layers 32 --warmup 0 --min-time 0 "
+                    "--iters " +
+                    std::to_string(steps) + (placed ? " --placement " + dir + "/p.json" : std::string()) + " --out " +
+                    dir + "/run.json");
         INFO(r.err);
         REQUIRE(r.exit_code == 0);
         const json rec = load_json_file(dir + "/run.json")["runs"][0];

@@ -17,16 +17,16 @@
 
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
-#include "test_paths.hpp"
 #include "report_edit.hpp"
+#include "test_paths.hpp"
 
 using namespace moebench;
 
 namespace {
 
-const std::vector<std::string> kLayerPhases = {"attn_norm", "qkv_proj",   "attention",   "o_proj",
-                                               "ffn_norm",  "router_gemm", "topk",       "permute",
-                                               "expert_up", "activation", "expert_down", "unpermute_reduce"};
+const std::vector<std::string> kLayerPhases = {"attn_norm", "qkv_proj",    "attention",   "o_proj",
+                                               "ffn_norm",  "router_gemm", "topk",        "permute",
+                                               "expert_up", "activation",  "expert_down", "unpermute_reduce"};
 
 // Two MoE layers, 4 experts; phase p of layer l takes (10 + p + l) us; embed 3, final_norm 2, lm_head 5.
 json constructed_run(int batch, bool with_roofline) {
@@ -47,41 +47,70 @@ json constructed_run(int batch, bool with_roofline) {
     double total = 0;
     for (auto& [k, v] : sum) total += v;
     for (auto& [k, v] : sum) {
-        phases[k] = {{"mean_us", v}, {"p50_us", v}, {"p95_us", v * 1.1}, {"p99_us", v * 1.2}, {"min_us", v * 0.9},
-                     {"max_us", v * 1.3}, {"stdev_us", v * 0.05}, {"cv", 0.05}, {"share", v / total}};
+        phases[k] = {{"mean_us", v},         {"p50_us", v},       {"p95_us", v * 1.1},
+                     {"p99_us", v * 1.2},    {"min_us", v * 0.9}, {"max_us", v * 1.3},
+                     {"stdev_us", v * 0.05}, {"cv", 0.05},        {"share", v / total}};
         if (with_roofline) phases[k]["flops"] = 1e6 * v, phases[k]["bytes"] = 1e4 * v;
     }
     // The step's samples (mean `total`) and their statistics (report_edit.hpp), as the reader checks them.
     const std::vector<double> samples = {total * 0.95, total * 0.97, total * 0.98, total * 1.1};
     json load = json::array();
     for (int l = 0; l < 2; ++l)
-        load.push_back({{"layer", l}, {"tokens_per_expert", {8, 4, 2, 2}}, {"max_over_mean", 2.0}, {"cv", 0.6}, {"gini", 0.3},
-                        {"idle_experts", 0}, {"dropped", 0},
+        load.push_back({{"layer", l},
+                        {"tokens_per_expert", {8, 4, 2, 2}},
+                        {"max_over_mean", 2.0},
+                        {"cv", 0.6},
+                        {"gini", 0.3},
+                        {"idle_experts", 0},
+                        {"dropped", 0},
                         {"windows", {{"window_tokens", 4}, {"counts", {{4, 2, 1, 1}, {4, 2, 1, 1}}}}},
                         {"coactivation", {{0, 3, 1, 0}, {3, 0, 1, 0}, {1, 1, 0, 2}, {0, 0, 2, 0}}}});
-    return json{{"status", "ok"}, {"model", "tiny, \"quoted\""}, {"mode", "decode"}, {"batch", batch}, {"seq_len", 1},
-                {"context", 0}, {"num_tokens", batch},
-                {"axes", {{"backend", "cpu"}, {"mode", "decode"}, {"batch", batch}, {"seq_len", 1}, {"context", 0},
-                          {"routing", "router"}, {"ep", 1}, {"capacity_factor", 0}, {"soft_topn", 0}, {"layers", 2}}},
+    return json{{"status", "ok"},
+                {"model", "tiny, \"quoted\""},
+                {"mode", "decode"},
+                {"batch", batch},
+                {"seq_len", 1},
+                {"context", 0},
+                {"num_tokens", batch},
+                {"axes",
+                 {{"backend", "cpu"},
+                  {"mode", "decode"},
+                  {"batch", batch},
+                  {"seq_len", 1},
+                  {"context", 0},
+                  {"routing", "router"},
+                  {"ep", 1},
+                  {"capacity_factor", 0},
+                  {"soft_topn", 0},
+                  {"layers", 2}}},
                 {"sweep_point", {{"batch", batch}}},
                 {"iterations", {{"measured", 4}}},
-                {"latency", {{"source", "measured"},
-                             {"step", test::stats_of(samples)},
-                             {"phases", phases}, {"per_layer", per_layer},
-                             {"step_samples_us", samples}}},
+                {"latency",
+                 {{"source", "measured"},
+                  {"step", test::stats_of(samples)},
+                  {"phases", phases},
+                  {"per_layer", per_layer},
+                  {"step_samples_us", samples}}},
                 {"throughput", {{"source", "measured"}, {"tokens_per_s", batch / (total * 1e-6)}}},
                 {"expert_load", {{"source", "counted"}, {"per_layer", load}}}};
 }
 
 json constructed_report(bool with_roofline = false) {
-    json runs = {constructed_run(1, with_roofline), constructed_run(4, with_roofline),
-                 {{"status", "skipped"}, {"skip_reason", "out of memory, batch 64"}, {"batch", 64},
+    json runs = {constructed_run(1, with_roofline),
+                 constructed_run(4, with_roofline),
+                 {{"status", "skipped"},
+                  {"skip_reason", "out of memory, batch 64"},
+                  {"batch", 64},
                   {"axes", {{"backend", "cpu"}, {"batch", 64}}}}};
-    return json{{"schema", "moebench.report/1"}, {"command", "moebench sweep --batch 1,4,64"},
+    return json{{"schema", "moebench.report/1"},
+                {"command", "moebench sweep --batch 1,4,64"},
                 {"tool", {{"version", "0.1.0"}, {"git_rev", "abc"}, {"build_type", "Release"}}},
-                {"config", {{"run", {{"model", "tiny"}}}}}, {"runs", runs},
-                {"sweep", {{"golden", {{"run_index", 1}, {"reason", "batch 4: test"}}}, {"series", json::array()},
-                           {"slo_p95_ms", 1.0}}}};
+                {"config", {{"run", {{"model", "tiny"}}}}},
+                {"runs", runs},
+                {"sweep",
+                 {{"golden", {{"run_index", 1}, {"reason", "batch 4: test"}}},
+                  {"series", json::array()},
+                  {"slo_p95_ms", 1.0}}}};
 }
 
 std::vector<std::string> lines_of(const std::string& s) {
@@ -99,12 +128,18 @@ std::vector<std::string> csv_split(const std::string& line) {
     for (size_t i = 0; i < line.size(); ++i) {
         char c = line[i];
         if (q) {
-            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') f.back() += '"', ++i;
-            else if (c == '"') q = false;
-            else f.back() += c;
-        } else if (c == '"') q = true;
-        else if (c == ',') f.emplace_back();
-        else f.back() += c;
+            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+                f.back() += '"', ++i;
+            else if (c == '"')
+                q = false;
+            else
+                f.back() += c;
+        } else if (c == '"')
+            q = true;
+        else if (c == ',')
+            f.emplace_back();
+        else
+            f.back() += c;
     }
     return f;
 }
@@ -115,13 +150,14 @@ TEST_CASE("csv: exact header, one row per point x phase", "[formats]") {
     std::string csv = render_report(constructed_report(), "csv");
     auto lines = lines_of(csv);
     // The documented header (docs/csv-columns.md); changing it breaks users' spreadsheets.
-    CHECK(lines[0] ==
-          "point,status,reason,model,backend,mode,batch,seq_len,context,num_tokens,routing,ep,capacity_factor,soft_topn,"
-          "layers,extra_axes,phase,phase_group,phase_mean_us,phase_p50_us,phase_p95_us,phase_p99_us,phase_min_us,"
-          "phase_max_us,phase_stdev_us,phase_cv,phase_share,step_mean_us,step_p50_us,step_p95_us,step_p99_us,step_cv,"
-          "tokens_per_s,iterations,load_max_over_mean_avg,timing_source,low_confidence,energy_j_per_token,energy_scope,"
-          "host_contended,throttled,rank,tp,attention_dp,moe_tp,moe_ep,dtype,expert_dtype,kv_dtype,first_layer,"
-          "redundant_experts,resident_experts,offload_ratio,offload_policy,prune_below");
+    CHECK(
+        lines[0] ==
+        "point,status,reason,model,backend,mode,batch,seq_len,context,num_tokens,routing,ep,capacity_factor,soft_topn,"
+        "layers,extra_axes,phase,phase_group,phase_mean_us,phase_p50_us,phase_p95_us,phase_p99_us,phase_min_us,"
+        "phase_max_us,phase_stdev_us,phase_cv,phase_share,step_mean_us,step_p50_us,step_p95_us,step_p99_us,step_cv,"
+        "tokens_per_s,iterations,load_max_over_mean_avg,timing_source,low_confidence,energy_j_per_token,energy_scope,"
+        "host_contended,throttled,rank,tp,attention_dp,moe_tp,moe_ep,dtype,expert_dtype,kv_dtype,first_layer,"
+        "redundant_experts,resident_experts,offload_ratio,offload_policy,prune_below");
     const size_t ncol = csv_columns().size();
     // 2 ok points x 15 phases + 1 skipped point.
     REQUIRE(lines.size() == 1 + 2 * 15 + 1);
@@ -154,9 +190,10 @@ TEST_CASE("csv: exact header, one row per point x phase", "[formats]") {
 TEST_CASE("html: every chart, golden point marked, no external reference", "[formats]") {
     for (bool roof : {false, true}) {
         std::string html = render_report(constructed_report(roof), "html");
-        for (const char* id : {"chart-phase-stack", "chart-throughput-p95", "chart-expert-heatmap", "chart-expert-heatmap-layer-0",
-                               "chart-expert-heatmap-layer-1", "chart-tokens-per-expert", "chart-tokens-per-expert-layer-0",
-                               "chart-tokens-per-expert-layer-1", "chart-coactivation", "chart-roofline", "golden-point"})
+        for (const char* id :
+             {"chart-phase-stack", "chart-throughput-p95", "chart-expert-heatmap", "chart-expert-heatmap-layer-0",
+              "chart-expert-heatmap-layer-1", "chart-tokens-per-expert", "chart-tokens-per-expert-layer-0",
+              "chart-tokens-per-expert-layer-1", "chart-coactivation", "chart-roofline", "golden-point"})
             CHECK(html.find(std::string("id=\"") + id + "\"") != std::string::npos);
         CHECK(html.find("http") == std::string::npos);
         CHECK(html.find("//") == std::string::npos);
@@ -167,8 +204,10 @@ TEST_CASE("html: every chart, golden point marked, no external reference", "[for
         // Roofline: placed phases when FLOPs/bytes exist, else an explicit "not available".
         size_t at = html.find("id=\"chart-roofline\"");
         std::string roof_svg = html.substr(at, html.find("</svg>", at) - at);
-        if (roof) CHECK(roof_svg.find("<circle") != std::string::npos);
-        else CHECK(roof_svg.find("not available") != std::string::npos);
+        if (roof)
+            CHECK(roof_svg.find("<circle") != std::string::npos);
+        else
+            CHECK(roof_svg.find("not available") != std::string::npos);
         CHECK(html.find("out of memory, batch 64") != std::string::npos);
     }
 }
@@ -203,13 +242,19 @@ TEST_CASE("chrome trace: valid JSON, a slice per phase per layer laid end to end
                 ++found;
             }
         CHECK(found == 1);
-        CHECK(ts == Approx(3 + 2 + 5 + [] { double s = 0; for (int l = 0; l < 2; ++l) for (int p = 0; p < 12; ++p) s += 10 + p + l; return s; }()));
+        CHECK(ts == Approx(3 + 2 + 5 + [] {
+                  double s = 0;
+                  for (int l = 0; l < 2; ++l)
+                      for (int p = 0; p < 12; ++p) s += 10 + p + l;
+                  return s;
+              }()));
     }
 }
 
 TEST_CASE("prometheus: well-formed exposition with HELP/TYPE and consistent histograms", "[formats]") {
     std::string prom = render_report(constructed_report(), "prom");
-    static const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*)?\})? (-?[0-9.eE+-]+|NaN|\+Inf|-Inf)$)");
+    static const std::regex sample(
+        R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*)?\})? (-?[0-9.eE+-]+|NaN|\+Inf|-Inf)$)");
     std::map<std::string, std::string> type_of;
     std::set<std::string> finished;  // families whose block has ended
     std::string current;
@@ -236,7 +281,8 @@ TEST_CASE("prometheus: well-formed exposition with HELP/TYPE and consistent hist
         std::string name = m[1];
         std::string family = name;
         for (const char* suf : {"_bucket", "_sum", "_count"})
-            if (!type_of.count(family) && family.size() > strlen(suf) && family.substr(family.size() - strlen(suf)) == suf)
+            if (!type_of.count(family) && family.size() > strlen(suf) &&
+                family.substr(family.size() - strlen(suf)) == suf)
                 family = family.substr(0, family.size() - strlen(suf));
         CHECK(family == current);  // samples sit inside their family's block, after HELP and TYPE
         if (type_of[family] == "counter") CHECK(name.substr(name.size() - 6) == "_total");
@@ -285,9 +331,12 @@ TEST_CASE("views say which percentiles are weak, the energy per token and whethe
     json& run = report["runs"][0];
     run["latency"]["step"]["low_confidence"] = {"p95_us", "p99_us"};
     run["conditions"] = {
-        {"host", {{"contended", true}, {"throttled", nullptr}, {"note", "other processes used 40% of all CPU time"},
-                  {"energy", {{"source", "counter"}, {"scope", "RAPL package zones"}, {"joules", 2.0},
-                              {"joules_per_token", 0.25}}}}},
+        {"host",
+         {{"contended", true},
+          {"throttled", nullptr},
+          {"note", "other processes used 40% of all CPU time"},
+          {"energy",
+           {{"source", "counter"}, {"scope", "RAPL package zones"}, {"joules", 2.0}, {"joules_per_token", 0.25}}}}},
         {"device", {{"throttled", false}, {"energy", {{"available", false}, {"reason", "no NVML"}}}}}};
     const std::string csv = render_report(report, "csv");
     const auto header = csv_split(lines_of(csv)[0]);
@@ -356,7 +405,8 @@ TEST_CASE("format table: each kind's views, and a format a kind lacks refused na
         const bool report = k == DocKind::report, deploy = k == DocKind::deploy, offload = k == DocKind::offload;
         for (const char* f : {"trace", "prom"})
             CHECK(test::config_error_of([&] { parse_format(f, k, "--format"); }).empty() == report);
-        CHECK(test::config_error_of([&] { parse_format("csv", k, "--format"); }).empty() == (report || deploy || offload));
+        CHECK(test::config_error_of([&] { parse_format("csv", k, "--format"); }).empty() ==
+              (report || deploy || offload));
         CHECK(test::config_error_of([&] { parse_format("html", k, "--format"); }).empty() == (report || deploy));
     }
     CHECK(format_names(DocKind::report) ==
@@ -400,7 +450,8 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
         INFO(args);
         const auto r = test::run_cli(args);
         CHECK(r.exit_code == 2);
-        CHECK_THAT(r.err, Catch::StartsWith("moebench: error: --format: ") && Catch::Contains("use one of: " + formats));
+        CHECK_THAT(r.err,
+                   Catch::StartsWith("moebench: error: --format: ") && Catch::Contains("use one of: " + formats));
     }
     // The help texts list the kind's formats from the table.
     CHECK_THAT(test::run_cli("plan --help").out, Catch::Contains("text | json"));
@@ -419,7 +470,8 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
                Catch::Contains("a hardware field table has no csv view"));
 
     // run's terminal summary is the report's text view; a sweep's summary is its report's text view.
-    const auto run = test::run_cli("run --backend sim --model " + tiny + " --batch 4 --layers 2 --out " + dir + "/r.json");
+    const auto run =
+        test::run_cli("run --backend sim --model " + tiny + " --batch 4 --layers 2 --out " + dir + "/r.json");
     REQUIRE(run.exit_code == 0);
     const auto text = test::run_cli("report " + dir + "/r.json --format text");
     REQUIRE(text.exit_code == 0);
@@ -428,9 +480,10 @@ TEST_CASE("format table: every subcommand that prints a view takes --format from
                                      "/s.json --format text");
     REQUIRE(sweep.exit_code == 0);
     const std::string sweep_text = test::read_text(dir + "/s.txt");  // --format text: the view next to the report
-    CHECK_THAT(sweep_text, Catch::StartsWith("point ") && Catch::Contains("batch=2") && Catch::Contains("golden point"));
-    CHECK(sweep.out == sweep_text + "report: " + dir + "/s.json\njournal: " + dir + "/s.jsonl\nwrote: " + dir +
-                           "/s.txt\n");
+    CHECK_THAT(sweep_text,
+               Catch::StartsWith("point ") && Catch::Contains("batch=2") && Catch::Contains("golden point"));
+    CHECK(sweep.out ==
+          sweep_text + "report: " + dir + "/s.json\njournal: " + dir + "/s.jsonl\nwrote: " + dir + "/s.txt\n");
     CHECK(test::run_cli("report " + dir + "/s.json --format text").out == sweep_text);
     std::filesystem::remove_all(dir);
 }

@@ -3,12 +3,12 @@
 // fuzz target used (fuzz/readers.hpp) and must end in an exit-2 error (ConfigError / UnsupportedError). Each replay
 // runs in a child process with a memory and time limit, so a crash, a hang or an allocation bomb fails this test
 // instead of taking the test binary (or the machine) down. Plus checks that the readers reach the library at all.
-#include "test_paths.hpp"
 #include <catch2/catch.hpp>
+#include "test_paths.hpp"
 
 #include "cli_helpers.hpp"
-#include "report_edit.hpp"
 #include "fuzz/readers.hpp"
+#include "report_edit.hpp"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -136,11 +136,11 @@ void use_test_scratch() { ::setenv("MOEBENCH_FUZZ_TMPDIR", test::temp_dir("fuzz-
 
 }  // namespace
 
-#define CHECK_REPLAY(reader, bytes, expected_kind)              \
-    do {                                                        \
-        const Outcome o_ = replay_here(reader, bytes);          \
-        INFO((reader) << ": " << o_.detail);                    \
-        CHECK(o_.kind == (expected_kind));                      \
+#define CHECK_REPLAY(reader, bytes, expected_kind)     \
+    do {                                               \
+        const Outcome o_ = replay_here(reader, bytes); \
+        INFO((reader) << ": " << o_.detail);           \
+        CHECK(o_.kind == (expected_kind));             \
     } while (false)
 
 TEST_CASE("fuzz regressions: every folder names a reader and holds reproducers", "[fuzz]") {
@@ -217,8 +217,11 @@ TEST_CASE("fuzz readers: broken inputs end in a ConfigError", "[fuzz]") {
         CHECK_REPLAY(r.name, "{\"\xff\n", Outcome::expected_error);
     }
     // A journal line of another sweep (other fingerprint), and two reports that share no point.
-    const json line = {{"journal", kJournalSchema}, {"fingerprint", "0123456789abcdef"}, {"key", "{}"},
-                       {"point", json::object()}, {"record", {{"status", "ok"}}}};
+    const json line = {{"journal", kJournalSchema},
+                       {"fingerprint", "0123456789abcdef"},
+                       {"key", "{}"},
+                       {"point", json::object()},
+                       {"record", {{"status", "ok"}}}};
     CHECK_REPLAY("journal", line.dump() + "\n", Outcome::expected_error);
     CHECK_REPLAY("compare", "{\"schema\": \"moebench.report/1\", \"runs\": []}\n---\n{}", Outcome::expected_error);
 }

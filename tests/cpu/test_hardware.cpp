@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Hardware profiles: every shipped profile loads; figures match the datasheets (dense, not sparse); bad files are refused;
-// the field table reads every profile as a straightforward reading of its file does, and the docs hold its tables.
+// Hardware profiles: every shipped profile loads; figures match the datasheets (dense, not sparse); bad files are
+// refused; the field table reads every profile as a straightforward reading of its file does, and the docs hold its
+// tables.
 #include "backends/sim/sim_backend.hpp"
 #include "cli_helpers.hpp"
 #include "common/error.hpp"
@@ -32,8 +33,8 @@ std::string error_of(const json& j) {
 
 TEST_CASE("all shipped hardware profiles load with sane figures", "[hardware]") {
     auto names = list_configs("hardware");
-    for (const char* want : {"a100-sxm-80gb", "h100-sxm", "h200-sxm", "h800", "h20", "b200", "b300", "gb200", "gb300",
-                             "mi300x", "mi355x"})
+    for (const char* want :
+         {"a100-sxm-80gb", "h100-sxm", "h200-sxm", "h800", "h20", "b200", "b300", "gb200", "gb300", "mi300x", "mi355x"})
         CHECK(std::find(names.begin(), names.end(), want) != names.end());
     for (const auto& n : names) {
         INFO(n);
@@ -214,7 +215,7 @@ json reference_hardware_block(const json& f, const std::string& stem) {
     std::string comment = f.value("comment", std::string());
     for (const auto& s : f.value("sources", json::array()))
         comment += (comment.empty() ? "" : " Sources: ") + s.get<std::string>();
-    const double memory = f.contains("memory_gib") ? num("memory_gib") * kGiB
+    const double memory = f.contains("memory_gib")  ? num("memory_gib") * kGiB
                           : f.contains("memory_gb") ? num("memory_gb") * 1e9
                                                     : num("memory_bytes");
     const std::string name = f.value("name", stem);
@@ -264,8 +265,10 @@ TEST_CASE("hardware fields: every shipped profile reads as a straightforward rea
         for (const auto& [key, value] : want.items()) {
             INFO(key);
             REQUIRE(got.contains(key));
-            if (value.is_number_float()) CHECK(got.at(key).get<double>() == Approx(value.get<double>()));
-            else CHECK(got.at(key) == value);
+            if (value.is_number_float())
+                CHECK(got.at(key).get<double>() == Approx(value.get<double>()));
+            else
+                CHECK(got.at(key) == value);
         }
         // A field added since (a row of the table) that the file does not give: its default.
         for (const auto& [key, value] : got.items()) {
@@ -290,18 +293,20 @@ TEST_CASE("hardware fields: one row per key, each filling a member of its own ki
         CHECK(find_hardware_field(f.key) == &f);
         CHECK_FALSE(f.meaning.empty());
         switch (f.kind) {
-        case HardwareFieldKind::number:
-            CHECK(std::holds_alternative<double HardwareProfile::*>(f.member));
-            CHECK((f.lo > 0 && f.lo < f.hi && f.si_scale > 0));
-            break;
-        case HardwareFieldKind::count:
-            CHECK(std::holds_alternative<int64_t HardwareProfile::*>(f.member));
-            CHECK((f.lo >= 0 && f.lo < f.hi && f.default_count >= f.lo && f.default_count <= f.hi));
-            break;
-        case HardwareFieldKind::text:
-        case HardwareFieldKind::text_list: CHECK(std::holds_alternative<std::string HardwareProfile::*>(f.member)); break;
-        case HardwareFieldKind::schema:
-        case HardwareFieldKind::object: CHECK(std::holds_alternative<std::monostate>(f.member)); break;
+            case HardwareFieldKind::number:
+                CHECK(std::holds_alternative<double HardwareProfile::*>(f.member));
+                CHECK((f.lo > 0 && f.lo < f.hi && f.si_scale > 0));
+                break;
+            case HardwareFieldKind::count:
+                CHECK(std::holds_alternative<int64_t HardwareProfile::*>(f.member));
+                CHECK((f.lo >= 0 && f.lo < f.hi && f.default_count >= f.lo && f.default_count <= f.hi));
+                break;
+            case HardwareFieldKind::text:
+            case HardwareFieldKind::text_list:
+                CHECK(std::holds_alternative<std::string HardwareProfile::*>(f.member));
+                break;
+            case HardwareFieldKind::schema:
+            case HardwareFieldKind::object: CHECK(std::holds_alternative<std::monostate>(f.member)); break;
         }
         // The report's hardware block writes each member once (memory: as memory_bytes only).
         if (f.recorded && !std::holds_alternative<std::monostate>(f.member)) {

@@ -27,9 +27,15 @@ std::string error_of(const json& j) {
 TEST_CASE("family detection: model_type, else architectures; Grok-1 by architecture", "[hf_import]") {
     CHECK(hf("mixtral-8x7b-v0.1.json").family == "mixtral");
     CHECK(hf("grok-1.json").family == "grok-1");
-    json j = {{"architectures", {"MixtralForCausalLM"}}, {"hidden_size", 64}, {"intermediate_size", 32},
-              {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-              {"num_local_experts", 4}, {"num_experts_per_tok", 2}, {"vocab_size", 100}};
+    json j = {{"architectures", {"MixtralForCausalLM"}},
+              {"hidden_size", 64},
+              {"intermediate_size", 32},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"num_local_experts", 4},
+              {"num_experts_per_tok", 2},
+              {"vocab_size", 100}};
     CHECK(hf_json(j).family == "mixtral");  // no model_type: architectures decides
     // Grok-1 checkpoints sometimes say model_type "mixtral"; the architecture wins (4 norms, GeGLU).
     json g = j;
@@ -73,11 +79,17 @@ TEST_CASE("wrong field types name the field", "[hf_import]") {
     j["num_experts"] = 8;
     j["moe_intermediate_size"] = 64;
     CHECK(error_of(j).find("mlp_only_layers") != std::string::npos);
-    CHECK(error_of({{"model_type", "dbrx"}, {"d_model", 64}, {"n_heads", 4}, {"n_layers", 2}, {"vocab_size", 10},
-                    {"attn_config", 5}}).find("attn_config") != std::string::npos);
+    CHECK(error_of({{"model_type", "dbrx"},
+                    {"d_model", 64},
+                    {"n_heads", 4},
+                    {"n_layers", 2},
+                    {"vocab_size", 10},
+                    {"attn_config", 5}})
+              .find("attn_config") != std::string::npos);
 }
 
-TEST_CASE("layer patterns: first_k_dense_replace, decoder_sparse_step, mlp_only_layers, interleave step", "[hf_import]") {
+TEST_CASE("layer patterns: first_k_dense_replace, decoder_sparse_step, mlp_only_layers, interleave step",
+          "[hf_import]") {
     ModelConfig v3 = hf("deepseek-v3.json");
     CHECK(v3.num_dense_layers() == 3);
     CHECK(v3.layer_is_moe[2] == 0);
@@ -110,7 +122,8 @@ TEST_CASE("family semantics: MLA without q_lora, q/k norms, biases, sinks, windo
     CHECK(lite.attn.kind == AttentionKind::mla);
     CHECK(lite.attn.q_lora_rank == 0);
     // direct q: 2048*16*192; kv_a 2048*576 + norm 512; kv_b 512*16*256; o 16*128*2048
-    CHECK(attention_params_per_layer(lite) == 2048LL * 16 * 192 + 2048LL * 576 + 512 + 512LL * 16 * 256 + 16LL * 128 * 2048);
+    CHECK(attention_params_per_layer(lite) ==
+          2048LL * 16 * 192 + 2048LL * 576 + 512 + 512LL * 16 * 256 + 16LL * 128 * 2048);
     CHECK(kv_elems_per_token_per_layer(lite) == 576);
     ModelConfig v2 = hf("deepseek-v2.json");
     CHECK(v2.moe.routing == RoutingKind::softmax_group_greedy);
@@ -277,7 +290,7 @@ TEST_CASE("Kimi-K2: 1T total, 32B active", "[hf_import][vendor]") {
     // Source: Kimi-K2 model card ("32 billion activated parameters and 1 trillion total parameters").
     ParamCounts p = count_params(hf("kimi-k2-instruct.json"));
     CHECK(consistent(static_cast<double>(p.total), 1e12, 0.1e12));  // counted 1.026T; published to one digit
-    CHECK(consistent(static_cast<double>(p.active), 32e9, 1e9));     // counted 32.86B
+    CHECK(consistent(static_cast<double>(p.active), 32e9, 1e9));    // counted 32.86B
 }
 
 TEST_CASE("DBRX: 132B total, 36B active", "[hf_import][vendor]") {
@@ -330,7 +343,8 @@ TEST_CASE("Phi-3.5-MoE: 41.9B total, 6.6B active", "[hf_import][vendor]") {
     CHECK(rel_err(static_cast<double>(p.active), 6.6e9) < 0.01);
 }
 
-TEST_CASE("dense baselines from published configs: Llama-3.1-8B 8.03B, Qwen2.5-7B 7.61B / 6.53B", "[hf_import][vendor]") {
+TEST_CASE("dense baselines from published configs: Llama-3.1-8B 8.03B, Qwen2.5-7B 7.61B / 6.53B",
+          "[hf_import][vendor]") {
     // Sources: Llama 3.1 model card (8B; 8.03B on the Hub); Qwen2.5-7B model card ("Number of Parameters: 7.61B,
     // Number of Parameters (Non-Embedding): 6.53B" -- Qwen leaves out the embedding and the untied head).
     ParamCounts l = count_params(hf("llama3.1-8b.json"));
@@ -356,24 +370,39 @@ TEST_CASE("dense baselines: Llama-3-8B 8.03B, Qwen2-7B 7.6B / 7.07B non-embeddin
 // configs/models/*.json are the importer's output for the configs in this folder: every field must agree.
 
 TEST_CASE("every shipped model config equals the import of its config.json", "[hf_import][model_config]") {
-    const std::pair<const char*, const char*> pairs[] = {
-        {"mixtral-8x7b", "mixtral-8x7b-v0.1.json"},     {"mixtral-8x22b", "mixtral-8x22b-v0.1.json"},
-        {"deepseek-v3", "deepseek-v3.json"},            {"deepseek-v2", "deepseek-v2.json"},
-        {"deepseek-v2-lite", "deepseek-v2-lite.json"},  {"deepseek-moe-16b", "deepseek-moe-16b-base.json"},
-        {"kimi-k2", "kimi-k2-instruct.json"},           {"qwen3-30b-a3b", "qwen3-30b-a3b.json"},
-        {"qwen3-235b-a22b", "qwen3-235b-a22b.json"},    {"qwen2-57b-a14b", "qwen2-57b-a14b.json"},
-        {"qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b.json"}, {"gpt-oss-20b", "gpt-oss-20b.json"},
-        {"gpt-oss-120b", "gpt-oss-120b.json"},          {"dbrx", "dbrx-base.json"},
-        {"olmoe-1b-7b", "olmoe-1b-7b-0924.json"},       {"llama4-scout", "llama4-scout-17b-16e.json"},
-        {"llama4-maverick", "llama4-maverick-17b-128e.json"}, {"grok-1", "grok-1.json"},
-        {"phi-3.5-moe", "phi-3.5-moe-instruct.json"},   {"llama3-8b", "llama3-8b.json"},
-        {"qwen2-7b", "qwen2-7b.json"},                  {"qwen3-next-80b-a3b", "qwen3-next-80b-a3b-thinking.json"},
-        {"minimax-m1", "minimax-m1.json"},              {"hunyuan-a13b", "hunyuan-a13b-instruct.json"},
-        {"granite-3.0-1b-a400m", "granite-3.0-1b-a400m-instruct.json"}, {"ling-lite", "ling-lite.json"},
-        {"deepseek-v3.2", "deepseek-v3.2.json"},       {"kimi-k2.5", "kimi-k2.5.json"},
-        {"minimax-m2.5", "minimax-m2.5-reconstructed.json"}, {"qwen3.5-397b-a17b", "qwen3.5-397b-a17b.json"},
-        {"qwen3.5-122b-a10b", "qwen3.5-122b-a10b.json"}, {"qwen3.5-35b-a3b", "qwen3.5-35b-a3b.json"},
-        {"glm-5", "glm-5.json"}};
+    const std::pair<const char*, const char*> pairs[] = {{"mixtral-8x7b", "mixtral-8x7b-v0.1.json"},
+                                                         {"mixtral-8x22b", "mixtral-8x22b-v0.1.json"},
+                                                         {"deepseek-v3", "deepseek-v3.json"},
+                                                         {"deepseek-v2", "deepseek-v2.json"},
+                                                         {"deepseek-v2-lite", "deepseek-v2-lite.json"},
+                                                         {"deepseek-moe-16b", "deepseek-moe-16b-base.json"},
+                                                         {"kimi-k2", "kimi-k2-instruct.json"},
+                                                         {"qwen3-30b-a3b", "qwen3-30b-a3b.json"},
+                                                         {"qwen3-235b-a22b", "qwen3-235b-a22b.json"},
+                                                         {"qwen2-57b-a14b", "qwen2-57b-a14b.json"},
+                                                         {"qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b.json"},
+                                                         {"gpt-oss-20b", "gpt-oss-20b.json"},
+                                                         {"gpt-oss-120b", "gpt-oss-120b.json"},
+                                                         {"dbrx", "dbrx-base.json"},
+                                                         {"olmoe-1b-7b", "olmoe-1b-7b-0924.json"},
+                                                         {"llama4-scout", "llama4-scout-17b-16e.json"},
+                                                         {"llama4-maverick", "llama4-maverick-17b-128e.json"},
+                                                         {"grok-1", "grok-1.json"},
+                                                         {"phi-3.5-moe", "phi-3.5-moe-instruct.json"},
+                                                         {"llama3-8b", "llama3-8b.json"},
+                                                         {"qwen2-7b", "qwen2-7b.json"},
+                                                         {"qwen3-next-80b-a3b", "qwen3-next-80b-a3b-thinking.json"},
+                                                         {"minimax-m1", "minimax-m1.json"},
+                                                         {"hunyuan-a13b", "hunyuan-a13b-instruct.json"},
+                                                         {"granite-3.0-1b-a400m", "granite-3.0-1b-a400m-instruct.json"},
+                                                         {"ling-lite", "ling-lite.json"},
+                                                         {"deepseek-v3.2", "deepseek-v3.2.json"},
+                                                         {"kimi-k2.5", "kimi-k2.5.json"},
+                                                         {"minimax-m2.5", "minimax-m2.5-reconstructed.json"},
+                                                         {"qwen3.5-397b-a17b", "qwen3.5-397b-a17b.json"},
+                                                         {"qwen3.5-122b-a10b", "qwen3.5-122b-a10b.json"},
+                                                         {"qwen3.5-35b-a3b", "qwen3.5-35b-a3b.json"},
+                                                         {"glm-5", "glm-5.json"}};
     for (const auto& [name, file] : pairs) {
         INFO(name << " vs " << file);
         json own = model_to_json(load_model(name));
@@ -451,16 +480,26 @@ void expect_plan_refused(const std::string& text, const std::vector<std::string>
 }
 
 json small_moe(const std::string& type) {
-    json j = {{"model_type", type}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 4},
-              {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"vocab_size", 100}};
+    json j = {{"model_type", type},     {"hidden_size", 64},        {"intermediate_size", 128},
+              {"num_hidden_layers", 4}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+              {"vocab_size", 100}};
     if (type == "mixtral") {
         j["num_local_experts"] = 8;
         j["num_experts_per_tok"] = 2;
     } else {  // deepseek_v3
-        j.update({{"n_routed_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
-                  {"n_shared_experts", 1}, {"kv_lora_rank", 16}, {"q_lora_rank", nullptr}, {"qk_nope_head_dim", 16},
-                  {"qk_rope_head_dim", 8}, {"v_head_dim", 16}, {"n_group", 4}, {"topk_group", 2},
-                  {"topk_method", "noaux_tc"}, {"first_k_dense_replace", 1}});
+        j.update({{"n_routed_experts", 8},
+                  {"num_experts_per_tok", 2},
+                  {"moe_intermediate_size", 32},
+                  {"n_shared_experts", 1},
+                  {"kv_lora_rank", 16},
+                  {"q_lora_rank", nullptr},
+                  {"qk_nope_head_dim", 16},
+                  {"qk_rope_head_dim", 8},
+                  {"v_head_dim", 16},
+                  {"n_group", 4},
+                  {"topk_group", 2},
+                  {"topk_method", "noaux_tc"},
+                  {"first_k_dense_replace", 1}});
     }
     return j;
 }
@@ -533,7 +572,9 @@ TEST_CASE("malformed Hugging Face configs: exit 2 naming the field", "[hf_import
         expect_plan_refused(j.dump(), {"num_key_value_heads", "3", "num_attention_heads"});
         expect_plan_refused(json::parse(R"({"model_type": "dbrx", "d_model": 64, "n_heads": 6, "n_layers": 2,
             "vocab_size": 10, "attn_config": {"kv_n_heads": 2}, "ffn_config": {"ffn_hidden_size": 32,
-            "moe_num_experts": 4, "moe_top_k": 2}})").dump(), {"n_heads", "6", "d_model"});
+            "moe_num_experts": 4, "moe_top_k": 2}})")
+                                .dump(),
+                            {"n_heads", "6", "d_model"});
     }
     SECTION("expert groups") {
         json j = small_moe("deepseek_v3");

@@ -5,9 +5,9 @@
 // counter (a Python script that counts every weight from the config, and where one was published, the checkpoint's
 // safetensors total), and the vendor's headline figures within their rounding, saying what the vendor counts.
 #include "cli_helpers.hpp"
+#include "config/model_config.hpp"
 #include "error_helpers.hpp"
 #include "hf_test_helpers.hpp"
-#include "config/model_config.hpp"
 #include "model/accounting.hpp"
 
 #include <catch2/catch.hpp>
@@ -90,7 +90,7 @@ TEST_CASE("Kimi-K2.5: the kimi_k2 text model of text_config, 1T / 32B, vision ap
     // Moonshot: "Total Parameters 1T, Activated Parameters 32B ... Vision Encoder 400M" (listed apart, so not in the
     // 1T). "1T" read as 1.0T; the 32B counts the embedding and head as active (30.51B without them).
     CHECK(consistent(static_cast<double>(p.total), 1.0e12, 0.1e12));  // counted 1.026T
-    CHECK(consistent(static_cast<double>(p.active), 32e9, 1e9));       // counted 32.86B
+    CHECK(consistent(static_cast<double>(p.active), 32e9, 1e9));      // counted 32.86B
     CHECK_FALSE(consistent(without_embedding_and_head(p, true), 32e9, 1e9));
     // The published checkpoint: a weight report of moonshotai/Kimi-K2.5 gives 170,738,182,128 stored tensor
     // elements. The routed experts ship as compressed-tensors INT4 (8 weights per int32, a bf16 scale per 32 weights,
@@ -113,7 +113,7 @@ TEST_CASE("MiniMax-M2 / M2.5: wide GQA with whole-width q/k norms, sigmoid + rou
     ModelConfig m = hf("minimax-m2.5-reconstructed.json");
     CHECK(m.family == "minimax_m2");
     CHECK(m.num_moe_layers() == 62);
-    CHECK(m.num_linear_attention_layers() == 0);  // attn_type_list is all 1 (softmax)
+    CHECK(m.num_linear_attention_layers() == 0);        // attn_type_list is all 1 (softmax)
     CHECK(m.attn.num_heads * m.attn.head_dim == 6144);  // wider than the 3072 hidden
     CHECK(m.attn.num_kv_heads == 8);
     CHECK(m.attn.qk_norm_full);
@@ -135,8 +135,8 @@ TEST_CASE("MiniMax-M2 / M2.5: wide GQA with whole-width q/k norms, sigmoid + rou
     CHECK(count_params(hf("minimax-m2-partial.json")).by_component == p.by_component);
     // MiniMax: "230 billion total parameters with 10 billion active parameters" (MTP left out: the 3 modules, if full
     // layers, would add about 11B). The 10B matches leaving the embedding and head out (11.03B with them).
-    CHECK(consistent(static_cast<double>(p.total), 230e9, 10e9));           // counted 228.69B
-    CHECK(consistent(without_embedding_and_head(p, true), 10e9, 1e9));     // counted 9.80B
+    CHECK(consistent(static_cast<double>(p.total), 230e9, 10e9));       // counted 228.69B
+    CHECK(consistent(without_embedding_and_head(p, true), 10e9, 1e9));  // counted 9.80B
     CHECK_FALSE(consistent(static_cast<double>(p.active), 10e9, 1e9));
     // KV cache: 8 KV heads x 128 for K and V on every one of the 62 layers.
     CHECK(kv_bytes_per_token(m, 2.0) == 62.0 * 2 * 8 * 128 * 2);
@@ -243,16 +243,16 @@ TEST_CASE("GLM-5: MLA with GLM-5's head dims and the DSA indexer, 744B / 40B", "
     // kv_b 512 x 64 x (192 + 256), o 64 x 256 x 6144; the indexer wq_b 2048 x 32 x 128, wk 6144 x 128, k_norm
     // (LayerNorm) 2 x 128, weights_proj 6144 x 32.
     CHECK(attention_params_per_layer(m) == 6144LL * 2048 + 2048 + 2048LL * 64 * 256 + 6144LL * 576 + 512 +
-                                               512LL * 64 * 448 + 64LL * 256 * 6144 + 2048LL * 32 * 128 +
-                                               6144LL * 128 + 2 * 128 + 6144LL * 32);
+                                               512LL * 64 * 448 + 64LL * 256 * 6144 + 2048LL * 32 * 128 + 6144LL * 128 +
+                                               2 * 128 + 6144LL * 32);
     const ParamCounts p = count_params(m);
     CHECK(p.total == 743911218432);  // the independent counter
     CHECK(p.active == 41784728832);
     CHECK(count_params(m, with_mtp()).total == 753864139008);  // with the MTP layer (its own decoder layer)
     // Z.ai: "744B parameters (40B active)": MTP out, the embedding in for the total; the 40B matches the active
     // count without the embedding and head (41.78B with them).
-    CHECK(consistent(static_cast<double>(p.total), 744e9, 1e9));         // counted 743.91B
-    CHECK(consistent(without_embedding_and_head(p, true), 40e9, 1e9));   // counted 39.88B
+    CHECK(consistent(static_cast<double>(p.total), 744e9, 1e9));        // counted 743.91B
+    CHECK(consistent(without_embedding_and_head(p, true), 40e9, 1e9));  // counted 39.88B
     CHECK_FALSE(consistent(static_cast<double>(p.active), 40e9, 1e9));
     // KV cache: the MLA latent 512 + RoPE key 64, and the indexer's 128-wide key, per token on all 78 layers.
     CHECK(kv_elems_per_token_per_layer(m) == 512 + 64 + 128);
@@ -328,8 +328,8 @@ TEST_CASE("the new families refuse fields they would mis-model, by name", "[hf_i
 }
 
 TEST_CASE("the deployed models through the binary: plan on h200-sxm and a sim run", "[hf_import][cli]") {
-    for (const char* name : {"kimi-k2.5", "minimax-m2.5", "qwen3.5-397b-a17b", "qwen3.5-122b-a10b", "qwen3.5-35b-a3b",
-                             "glm-5"}) {
+    for (const char* name :
+         {"kimi-k2.5", "minimax-m2.5", "qwen3.5-397b-a17b", "qwen3.5-122b-a10b", "qwen3.5-35b-a3b", "glm-5"}) {
         INFO(name);
         test::CliResult r = test::run_cli(std::string("plan --model ") + name + " --hardware h200-sxm --dtype fp8");
         REQUIRE(r.exit_code == 0);

@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // The MoE families of 2025-2026 (issue: GLM-4.5, Qwen3-Next, MiniMax, Hunyuan, Granite, Ling, dots.llm1, ERNIE-4.5,
 // DeepSeek-V3.2): their import semantics and the vendors' published parameter counts, each with its convention.
-#include "test_paths.hpp"
-#include "cli_helpers.hpp"
-#include "config/model_config.hpp"
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
+#include "cli_helpers.hpp"
+#include "config/model_config.hpp"
 #include "engine/engine.hpp"
-#include "harness/validate.hpp"
 #include "error_helpers.hpp"
+#include "harness/validate.hpp"
 #include "hf_test_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/memory_plan.hpp"
 #include "model/phase_work.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -68,8 +68,11 @@ TEST_CASE("GLM-4.5: sigmoid + correction bias, half RoPE, q/k/v biases, 355B / 3
 
 TEST_CASE("GLM-4.5-Air: 106B / 12B (MTP, embeddings and head excluded)", "[hf_import][vendor]") {
     json j = glm45_config();
-    for (auto [k, v] : {std::pair<const char*, int64_t>{"hidden_size", 4096}, {"num_hidden_layers", 46},
-                        {"intermediate_size", 10944}, {"moe_intermediate_size", 1408}, {"n_routed_experts", 128},
+    for (auto [k, v] : {std::pair<const char*, int64_t>{"hidden_size", 4096},
+                        {"num_hidden_layers", 46},
+                        {"intermediate_size", 10944},
+                        {"moe_intermediate_size", 1408},
+                        {"n_routed_experts", 128},
                         {"first_k_dense_replace", 1}})
         j[k] = v;
     j["use_qk_norm"] = false;
@@ -96,8 +99,8 @@ TEST_CASE("dots.llm1: 142B total, 14B active (embeddings included)", "[hf_import
     CHECK(m.attn.rotary_dim == 0);
     CHECK(m.moe.num_groups == 1);
     ParamCounts p = count_params(m);
-    CHECK(rel_err(static_cast<double>(p.total), 142e9) < 0.006);      // counted 142.77B ("142B" truncates)
-    CHECK(consistent(static_cast<double>(p.active), 14e9, 1e9));      // counted 14.02B
+    CHECK(rel_err(static_cast<double>(p.total), 142e9) < 0.006);  // counted 142.77B ("142B" truncates)
+    CHECK(consistent(static_cast<double>(p.active), 14e9, 1e9));  // counted 14.02B
 }
 
 TEST_CASE("Qwen3-Next-80B-A3B: gated DeltaNet hybrid, 80B / 3B non-embedding, MTP apart", "[hf_import][vendor]") {
@@ -116,12 +119,11 @@ TEST_CASE("Qwen3-Next-80B-A3B: gated DeltaNet hybrid, 80B / 3B non-embedding, MT
     CHECK(m.num_mtp_layers == 1);
     // One gated DeltaNet layer, by hand: in_proj_qkvz 2048 x 12288, in_proj_ba 2048 x 64, conv 8192 x 4,
     // dt_bias + A_log 2 x 32, norm 128, out_proj 4096 x 2048.
-    CHECK(linear_attention_params_per_layer(m) ==
-          2048 * 12288 + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048);
+    CHECK(linear_attention_params_per_layer(m) == 2048 * 12288 + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048);
     ParamCounts p = count_params(m);
-    CHECK(rel_err(static_cast<double>(p.total), 80e9) < 0.005);             // counted 79.67B
-    CHECK(consistent(without_embedding_and_head(p, false), 79e9, 1e9));    // counted 79.05B
-    CHECK(consistent(without_embedding_and_head(p, true), 3e9, 1e9));      // counted 3.25B
+    CHECK(rel_err(static_cast<double>(p.total), 80e9) < 0.005);          // counted 79.67B
+    CHECK(consistent(without_embedding_and_head(p, false), 79e9, 1e9));  // counted 79.05B
+    CHECK(consistent(without_embedding_and_head(p, true), 3e9, 1e9));    // counted 3.25B
     // The engine runs linear_attention in place of attention on the DeltaNet layers.
     auto phases = phases_for_layer(m, 0, 1);
     CHECK(std::find(phases.begin(), phases.end(), Phase::linear_attention) != phases.end());
@@ -145,8 +147,8 @@ TEST_CASE("MiniMax-M1: lightning attention hybrid, 456B total, 45.9B active", "[
     // One lightning layer: qkv_proj 6144 x 3 x 8192, output_gate 6144 x 8192, norm 8192, out_proj 8192 x 6144.
     CHECK(linear_attention_params_per_layer(m) == 6144LL * 3 * 8192 + 6144LL * 8192 + 8192 + 8192LL * 6144);
     ParamCounts p = count_params(m);
-    CHECK(rel_err(static_cast<double>(p.total), 456e9) < 0.005);             // counted 456.09B
-    CHECK(rel_err(without_embedding_and_head(p, true), 45.9e9) < 0.01);     // counted 45.95B
+    CHECK(rel_err(static_cast<double>(p.total), 456e9) < 0.005);         // counted 456.09B
+    CHECK(rel_err(without_embedding_and_head(p, true), 45.9e9) < 0.01);  // counted 45.95B
 }
 
 TEST_CASE("Hunyuan-A13B: 80B total, 13B active", "[hf_import][vendor]") {
@@ -159,8 +161,8 @@ TEST_CASE("Hunyuan-A13B: 80B total, 13B active", "[hf_import][vendor]") {
     CHECK(m.attn.qk_norm);
     CHECK(m.tie_word_embeddings);
     ParamCounts p = count_params(m);
-    CHECK(rel_err(static_cast<double>(p.total), 80e9) < 0.005);       // counted 80.39B
-    CHECK(consistent(static_cast<double>(p.active), 13e9, 1e9));      // counted 12.75B
+    CHECK(rel_err(static_cast<double>(p.total), 80e9) < 0.005);   // counted 80.39B
+    CHECK(consistent(static_cast<double>(p.active), 13e9, 1e9));  // counted 12.75B
     // Per-layer lists must hold one value.
     json j = load_json_file(kHf + "hunyuan-a13b-instruct.json", 1 << 20);
     j["moe_topk"][5] = 4;
@@ -178,8 +180,8 @@ TEST_CASE("Granite 3.0 / 3.1 1B-A400M: 1.3B total, 400M active", "[hf_import][ve
         CHECK(m.family == "granitemoe");
         CHECK(m.moe.routing == RoutingKind::topk_softmax);
         ParamCounts p = count_params(m);
-        CHECK(consistent(static_cast<double>(p.total), 1.3e9, 0.1e9));     // counted 1.335B
-        CHECK(consistent(static_cast<double>(p.active), 400e6, 100e6));    // counted 429M
+        CHECK(consistent(static_cast<double>(p.total), 1.3e9, 0.1e9));   // counted 1.335B
+        CHECK(consistent(static_cast<double>(p.active), 400e6, 100e6));  // counted 429M
     }
 }
 
@@ -191,8 +193,8 @@ TEST_CASE("Ling-lite (bailing_moe): 16.8B total, 2.75B active", "[hf_import][ven
         CHECK(m.moe.routing == RoutingKind::softmax_topk);
         CHECK(m.moe.num_shared_experts == 2);
         ParamCounts p = count_params(m);
-        CHECK(rel_err(static_cast<double>(p.total), 16.8e9) < 0.005);    // counted 16.80B
-        CHECK(rel_err(static_cast<double>(p.active), 2.75e9) < 0.01);    // counted 2.753B
+        CHECK(rel_err(static_cast<double>(p.total), 16.8e9) < 0.005);  // counted 16.80B
+        CHECK(rel_err(static_cast<double>(p.active), 2.75e9) < 0.01);  // counted 2.753B
     }
     // Ling 2.0 (BailingMoeV2ForCausalLM, same model_type): sigmoid + expert bias in groups, q/k norms.
     json j = load_json_file(kHf + "ling-lite.json", 1 << 20);
@@ -264,11 +266,13 @@ TEST_CASE("own schema round-trips the new fields; backends refuse what they do n
 TEST_CASE("hybrid models through the binary: plan, sim and cpu run them; cuda refuses by name", "[hf_import][cli]") {
     const std::string q = kHf + "qwen3-next-80b-a3b-thinking.json";
     const std::string tiny = std::string(MOEBENCH_TEST_DATA) + "/conformance/models/tiny-qwen3-next-80b-a3b.json";
-    test::CliResult r = test::run_cli("run --backend cpu --model " + tiny + " --layers 2 --batch 2 --iters 1 --warmup 0 "
+    test::CliResult r = test::run_cli("run --backend cpu --model " + tiny +
+                                      " --layers 2 --batch 2 --iters 1 --warmup 0 "
                                       "--check --out -");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("\"linear_attention\""));
-    r = test::run_cli("run --backend sim --model " + q + " --dtype fp8 --layers 4 --batch 4 --iters 2 --warmup 0 --out -");
+    r = test::run_cli("run --backend sim --model " + q +
+                      " --dtype fp8 --layers 4 --batch 4 --iters 2 --warmup 0 --out -");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("\"linear_attention\""));
     r = test::run_cli("plan --model " + kHf + "minimax-m1.json --batch 8 --context 4096");
@@ -281,7 +285,8 @@ TEST_CASE("hybrid models through the binary: plan, sim and cpu run them; cuda re
     CHECK_NOTHROW(check_backend_runs_model(cpu_backend_traits(), m, {0, 3}));
 }
 
-TEST_CASE("DeepSeek-V3.2 sparse attention: attention reads the indexer's top-k, the indexer scores all", "[hf_import]") {
+TEST_CASE("DeepSeek-V3.2 sparse attention: attention reads the indexer's top-k, the indexer scores all",
+          "[hf_import]") {
     ModelConfig v32 = hf("deepseek-v3.2.json"), v3 = hf("deepseek-v3.json");
     // Up to 2048 tokens of context the attention is V3's plus the indexer's scoring (64 heads x 128 per token).
     const double indexer_per_token = 2.0 * 64 * 128 * 61;

@@ -4,9 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 using namespace moebench;
 namespace fs = std::filesystem;

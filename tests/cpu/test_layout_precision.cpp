@@ -41,13 +41,13 @@ void check_layout(const Layout& l, int64_t attn_tp, int64_t attn_dp, int64_t moe
 }  // namespace
 
 TEST_CASE("layout: a request resolves as the deployments are named", "[layout]") {
-    check_layout(resolved(1, 0), 1, 1, 1, 1);       // one GPU
-    check_layout(resolved(8, 0), 1, 8, 1, 8);       // --ep 8: attention DP 8, experts EP 8
-    check_layout(resolved(8, 8), 8, 1, 1, 8);       // --tp 8 --ep 8: attention TP 8, experts EP 8 (8 GPUs)
-    check_layout(resolved(1, 8), 8, 1, 8, 1);       // --tp 8: every layer TP 8 (experts TP 8)
-    check_layout(resolved(1, 8, 0, 0, 4), 8, 1, 2, 4);  // --tp 8 --moe-ep 4: experts TP 2 x EP 4
+    check_layout(resolved(1, 0), 1, 1, 1, 1);               // one GPU
+    check_layout(resolved(8, 0), 1, 8, 1, 8);               // --ep 8: attention DP 8, experts EP 8
+    check_layout(resolved(8, 8), 8, 1, 1, 8);               // --tp 8 --ep 8: attention TP 8, experts EP 8 (8 GPUs)
+    check_layout(resolved(1, 8), 8, 1, 8, 1);               // --tp 8: every layer TP 8 (experts TP 8)
+    check_layout(resolved(1, 8, 0, 0, 4), 8, 1, 2, 4);      // --tp 8 --moe-ep 4: experts TP 2 x EP 4
     check_layout(resolved(1, 1, 32, 0, 32), 1, 32, 1, 32);  // DP 32 with EP 32
-    check_layout(resolved(4, 8), 8, 1, 2, 4);       // plan's rule: GPUs = max(ep, tp), experts TP = GPUs / ep
+    check_layout(resolved(4, 8), 8, 1, 2, 4);               // plan's rule: GPUs = max(ep, tp), experts TP = GPUs / ep
     CHECK(resolved(8, 0).num_gpus() == 8);
     // The resolved layout written back resolves to itself (what a report's config records).
     for (const Layout& l : {resolved(8, 8), resolved(1, 8, 0, 0, 4), resolved(16, 0)})
@@ -57,8 +57,8 @@ TEST_CASE("layout: a request resolves as the deployments are named", "[layout]")
 TEST_CASE("layout: requests that cannot be are refused, naming the field", "[layout][bad_input]") {
     CHECK_THROWS_WITH(resolved(4, 3), Catch::Contains("tp (--tp)") && Catch::Contains("cannot split"));
     CHECK_THROWS_WITH(resolved(2, 0, 0, 0, 4), Catch::Contains("--moe-ep") && Catch::Contains("give one of them"));
-    CHECK_THROWS_WITH(resolved(1, 1, 2, 0, 4), Catch::Contains("attention_dp (--attention-dp)") &&
-                                                   Catch::Contains("same GPUs"));
+    CHECK_THROWS_WITH(resolved(1, 1, 2, 0, 4),
+                      Catch::Contains("attention_dp (--attention-dp)") && Catch::Contains("same GPUs"));
     CHECK_THROWS_WITH(resolved(1, -1), Catch::Contains("tp (--tp)"));
     CHECK_THROWS_WITH(resolved(1, 70000), Catch::Contains("65536"));
     LayoutRequest bad_a2a;
@@ -66,8 +66,8 @@ TEST_CASE("layout: requests that cannot be are refused, naming the field", "[lay
     CHECK_THROWS_WITH(resolve_layout(bad_a2a), Catch::Contains("a2a (--a2a)") && Catch::Contains("per-expert"));
     // Against the model: the tiny GQA model has 4 experts and 2 heads, experts 6 wide.
     const ModelConfig m = tiny_gqa_h8();
-    CHECK_THROWS_WITH(check_layout_for_model(m, resolved(3, 0)), Catch::Contains("ep (--ep)") &&
-                                                                    Catch::Contains("1, 2, 4"));
+    CHECK_THROWS_WITH(check_layout_for_model(m, resolved(3, 0)),
+                      Catch::Contains("ep (--ep)") && Catch::Contains("1, 2, 4"));
     CHECK_THROWS_WITH(check_layout_for_model(m, resolved(1, 8)), Catch::Contains("tp (--tp)"));
     CHECK_NOTHROW(check_layout_for_model(m, resolved(4, 2)));
     CHECK_THROWS_WITH(check_layout_for_model(m, resolved(1, 1, 0, 4, 1)), Catch::Contains("moe_tp (--moe-tp)"));
@@ -81,9 +81,9 @@ TEST_CASE("precision: auto is the backend's own, and each class checks its forma
     fp8.dtype = "fp8";
     const Precision p = resolve_precision(fp8, gpu);
     CHECK(p.dense_weights == DType::fp8);
-    CHECK(p.expert_weights == DType::fp8);     // the experts follow --dtype
-    CHECK(p.kv_cache == DType::bf16);          // the backend's own
-    CHECK(p.activations == DType::bf16);       // fp8 GEMMs quantise their inputs; the residual stream stays bf16
+    CHECK(p.expert_weights == DType::fp8);  // the experts follow --dtype
+    CHECK(p.kv_cache == DType::bf16);       // the backend's own
+    CHECK(p.activations == DType::bf16);    // fp8 GEMMs quantise their inputs; the residual stream stays bf16
     CHECK(p.dispatch == DType::bf16);
     PrecisionRequest mixed = fp8;
     mixed.expert_dtype = "int4";
@@ -97,12 +97,12 @@ TEST_CASE("precision: auto is the backend's own, and each class checks its forma
 
     PrecisionRequest bad;
     bad.kv_dtype = "int4";  // weight-only
-    CHECK_THROWS_WITH(check_precision_request(bad), Catch::Contains("kv_dtype (--kv-dtype)") &&
-                                                        Catch::Contains("fp32 | bf16 | fp8"));
+    CHECK_THROWS_WITH(check_precision_request(bad),
+                      Catch::Contains("kv_dtype (--kv-dtype)") && Catch::Contains("fp32 | bf16 | fp8"));
     bad = PrecisionRequest{};
     bad.dtype = "fp16";
-    CHECK_THROWS_WITH(check_precision_request(bad), Catch::Contains("dtype (--dtype)") &&
-                                                        Catch::Contains("unknown number format"));
+    CHECK_THROWS_WITH(check_precision_request(bad),
+                      Catch::Contains("dtype (--dtype)") && Catch::Contains("unknown number format"));
 }
 
 TEST_CASE("precision: block-scaled formats count their scales, and each class takes its formats", "[precision]") {
@@ -193,7 +193,8 @@ TEST_CASE("layout and precision flags: run, plan and sweep read the same ones", 
     CHECK_THAT(r.err, Catch::Contains("kv_dtype (--kv-dtype)"));
 
     // The sim counts what it is told: fp8 experts halve the expert weights the roofline counts.
-    const std::string sim = "run --backend sim --hardware h200-sxm --model " + tiny + " --layers 1 --batch 8 --iters 2 "
+    const std::string sim = "run --backend sim --hardware h200-sxm --model " + tiny +
+                            " --layers 1 --batch 8 --iters 2 "
                             "--warmup 0 ";
     r = run_cli(sim + "--out " + dir + "/bf16.json");
     REQUIRE(r.exit_code == 0);
@@ -231,8 +232,10 @@ TEST_CASE("layout and precision flags: run, plan and sweep read the same ones", 
     CHECK_THAT(r.err, Catch::Contains("tp (--tp)"));
 
     // sweep: the formats are axes.
-    r = run_cli("sweep --backend sim --model " + tiny + " --layers 1 --batch 8 --iters 1 "
-                "--warmup 0 --dtype bf16,fp8 --out " + dir + "/sweep.json --journal " + dir + "/sweep.jsonl");
+    r = run_cli("sweep --backend sim --model " + tiny +
+                " --layers 1 --batch 8 --iters 1 "
+                "--warmup 0 --dtype bf16,fp8 --out " +
+                dir + "/sweep.json --journal " + dir + "/sweep.jsonl");
     REQUIRE(r.exit_code == 0);
     const json sweep = json::parse(read_text(dir + "/sweep.json"));
     REQUIRE(sweep["runs"].size() == 2);
@@ -258,8 +261,8 @@ TEST_CASE("plan and the sim count the same weight bytes per GPU in every format"
         {"qwen3-30b-a3b", "--ep 2", "--dtype int4"},
     };
     for (const Case& c : cases) {
-        const std::string point = "--hardware b200 --model " + c.model + " " + c.layout + " " + c.formats +
-                                  " --batch 16 --context 2048";
+        const std::string point =
+            "--hardware b200 --model " + c.model + " " + c.layout + " " + c.formats + " --batch 16 --context 2048";
         INFO(point);
         const CliResult plan = run_cli("plan --format json " + point);
         REQUIRE(plan.exit_code == 0);
@@ -276,21 +279,24 @@ TEST_CASE("plan and the sim count the same weight bytes per GPU in every format"
     }
     // By hand: DeepSeek-V3's routed experts, 58 MoE layers x 256 experts x 3 x 7168 x 2048 = 653,908,770,816 weights,
     // in nvfp4 (0.5 + 1/16 bytes each) over 8 GPUs: 45,977,960,448 bytes per GPU.
-    const CliResult nvfp4 = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --ep 8 --dtype nvfp4 "
-                                    "--layers 1 --iters 1 --warmup 0 --json -");
+    const CliResult nvfp4 = run_cli(
+        "run --backend sim --hardware b200 --model deepseek-v3 --ep 8 --dtype nvfp4 "
+        "--layers 1 --iters 1 --warmup 0 --json -");
     REQUIRE(nvfp4.exit_code == 0);
-    CHECK(json::parse(nvfp4.out)["runs"][0]["backend_info"]["memory_per_gpu"]["weights_by_component_bytes"]
-                                ["routed_experts"]
-                                    .get<double>() == Approx(45977960448.0));
+    CHECK(json::parse(
+              nvfp4.out)["runs"][0]["backend_info"]["memory_per_gpu"]["weights_by_component_bytes"]["routed_experts"]
+              .get<double>() == Approx(45977960448.0));
 
     // The plan's text names both weight formats.
-    const CliResult text = run_cli("plan --hardware b200 --model deepseek-v3 --ep 8 --dtype fp8-block --expert-dtype nvfp4");
+    const CliResult text =
+        run_cli("plan --hardware b200 --model deepseek-v3 --ep 8 --dtype fp8-block --expert-dtype nvfp4");
     REQUIRE(text.exit_code == 0);
     CHECK_THAT(text.out, Catch::Contains("weights (fp8-block, experts nvfp4)") && Catch::Contains("nvfp4 9000"));
 
     // DeepSeek-V3 at EP 8 on H200s: fp8 fits; bf16 (about 180 GiB per GPU) does not, and the sim says so.
-    const std::string h200 = "run --backend sim --hardware h200-sxm --model deepseek-v3 --ep 8 --first-layer 3 "
-                             "--layers 1 --iters 1 --warmup 0 --json - ";
+    const std::string h200 =
+        "run --backend sim --hardware h200-sxm --model deepseek-v3 --ep 8 --first-layer 3 "
+        "--layers 1 --iters 1 --warmup 0 --json - ";
     const CliResult fp8 = run_cli(h200 + "--dtype fp8");
     REQUIRE(fp8.exit_code == 0);
     CHECK_FALSE(json::parse(fp8.out)["runs"][0].contains("sim_fit_warning"));
@@ -302,8 +308,9 @@ TEST_CASE("plan and the sim count the same weight bytes per GPU in every format"
     CHECK(no_fp4.exit_code == 2);
     CHECK_THAT(no_fp4.err, Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("fp4_tflops") &&
                                Catch::Contains("fp8-block"));
-    const CliResult plan_no_fp4 = run_cli("plan --hardware h200-sxm --model deepseek-v3 --ep 8 --dtype fp8 "
-                                          "--expert-dtype mxfp4");
+    const CliResult plan_no_fp4 = run_cli(
+        "plan --hardware h200-sxm --model deepseek-v3 --ep 8 --dtype fp8 "
+        "--expert-dtype mxfp4");
     CHECK(plan_no_fp4.exit_code == 2);
     CHECK_THAT(plan_no_fp4.err, Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("fp4_tflops"));
 }

@@ -16,14 +16,19 @@ using namespace moebench::cpu;
 namespace {
 
 json hybrid_model(const std::string& kind) {
-    json la = kind == "lightning"
-                  ? json{{"kind", "lightning"}, {"num_key_heads", 2}, {"key_head_dim", 8}}
-                  : json{{"kind", "gated_delta_net"}, {"num_key_heads", 2}, {"num_value_heads", 4},
-                         {"key_head_dim", 8}, {"value_head_dim", 6}, {"conv_kernel", 4}};
-    return {{"moebench", "model/1"}, {"name", "tiny-" + kind}, {"vocab_size", 64}, {"hidden_size", 32},
-            {"num_layers", 3}, {"attention", {{"num_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 8}}},
+    json la = kind == "lightning" ? json{{"kind", "lightning"}, {"num_key_heads", 2}, {"key_head_dim", 8}}
+                                  : json{{"kind", "gated_delta_net"}, {"num_key_heads", 2},  {"num_value_heads", 4},
+                                         {"key_head_dim", 8},         {"value_head_dim", 6}, {"conv_kernel", 4}};
+    return {{"moebench", "model/1"},
+            {"name", "tiny-" + kind},
+            {"vocab_size", 64},
+            {"hidden_size", 32},
+            {"num_layers", 3},
+            {"attention", {{"num_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 8}}},
             {"moe", {{"num_experts", 4}, {"top_k", 2}, {"expert_intermediate_size", 16}}},
-            {"linear_attention", la}, {"linear_attention_layers", {0, 1}}, {"norm_eps", 1e-6}};
+            {"linear_attention", la},
+            {"linear_attention_layers", {0, 1}},
+            {"norm_eps", 1e-6}};
 }
 
 double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -64,7 +69,8 @@ std::vector<double> reference(const ModelConfig& m, Block& blk, const StepShape&
     for (int64_t t = 0; t < T; ++t) {
         double ss = 0;
         for (int64_t i = 0; i < H; ++i) ss += double(blk.x_in[t * H + i]) * blk.x_in[t * H + i];
-        for (int64_t i = 0; i < H; ++i) xn[t * H + i] = blk.x_in[t * H + i] / std::sqrt(ss / H + eps) * w.attn_norm_w.data()[i];
+        for (int64_t i = 0; i < H; ++i)
+            xn[t * H + i] = blk.x_in[t * H + i] / std::sqrt(ss / H + eps) * w.attn_norm_w.data()[i];
     }
     const std::vector<double> win = matrix(pool, w.la_in, W, H), wo = matrix(pool, w.w_o, H, d.la_v);
     for (int64_t t = 0; t < T; ++t)
@@ -88,8 +94,10 @@ std::vector<double> reference(const ModelConfig& m, Block& blk, const StepShape&
                         for (int64_t j = 0; j < K; ++j) {
                             const int64_t p = pos - (K - 1) + j;
                             double x = 0;
-                            if (p >= 0) x = proj[(seq * S + p) * W + c];
-                            else if (decode) x = w.la_conv_state.data()[(seq * C + c) * (K - 1) + (K - 1 + p)];
+                            if (p >= 0)
+                                x = proj[(seq * S + p) * W + c];
+                            else if (decode)
+                                x = w.la_conv_state.data()[(seq * C + c) * (K - 1) + (K - 1 + p)];
                             acc += w.la_conv.data()[c * K + j] * x;
                         }
                         return silu(acc);
@@ -108,8 +116,8 @@ std::vector<double> reference(const ModelConfig& m, Block& blk, const StepShape&
                     for (int64_t j = 0; j < Dv; ++j) v[j] = conv(2 * Kw + h * Dv + j);
                     const double bt = proj[t * W + C + V + h], at = proj[t * W + C + V + Nv + h];
                     const double beta = sig(bt);
-                    const double g = -std::exp(double(w.la_a_log.data()[h])) *
-                                     std::log1p(std::exp(at + w.la_dt_bias.data()[h]));
+                    const double g =
+                        -std::exp(double(w.la_a_log.data()[h])) * std::log1p(std::exp(at + w.la_dt_bias.data()[h]));
                     for (double& s : St) s *= std::exp(g);
                     std::vector<double> delta(Dv);
                     for (int64_t j = 0; j < Dv; ++j) {
@@ -124,8 +132,8 @@ std::vector<double> reference(const ModelConfig& m, Block& blk, const StepShape&
                     double ss = 0;
                     for (double x : o) ss += x * x;
                     for (int64_t j = 0; j < Dv; ++j)
-                        att[t * V + h * Dv + j] = o[j] / std::sqrt(ss / Dv + eps) * w.la_norm.data()[j] *
-                                                  silu(proj[t * W + C + h * Dv + j]);
+                        att[t * V + h * Dv + j] =
+                            o[j] / std::sqrt(ss / Dv + eps) * w.la_norm.data()[j] * silu(proj[t * W + C + h * Dv + j]);
                 } else {
                     const double slope = std::pow(2.0, -8.0 * (h + 1) / Nv);
                     const double depth = 1.0 - double(w.layer) / double(m.num_layers - 1);
@@ -147,7 +155,8 @@ std::vector<double> reference(const ModelConfig& m, Block& blk, const StepShape&
             double ss = 0;
             for (int64_t i = 0; i < V; ++i) ss += att[t * V + i] * att[t * V + i];
             for (int64_t i = 0; i < V; ++i)
-                att[t * V + i] = att[t * V + i] / std::sqrt(ss / V + eps) * w.la_norm.data()[i] * sig(proj[t * W + 3 * V + i]);
+                att[t * V + i] =
+                    att[t * V + i] / std::sqrt(ss / V + eps) * w.la_norm.data()[i] * sig(proj[t * W + 3 * V + i]);
         }
     std::vector<double> out(T * H);
     for (int64_t t = 0; t < T; ++t)
@@ -173,8 +182,8 @@ double rel_err(const std::vector<float>& a, const std::vector<double>& ref) {
 TEST_CASE("linear attention block matches the reference (gated DeltaNet, lightning; prefill and decode)",
           "[cpu][linear_attention]") {
     for (const char* kind : {"gated_delta_net", "lightning"})
-        for (const auto& [mode, context] : {std::pair{Mode::prefill, 0}, std::pair{Mode::decode, 5},
-                                            std::pair{Mode::decode, 0}}) {
+        for (const auto& [mode, context] :
+             {std::pair{Mode::prefill, 0}, std::pair{Mode::decode, 5}, std::pair{Mode::decode, 0}}) {
             // Decode from an empty cache (context 0) starts from a zero state; it read a state never stored (SIGSEGV).
             INFO(kind << " " << to_string(mode) << " context " << context);
             const ModelConfig m = model_from_json(hybrid_model(kind), "tiny.json");
@@ -195,7 +204,8 @@ TEST_CASE("linear attention block matches the reference (gated DeltaNet, lightni
         }
 }
 
-TEST_CASE("a step with linear attention is repeatable: the stored state is not overwritten", "[cpu][linear_attention]") {
+TEST_CASE("a step with linear attention is repeatable: the stored state is not overwritten",
+          "[cpu][linear_attention]") {
     const ModelConfig m = model_from_json(hybrid_model("gated_delta_net"), "tiny.json");
     StepShape shape;
     shape.batch = 2;

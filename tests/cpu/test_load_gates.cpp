@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 
 using namespace moebench;
-using moebench::test::run_cli;
 using Catch::Detail::Approx;
+using moebench::test::run_cli;
 
 namespace {
 
@@ -110,7 +110,8 @@ TEST_CASE("sweep: load gates checked at every point; exit 1 naming the points th
     // ep 1 gates on the experts (0.5 < 0.6), ep 2 on the ranks (0.75 >= 0.6).
     const auto r = run_cli("sweep --quiet --backend sim --model " + kTiny + " --routing trace:" + trace +
                            " --set routing_path=per-token --batch 4 --warmup 0 --iters 2 --ep 1,2 "
-                           "--min-balancedness 0.6 --out " + dir + "/s.json");
+                           "--min-balancedness 0.6 --out " +
+                           dir + "/s.json");
     INFO(r.err);
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("1 load gate crossing") != std::string::npos);

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // moebench's own model schema: round trip, each validate() error class, and every shipped configs/models file.
-#include "test_paths.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "config/model_config.hpp"
 #include "error_helpers.hpp"
 #include "model/accounting.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -58,8 +58,14 @@ inline AttentionConfig tiny_mla_attention(const TinyMlaShape& s) {
 /// test_sim_backend.cpp: H 8, 2 heads of 4, 1 kv head, 4 experts top-2 of width 6, one shared expert of width 5,
 /// dense FFN width 10, vocab 16, 2 MoE layers.
 inline ModelConfig tiny_gqa_h8() {
-    ModelConfig m = tiny_gqa_moe("tiny-gqa", {.vocab_size = 16, .hidden_size = 8, .num_layers = 2, .num_heads = 2,
-                                              .num_kv_heads = 1, .head_dim = 4, .num_experts = 4, .top_k = 2,
+    ModelConfig m = tiny_gqa_moe("tiny-gqa", {.vocab_size = 16,
+                                              .hidden_size = 8,
+                                              .num_layers = 2,
+                                              .num_heads = 2,
+                                              .num_kv_heads = 1,
+                                              .head_dim = 4,
+                                              .num_experts = 4,
+                                              .top_k = 2,
                                               .expert_intermediate_size = 6});
     m.moe.num_shared_experts = 1;
     m.moe.shared_intermediate_size = 5;

@@ -52,12 +52,12 @@ TEST_CASE("topk_row equals a stable sort by (score desc, id asc)", "[moe_core]")
 TEST_CASE("capacity: ceil(cf*T*k/E), drops in arrival order, counted; dropless at cf 0", "[moe_core]") {
     CHECK(expert_capacity(0.0, 4, 2, 4) == -1);
     CHECK(expert_capacity(1.0, 4, 2, 4) == 2);
-    CHECK(expert_capacity(1.25, 4, 2, 4) == 3);   // ceil(2.5)
-    CHECK(expert_capacity(1.0, 16, 2, 8) == 4);   // exact, no spurious +1
-    CHECK(expert_capacity(1.0, 1, 2, 64) == 1);   // ceil(0.03125)
-    CHECK(expert_capacity(1e30, 4, 2, 4) == 8);   // capped at every assignment of the step (was an overflowing cast)
-    CHECK(expert_capacity(4.0, 4, 2, 4) == 8);    // exactly all
-    CHECK(expert_capacity(3.9, 4, 2, 4) == 8);    // ceil(7.8)
+    CHECK(expert_capacity(1.25, 4, 2, 4) == 3);  // ceil(2.5)
+    CHECK(expert_capacity(1.0, 16, 2, 8) == 4);  // exact, no spurious +1
+    CHECK(expert_capacity(1.0, 1, 2, 64) == 1);  // ceil(0.03125)
+    CHECK(expert_capacity(1e30, 4, 2, 4) == 8);  // capped at every assignment of the step (was an overflowing cast)
+    CHECK(expert_capacity(4.0, 4, 2, 4) == 8);   // exactly all
+    CHECK(expert_capacity(3.9, 4, 2, 4) == 8);   // ceil(7.8)
     // T=4, k=2, E=4, capacity 2. Arrivals for expert 0: t0, t1, t2 (dropped), t3 slot 1 (dropped);
     // expert 1: t0, t2, t3 slot 0 (dropped).
     std::vector<int32_t> ids = {0, 1, 0, 2, 0, 1, 1, 0};

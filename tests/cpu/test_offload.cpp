@@ -2,9 +2,9 @@
 // Expert offload: the cache policies against hand-computed cases and a straightforward reference written here, the
 // Belady bound over every policy (hand-made, random and the real Mixtral traces), the prefetch predictor, and
 // `moebench offload` (its JSON keys, its bytes, its refusals).
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "report/formats.hpp"
 #include "workload/expert_cache.hpp"
@@ -302,8 +302,7 @@ TEST_CASE("moebench offload: JSON keys, one N and several, bytes from the model"
     CHECK(doc.at("expert_bytes").get<double>() == expert_bytes);
     CHECK(doc.at("bytes_fetched_per_token").get<double>() ==
           Approx(doc.at("misses_per_token").get<double>() * expert_bytes));
-    CHECK(doc.at("misses").get<int64_t>() ==
-          doc.at("accesses").get<int64_t>() - doc.at("hits").get<int64_t>());
+    CHECK(doc.at("misses").get<int64_t>() == doc.at("accesses").get<int64_t>() - doc.at("hits").get<int64_t>());
 
     auto multi = run_cli("offload --trace " + trace + " --resident 1,2,8 --policy optimal --format json");
     INFO(multi.err);
@@ -325,8 +324,9 @@ TEST_CASE("moebench offload: JSON keys, one N and several, bytes from the model"
         CHECK(view.out == moebench::render_view(m, moebench::DocKind::offload, f));
     }
     const std::string out = moebench::test::temp_dir("offload-view") + "/v.csv";
-    REQUIRE(run_cli("offload --trace " + trace + " --resident 1,2,8 --policy optimal --format csv -o " + out)
-                .exit_code == 0);
+    REQUIRE(
+        run_cli("offload --trace " + trace + " --resident 1,2,8 --policy optimal --format csv -o " + out).exit_code ==
+        0);
     CHECK(moebench::test::read_text(out) == moebench::render_view(m, moebench::DocKind::offload, "csv"));
     // A range as a sweep writes it: 1..8 is 1, 2, 4, 8.
     auto range = run_cli("offload --trace " + trace + " --resident 1..8 --policy optimal --format json");

@@ -2,9 +2,9 @@
 // What expert offload costs: plan's memory with N resident experts (by hand), expert_fetch's counted bytes, the sim's
 // pricing of each fetched expert over the host link, the cpu backend's host-analogue copies, and the refusals of the
 // run fields resident_experts, offload_ratio and offload_policy.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "config/model_config.hpp"
 #include "core/phase.hpp"
@@ -77,8 +77,8 @@ TEST_CASE("plan --resident-experts: N experts per layer on the GPU plus 2 x top-
         CHECK(mem["expert_offload"]["host_bytes"].get<double>() == Approx(2 * 32 * expert_bytes).epsilon(1e-12));
     }
     // Without offload every expert is on the GPU (fp8: bf16 Mixtral needs two H100s, and plan would choose them).
-    auto whole = nlohmann::json::parse(
-        run_cli("plan --model mixtral-8x7b --hardware h100-sxm --dtype fp8 --format json").out);
+    auto whole =
+        nlohmann::json::parse(run_cli("plan --model mixtral-8x7b --hardware h100-sxm --dtype fp8 --format json").out);
     CHECK(whole["memory"]["per_gpu"]["weights_by_component_bytes"]["routed_experts"].get<double>() ==
           Approx(all_experts / 2).epsilon(1e-12));
     CHECK(whole["memory"]["expert_offload"].is_null());
@@ -92,9 +92,10 @@ TEST_CASE("the sim prices each fetched expert over the host link and replays the
     const std::string trace = moebench::test::temp_dir("offload") + "/gsm8k.safetensors";
     REQUIRE(run_cli("trace convert " + std::string(MOEBENCH_TEST_DATA) + "/traces/mixtral-8x7b-gsm8k.jsonl -o " + trace)
                 .exit_code == 0);
-    const auto doc = run_json("run --backend sim --hardware h100-sxm --model mixtral-8x7b --dtype fp8 --layers 2 "
-                              "--batch 1 --iters 40 --warmup 2 --routing trace:" + trace +
-                              " --resident-experts 2 --offload-policy lru");
+    const auto doc = run_json(
+        "run --backend sim --hardware h100-sxm --model mixtral-8x7b --dtype fp8 --layers 2 "
+        "--batch 1 --iters 40 --warmup 2 --routing trace:" +
+        trace + " --resident-experts 2 --offload-policy lru");
     const auto& run = doc.at("runs").at(0);
     const auto& phases = run.at("latency").at("phases");
     REQUIRE(phases.contains("expert_fetch"));
@@ -118,8 +119,9 @@ TEST_CASE("the sim prices each fetched expert over the host link and replays the
 TEST_CASE("offload keeps the sim on the per-token routing path, with the reason", "[offload][sim]") {
     // zipf routes each token independently: without offload the sim draws it statistically (no token ids, so no cache
     // to replay them through); with offload it routes every token and says why.
-    const std::string base = "run --backend sim --hardware h100-sxm --model mixtral-8x7b --dtype fp8 --layers 2 "
-                             "--batch 4 --iters 6 --warmup 1 --routing zipf:1.2";
+    const std::string base =
+        "run --backend sim --hardware h100-sxm --model mixtral-8x7b --dtype fp8 --layers 2 "
+        "--batch 4 --iters 6 --warmup 1 --routing zipf:1.2";
     CHECK(run_json(base).at("runs").at(0).at("routing").at("path") == "statistical");
     const auto run = run_json(base + " --resident-experts 2").at("runs").at(0);
     CHECK(run.at("routing").at("path") == "per-token");
@@ -131,8 +133,9 @@ TEST_CASE("offload keeps the sim on the per-token routing path, with the reason"
 }
 
 TEST_CASE("the cpu backend copies the missed experts as the host analogue", "[offload][cpu]") {
-    const auto doc = run_json("run --backend cpu --model olmoe-1b-7b --layers 1 --batch 1 --iters 3 --warmup 1 "
-                              "--resident-experts 4 --threads 1");
+    const auto doc = run_json(
+        "run --backend cpu --model olmoe-1b-7b --layers 1 --batch 1 --iters 3 --warmup 1 "
+        "--resident-experts 4 --threads 1");
     const auto& run = doc.at("runs").at(0);
     REQUIRE(run.at("latency").at("phases").contains("expert_fetch"));
     const auto& off = run.at("backend_info").at("expert_offload");
@@ -149,7 +152,8 @@ TEST_CASE("offload run fields refuse bad input by field, value and fix", "[offlo
     expect_refused(sim + " --resident-experts -1", {"resident_experts", "--resident-experts", "-1"});
     expect_refused(sim + " --offload-ratio 1.5", {"offload_ratio", "1.5", "[0, 1)"});
     expect_refused(sim + " --resident-experts 4 --offload-ratio 0.3", {"offload_ratio", "give one of them"});
-    expect_refused(sim + " --resident-experts 4 --offload-policy lruu", {"--offload-policy", "lruu", "did you mean lru?"});
+    expect_refused(sim + " --resident-experts 4 --offload-policy lruu",
+                   {"--offload-policy", "lruu", "did you mean lru?"});
     expect_refused(sim + " --resident-experts 4 --offload-policy optimal",
                    {"--offload-policy", "optimal", "use lru or lfu", "moebench offload"});
     expect_refused(sim + " --resident-experts 4 --ep 2", {"--resident-experts", "one GPU", "drop --ep"});

@@ -21,15 +21,30 @@ using namespace moebench;
 
 TEST_CASE("phase table: names and groups as the design notes and every report spell them", "[phase_table]") {
     // DESIGN.md's vocabulary and group table, in execution order (a new phase may come between them).
-    const std::vector<std::pair<std::string, std::string>> expected = {
-        {"embed", "embed"},           {"attn_norm", "attention"},     {"qkv_proj", "attention"},
-        {"attention", "attention"},   {"linear_attention", "attention"}, {"o_proj", "attention"},
-        {"attn_allreduce", "attention"}, {"ffn_norm", "router"},      {"router_gemm", "router"},
-        {"topk", "router"},           {"moe_allgather", "dispatch"},  {"permute", "dispatch"},
-        {"dispatch_a2a", "dispatch"}, {"expert_up", "experts"},       {"activation", "experts"},
-        {"expert_down", "experts"},   {"shared_expert", "experts"},   {"combine_a2a", "combine"},
-        {"unpermute_reduce", "combine"}, {"moe_allreduce", "combine"}, {"dense_mlp", "dense"},
-        {"dense_allreduce", "dense"}, {"final_norm", "head"},         {"lm_head", "head"}};
+    const std::vector<std::pair<std::string, std::string>> expected = {{"embed", "embed"},
+                                                                       {"attn_norm", "attention"},
+                                                                       {"qkv_proj", "attention"},
+                                                                       {"attention", "attention"},
+                                                                       {"linear_attention", "attention"},
+                                                                       {"o_proj", "attention"},
+                                                                       {"attn_allreduce", "attention"},
+                                                                       {"ffn_norm", "router"},
+                                                                       {"router_gemm", "router"},
+                                                                       {"topk", "router"},
+                                                                       {"moe_allgather", "dispatch"},
+                                                                       {"permute", "dispatch"},
+                                                                       {"dispatch_a2a", "dispatch"},
+                                                                       {"expert_up", "experts"},
+                                                                       {"activation", "experts"},
+                                                                       {"expert_down", "experts"},
+                                                                       {"shared_expert", "experts"},
+                                                                       {"combine_a2a", "combine"},
+                                                                       {"unpermute_reduce", "combine"},
+                                                                       {"moe_allreduce", "combine"},
+                                                                       {"dense_mlp", "dense"},
+                                                                       {"dense_allreduce", "dense"},
+                                                                       {"final_norm", "head"},
+                                                                       {"lm_head", "head"}};
     int previous = -1;
     for (const auto& [name, group] : expected) {
         INFO(name);
@@ -50,8 +65,8 @@ TEST_CASE("phase table: names and groups as the design notes and every report sp
         groups.emplace_back(g.name);
         if (g.moe_block) block.emplace_back(g.name);
     }
-    CHECK(groups == std::vector<std::string>{"embed", "attention", "router", "dispatch", "experts", "combine", "dense",
-                                             "head"});
+    CHECK(groups ==
+          std::vector<std::string>{"embed", "attention", "router", "dispatch", "experts", "combine", "dense", "head"});
     CHECK(block == std::vector<std::string>{"router", "dispatch", "experts", "combine"});
     // The all-to-alls and the collectives of tensor parallelism are bound by links; the routed experts' three phases
     // run on the expert side, the rest of the vocabulary on the token side.
@@ -155,8 +170,8 @@ TEST_CASE("phase table: the format each phase's matrix products compute in", "[p
     for (Phase q : {Phase::qkv_proj, Phase::o_proj, Phase::router_gemm, Phase::expert_up, Phase::expert_down,
                     Phase::shared_expert, Phase::dense_mlp, Phase::lm_head})
         CHECK(is_weight_matmul(q));
-    for (Phase q : {Phase::embed, Phase::attn_norm, Phase::attention, Phase::linear_attention, Phase::topk,
-                    Phase::permute, Phase::dispatch_a2a, Phase::activation, Phase::combine_a2a,
-                    Phase::unpermute_reduce, Phase::final_norm})
+    for (Phase q :
+         {Phase::embed, Phase::attn_norm, Phase::attention, Phase::linear_attention, Phase::topk, Phase::permute,
+          Phase::dispatch_a2a, Phase::activation, Phase::combine_a2a, Phase::unpermute_reduce, Phase::final_norm})
         CHECK_FALSE(is_weight_matmul(q));
 }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // phase_work on tiny models against hand-computed FLOPs and bytes (the arithmetic is written out beside each
 // check), its consistency with accounting.hpp, and the all-to-all traffic under expert parallelism.
-#include "model/phase_work.hpp"
 #include "common/paths.hpp"
 #include "config/model_config.hpp"
+#include "model/phase_work.hpp"
 
 #include "model/accounting.hpp"
 #include "test_models.hpp"
@@ -23,14 +23,18 @@ using test::prefill;
 ModelConfig tiny_mla() {
     ModelConfig m = test::tiny_gqa_h8();
     m.name = "tiny-mla";
-    m.attn = test::tiny_mla_attention({.num_heads = 2, .q_lora_rank = 0, .kv_lora_rank = 4, .qk_nope_head_dim = 2,
-                                       .qk_rope_head_dim = 2, .v_head_dim = 3});
+    m.attn = test::tiny_mla_attention({.num_heads = 2,
+                                       .q_lora_rank = 0,
+                                       .kv_lora_rank = 4,
+                                       .qk_nope_head_dim = 2,
+                                       .qk_rope_head_dim = 2,
+                                       .v_head_dim = 3});
     m.attn.num_kv_heads = 2;
     return m;
 }
 
-PhaseWork pw(const ModelConfig& m, Phase p, const StepShape& s, const std::vector<int64_t>& tpe = {},
-             int64_t layer = 0, int64_t ep = 1, PhaseWorkOptions opt = {}) {
+PhaseWork pw(const ModelConfig& m, Phase p, const StepShape& s, const std::vector<int64_t>& tpe = {}, int64_t layer = 0,
+             int64_t ep = 1, PhaseWorkOptions opt = {}) {
     return phase_work(m, p, layer, s, tpe, uniform_precision(DType::bf16), ep, opt);  // bf16 weights and activations
 }
 
@@ -180,7 +184,7 @@ TEST_CASE("phase_work: MLA in its three forms by hand", "[phase_work]") {
     // q: H*nh*(nope+rope) = 8*2*4 = 64; kv_a: H*(C+R) = 8*6 = 48; kv_b: C*nh*(nope+v) = 4*2*5 = 40.
     CHECK(qkv_matrix_elems(m, MlaForm::latent_expand) == 152);
     CHECK(qkv_matrix_elems(m, MlaForm::absorbed) == 112);
-    CHECK(o_proj_matrix_elems(m) == 48);  // nh*v*H = 2*3*8
+    CHECK(o_proj_matrix_elems(m) == 48);                              // nh*v*H = 2*3*8
     CHECK(attention_macs_per_pair(m, MlaForm::latent_expand) == 14);  // nh*(4 + 3)
     CHECK(attention_macs_per_pair(m, MlaForm::absorbed) == 20);       // nh*(2C + R) = 2*(8 + 2)
     CHECK(cache_elems_per_token(m, MlaForm::latent_expand) == 6);     // C + R
@@ -260,7 +264,7 @@ TEST_CASE("phase_work: a router's selection bias is read once per layer (by topk
 }
 
 TEST_CASE("phase_floor_us is the larger of the compute and memory times", "[phase_work]") {
-    PhaseWork w{2e12, 1e9, 1e9};  // 2 TFLOP, 2 GB
+    PhaseWork w{2e12, 1e9, 1e9};                             // 2 TFLOP, 2 GB
     CHECK(phase_floor_us(w, 1e15, 2e12) == Approx(2000.0));  // compute 2 ms > memory 1 ms
     CHECK(phase_floor_us(w, 4e15, 1e12) == Approx(2000.0));  // memory 2 ms > compute 0.5 ms
     CHECK(phase_floor_us(w, 0, 1e12) == Approx(2000.0));     // no peak: memory only

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Memory plan, decode floor and `moebench plan` output: hand-computed toy cases (arithmetic written out), the
 // unique-experts formula against exact enumeration and Monte Carlo, the EP refusal, and the stable JSON keys.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "common/error.hpp"
+#include "config/precision_request.hpp"
 #include "error_helpers.hpp"
 #include "model/accounting.hpp"
 #include "model/decode_floor.hpp"
-#include "config/precision_request.hpp"
 #include "model/memory_plan.hpp"
 #include "report/formats.hpp"
 #include "test_models.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -24,9 +24,15 @@ namespace {
 
 // 2 layers, hidden 64, GQA 4 heads / 2 KV heads of 16, 4 experts top-2 of width 32, vocab 1000, untied, no biases.
 ModelConfig toy_gqa() {
-    ModelConfig m = test::tiny_gqa_moe("toy-gqa", {.vocab_size = 1000, .hidden_size = 64, .num_layers = 2,
-                                                   .num_heads = 4, .num_kv_heads = 2, .head_dim = 16,
-                                                   .num_experts = 4, .top_k = 2, .expert_intermediate_size = 32});
+    ModelConfig m = test::tiny_gqa_moe("toy-gqa", {.vocab_size = 1000,
+                                                   .hidden_size = 64,
+                                                   .num_layers = 2,
+                                                   .num_heads = 4,
+                                                   .num_kv_heads = 2,
+                                                   .head_dim = 16,
+                                                   .num_experts = 4,
+                                                   .top_k = 2,
+                                                   .expert_intermediate_size = 32});
     m.family = "toy";
     m.max_position_embeddings = 4096;
     m.moe.routing = RoutingKind::topk_softmax;
@@ -37,8 +43,12 @@ ModelConfig toy_gqa() {
 ModelConfig toy_mla() {
     ModelConfig m = toy_gqa();
     m.name = "toy-mla";
-    m.attn = test::tiny_mla_attention({.num_heads = 4, .q_lora_rank = 0, .kv_lora_rank = 32, .qk_nope_head_dim = 16,
-                                       .qk_rope_head_dim = 8, .v_head_dim = 16});
+    m.attn = test::tiny_mla_attention({.num_heads = 4,
+                                       .q_lora_rank = 0,
+                                       .kv_lora_rank = 32,
+                                       .qk_nope_head_dim = 16,
+                                       .qk_rope_head_dim = 8,
+                                       .v_head_dim = 16});
     return m;
 }
 
@@ -76,12 +86,12 @@ PlanInput toy_input(int64_t ep, int64_t tp) {
 TEST_CASE("toy parameter components are what the memory plan builds on", "[plan]") {
     ParamCounts pc = count_params(toy_gqa());
     auto c = [&](Component k) { return pc.by_component[int(k)]; };
-    CHECK(c(Component::embedding) == 1000 * 64);                       // 64000
-    CHECK(c(Component::lm_head) == 1000 * 64);                         // 64000
+    CHECK(c(Component::embedding) == 1000 * 64);                              // 64000
+    CHECK(c(Component::lm_head) == 1000 * 64);                                // 64000
     CHECK(c(Component::attention) == 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64));  // q, k, v, o = 12288 per layer
-    CHECK(c(Component::norms) == 2 * 2 * 64 + 64);                     // 2 per layer + final = 320
-    CHECK(c(Component::router) == 2 * 64 * 4);                         // 512
-    CHECK(c(Component::routed_experts) == 2 * 4 * 3 * 64 * 32);        // 49152
+    CHECK(c(Component::norms) == 2 * 2 * 64 + 64);                            // 2 per layer + final = 320
+    CHECK(c(Component::router) == 2 * 64 * 4);                                // 512
+    CHECK(c(Component::routed_experts) == 2 * 4 * 3 * 64 * 32);               // 49152
     CHECK(pc.total == 202560);
 }
 
@@ -98,7 +108,8 @@ TEST_CASE("memory plan: toy GQA weights by dtype and sharding", "[plan]") {
     fp8.precision = uniform_precision(DType::fp8);
     CHECK(plan_memory(m, hw, fp8).weights_bytes == Approx(331392));
 
-    // int4: 0.5 byte + one bf16 scale per 128 weights = 0.515625 B/weight: (24576 + 49152) * 0.515625 = 38016; + 257664.
+    // int4: 0.5 byte + one bf16 scale per 128 weights = 0.515625 B/weight: (24576 + 49152) * 0.515625 = 38016; +
+    // 257664.
     PlanInput int4 = toy_input(1, 1);
     int4.precision.dense_weights = int4.precision.expert_weights = DType::int4;
     CHECK(plan_memory(m, hw, int4).weights_bytes == Approx(295680));
@@ -106,8 +117,8 @@ TEST_CASE("memory plan: toy GQA weights by dtype and sharding", "[plan]") {
     // Block-scaled formats, their scales counted (attention 24576 + experts 49152 = 73728 linear weights; the rest
     // 257664 B in bf16): fp8-block 1 + 4/(128*128) B -> 73728 + 18 = 73746; nvfp4 0.5 + 1/16 = 0.5625 B -> 41472;
     // mxfp4 0.5 + 1/32 = 0.53125 B -> 39168.
-    for (const auto& [d, linear_bytes] : {std::pair{DType::fp8_block, 73746.0}, std::pair{DType::nvfp4, 41472.0},
-                                         std::pair{DType::mxfp4, 39168.0}}) {
+    for (const auto& [d, linear_bytes] :
+         {std::pair{DType::fp8_block, 73746.0}, std::pair{DType::nvfp4, 41472.0}, std::pair{DType::mxfp4, 39168.0}}) {
         INFO(to_string(d));
         PlanInput q = toy_input(1, 1);
         q.precision.dense_weights = q.precision.expert_weights = d;
@@ -123,7 +134,8 @@ TEST_CASE("memory plan: toy GQA weights by dtype and sharding", "[plan]") {
     fp32.precision = uniform_precision(DType::fp32);
     CHECK(plan_memory(m, hw, fp32).weights_bytes == Approx(810240));
 
-    // bf16, EP 2 (2 GPUs, tp 1): experts halved, the rest replicated: 2*(64000+64000+24576+320+512) + 2*49152/2 = 355968.
+    // bf16, EP 2 (2 GPUs, tp 1): experts halved, the rest replicated: 2*(64000+64000+24576+320+512) + 2*49152/2 =
+    // 355968.
     MemoryPlan ep2 = plan_memory(m, hw, toy_input(2, 1));
     CHECK(ep2.weights_bytes == Approx(355968));
     CHECK(ep2.weights_by_component_bytes[int(Component::routed_experts)] == Approx(49152));
@@ -200,13 +212,14 @@ TEST_CASE("unique experts formula matches exact enumeration", "[plan]") {
         rec(0, 0);
         return sum / count;
     };
-    for (auto [E, k, B] : std::vector<std::tuple<int, int, int>>{{4, 2, 3}, {6, 3, 2}, {8, 2, 4}, {5, 1, 5}, {4, 4, 2}}) {
+    for (auto [E, k, B] :
+         std::vector<std::tuple<int, int, int>>{{4, 2, 3}, {6, 3, 2}, {8, 2, 4}, {5, 1, 5}, {4, 4, 2}}) {
         INFO("E=" << E << " k=" << k << " B=" << B);
         CHECK(expected_unique_experts(E, k, B) == Approx(exact(E, k, B)).epsilon(1e-12));
     }
     // Hand value: E=4, k=2, B=3: 4 * (1 - (1/2)^3) = 3.5.
     CHECK(expected_unique_experts(4, 2, 3) == Approx(3.5));
-    CHECK(expected_unique_experts(8, 2, 1) == Approx(2.0));   // one token touches exactly k
+    CHECK(expected_unique_experts(8, 2, 1) == Approx(2.0));  // one token touches exactly k
 }
 
 TEST_CASE("unique experts formula matches Monte Carlo at DeepSeek-V3 scale", "[plan]") {
@@ -286,7 +299,8 @@ TEST_CASE("decode floor: toy bytes, FLOPs and the dominating bound", "[plan]") {
                    Catch::Contains("a profile with fp4_tflops"));
 }
 
-TEST_CASE("decode floor: each part's FLOPs at its format's peak; a missing rate refuses the plan", "[plan][precision]") {
+TEST_CASE("decode floor: each part's FLOPs at its format's peak; a missing rate refuses the plan",
+          "[plan][precision]") {
     ModelConfig m = toy_gqa();
     HardwareProfile hw = toy_hw(2 * kGiB);  // bf16 1 TFLOP/s, fp8 2
     hw.fp4_flops = 4e12;
@@ -443,8 +457,8 @@ TEST_CASE("plan: the terminal view is a view of the document", "[plan][cli]") {
 }
 
 TEST_CASE("plan refuses an explicit layout that does not fit and names the minimum GPUs", "[plan][cli]") {
-    // DeepSeek-V3 in bf16 is ~1250 GiB of weights: EP 8 leaves ~157 GiB per H200 (140.4 GiB) -> refused; 256 experts and
-    // 128 heads make 16 the next layout.
+    // DeepSeek-V3 in bf16 is ~1250 GiB of weights: EP 8 leaves ~157 GiB per H200 (140.4 GiB) -> refused; 256 experts
+    // and 128 heads make 16 the next layout.
     auto r = test::run_cli("plan --model " + kDeepseek + " --ep 8");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::StartsWith("moebench: error: --ep/--tp") && Catch::Contains("use at least 16 GPUs"));

@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 
 using namespace moebench;
-using moebench::test::run_cli;
 using Catch::Detail::Approx;
+using moebench::test::run_cli;
 
 namespace {
 
@@ -39,8 +39,7 @@ std::string sim_run(const std::string& trace, const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("run --prune-below: experts below the share go, no token routes to them, the memory they free",
-          "[pruning]") {
+TEST_CASE("run --prune-below: experts below the share go, no token routes to them, the memory they free", "[pruning]") {
     const std::string dir = test::temp_dir("prune");
     const std::string trace = hand_trace(dir);
     const auto r = run_cli(sim_run(trace, dir + "/p.json") + " --prune-below 0.1");
@@ -77,14 +76,18 @@ TEST_CASE("run --prune-below: experts below the share go, no token routes to the
         std::vector<std::string> out(1);
         bool quoted = false;
         for (char c : line) {
-            if (c == '"') quoted = !quoted;
-            else if (c == ',' && !quoted) out.emplace_back();
-            else out.back().push_back(c);
+            if (c == '"')
+                quoted = !quoted;
+            else if (c == ',' && !quoted)
+                out.emplace_back();
+            else
+                out.back().push_back(c);
         }
         return out;
     };
     const std::string header = csv.out.substr(0, csv.out.find('\n'));
-    const std::string row = csv.out.substr(header.size() + 1, csv.out.find('\n', header.size() + 1) - header.size() - 1);
+    const std::string row =
+        csv.out.substr(header.size() + 1, csv.out.find('\n', header.size() + 1) - header.size() - 1);
     REQUIRE(cells(header).size() == 55);
     CHECK(cells(header)[54] == "prune_below");
     REQUIRE(cells(row).size() == 55);

@@ -24,9 +24,9 @@ TEST_CASE("rank deadline: auto is max(30 s, 5 x the slowest step), a fixed one i
     d.note_step_s(2.0);
     CHECK(d.seconds() == 30.0);  // 5 x 2 s is below the floor
     d.note_step_s(10.0);
-    d.note_step_s(4.0);          // the slowest step so far stays 10 s
+    d.note_step_s(4.0);  // the slowest step so far stays 10 s
     CHECK(d.seconds() == 50.0);
-    d.allow_stage_s(20.0);       // the sync after a 20 s preparation: 5 x 20 s
+    d.allow_stage_s(20.0);  // the sync after a 20 s preparation: 5 x 20 s
     CHECK(d.seconds() == 100.0);
     d.allow_stage_s(0);
     CHECK(d.seconds() == 50.0);
@@ -77,7 +77,8 @@ namespace {
 ModelConfig tiny_model() { return test::tiny_gqa_h8(); }
 
 std::string difference(const RunConfig& rank0, const RunConfig& rank1, const ModelConfig& m0, const ModelConfig& m1) {
-    const ExpertPlacement p0 = contiguous_placement(m0.moe.num_experts, 2), p1 = contiguous_placement(m1.moe.num_experts, 2);
+    const ExpertPlacement p0 = contiguous_placement(m0.moe.num_experts, 2),
+                          p1 = contiguous_placement(m1.moe.num_experts, 2);
     return settings_difference(rank_settings(rank0, m0, p0), rank_settings(rank1, m1, p1), 1);
 }
 
@@ -138,7 +139,8 @@ TEST_CASE("rank settings: what may differ per rank, and the model by its shapes"
                       m.hidden_size));
     ModelConfig renamed = m;
     renamed.name = "other-model";
-    CHECK(difference(a, b, m, renamed) == "rank 1 differs from rank 0 in model (--model): name other-model vs tiny-gqa");
+    CHECK(difference(a, b, m, renamed) ==
+          "rank 1 differs from rank 0 in model (--model): name other-model vs tiny-gqa");
 }
 
 TEST_CASE("rank settings: the placement by its experts per rank", "[ep][rank_settings]") {

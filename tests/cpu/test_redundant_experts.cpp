@@ -66,10 +66,10 @@ TEST_CASE("redundant experts: the hot expert's replica and one more balance 2 ra
           "[ep][redundant_experts]") {
     // 8 experts, top-2, hot:1:0.45: the hot expert takes 0.45 of the assignments, each of the 7 others 0.55/7. EP 2,
     // contiguous: the hot expert's rank A carries 0.45 + 3 x 0.55/7 = 4.8/7, rank B 4 x 0.55/7 = 2.2/7. Two replicas
-    // (one slot more per rank). First: the most load per copy is the hot expert's (0.45), onto the lighter rank B, where
-    // B's own tokens' half stays: A = 0.225 + 3c, B = 0.225 + 4c (c = 0.55/7). Second: the hot expert is on both ranks,
-    // so the next most load per copy is a cold expert's (c) not on A, the only rank with a free slot: A gains c/2 and B
-    // loses it, A = B = 0.5.
+    // (one slot more per rank). First: the most load per copy is the hot expert's (0.45), onto the lighter rank B,
+    // where B's own tokens' half stays: A = 0.225 + 3c, B = 0.225 + 4c (c = 0.55/7). Second: the hot expert is on both
+    // ranks, so the next most load per copy is a cold expert's (c) not on A, the only rank with a free slot: A gains
+    // c/2 and B loses it, A = B = 0.5.
     const ModelConfig m = moe_model(8, 2, 2);
     const auto w = make_workload("hot:1:0.45", m, 5);
     StepShape shape;
@@ -122,16 +122,16 @@ TEST_CASE("redundant experts: on a power law the busiest rank expects less load,
         const double none = max_of(rank_loads(base, load, home));
         CHECK(none * 8 == Approx(2.46875).epsilon(1e-4));
         for (int64_t n : {8, 16, 32, 64}) {
-            const double busiest = max_of(rank_loads(with_redundant_experts(base, *w, m, {0}, shape, n).of_layer(0),
-                                                     load, home));
+            const double busiest =
+                max_of(rank_loads(with_redundant_experts(base, *w, m, {0}, shape, n).of_layer(0), load, home));
             INFO(n << " replicas: busiest rank " << busiest * 8 << " x the mean");
             CHECK(busiest * 8 < 1.1);
             CHECK(busiest >= 1.0 / 8 - 1e-12);  // never below the mean
         }
     }
-    // DeepSeek-V3's shape, powerlaw:0.5 on 8 ranks: EPLB's rule alone (the hottest expert per copy onto the least-loaded
-    // rank), on contiguous blocks, raises the busiest rank from 1.116 to 1.166 x the mean with 8 replicas: a hot expert
-    // of a light rank gets the first replica. The other rule of `place` is kept where it does better.
+    // DeepSeek-V3's shape, powerlaw:0.5 on 8 ranks: EPLB's rule alone (the hottest expert per copy onto the
+    // least-loaded rank), on contiguous blocks, raises the busiest rank from 1.116 to 1.166 x the mean with 8 replicas:
+    // a hot expert of a light rank gets the first replica. The other rule of `place` is kept where it does better.
     {
         const ModelConfig m = moe_model(256, 8, 1);
         const auto w = make_workload("powerlaw:0.5", m, 3);
@@ -141,8 +141,8 @@ TEST_CASE("redundant experts: on a power law the busiest rank expects less load,
         const ExpertPlacement base = contiguous_placement(256, 8);
         const double none = max_of(rank_loads(base, load, home));
         for (int64_t n : {8, 16, 32, 64}) {
-            const double busiest = max_of(rank_loads(with_redundant_experts(base, *w, m, {0}, shape, n).of_layer(0),
-                                                     load, home));
+            const double busiest =
+                max_of(rank_loads(with_redundant_experts(base, *w, m, {0}, shape, n).of_layer(0), load, home));
             INFO(n << " replicas: busiest rank " << busiest * 8 << " x the mean, " << none * 8 << " without");
             CHECK(busiest < none);
             CHECK(busiest * 8 < 1.05);
@@ -158,9 +158,10 @@ TEST_CASE("redundant experts: a search that would take long is refused, naming t
     const auto w = make_workload("powerlaw:0.5", m, 3);
     StepShape shape;
     shape.batch = 64;
-    CHECK_THAT(test::config_error_of([&] { with_redundant_experts(contiguous_placement(256, 64), *w, m, {0}, shape, 16128); }),
-               Catch::Contains("redundant_experts (--redundant-experts)") && Catch::Contains("16128") &&
-                   Catch::Contains("use at most 13888"));
+    CHECK_THAT(
+        test::config_error_of([&] { with_redundant_experts(contiguous_placement(256, 64), *w, m, {0}, shape, 16128); }),
+        Catch::Contains("redundant_experts (--redundant-experts)") && Catch::Contains("16128") &&
+            Catch::Contains("use at most 13888"));
     CHECK_NOTHROW(with_redundant_experts(contiguous_placement(256, 64), *w, m, {0}, shape, 256));
 }
 
@@ -170,8 +171,9 @@ TEST_CASE("redundant experts: the sim's counted rank loads fall as hand-computed
     // assignments 2 x 4.8/7 = 1.371 without replicas, 1.0 with 2 (the case above), within sampling noise.
     const std::string dir = moebench::test::temp_dir("redundant");
     // At context 64: the KV cache of 4096 sequences per GPU fits beside the weights (at the default 1024 it does not).
-    const std::string base = "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8192 "
-                             "--context 64 --ep 2 --routing hot:1:0.45 --iters 1 --warmup 0 ";
+    const std::string base =
+        "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8192 "
+        "--context 64 --ep 2 --routing hot:1:0.45 --iters 1 --warmup 0 ";
     json rec[2];
     for (int i = 0; i < 2; ++i) {
         const std::string out = dir + "/r" + std::to_string(i) + ".json";
@@ -216,8 +218,9 @@ TEST_CASE("redundant experts: the sim's counted rank loads fall as hand-computed
 TEST_CASE("redundant experts: an axis compare matches on; a report from before it was one reads as 0",
           "[ep][redundant_experts][cli]") {
     const std::string dir = moebench::test::temp_dir("redundant-compare");
-    const std::string sim = "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8 --ep 2 "
-                            "--routing hot:1:0.45 --iters 1 --warmup 0 ";
+    const std::string sim =
+        "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8 --ep 2 "
+        "--routing hot:1:0.45 --iters 1 --warmup 0 ";
     REQUIRE(run_cli(sim + "--out " + dir + "/r0.json").exit_code == 0);
     REQUIRE(run_cli(sim + "--redundant-experts 2 --out " + dir + "/r2.json").exit_code == 0);
     json old = load_json_file(dir + "/r0.json");
@@ -235,7 +238,8 @@ TEST_CASE("redundant experts: their weights count in plan's and the sim's memory
     // mixtral-8x7b's routed experts: 32 layers x 8 experts x 3 x 4096 x 14336 = 45,097,156,608 parameters, bf16, over
     // 2 GPUs: 45.10 GB per GPU; with 2 redundant experts 10 of 8 copies: 56.37 GB.
     for (int64_t n : {0, 2}) {
-        const CliResult r = run_cli("plan --model mixtral-8x7b --ep 2 --format json --redundant-experts " + std::to_string(n));
+        const CliResult r =
+            run_cli("plan --model mixtral-8x7b --ep 2 --format json --redundant-experts " + std::to_string(n));
         REQUIRE(r.exit_code == 0);
         const json plan = json::parse(r.out);
         CHECK(plan["inputs"]["redundant_experts"] == n);
@@ -249,8 +253,10 @@ TEST_CASE("redundant experts: their weights count in plan's and the sim's memory
     for (const char* k : {"memory_gb", "memory_gib", "memory_bytes"}) hw.erase(k);
     hw["memory_gib"] = 50;
     const std::string hw_path = moebench::test::write_temp("gpu50.json", hw.dump());
-    const std::string base = "run --backend sim --hardware " + hw_path + " --model mixtral-8x7b --layers 32 --batch 8 "
-                             "--ep 2 --routing hot:1:0.45 --iters 1 --warmup 0 --out " + dir + "/r.json ";
+    const std::string base = "run --backend sim --hardware " + hw_path +
+                             " --model mixtral-8x7b --layers 32 --batch 8 "
+                             "--ep 2 --routing hot:1:0.45 --iters 1 --warmup 0 --out " +
+                             dir + "/r.json ";
     const CliResult fits = run_cli(base);
     INFO(fits.err);
     REQUIRE(fits.exit_code == 0);
@@ -270,9 +276,9 @@ TEST_CASE("redundant experts: bad values are refused naming the field, the value
     LayoutRequest r;
     r.ep = 4;
     r.redundant_experts = -4;
-    CHECK_THAT(test::config_error_of([&] { resolve_layout(r); }),
-               Catch::Contains("redundant_experts (--redundant-experts)") && Catch::Contains("-4") &&
-                   Catch::Contains(">= 0"));
+    CHECK_THAT(
+        test::config_error_of([&] { resolve_layout(r); }),
+        Catch::Contains("redundant_experts (--redundant-experts)") && Catch::Contains("-4") && Catch::Contains(">= 0"));
     r.redundant_experts = 6;
     CHECK_THAT(test::config_error_of([&] { resolve_layout(r); }),
                Catch::Contains("multiple of the expert-parallel size 4") && Catch::Contains("use 4 or 8"));
@@ -292,22 +298,24 @@ TEST_CASE("redundant experts: bad values are refused naming the field, the value
                Catch::Contains("redundant_experts") && Catch::Contains("28") && Catch::Contains("at most 24"));
 
     // From the command line: exit 2, one line naming the flag.
-    const std::string base = "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8 "
-                             "--iters 1 --warmup 0 --routing hot:1:0.45 ";
-    for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
-             {"--ep 2 --redundant-experts -2", ">= 0"},
-             {"--ep 2 --redundant-experts 3", "use 2 or 4"},
-             {"--ep 2 --redundant-experts 10", "at most 8"},
-             {"--redundant-experts 2", "this layout has one"},
-             {"--ep 2 --redundant-experts x", "whole number"}}) {
+    const std::string base =
+        "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8 "
+        "--iters 1 --warmup 0 --routing hot:1:0.45 ";
+    for (const auto& [flags, says] :
+         std::vector<std::pair<std::string, std::string>>{{"--ep 2 --redundant-experts -2", ">= 0"},
+                                                          {"--ep 2 --redundant-experts 3", "use 2 or 4"},
+                                                          {"--ep 2 --redundant-experts 10", "at most 8"},
+                                                          {"--redundant-experts 2", "this layout has one"},
+                                                          {"--ep 2 --redundant-experts x", "whole number"}}) {
         INFO(flags);
         const CliResult bad = run_cli(base + flags);
         CHECK(bad.exit_code == 2);
         CHECK_THAT(bad.err, Catch::Contains("redundant_experts (--redundant-experts)") && Catch::Contains(says));
     }
     // The model's own router gives no load before the run: nothing to choose replicas by.
-    const CliResult router = run_cli("run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8 "
-                                     "--iters 1 --warmup 0 --routing router --ep 2 --redundant-experts 2");
+    const CliResult router = run_cli(
+        "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 --batch 8 "
+        "--iters 1 --warmup 0 --routing router --ep 2 --redundant-experts 2");
     CHECK(router.exit_code == 2);
     CHECK_THAT(router.err, Catch::Contains("redundant_experts") && Catch::Contains("powerlaw"));
     // plan refuses the same values.

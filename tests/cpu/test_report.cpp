@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The moebench.report/1 document from the real binary on tiny models: keys and sources, arithmetic between fields,
 // reproducibility for a seed, extrapolation labels, and --dump-tensors checked against a plain reference loop.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "common/tensor_file.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -60,9 +60,9 @@ TEST_CASE("report: top-level keys, sources and per-phase statistics", "[report]"
         CHECK(lat["step"].contains(k));
     CHECK(lat["step"]["mean_us"].get<double>() > 0);
     // Every phase of a Mixtral-like step, each with its statistics; shares add up to 1 and the sum matches.
-    std::vector<std::string> expected = {"embed",      "attn_norm",   "qkv_proj",    "attention",       "o_proj",
-                                         "ffn_norm",   "router_gemm", "topk",        "permute",         "expert_up",
-                                         "activation", "expert_down", "unpermute_reduce", "final_norm", "lm_head"};
+    std::vector<std::string> expected = {
+        "embed",   "attn_norm", "qkv_proj",   "attention",   "o_proj",           "ffn_norm",   "router_gemm", "topk",
+        "permute", "expert_up", "activation", "expert_down", "unpermute_reduce", "final_norm", "lm_head"};
     CHECK(lat["phases"].size() == expected.size());
     double share_sum = 0, mean_sum = 0;
     for (const auto& name : expected) {
@@ -115,8 +115,10 @@ TEST_CASE("report: top-level keys, sources and per-phase statistics", "[report]"
 
 TEST_CASE("report: the same seed gives the same routing and expert load", "[report]") {
     for (const std::string routing : {"router", "zipf:1.2"}) {
-        std::string args = "--model " + tiny("tiny-gqa") + " --layers 2 --batch 6 --warmup 1 --iters 3 --min-time 0 "
-                           "--routing " + routing + " --seed 7";
+        std::string args = "--model " + tiny("tiny-gqa") +
+                           " --layers 2 --batch 6 --warmup 1 --iters 3 --min-time 0 "
+                           "--routing " +
+                           routing + " --seed 7";
         json a = run_json(args), b = run_json(args);
         INFO(routing);
         // Everything counted must match; the per-expert GEMM times are measured and may differ.
@@ -124,12 +126,14 @@ TEST_CASE("report: the same seed gives the same routing and expert load", "[repo
             for (auto& x : l) x.erase("expert_gemm_us");
             return l;
         };
-        CHECK(strip_time(a["runs"][0]["expert_load"]["per_layer"]) == strip_time(b["runs"][0]["expert_load"]["per_layer"]));
+        CHECK(strip_time(a["runs"][0]["expert_load"]["per_layer"]) ==
+              strip_time(b["runs"][0]["expert_load"]["per_layer"]));
         CHECK(a["runs"][0]["routing"]["per_layer"] == b["runs"][0]["routing"]["per_layer"]);
     }
 }
 
-TEST_CASE("report: --out writes the same document atomically; a subset of layers is labelled extrapolated", "[report]") {
+TEST_CASE("report: --out writes the same document atomically; a subset of layers is labelled extrapolated",
+          "[report]") {
     std::string dir = moebench::test::temp_dir("report");
     std::string path = dir + "/sub/r.json";
     auto r = run_cli("run --backend cpu --model " + tiny("tiny-dense-first") +
@@ -147,7 +151,8 @@ TEST_CASE("report: --out writes the same document atomically; a subset of layers
     CHECK(run["latency"]["whole_model"].contains("unavailable"));
     CHECK(run["expert_load"]["per_layer"].empty());
 
-    auto r2 = run_cli("run --backend cpu --json - --model " + tiny("tiny-dense-first") + " --layers 2 --warmup 0 --iters 2");
+    auto r2 =
+        run_cli("run --backend cpu --json - --model " + tiny("tiny-dense-first") + " --layers 2 --warmup 0 --iters 2");
     REQUIRE(r2.exit_code == 0);
     json full = json::parse(r2.out);
     const json& whole = full["runs"][0]["latency"]["whole_model"];
@@ -163,11 +168,14 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
-TEST_CASE("--dump-tensors: a readable file whose moe_out a plain reference loop reproduces (Mixtral-like)", "[report]") {
+TEST_CASE("--dump-tensors: a readable file whose moe_out a plain reference loop reproduces (Mixtral-like)",
+          "[report]") {
     std::string dir = moebench::test::temp_dir("dump");
     const int64_t T = 5;
-    auto r = run_cli("run --backend cpu --model " + tiny("tiny-gqa") + " --layers 2 --batch 5 --warmup 1 --iters 2 "
-                     "--seed 3 --out " + dir + "/r.json --dump-tensors " + dir);
+    auto r = run_cli("run --backend cpu --model " + tiny("tiny-gqa") +
+                     " --layers 2 --batch 5 --warmup 1 --iters 2 "
+                     "--seed 3 --out " +
+                     dir + "/r.json --dump-tensors " + dir);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     moebench::TensorFile f = moebench::read_safetensors(dir + "/moe_layer.safetensors");
@@ -263,7 +271,8 @@ TEST_CASE("report: stopping rule by time, by noise cap, and prefill token counts
     CHECK(b["config"]["run"]["max_iters"] == 4);
 
     // Prefill: batch x seq_len tokens per step, each choosing top_k = 2 experts.
-    json p = run_json("--model " + tiny("tiny-gqa") + " --layers 2 --mode prefill --batch 2 --seq-len 8 --context 0 "
+    json p = run_json("--model " + tiny("tiny-gqa") +
+                      " --layers 2 --mode prefill --batch 2 --seq-len 8 --context 0 "
                       "--warmup 0 --iters 2 --routing zipf:1.0");
     const json& run = p["runs"][0];
     CHECK(run["num_tokens"] == 16);
@@ -279,8 +288,10 @@ TEST_CASE("report: stopping rule by time, by noise cap, and prefill token counts
 
 TEST_CASE("--dump-tensors: shared experts and the correction bias of a DeepSeek-V3-like model", "[report]") {
     std::string dir = moebench::test::temp_dir("dump-mla");
-    auto r = run_cli("run --backend cpu --model " + tiny("tiny-mla") + " --layers 2 --batch 3 --warmup 0 --iters 1 "
-                     "--out " + dir + "/r.json --dump-tensors " + dir);
+    auto r = run_cli("run --backend cpu --model " + tiny("tiny-mla") +
+                     " --layers 2 --batch 3 --warmup 0 --iters 1 "
+                     "--out " +
+                     dir + "/r.json --dump-tensors " + dir);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     moebench::TensorFile f = moebench::read_safetensors(dir + "/moe_layer.safetensors");
@@ -301,7 +312,8 @@ TEST_CASE("--dump-tensors: shared experts and the correction bias of a DeepSeek-
 
 TEST_CASE("report: capacity drops are counted and consistent with the ids", "[report]") {
     // capacity = ceil(0.5 * 8 * 2 / 4) = 2 per expert: at most 8 of the 16 assignments per step survive.
-    json rep = run_json("--model " + tiny("tiny-gqa") + " --layers 1 --batch 8 --warmup 0 --iters 2 "
+    json rep = run_json("--model " + tiny("tiny-gqa") +
+                        " --layers 1 --batch 8 --warmup 0 --iters 2 "
                         "--capacity-factor 0.5 --routing hot:1:0.5");
     const json& l = rep["runs"][0]["expert_load"]["per_layer"][0];
     auto tpe = l["tokens_per_expert"].get<std::vector<int64_t>>();

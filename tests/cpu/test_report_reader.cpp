@@ -3,11 +3,11 @@
 // naming the file and the JSON path in both commands; points of different models or backends never match; environment
 // differences are warnings; nothing comparable is exit 2; reports written by today's binary (run and sweep, sim and
 // cpu) still read, render and compare; CSV cells that a spreadsheet would run as formulas are neutralised.
-#include "test_paths.hpp"
 #include "common/error.hpp"
 #include "compare/compare.hpp"
 #include "report/formats.hpp"
 #include "report/report_reader.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -40,7 +40,8 @@ json run_report(const std::string& args) {
 json sim_report(const std::string& model = kTiny, int batch = 4) {
     static std::map<std::string, json> cache;  // the same command gives the same modeled report
     const std::string key = model + "|" + std::to_string(batch);
-    if (!cache.count(key)) cache[key] = run_report("--backend sim --model " + model + " --batch " + std::to_string(batch));
+    if (!cache.count(key))
+        cache[key] = run_report("--backend sim --model " + model + " --batch " + std::to_string(batch));
     return cache[key];
 }
 
@@ -112,8 +113,9 @@ TEST_CASE("report reader: a missing or non-numeric field is exit 2 in compare an
             for (const auto& p : c.parts) CHECK_THAT(rep.err, Catch::Contains(p));
         }
         // The library entry point is as strict as the commands.
-        CHECK_THAT(test::config_error_of([&] { (void)compare_reports(good, c.doc, CompareOptions{}, "A.json", "B.json"); }),
-                   Catch::Contains(c.parts.front()));
+        CHECK_THAT(
+            test::config_error_of([&] { (void)compare_reports(good, c.doc, CompareOptions{}, "A.json", "B.json"); }),
+            Catch::Contains(c.parts.front()));
     }
     std::filesystem::remove_all(dir);
 }
@@ -126,7 +128,8 @@ TEST_CASE("report reader: compare and report accept the same schemas", "[hardeni
     other["schema"] = "moebench.report/2";
     json none = good;
     none.erase("schema");
-    for (const auto& [doc, part] : {std::pair{other, std::string("moebench.report/2")}, {none, std::string("schema")}}) {
+    for (const auto& [doc, part] :
+         {std::pair{other, std::string("moebench.report/2")}, {none, std::string("schema")}}) {
         const std::string b = write_json(dir, "B.json", doc);
         // Before: report refused an unknown schema but compare compared it; a missing one passed both.
         expect_exit2(run_cli("compare " + a + " " + b), {"B.json: schema", part});
@@ -138,7 +141,8 @@ TEST_CASE("report reader: compare and report accept the same schemas", "[hardeni
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("compare: points of different models never match; exit 2 names the models", "[hardening][report_reader][compare]") {
+TEST_CASE("compare: points of different models never match; exit 2 names the models",
+          "[hardening][report_reader][compare]") {
     const std::string dir = test::temp_dir("reader-models");
     const std::string a = write_json(dir, "a.json", sim_report(kTiny));
     const std::string b = write_json(dir, "b.json", sim_report("olmoe-1b-7b"));
@@ -218,8 +222,9 @@ TEST_CASE("compare: environment differences are warnings, and the points are sti
         CHECK(by_field.count(f) == 1);
     }
     CHECK(by_field["threads"]["b"] == "64");
-    for (const char* text : {"git revision differs", "build type differs: Release (A) vs Debug (B)", "CPU differs",
-                             "thread count differs", "dtype differs: fp32 (A) vs bf16 (B)", "run config seed differs: 0 (A) vs 7 (B)"})
+    for (const char* text :
+         {"git revision differs", "build type differs: Release (A) vs Debug (B)", "CPU differs", "thread count differs",
+          "dtype differs: fp32 (A) vs bf16 (B)", "run config seed differs: 0 (A) vs 7 (B)"})
         CHECK_THAT(r.err, Catch::Contains(std::string("moebench: warning: ") + text));
     // A report compared with itself has nothing to warn about.
     auto self = run_cli("compare " + a + " " + a + " --format json");
@@ -229,7 +234,8 @@ TEST_CASE("compare: environment differences are warnings, and the points are sti
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("compare: a sweep against a sweep with partly overlapping axes", "[hardening][report_reader][compare][sweep]") {
+TEST_CASE("compare: a sweep against a sweep with partly overlapping axes",
+          "[hardening][report_reader][compare][sweep]") {
     const std::string dir = test::temp_dir("reader-sweeps");
     const std::string a = dir + "/a.json", b = dir + "/b.json";
     const std::string common = "sweep --backend sim --model " + kTiny + " --quiet --warmup 0 --iters 2 ";
@@ -278,10 +284,12 @@ TEST_CASE("compare: a sweep against a sweep with partly overlapping axes", "[har
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("compare: ambiguous match keys and matched points that never ran are exit 2", "[hardening][report_reader][compare]") {
+TEST_CASE("compare: ambiguous match keys and matched points that never ran are exit 2",
+          "[hardening][report_reader][compare]") {
     const std::string dir = test::temp_dir("reader-ambiguous");
     const std::string a = dir + "/a.json";
-    REQUIRE(run_cli("sweep --backend sim --model " + kTiny + " --quiet --warmup 0 --iters 2 --batch 2 --context 64,128 --out " + a)
+    REQUIRE(run_cli("sweep --backend sim --model " + kTiny +
+                    " --quiet --warmup 0 --iters 2 --batch 2 --context 64,128 --out " + a)
                 .exit_code == 0);
     // --match batch: both points of each report are batch=2; which pairs with which would be a guess.
     expect_exit2(run_cli("compare " + a + " " + a + " --match batch"),
@@ -292,7 +300,8 @@ TEST_CASE("compare: ambiguous match keys and matched points that never ran are e
     json ran = skipped["runs"][0];
     ran["axes"]["context"] = 256;
     ran["context"] = 256;
-    for (auto& run : skipped["runs"]) run = json{{"status", "skipped"}, {"skip_reason", "no device"}, {"axes", run["axes"]}};
+    for (auto& run : skipped["runs"])
+        run = json{{"status", "skipped"}, {"skip_reason", "no device"}, {"axes", run["axes"]}};
     skipped["runs"].push_back(ran);
     const std::string s = write_json(dir, "s.json", skipped);
     expect_exit2(run_cli("compare " + a + " " + s), {"no matched point ran in both", "skipped"});
@@ -303,7 +312,8 @@ TEST_CASE("compare: ambiguous match keys and matched points that never ran are e
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("csv: cells a spreadsheet would run as formulas are neutralised; numbers are not", "[hardening][formats][csv]") {
+TEST_CASE("csv: cells a spreadsheet would run as formulas are neutralised; numbers are not",
+          "[hardening][formats][csv]") {
     json doc = sim_report();
     json& run = doc["runs"][0];
     run["model"] = "=HYPERLINK(\"http://x\",\"y\")";
@@ -312,7 +322,7 @@ TEST_CASE("csv: cells a spreadsheet would run as formulas are neutralised; numbe
     run["axes"]["backend"] = "\tsim";
     run["axes"]["capacity_factor"] = -1.5;  // a negative number stays a number
     run["axes"]["soft_topn"] = "-2";        // ... also where the column holds text
-    run["axes"]["zz_note"] = "-1+2";         // not a number: neutralised (in extra_axes: "zz_note=-1+2" starts with z)
+    run["axes"]["zz_note"] = "-1+2";        // not a number: neutralised (in extra_axes: "zz_note=-1+2" starts with z)
     run["axes"]["layers"] = "-1+2";
     std::string csv = render_report(read_report(doc, "r.json").doc, "csv");
     std::stringstream ss(csv);
@@ -320,7 +330,8 @@ TEST_CASE("csv: cells a spreadsheet would run as formulas are neutralised; numbe
     std::getline(ss, header);
     std::getline(ss, row);
     INFO(row);
-    CHECK_THAT(row, Catch::Contains(",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\","));  // quoted (comma), then neutralised
+    CHECK_THAT(row,
+               Catch::Contains(",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\","));  // quoted (comma), then neutralised
     CHECK_THAT(row, Catch::Contains(",'\tsim,'@SUM(1+1),"));
     CHECK_THAT(row, Catch::Contains(",'+cmd|' /C calc'!A0,"));
     CHECK_THAT(row, Catch::Contains(",-1.5,-2,'-1+2,zz_note=-1+2,"));
@@ -347,7 +358,7 @@ TEST_CASE("report reader: today's reports read whole, with the fields compare us
     CHECK(run.phases.count("expert_up") == 1);
     CHECK(r.environment.at("tool.git_rev") == sim["tool"]["git_rev"].get<std::string>());
     CHECK(run_key_value(r, run, "capacity_factor") == 0);  // 0.0 in the file: numbers compare by value
-    CHECK(run_key_value(r, run, "seed") == 0);            // not an axis: from the record
+    CHECK(run_key_value(r, run, "seed") == 0);             // not an axis: from the record
     CHECK(run_key_value(r, run, "nosuch").is_null());
 
     const json cpu = quiet_cpu_report();
@@ -394,7 +405,8 @@ TEST_CASE("report reader: statistics that cannot be are exit 2 in compare and re
          {"runs[0].latency.phases.expert_up.p95_us", "outside [min_us, max_us]"});
     edit("phase stdev", good, [](json& r) { r["latency"]["phases"]["attention"]["stdev_us"] = 1e12; },
          {"runs[0].latency.phases.attention.stdev_us", "cannot be the standard deviation"});
-    edit("cv", good, [](json& r) { r["latency"]["step"]["cv"] = 0.01; }, {"runs[0].latency.step.cv", "stdev_us / mean_us"});
+    edit("cv", good, [](json& r) { r["latency"]["step"]["cv"] = 0.01; },
+         {"runs[0].latency.step.cv", "stdev_us / mean_us"});
     edit("count", good, [](json& r) { r["latency"]["step"]["count"] = 7; },
          {"runs[0].latency.step.count", "iterations.measured (3)"});
     // step_samples_us: negative, outside the statistics, not one per iteration, absurd (before: the last was rendered
@@ -405,9 +417,15 @@ TEST_CASE("report reader: statistics that cannot be are exit 2 in compare and re
          {"runs[0].latency.step_samples_us[2]", "outside [min_us, max_us]"});
     edit("samples count", good, [](json& r) { r["latency"]["step_samples_us"].erase(2); },
          {"runs[0].latency.step_samples_us", "2 samples", "iterations.measured (3)"});
-    edit("absurd samples", good, [](json& r) { test::set_step_samples(r, {1e-3, 1e150, 5.0}); },
+    edit("absurd samples", good,
+         [](json& r) {
+             test::set_step_samples(r, {1e-3, 1e150, 5.0});
+         },
          {"runs[0].latency.step.max_us", "not a plausible time"});
-    edit("samples vs mean", good, [](json& r) { r["latency"]["step_samples_us"] = {100.969, 104.679, 104.679}; },
+    edit("samples vs mean", good,
+         [](json& r) {
+             r["latency"]["step_samples_us"] = {100.969, 104.679, 104.679};
+         },
          {"runs[0].latency.step_samples_us", "latency.step"});
     // Expert load against the model (4 experts).
     edit("short tokens_per_expert", good,
@@ -417,14 +435,16 @@ TEST_CASE("report reader: statistics that cannot be are exit 2 in compare and re
          {"runs[0].expert_load.per_layer[0].num_assignments", "1000", "sum of tokens_per_expert"});
     // Source labels against the backend.
     edit("cpu claims modeled", good,
-         [](json& r) { r["latency"]["source"] = "modeled"; r["throughput"]["source"] = "modeled"; },
+         [](json& r) {
+             r["latency"]["source"] = "modeled";
+             r["throughput"]["source"] = "modeled";
+         },
          {"runs[0].latency.source", "modeled", "backend cpu measures"});
     edit("sim claims measured", sim_report(), [](json& r) { r["latency"]["source"] = "measured"; },
          {"runs[0].latency.source", "measured", "backend sim models"});
     edit("sim counts measured iterations", sim_report(), [](json& r) { r["iterations"]["measured"] = 3; },
          {"runs[0].iterations.measured", "a modeled run measures no step"});
-    edit("whole model not extrapolated", good,
-         [](json& r) { r["latency"]["whole_model"]["source"] = "extrapolated"; },
+    edit("whole model not extrapolated", good, [](json& r) { r["latency"]["whole_model"]["source"] = "extrapolated"; },
          {"runs[0].latency.whole_model.source", "extrapolated", "false"});
 
     for (const auto& c : cases) {
@@ -433,7 +453,8 @@ TEST_CASE("report reader: statistics that cannot be are exit 2 in compare and re
         auto cmp = run_cli("compare " + a + " " + b);
         expect_exit2(cmp, {"moebench: error:"});
         for (const auto& p : c.parts) CHECK_THAT(cmp.err, Catch::Contains(p));
-        expect_exit2(run_cli("report " + b + " --format prom"), {"B.json: " + c.parts.front().substr(c.parts.front().find("runs["))});
+        expect_exit2(run_cli("report " + b + " --format prom"),
+                     {"B.json: " + c.parts.front().substr(c.parts.front().find("runs["))});
     }
     // Non-finite values (only a document built in memory can hold them): the library entry point refuses them too.
     json nan = good;

@@ -3,10 +3,10 @@
 // folder or unreadable; an output that cannot be written, is a link or a pipe, is one of the inputs, or is steered
 // by a report; stdout that is full; temporaries of dead writers. Each is named as what it is (exit 2) before any
 // work, or written through, never a hang, a destroyed input or output lost silently; each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -148,9 +148,9 @@ TEST_CASE("a folder where a file is expected is a ConfigError", "[robust][cli]")
     const std::string dir = temp_dir("qa-dir");
     const std::string sub = dir + "/x.json";
     fs::create_directories(sub);
-    expect_refused("trace info " + sub, {sub, "folder"});         // was: internal error, exit 1
-    expect_refused("plan --model " + sub, {sub, "folder"});       // was: "file not found"
-    expect_refused("report " + sub, {sub, "folder"});             // was: "is not valid JSON"
+    expect_refused("trace info " + sub, {sub, "folder"});    // was: internal error, exit 1
+    expect_refused("plan --model " + sub, {sub, "folder"});  // was: "file not found"
+    expect_refused("report " + sub, {sub, "folder"});        // was: "is not valid JSON"
     expect_refused("trace convert " + sub + " -o " + dir + "/o.safetensors", {sub, "folder"});
     fs::remove_all(dir);
 }
@@ -230,12 +230,14 @@ TEST_CASE("a command whose stdout is a full device exits 1 with the reason", "[r
     REQUIRE(run_cli(sim_sweep(kTiny, "1,2", report)).exit_code == 0);
     REQUIRE(run_cli("trace gen --model " + kTiny + " --routing zipf:1.2 --tokens 64 -o " + trace).exit_code == 0);
     // Before: every one of these exited 0 with its output lost.
-    for (const std::string& args : std::vector<std::string>{"report " + report + " --format md", "report " + report + " -o -", "report " + report + " --format csv",
-          "run --model " + kTiny + " --backend sim --warmup 0 --iters 2 --out " + dir + "/run.json --format csv",
-          std::string("plan"), "trace info " + trace, "compare " + report + " " + report + " --format json",
-          // the sweep's summary table (not --quiet)
-          "sweep --backend sim --model " + kTiny + " --warmup 0 --iters 2 --context 64 --batch 1,2 --out " + dir + "/s.json",
-          "devices"}) {
+    for (const std::string& args : std::vector<std::string>{
+             "report " + report + " --format md", "report " + report + " -o -", "report " + report + " --format csv",
+             "run --model " + kTiny + " --backend sim --warmup 0 --iters 2 --out " + dir + "/run.json --format csv",
+             std::string("plan"), "trace info " + trace, "compare " + report + " " + report + " --format json",
+             // the sweep's summary table (not --quiet)
+             "sweep --backend sim --model " + kTiny + " --warmup 0 --iters 2 --context 64 --batch 1,2 --out " + dir +
+                 "/s.json",
+             "devices"}) {
         INFO(args);
         const std::string cmd = std::string(MOEBENCH_BIN) + " " + args + " >/dev/full 2>" + dir + "/err";
         const int status = std::system(cmd.c_str());
@@ -246,12 +248,12 @@ TEST_CASE("a command whose stdout is a full device exits 1 with the reason", "[r
         CHECK_THAT(err, Catch::Contains("moebench: error: writing to stdout failed: No space left on device"));
     }
     // A command with nothing for stdout is not failed by it.
-    const std::string quiet = std::string(MOEBENCH_BIN) + " report " + report + " -o " + dir + "/v.md >/dev/full 2>/dev/null";
+    const std::string quiet =
+        std::string(MOEBENCH_BIN) + " report " + report + " -o " + dir + "/v.md >/dev/full 2>/dev/null";
     CHECK(WEXITSTATUS(std::system(quiet.c_str())) == 0);
 }
 
-TEST_CASE("an output naming one of the inputs is refused before it is destroyed",
-          "[robust][same_file][cli]") {
+TEST_CASE("an output naming one of the inputs is refused before it is destroyed", "[robust][same_file][cli]") {
     const std::string dir = temp_dir("same-file");
     const std::string model = dir + "/m.json";
     fs::copy_file(kTiny, model);
@@ -279,7 +281,9 @@ TEST_CASE("an output naming one of the inputs is refused before it is destroyed"
     const std::vector<Case> cases = {
         {"trace convert " + recording + " -o " + recording, recording, {"-o", "IN"}},
         {"place --trace " + trace + " --ep 2 -o " + trace, trace, {"-o", "--trace"}},
-        {"sweep --config " + sweep_config + " --batch 1 --quiet --out " + sweep_config, sweep_config, {"--out", "--config"}},
+        {"sweep --config " + sweep_config + " --batch 1 --quiet --out " + sweep_config,
+         sweep_config,
+         {"--out", "--config"}},
         {"run --model " + model + " --backend sim --out " + model, model, {"--out", "--model"}},
         {"run --config " + report + " --out " + report, report, {"--out", "--config"}},
         {"run --config " + report + " --json " + report, report, {"--json", "--config"}},
@@ -288,7 +292,8 @@ TEST_CASE("an output naming one of the inputs is refused before it is destroyed"
         {"report " + report + " -o " + report, report, {"-o", "REPORT"}},
         {"report " + report + " --format md -o " + dir + "/link.json", report, {"-o", "REPORT"}},  // a link to it
         {"plan --model " + model + " --out " + model, model, {"--out", "--model"}},
-        {"sweep --model " + model + " --backend sim --batch 1 --quiet --out " + dir + "/x.json --journal " + model, model,
+        {"sweep --model " + model + " --backend sim --batch 1 --quiet --out " + dir + "/x.json --journal " + model,
+         model,
          {"--journal", "--model"}},
     };
     for (const Case& c : cases) {
@@ -301,8 +306,8 @@ TEST_CASE("an output naming one of the inputs is refused before it is destroyed"
         CHECK(read_text(c.input) == before);
     }
     // The report and the journal of a sweep are two files.
-    expect_exit2(run_cli("sweep --model " + model + " --backend sim --batch 1 --quiet --out " + dir + "/y.json --journal " +
-                         dir + "/y.json"),
+    expect_exit2(run_cli("sweep --model " + model + " --backend sim --batch 1 --quiet --out " + dir +
+                         "/y.json --journal " + dir + "/y.json"),
                  {"--journal: is the same file as the report (--out)"});
     CHECK_FALSE(fs::exists(dir + "/y.json"));
 }
@@ -321,8 +326,7 @@ TEST_CASE("same_file follows links and tells files apart", "[robust][same_file]"
     CHECK_FALSE(moebench::same_file("/dev/null", "/dev/null"));  // not a file an output could destroy
 }
 
-TEST_CASE("run --config REPORT takes neither the report's out nor its dump_tensors",
-          "[robust][run_report][cli]") {
+TEST_CASE("run --config REPORT takes neither the report's out nor its dump_tensors", "[robust][run_report][cli]") {
     const std::string dir = temp_dir("report-steers");
     const std::string report = dir + "/r.json";
     REQUIRE(run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --out " + report).exit_code == 0);

@@ -2,10 +2,10 @@
 // Robustness of the hardware profile reader, its sim parameters included: a malformed field, a figure outside a
 // physical range, a sim efficiency or latency of 1e300 are refused by name (exit 2), never run; each failed before
 // its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/json_util.hpp"
 #include "config/hardware.hpp"
@@ -35,9 +35,11 @@ const std::string kMixtral = kData + "/hf-configs/mixtral-8x7b-v0.1.json";
 
 TEST_CASE("a malformed hardware profile", "[robust][cli]") {
     json hw = {{"memory_gib", 80}, {"memory_bw_gbps", "fast"}, {"bf16_tflops", 900}};
-    expect_refused_one_line("plan --model " + kMixtral + " --hardware " + write_temp_json("gpu.json", hw), {"memory_bw_gbps", "fast"});
+    expect_refused_one_line("plan --model " + kMixtral + " --hardware " + write_temp_json("gpu.json", hw),
+                            {"memory_bw_gbps", "fast"});
     hw = {{"memory_gib", 80}, {"bf16_tflops", 900}};
-    expect_refused_one_line("plan --model " + kMixtral + " --hardware " + write_temp_json("gpu.json", hw), {"memory_bw_gbps"});
+    expect_refused_one_line("plan --model " + kMixtral + " --hardware " + write_temp_json("gpu.json", hw),
+                            {"memory_bw_gbps"});
 }
 
 TEST_CASE("hardware figures outside a physical range are refused by name", "[robust][cli]") {

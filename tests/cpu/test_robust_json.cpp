@@ -2,10 +2,10 @@
 // Robustness of the JSON layer every reader shares (common/json_util.hpp) and of the error text itself: nesting
 // 100000 levels deep in any input file, a huge value echoed in a message, raw binary bytes in an error. Each is
 // refused with a short printable message (exit 2), never a stack overflow; each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
@@ -38,10 +38,10 @@ std::string nested(size_t levels) { return std::string(levels, '[') + std::strin
 TEST_CASE("json_nesting_depth counts brackets outside strings only", "[robust]") {
     CHECK(json_nesting_depth("{}") == 1);
     CHECK(json_nesting_depth(R"({"a": [1, {"b": [[]]}]})") == 5);
-    CHECK(json_nesting_depth(R"({"a": "[[[[[{{{{"})") == 1);           // inside a string
-    CHECK(json_nesting_depth(R"({"a": "x\"[[[[", "b": 1})") == 1);     // an escaped quote does not end the string
-    CHECK(json_nesting_depth(R"(["\\", [[]]])") == 3);                 // an escaped backslash does
-    CHECK(json_nesting_depth(nested(100000)) == kMaxJsonDepth + 1);    // stops counting past the limit
+    CHECK(json_nesting_depth(R"({"a": "[[[[[{{{{"})") == 1);         // inside a string
+    CHECK(json_nesting_depth(R"({"a": "x\"[[[[", "b": 1})") == 1);   // an escaped quote does not end the string
+    CHECK(json_nesting_depth(R"(["\\", [[]]])") == 3);               // an escaped backslash does
+    CHECK(json_nesting_depth(nested(100000)) == kMaxJsonDepth + 1);  // stops counting past the limit
     CHECK(json_nesting_depth(nested(kMaxJsonDepth)) == kMaxJsonDepth);
     CHECK_NOTHROW(parse_json_text(nested(kMaxJsonDepth), "x"));
     CHECK_THAT(config_error_of([] { parse_json_text(nested(kMaxJsonDepth + 1), "in.json"); }),
@@ -88,7 +88,8 @@ TEST_CASE("100000-level JSON in any input file is exit 2, not SIGSEGV", "[robust
     expect_refused_bounded("trace info " + trace, {trace, "nesting too deep"});
     // A JSONL line nested deep is one malformed record among good ones.
     const std::string jsonl = dir + "/r.jsonl";
-    std::ofstream(jsonl) << R"({"layer": 0, "token_idx": 0, "experts": [1, 2]})" << "\n"
+    std::ofstream(jsonl) << R"({"layer": 0, "token_idx": 0, "experts": [1, 2]})"
+                         << "\n"
                          << "{\"layer\": 0, \"token_idx\": 1, \"experts\": " << nested(100000) << "}\n";
     ImportSummary s;
     const RoutingTrace t = import_trace(jsonl, 0, &s);
@@ -100,7 +101,8 @@ TEST_CASE("100000-level JSON in any input file is exit 2, not SIGSEGV", "[robust
 }
 
 TEST_CASE("error messages never echo raw binary bytes", "[robust][errors]") {
-    CHECK(printable(std::string("a\x01" "b\xc3")) == "a\\x01b\\xc3");
+    CHECK(printable(std::string("a\x01"
+                                "b\xc3")) == "a\\x01b\\xc3");
     CHECK(printable("caf\xc3\xa9 \xe2\x89\xa5") == "caf\xc3\xa9 \xe2\x89\xa5");  // valid UTF-8 passes
     CHECK(printable(std::string(1000, 'x')).size() < 420);
     // A model file of binary garbage: the JSON parser's message quotes the bytes it read.

@@ -3,10 +3,10 @@
 // not JSON, not there, too large, a weights file or of binary bytes). Each case runs a reader on a bad input and
 // needs a clear refusal (exit 2, naming the field, the value and the fix), never a crash, a hang or a silent default;
 // each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/error.hpp"
 #include "common/json_util.hpp"
@@ -15,8 +15,8 @@
 #include "common/tensor_file.hpp"
 #include "config/model_config.hpp"
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -48,9 +48,7 @@ const std::string kData = MOEBENCH_TEST_DATA;
 const std::string kTiny = kData + "/models/tiny-gqa.json";
 const std::string kMixtral = kData + "/hf-configs/mixtral-8x7b-v0.1.json";
 
-json mixtral() {
-    return json::parse(moebench::test::read_text(kMixtral));
-}
+json mixtral() { return json::parse(moebench::test::read_text(kMixtral)); }
 
 }  // namespace
 
@@ -61,7 +59,8 @@ TEST_CASE("a model file that is not JSON", "[robust][cli]") {
 
 TEST_CASE("a missing file", "[robust][cli]") {
     expect_refused_one_line("plan --model /nonexistent/dir/config.json", {"--model", "/nonexistent/dir/config.json"});
-    expect_refused_one_line("plan --hardware /nonexistent/gpu.json --model " + kMixtral, {"--hardware", "/nonexistent/gpu.json"});
+    expect_refused_one_line("plan --hardware /nonexistent/gpu.json --model " + kMixtral,
+                            {"--hardware", "/nonexistent/gpu.json"});
 }
 
 TEST_CASE("a missing required field", "[robust][cli]") {
@@ -98,11 +97,13 @@ TEST_CASE("an unknown model_type lists the supported ones", "[robust][cli]") {
     json j = mixtral();
     j["model_type"] = "frobnicator";
     j["architectures"] = {"FrobnicatorForCausalLM"};
-    expect_refused_one_line("plan --model " + write_temp_json("config.json", j), {"model_type", "frobnicator", "mixtral", "deepseek_v3"});
+    expect_refused_one_line("plan --model " + write_temp_json("config.json", j),
+                            {"model_type", "frobnicator", "mixtral", "deepseek_v3"});
 }
 
 TEST_CASE("unknown short names list what exists", "[robust][cli]") {
-    expect_refused_one_line("plan --model " + kMixtral + " --hardware h900", {"--hardware", "h900", "h200-sxm", "mi300x"});
+    expect_refused_one_line("plan --model " + kMixtral + " --hardware h900",
+                            {"--hardware", "h900", "h200-sxm", "mi300x"});
     expect_refused_one_line("plan --model no-such-model-name", {"--model", "no-such-model-name"});
 }
 
@@ -221,13 +222,13 @@ TEST_CASE("HF configs: a float beyond its plausible range is refused under its H
         j[c.key] = c.value;
         const std::string path = write_json(dir + "/" + std::string(c.key) + "-" + c.file, j);
         expect_exit2("plan --model " + path, {std::string(c.key), "plausible range (" + std::string(c.range) + ")",
-                                                fmt::format("got {}", c.value.get<double>())});
+                                              fmt::format("got {}", c.value.get<double>())});
     }
     // rope_scaling.factor, which moebench does not model, is still checked.
     json j = read_json(kData + "/hf-configs/deepseek-v3.json");
     j["rope_scaling"]["factor"] = 1e308;
     expect_exit2("plan --model " + write_json(dir + "/rope-scaling.json", j),
-                   {"rope_scaling.factor", "plausible range (0.01 to 10000)", "got 1e+308"});
+                 {"rope_scaling.factor", "plausible range (0.01 to 10000)", "got 1e+308"});
 }
 
 TEST_CASE("own model schema: every float within its plausible range, refused by name beyond it", "[robust][config]") {
@@ -268,12 +269,14 @@ TEST_CASE("names with control characters are refused for models and hardware pro
         json hw = h200;
         hw[key] = "H200\nInjected line";
         expect_exit2("plan --hardware " + write_json(dir + "/hw-" + key + ".json", hw),
-                       {std::string("hw-") + key + ".json." + key, "control character at byte 4", "H200\\x0aInjected"});
+                     {std::string("hw-") + key + ".json." + key, "control character at byte 4", "H200\\x0aInjected"});
     }
     json hw = h200;
-    hw["display_name"] = "H200 \xe2\x80\xae" "evil";  // right-to-left override
+    hw["display_name"] =
+        "H200 \xe2\x80\xae"
+        "evil";  // right-to-left override
     expect_exit2("plan --hardware " + write_json(dir + "/hw-bidi.json", hw),
-                   {"display_name", "bidirectional override"});
+                 {"display_name", "bidirectional override"});
     // A profile named after its file: the file name is checked too.
     json unnamed = h200;
     unnamed.erase("name");
@@ -284,7 +287,7 @@ TEST_CASE("names with control characters are refused for models and hardware pro
     json model = read_json(kTiny);
     model["name"] = "tiny\nmodel";
     expect_exit2("plan --model " + write_json(dir + "/model-name.json", model),
-                   {"model-name.json.name", "control character"});
+                 {"model-name.json.name", "control character"});
     model = read_json(kTiny);
     model["family"] = "mixtral\r";
     expect_exit2("plan --model " + write_json(dir + "/model-family.json", model), {"model-family.json.family"});

@@ -3,10 +3,10 @@
 // a corrupt, nested, torn or doubled journal line, two sweeps' lines in one journal, a --match that matches nothing
 // are refused naming the file and line (exit 2), never a JSON exception or a silent merge; each failed before its
 // fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/json_util.hpp"
 #include "sweep/journal.hpp"
@@ -88,8 +88,8 @@ TEST_CASE("--resume refuses a journal whose reused record is corrupt, naming the
           "[robust][sweep_resume][cli]") {
     const std::string dir = temp_dir("corrupt");
     const std::string out = dir + "/s.json", journal = dir + "/s.jsonl";
-    const std::string base = "sweep --model " + kTiny + " --backend cpu --set warmup=0 --set iters=1 --quiet --out " + out +
-                             " --journal " + journal;
+    const std::string base = "sweep --model " + kTiny + " --backend cpu --set warmup=0 --set iters=1 --quiet --out " +
+                             out + " --journal " + journal;
     REQUIRE(run_cli(base + " --batch 1,2").exit_code == 0);
     // A hand-edited journal: the first point's step mean becomes text. Before, it went into the report and the
     // golden-point analysis unchecked (a JSON type error, exit 1, after the sweep).
@@ -113,15 +113,15 @@ TEST_CASE("a deeply nested --set value or journal line never reaches the JSON pa
     // 30000 levels: as deep as one command-line argument can be (128 KiB).
     const std::string value = moebench::test::write_temp("deep.txt", std::string(30000, '[') + std::string(30000, ']'));
     // As a --set value it is text (not JSON), so the field's own check refuses it.
-    auto r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1 --quiet --out " + dir + "/s.json --set \"iters=$(cat " +
-                     value + ")\"");
+    auto r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1 --quiet --out " + dir +
+                     "/s.json --set \"iters=$(cat " + value + ")\"");
     INFO(r.err.substr(0, 300));
     CHECK(r.exit_code == 2);
     // As a journal line: exit 2 naming the line.
     const std::string journal = dir + "/j.jsonl";
     std::ofstream(journal) << std::string(100000, '[') << std::string(100000, ']') << "\n";
-    r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1 --quiet --out " + dir + "/s2.json --journal " + journal +
-                " --resume");
+    r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1 --quiet --out " + dir + "/s2.json --journal " +
+                journal + " --resume");
     INFO(r.err.substr(0, 300));
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("nested too deeply") != std::string::npos);
@@ -173,13 +173,16 @@ TEST_CASE("a journal with a point twice, two sweeps' lines or no point is refuse
     CHECK(journal_lines(ja).size() == 2);
 }
 
-TEST_CASE("a torn journal tail is cut off in place, so the file keeps its identity",
-          "[robust][journal]") {
+TEST_CASE("a torn journal tail is cut off in place, so the file keeps its identity", "[robust][journal]") {
     const std::string dir = temp_dir("torn-in-place");
     const std::string path = dir + "/j.jsonl";
     moebench::append_journal(path, "f1", moebench::JournalEntry{"{\"batch\":1}", {{"batch", 1}}, {{"status", "ok"}}});
-    { std::ofstream(path, std::ios::app) << R"({"journal":"moebench.sweep-journal/1","fingerprint":"f1","key":"{\"ba)"; }
-    struct stat before {}, after {};
+    {
+        std::ofstream(path, std::ios::app)
+            << R"({"journal":"moebench.sweep-journal/1","fingerprint":"f1","key":"{\"ba)";
+    }
+    struct stat before {
+    }, after{};
     REQUIRE(::stat(path.c_str(), &before) == 0);
     bool repaired = false;
     CHECK(moebench::load_journal(path, "f1", &repaired).size() == 1);

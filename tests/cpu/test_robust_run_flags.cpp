@@ -3,10 +3,10 @@
 // system for: values that cannot apply, cannot fit or overflow, infinite or out-of-range numbers, thread counts
 // the system refuses, a tight memory cap. Each is refused up front (exit 2, naming the flag, the value and the
 // fix) or ends cleanly, never a crash, a hang or a silent default; each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/json_util.hpp"
 #include "config/run_config.hpp"
@@ -58,8 +58,10 @@ long tasks_of_uid(uid_t uid) {
         std::string key;
         long real_uid = -1, threads = 0;
         while (st >> key) {
-            if (key == "Uid:") st >> real_uid;
-            else if (key == "Threads:") st >> threads;
+            if (key == "Uid:")
+                st >> real_uid;
+            else if (key == "Threads:")
+                st >> threads;
             st.ignore(1 << 20, '\n');
         }
         if (real_uid == static_cast<long>(uid)) n += threads;
@@ -146,7 +148,8 @@ TEST_CASE("plan without --batch/--context still prints a plan that does not fit"
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("DOES NOT FIT"));
     // Asked explicitly (even at the default values), it is the answer: exit 2.
-    expect_refused_bounded("plan --model " + kMixtral + " --hardware " + path + " --batch 1", {"--batch/--context", "does not fit"});
+    expect_refused_bounded("plan --model " + kMixtral + " --hardware " + path + " --batch 1",
+                           {"--batch/--context", "does not fit"});
     expect_refused_bounded("plan --model " + kMixtral + " --hardware " + path + " --context 4096", {"does not fit"});
 }
 
@@ -154,7 +157,8 @@ TEST_CASE("a command under a tight ulimit -v ends instead of hanging in OpenBLAS
     // OpenBLAS 0.3.21's workers retry a failed buffer mmap forever and its exit handler joins them; main() ends the
     // process without running library exit handlers (src/main.cpp, finish()). This hung until the 120 s timeout.
     if (kAddressSanitizer) {
-        SUCCEED("skipped under ASan: its shadow memory cannot start under ulimit -v, and its builds keep exit handlers");
+        SUCCEED(
+            "skipped under ASan: its shadow memory cannot start under ulimit -v, and its builds keep exit handlers");
         return;
     }
     // The cap: 100 MB above the smallest one under which the binary starts at all (its shared libraries, CUDA's and
@@ -206,8 +210,8 @@ TEST_CASE("threads the system refuses (RLIMIT_NPROC): exit 2 naming the limit, w
     const std::string dir = temp_dir("nproc");
     ::chmod(dir.c_str(), 0777);
     const std::string err_path = dir + "/err";
-    const std::vector<std::string> args = {MOEBENCH_BIN, "run", "--model", kTiny, "--backend", "cpu",
-                                           "--json", "-", "--warmup", "0", "--iters", "1", "--threads", "512"};
+    const std::vector<std::string> args = {MOEBENCH_BIN, "run", "--model", kTiny, "--backend", "cpu", "--json", "-",
+                                           "--warmup",   "0",   "--iters", "1",   "--threads", "512"};
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -312,20 +316,22 @@ TEST_CASE("infinite option values and negative trace seeds are refused", "[robus
     CHECK_FALSE(std::filesystem::exists(slash_dir));
     // Before: the sim allocated routing for 2^26 tokens x 58 layers until bad_alloc (or the OOM killer). (Per token:
     // the statistical path, the default here, holds no per-token state.)
-    expect_refused("run --backend sim --model deepseek-v3 --layers 0 --batch 67108864 --iters 1 --warmup 0 "
-                   "--routing-path per-token --out -",
-                   {"batch (--batch)", "67108864", "host memory", "fewer --layers"});
+    expect_refused(
+        "run --backend sim --model deepseek-v3 --layers 0 --batch 67108864 --iters 1 --warmup 0 "
+        "--routing-path per-token --out -",
+        {"batch (--batch)", "67108864", "host memory", "fewer --layers"});
     // Before: a newline or a right-to-left override in a model's name went into every report and broke the tables.
     for (const std::string name : {"bad\\nname", "evil\u202Eslug"})
-        expect_refused("plan --model " + write_temp("odd-name.json", R"({"moebench": "model/1", "name": ")" + name +
-                                                    R"(", "vocab_size": 100, "hidden_size": 64, "num_layers": 2,
+        expect_refused("plan --model " +
+                           write_temp("odd-name.json", R"({"moebench": "model/1", "name": ")" + name +
+                                                           R"(", "vocab_size": 100, "hidden_size": 64, "num_layers": 2,
             "attention": {"kind": "gqa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 16},
             "moe": {"num_experts": 8, "top_k": 2, "expert_intermediate_size": 32, "routing": "topk_softmax"}})"),
                        {"name", "printable"});
     // Before: a key given twice silently took the last value.
-    expect_refused("run --backend sim --config " +
-                       write_temp("dup-key.json", R"({"batch": 8, "mode": "decode", "batch": 0})"),
-                   {"twice", "batch"});
+    expect_refused(
+        "run --backend sim --config " + write_temp("dup-key.json", R"({"batch": 8, "mode": "decode", "batch": 0})"),
+        {"twice", "batch"});
     // Before: "command: unknown run config field" for a report of another schema version.
     expect_refused("run --config " + write_temp("report-v2.json", R"({"schema": "moebench.report/2", "command": "x"})"),
                    {"moebench.report/2", "run config"});

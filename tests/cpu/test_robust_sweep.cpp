@@ -3,9 +3,9 @@
 // points naming what is not there, output folders, and the journal that a second sweep, a signal, a SIGKILL or an
 // edited model file meets. Each is refused by name (exit 2) or stopped cleanly with a journal --resume finishes,
 // never two sweeps on one journal or a silent mix; each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -23,7 +23,6 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using moebench::test::expect_exit2;
 using moebench::test::journal_lines;
 using moebench::test::read_json;
@@ -33,6 +32,7 @@ using moebench::test::sim_sweep;
 using moebench::test::temp_dir;
 using moebench::test::wait_exit;
 using moebench::test::write_json;
+using nlohmann::json;
 
 namespace {
 
@@ -41,10 +41,18 @@ const std::string kTiny = kData + "/models/tiny-gqa.json";
 
 // 12 points of >= `point_s` seconds each, so that a signal or a second sweep lands mid-sweep.
 std::vector<std::string> sweep_args(const std::string& dir, double point_s) {
-    return {MOEBENCH_BIN, "sweep", "--model", kTiny, "--backend", "cpu", "--batch", "1..8", "--context", "0,16,32",
-            "--set", "warmup=1", "--set", "iters=3", "--set", "min_time_s=" + std::to_string(point_s),
-            "--set", "max_iters=1000000",  // min_time_s is bounded by max_iters (1000 of ~20 us by default)
-            "--out", dir + "/sweep.json", "--journal", dir + "/sweep.jsonl", "--quiet"};
+    return {MOEBENCH_BIN, "sweep",
+            "--model",    kTiny,
+            "--backend",  "cpu",
+            "--batch",    "1..8",
+            "--context",  "0,16,32",
+            "--set",      "warmup=1",
+            "--set",      "iters=3",
+            "--set",      "min_time_s=" + std::to_string(point_s),
+            "--set",      "max_iters=1000000",  // min_time_s is bounded by max_iters (1000 of ~20 us by default)
+            "--out",      dir + "/sweep.json",
+            "--journal",  dir + "/sweep.jsonl",
+            "--quiet"};
 }
 constexpr size_t kPoints = 12;
 
@@ -188,11 +196,11 @@ TEST_CASE("sweep creates no output folder before its config is valid", "[robust]
     const std::string dir = temp_dir("outputs");
     const std::string out = dir + "/new/deeper/sweep.json";
     const std::string journal_dir = dir + "/journals";
-    const std::string base = "sweep --model " + kTiny + " --backend cpu --quiet --out " + out + " --journal " +
-                             journal_dir + "/j.jsonl ";
-    for (const std::string bad : {"--batch 1,0", "--batch 1,2 --knee 2", "--batch 1,2 --time-budget -1",
-                                  "--batch 1,2 --time-budget nan", "--batch 1,2 --format nope",
-                                  "--batch 1,2 --threads 100000"}) {
+    const std::string base =
+        "sweep --model " + kTiny + " --backend cpu --quiet --out " + out + " --journal " + journal_dir + "/j.jsonl ";
+    for (const std::string bad :
+         {"--batch 1,0", "--batch 1,2 --knee 2", "--batch 1,2 --time-budget -1", "--batch 1,2 --time-budget nan",
+          "--batch 1,2 --format nope", "--batch 1,2 --threads 100000"}) {
         auto r = run_cli(base + bad);
         INFO(bad << "\n" << r.err);
         CHECK(r.exit_code == 2);
@@ -225,8 +233,9 @@ TEST_CASE("a sweep block of the wrong shape is exit 2 naming the key, not a JSON
 TEST_CASE("a valid sweep makes the folders of its report and journal", "[robust][sweep_outputs][cli]") {
     const std::string dir = temp_dir("folders");
     const std::string out = dir + "/a/b/s.json", journal = dir + "/j/k/s.jsonl";
-    auto r = run_cli("sweep --model " + kTiny + " --backend cpu --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " +
-                     out + " --journal " + journal);
+    auto r =
+        run_cli("sweep --model " + kTiny + " --backend cpu --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " +
+                out + " --journal " + journal);
     INFO(r.err);
     CHECK(r.exit_code == 0);
     CHECK(std::filesystem::exists(out));
@@ -238,7 +247,7 @@ TEST_CASE("sweep: --set of a field that a flag also sets is refused, naming both
     const std::string dir = temp_dir("trust-sweep-set");
     const std::string out = " --backend sim --warmup 0 --iters 1 --quiet --out " + dir + "/s.json";
     expect_exit2("sweep --model " + kTiny + " --set model=mixtral-8x7b" + out,
-                   {"--model", "--set model=mixtral-8x7b", "both set run config field model"});
+                 {"--model", "--set model=mixtral-8x7b", "both set run config field model"});
     expect_exit2("sweep --model " + kTiny + " --batch 1 --set batch=2,4" + out, {"--batch", "--set batch=2,4"});
     expect_exit2("sweep --model " + kTiny + " --set batch=1 --set batch=2" + out, {"--set batch=1", "--set batch=2"});
     CHECK_FALSE(fs::exists(dir + "/s.json"));
@@ -247,8 +256,9 @@ TEST_CASE("sweep: --set of a field that a flag also sets is refused, naming both
 
 TEST_CASE("sweep: a one-valued --set replaces the config's axis of that field", "[robust][sweep][cli]") {
     const std::string dir = temp_dir("trust-sweep-axis");
-    const std::string cfg = write_json(dir + "/cfg.json", {{"model", kTiny}, {"backend", "sim"}, {"warmup", 0},
-                                                           {"iters", 1}, {"axes", {{"batch", {1, 2}}}}});
+    const std::string cfg =
+        write_json(dir + "/cfg.json",
+                   {{"model", kTiny}, {"backend", "sim"}, {"warmup", 0}, {"iters", 1}, {"axes", {{"batch", {1, 2}}}}});
     const auto r = run_cli("sweep --config " + cfg + " --set batch=4 --quiet --out " + dir + "/s.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -263,27 +273,33 @@ TEST_CASE("sweep: a point naming a missing model, hardware or routing stops the 
     const std::string out = " --backend sim --warmup 0 --iters 1 --batch 1 --quiet --out " + dir + "/s.json";
     // Was: the missing point skipped, the tiny model run, exit 0.
     expect_exit2("sweep --set model=" + dir + "/missing.json," + kTiny + out,
-                   {"sweep point model=" + dir + "/missing.json", "file not found"});
+                 {"sweep point model=" + dir + "/missing.json", "file not found"});
     expect_exit2("sweep --model " + kTiny + " --routing bogus,uniform" + out,
-                   {"sweep point ", "routing=bogus", "unknown routing kind 'bogus'"});
+                 {"sweep point ", "routing=bogus", "unknown routing kind 'bogus'"});
     expect_exit2("sweep --model " + kTiny + " --routing uniform,trace:" + dir + "/none.safetensors" + out,
-                   {"routing=trace:", "none.safetensors"});
+                 {"routing=trace:", "none.safetensors"});
     expect_exit2("sweep --model " + kTiny + " --set hardware=h200-sxm," + dir + "/none.json" + out,
-                   {"none.json", "file not found"});
+                 {"none.json", "file not found"});
     expect_exit2("sweep --model " + kTiny + " --layers 1,3" + out,
-                   {"sweep point ", "layers=3", "exceeds the 2 layers"});
+                 {"sweep point ", "layers=3", "exceeds the 2 layers"});
     CHECK_FALSE(fs::exists(dir + "/s.json"));
     CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
 }
 
-TEST_CASE("a second sweep reaching a running sweep's journal through a link refuses",
-          "[robust][journal][cli]") {
+TEST_CASE("a second sweep reaching a running sweep's journal through a link refuses", "[robust][journal][cli]") {
     const std::string dir = temp_dir("lock-link");
     const std::string journal = dir + "/sweep.jsonl";
     // 12 points of >= 0.8 s: the first sweep is still running when the second reaches the journal.
-    const std::vector<std::string> common = {MOEBENCH_BIN, "sweep", "--model", kTiny, "--backend", "cpu", "--batch",
-                                             "1..8", "--context", "0,16,32", "--set", "warmup=1", "--set", "iters=3",
-                                             "--set", "min_time_s=0.8", "--set", "max_iters=1000000", "--quiet"};
+    const std::vector<std::string> common = {MOEBENCH_BIN, "sweep",
+                                             "--model",    kTiny,
+                                             "--backend",  "cpu",
+                                             "--batch",    "1..8",
+                                             "--context",  "0,16,32",
+                                             "--set",      "warmup=1",
+                                             "--set",      "iters=3",
+                                             "--set",      "min_time_s=0.8",
+                                             "--set",      "max_iters=1000000",
+                                             "--quiet"};
     std::vector<std::string> args = common;
     args.insert(args.end(), {"--out", dir + "/first.json", "--journal", journal});
     const pid_t first = ::fork();
@@ -315,8 +331,8 @@ TEST_CASE("a second sweep reaching a running sweep's journal through a link refu
         auto r = run_cli(cmd + "--journal " + dir + "/" + name + " --out " + dir + "/" + name + ".json --resume");
         INFO(name);
         REQUIRE(::waitpid(first, &status, WNOHANG) == 0);  // the first one must still be running
-        expect_exit2(r, {"--journal: another sweep is running on this journal", "(process " + std::to_string(first) + ")",
-                         name});
+        expect_exit2(r, {"--journal: another sweep is running on this journal",
+                         "(process " + std::to_string(first) + ")", name});
     }
     ::kill(first, SIGTERM);
     ::waitpid(first, &status, 0);
@@ -327,8 +343,7 @@ TEST_CASE("a second sweep reaching a running sweep's journal through a link refu
     CHECK_FALSE(fs::exists(journal + ".lock"));
 }
 
-TEST_CASE("--resume after the model file was edited refuses, naming the model file",
-          "[robust][journal][cli]") {
+TEST_CASE("--resume after the model file was edited refuses, naming the model file", "[robust][journal][cli]") {
     const std::string dir = temp_dir("edited-model");
     const std::string model = dir + "/model.json";
     fs::copy_file(kTiny, model);
@@ -344,8 +359,9 @@ TEST_CASE("--resume after the model file was edited refuses, naming the model fi
     const std::string moved = dir + "/moved.json";
     fs::copy_file(model, moved);
     std::ofstream(dir + "/sweep-moved.json") << json{{"model", moved}, {"backend", "sim"}, {"context", 64}}.dump();
-    auto same = run_cli("sweep --config " + dir + "/sweep-moved.json --quiet --warmup 0 --iters 2 --batch 1,2,4 --out " +
-                        dir + "/fixed.json --resume");
+    auto same =
+        run_cli("sweep --config " + dir + "/sweep-moved.json --quiet --warmup 0 --iters 2 --batch 1,2,4 --out " + dir +
+                "/fixed.json --resume");
     INFO(same.err);
     REQUIRE(same.exit_code == 0);
     CHECK(json::parse(read_text(dir + "/fixed.json"))["sweep"]["resumed"] == 2);

@@ -3,10 +3,10 @@
 // trace convert imports. A count that would size an allocation, a repeated or out-of-range expert id, a bad weight,
 // NUL bytes or the wrong format are refused (or skipped as a malformed record) with the reason, never a crash or
 // gigabytes allocated; each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "error_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/error.hpp"
 #include "common/tensor_file.hpp"
@@ -68,7 +68,9 @@ TEST_CASE("a tiny trace claiming 2e9 experts is refused by name, without allocat
     CHECK_THAT(r.err, !Catch::Contains("--num-experts"));  // trace info has no such flag
     CHECK(seconds_since(t0) < 10);
     // The limit is the published one, and a trace at it still reads.
-    CHECK_THAT(config_error_of([&] { read_trace(write_raw_trace(dir, {1, 2, 2}, ids, {{"num_experts", "4097"}})); }),
+    CHECK_THAT(config_error_of([&] {
+                   read_trace(write_raw_trace(dir, {1, 2, 2}, ids, {{"num_experts", "4097"}}));
+               }),
                Catch::Contains("4096"));
     CHECK(read_trace(write_raw_trace(dir, {1, 2, 2}, ids, {{"num_experts", "4096"}})).num_experts == 4096);
     // Unparseable counts (beyond int64) are not read as the largest value.
@@ -90,20 +92,25 @@ TEST_CASE("trace shapes and imports cannot size what the file does not hold", "[
 
     const std::string jsonl = dir + "/in.jsonl";
     expect_refused_bounded("trace convert " + jsonl + " -o " + dir + "/o.safetensors --num-experts 2000000000",
-                   {"--num-experts", "2000000000", "4096"});
+                           {"--num-experts", "2000000000", "4096"});
     // JSONL: one record at layer 4095 and 200000 single-layer tokens made a 4096-slot table per token (3.2 GB).
     {
         std::ofstream out(jsonl);
-        out << R"({"layer": 4095, "token_idx": 0, "experts": [1]})" << "\n";
-        for (int tok = 1; tok <= 200000; ++tok) out << R"({"layer": 0, "token_idx": )" << tok << R"(, "experts": [1]})" << "\n";
+        out << R"({"layer": 4095, "token_idx": 0, "experts": [1]})"
+            << "\n";
+        for (int tok = 1; tok <= 200000; ++tok)
+            out << R"({"layer": 0, "token_idx": )" << tok << R"(, "experts": [1]})"
+                << "\n";
     }
     r = run_capped("trace convert " + jsonl + " -o " + dir + "/o.safetensors", 2'500'000);
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("no token has records for every layer"));
     // An expert id beyond any model is a malformed record, not 10^6 experts inferred.
-    std::ofstream(jsonl) << R"({"layer": 0, "token_idx": 0, "experts": [1, 2]})" << "\n"
-                         << R"({"layer": 0, "token_idx": 1, "experts": [1, 999999]})" << "\n";
+    std::ofstream(jsonl) << R"({"layer": 0, "token_idx": 0, "experts": [1, 2]})"
+                         << "\n"
+                         << R"({"layer": 0, "token_idx": 1, "experts": [1, 999999]})"
+                         << "\n";
     ImportSummary s;
     CHECK(import_trace(jsonl, 0, &s).num_experts == 3);
     CHECK(s.malformed == 1);
@@ -137,10 +144,12 @@ TEST_CASE("mutated safetensors traces load or raise ConfigError only", "[robust]
 
 TEST_CASE("a .jsonl trace whose first line is not JSON imports as JSONL", "[robust][trace]") {
     // Before: the format was guessed from the first line only, so a non-JSON first line read as the text form.
-    const std::string path = write_temp(
-        "t.jsonl", "not json\n"
-                   R"({"dataset":"a","problem_id":0,"layer":0,"experts":[1,0],"token_idx":0})" "\n"
-                   R"({"dataset":"a","problem_id":0,"layer":0,"experts":[2,3],"token_idx":1})" "\n");
+    const std::string path = write_temp("t.jsonl",
+                                        "not json\n"
+                                        R"({"dataset":"a","problem_id":0,"layer":0,"experts":[1,0],"token_idx":0})"
+                                        "\n"
+                                        R"({"dataset":"a","problem_id":0,"layer":0,"experts":[2,3],"token_idx":1})"
+                                        "\n");
     ImportSummary s;
     RoutingTrace t = import_trace(path, 4, &s);
     CHECK(s.format == "jsonl");
@@ -153,8 +162,11 @@ TEST_CASE("traces with repeated expert ids, bad weights or the wrong format are 
           "[robust][trace]") {
     const std::string good = R"({"dataset":"a","problem_id":0,"layer":0,"experts":[1,0],"token_idx":0})";
     // A token that selects one expert twice: skipped with the reason when other lines are good ...
-    const std::string mixed = write_temp(
-        "dup.jsonl", good + "\n" R"({"dataset":"a","problem_id":0,"layer":0,"experts":[3,3],"token_idx":1})" "\n");
+    const std::string mixed =
+        write_temp("dup.jsonl", good +
+                                    "\n"
+                                    R"({"dataset":"a","problem_id":0,"layer":0,"experts":[3,3],"token_idx":1})"
+                                    "\n");
     ImportSummary s;
     RoutingTrace t = import_trace(mixed, 4, &s);
     CHECK(s.malformed == 1);
@@ -162,12 +174,17 @@ TEST_CASE("traces with repeated expert ids, bad weights or the wrong format are 
     REQUIRE_FALSE(s.examples.empty());
     CHECK_THAT(s.examples.front(), Catch::Contains("twice"));
     // ... and when every line is bad, the error says why (before: only "6 lines, 6 malformed").
-    const std::string all_bad = write_temp(
-        "neg.jsonl", R"({"dataset":"a","problem_id":0,"layer":0,"experts":[-1,2],"token_idx":0})" "\n");
+    const std::string all_bad =
+        write_temp("neg.jsonl", R"({"dataset":"a","problem_id":0,"layer":0,"experts":[-1,2],"token_idx":0})"
+                                "\n");
     CHECK_THAT(config_error_of([&] { (void)import_trace(all_bad, 4, nullptr); }), Catch::Contains("out of range"));
     // gating_probs that do not match experts one to one (before: dropped silently, exit 0).
-    const std::string short_probs = write_temp(
-        "probs.jsonl", good + "\n" R"({"dataset":"a","problem_id":0,"layer":0,"experts":[2,3],"gating_probs":[1.0],"token_idx":1})" "\n");
+    const std::string short_probs =
+        write_temp("probs.jsonl",
+                   good +
+                       "\n"
+                       R"({"dataset":"a","problem_id":0,"layer":0,"experts":[2,3],"gating_probs":[1.0],"token_idx":1})"
+                       "\n");
     (void)import_trace(short_probs, 4, &s);
     CHECK(s.malformed == 1);
     CHECK_THAT(s.examples.front(), Catch::Contains("gating_probs"));
@@ -179,7 +196,8 @@ TEST_CASE("traces with repeated expert ids, bad weights or the wrong format are 
     bad.num_experts = 4;
     bad.seq_starts = {0};
     bad.topk_ids = {0, 1, 2, 2};
-    CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }), Catch::Contains("expert 2 is selected twice by token 1"));
+    CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }),
+               Catch::Contains("expert 2 is selected twice by token 1"));
     bad.topk_ids = {0, 1, 2, -1};
     bad.topk_weights = {0.5f, 0.5f, std::nanf(""), 0.0f};
     CHECK_THAT(config_error_of([&] { validate_trace(bad, "t"); }), Catch::Contains("topk_weights[2]"));
@@ -197,7 +215,7 @@ TEST_CASE("text traces: NUL bytes and trailing junk in numbers are refused, not 
     // A file of NUL bytes was "1 layer x 1 token, expert 0"; `3\0junk` was expert 3.
     write_bytes(dir + "/zeros.txt", std::string(64, '\0'));
     expect_exit2("trace convert " + dir + "/zeros.txt -o " + dir + "/z.safetensors",
-                   {"zeros.txt:1", "control byte 0x00 at column 1"});
+                 {"zeros.txt:1", "control byte 0x00 at column 1"});
     CHECK_FALSE(fs::exists(dir + "/z.safetensors"));
     write_bytes(dir + "/nul.txt", std::string("0 1\n3\0junk 1\n", 13));
     expect_exit2("trace convert " + dir + "/nul.txt -o " + dir + "/n.safetensors", {"nul.txt:2", "column 2"});

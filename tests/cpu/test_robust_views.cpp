@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Robustness of the Markdown views (report and compare --format md): names and paths that carry HTML, pipes,
 // backticks or control characters reach them escaped, never as markup; each failed before its fix.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "robust_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "report/formats.hpp"
 
@@ -13,12 +13,12 @@
 #include <filesystem>
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using moebench::test::read_json;
 using moebench::test::read_text;
 using moebench::test::run_cli;
 using moebench::test::temp_dir;
 using moebench::test::write_json;
+using nlohmann::json;
 using namespace moebench;
 
 namespace {

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The run record's roofline block (counted work per phase, ceilings, floors, MoE-block ratio) recomputed by hand
 // from the model's shapes and the report's own expert loads; and `moebench run --format`.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "config/hardware.hpp"
 #include "engine/engine.hpp"
 #include "metrics/roofline.hpp"
 #include "report/formats.hpp"
 #include "test_models.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +24,8 @@ namespace {
 const std::string kTiny = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";  // H 64, E 4, k 2, I 32
 
 json run_json(const std::string& extra) {
-    auto r = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 4 --layers 2 --json - " + extra);
+    auto r =
+        run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 4 --layers 2 --json - " + extra);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     return json::parse(r.out);
@@ -117,7 +118,8 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
                   Approx(2 * phase_work(m, ph, 0, shape, {}, uniform_precision(DType::fp32), 1).weight_bytes));
         }
         CHECK(bytes_of(roof, "expert_up", "weight_bytes") ==
-              Approx(phase_work(m, Phase::expert_up, 0, shape, {2, 1, 3, 2}, uniform_precision(DType::fp32), 1).weight_bytes));
+              Approx(phase_work(m, Phase::expert_up, 0, shape, {2, 1, 3, 2}, uniform_precision(DType::fp32), 1)
+                         .weight_bytes));
         // The head is read whole on each rank; embed gathers each token's row once, wherever the token lives.
         CHECK(bytes_of(roof, "lm_head", "weight_bytes") ==
               Approx(2 * phase_work(m, Phase::lm_head, -1, shape, {}, uniform_precision(DType::fp32), 1).weight_bytes));
@@ -125,7 +127,9 @@ TEST_CASE("roofline under expert parallelism: all-to-all rows as the run moves t
               Approx(phase_work(m, Phase::embed, -1, shape, {}, uniform_precision(DType::fp32), 1).weight_bytes));
     }
     // A placement file's experts: rank 0 holds {0, 3}, rank 1 holds {1, 2}.
-    const json doc = {{"schema", "moebench.placement/1"}, {"num_experts", 4}, {"num_ranks", 2},
+    const json doc = {{"schema", "moebench.placement/1"},
+                      {"num_experts", 4},
+                      {"num_ranks", 2},
                       {"experts_on_rank", {{0, 3}, {1, 2}}}};
     const ExpertPlacement moved = placement_from_json(doc, 4, 2, "p.json");
     WorkBasis basis{uniform_precision(DType::fp32), MlaForm::expanded_cache, "cpu"};
@@ -146,31 +150,36 @@ TEST_CASE("roofline: --hardware gives datasheet ceilings and floors", "[roofline
     CHECK(roof["mem_bw_bytes_per_s"].get<double>() == Approx(hw.memory_bw_bytes_per_s));
     CHECK(roof["ceiling_source"] == "hardware profile h200-sxm");
     const json& up = roof["phases"]["expert_up"];
-    const double floor_us = std::max(up["bytes"].get<double>() / hw.memory_bw_bytes_per_s,
-                                     up["flops"].get<double>() / hw.fp32_flops) * 1e6;
+    const double floor_us =
+        std::max(up["bytes"].get<double>() / hw.memory_bw_bytes_per_s, up["flops"].get<double>() / hw.fp32_flops) * 1e6;
     CHECK(up["floor_us"].get<double>() == Approx(floor_us));
     const double us = run["latency"]["phases"]["expert_up"]["mean_us"].get<double>();
     CHECK(up["fraction_of_floor"].get<double>() == Approx(floor_us / us));
-    CHECK(up["fraction_of_peak_flops"].get<double>() == Approx(up["flops"].get<double>() / (us * 1e-6) / hw.fp32_flops));
+    CHECK(up["fraction_of_peak_flops"].get<double>() ==
+          Approx(up["flops"].get<double>() / (us * 1e-6) / hw.fp32_flops));
     CHECK(up["fraction_of_mem_bw"].get<double>() ==
           Approx(up["bytes"].get<double>() / (us * 1e-6) / hw.memory_bw_bytes_per_s));
     const json& block = roof["moe_block"];
     const double bfloor = std::max(block["bytes"].get<double>() / hw.memory_bw_bytes_per_s,
-                                   block["flops"].get<double>() / hw.fp32_flops) * 1e6;
+                                   block["flops"].get<double>() / hw.fp32_flops) *
+                          1e6;
     CHECK(block["floor_us"].get<double>() == Approx(bfloor));
     CHECK(block["ratio_to_floor"].get<double>() == Approx(block["measured_us"].get<double>() / bfloor));
 }
 
-TEST_CASE("roofline: --measure-ceilings measures this machine and the summary shows the MoE-block ratio", "[roofline][slow]") {
-    auto r = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 4 --layers 1 --threads 2 "
-                     "--measure-ceilings --out " + moebench::test::temp_dir("roof") + "/r.json --format json");
+TEST_CASE("roofline: --measure-ceilings measures this machine and the summary shows the MoE-block ratio",
+          "[roofline][slow]") {
+    auto r = run_cli("run --model " + kTiny +
+                     " --backend cpu --warmup 0 --iters 1 --batch 4 --layers 1 --threads 2 "
+                     "--measure-ceilings --out " +
+                     moebench::test::temp_dir("roof") + "/r.json --format json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     json rep = json::parse(r.out);
     const json& roof = rep["runs"][0]["roofline"];
     CHECK(roof["ceiling_source"] == "measured on this machine");
-    CHECK(roof["peak_flops_per_s"].get<double>() > 1e8);     // any CPU does > 0.1 GFLOP/s in sgemm
-    CHECK(roof["mem_bw_bytes_per_s"].get<double>() > 1e8);   // and reads > 100 MB/s
+    CHECK(roof["peak_flops_per_s"].get<double>() > 1e8);    // any CPU does > 0.1 GFLOP/s in sgemm
+    CHECK(roof["mem_bw_bytes_per_s"].get<double>() > 1e8);  // and reads > 100 MB/s
     CHECK(roof["moe_block"]["ratio_to_floor"].get<double>() > 0);
     CHECK(r.err.find("MoE block:") != std::string::npos);
     CHECK(r.err.find("the floor") != std::string::npos);
@@ -178,8 +187,8 @@ TEST_CASE("roofline: --measure-ceilings measures this machine and the summary sh
 
 TEST_CASE("run --format: the report to --out, the chosen view on stdout, the summary on stderr", "[roofline]") {
     std::string dir = moebench::test::temp_dir("fmt");
-    auto r = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 2 --layers 1 --format csv --out " +
-                     dir + "/r.json");
+    auto r = run_cli("run --model " + kTiny +
+                     " --backend cpu --warmup 0 --iters 1 --batch 2 --layers 1 --format csv --out " + dir + "/r.json");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(r.out.rfind("point,status,", 0) == 0);
@@ -189,8 +198,10 @@ TEST_CASE("run --format: the report to --out, the chosen view on stdout, the sum
     // The CSV is exactly what `moebench report` would render from that file.
     CHECK(r.out == moebench::render_report(file, "csv"));
 
-    auto h = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 2 --layers 1 --hardware h200-sxm "
-                     "--format html --out " + dir + "/h.json");
+    auto h = run_cli("run --model " + kTiny +
+                     " --backend cpu --warmup 0 --iters 1 --batch 2 --layers 1 --hardware h200-sxm "
+                     "--format html --out " +
+                     dir + "/h.json");
     REQUIRE(h.exit_code == 0);
     CHECK(h.out.find("<html") != std::string::npos);
     const auto roof_at = h.out.find("id=\"chart-roofline\"");

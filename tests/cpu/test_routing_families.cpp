@@ -89,7 +89,8 @@ TEST_CASE("sparsemixer (PhiMoE): top-2 of logits, each weight a softmax over the
     CHECK(r.w[1] == Approx(1.0f).epsilon(1e-6));
 }
 
-TEST_CASE("sigmoid_group_topk (DeepSeek-V3): bias for selection only, groups by top-2 sum, renorm, scale", "[routing]") {
+TEST_CASE("sigmoid_group_topk (DeepSeek-V3): bias for selection only, groups by top-2 sum, renorm, scale",
+          "[routing]") {
     // E = 8 in 4 groups of 2, keep 2 groups, top-2, norm_topk_prob, routed_scaling_factor 2.5.
     // s = sigmoid(l) = [.952574 .047426 | .731059 .5 | .880797 .268941 | .622459 .377541]
     // choice = s + bias = [.952574 .047426 | .731059 .8 | .380797 .268941 | .622459 .577541]
@@ -164,7 +165,8 @@ TEST_CASE("NaN router logits rank last: every kind returns k distinct ids in ran
             }
             // Kinds that rank raw logits: the largest finite one wins (a softmax over all first makes every score
             // NaN, and then the lowest ids win).
-            const bool ranks_logits = kind == kRouteTopkSoftmax || kind == kRouteTopkSigmoid || kind == kRouteSparsemixer;
+            const bool ranks_logits =
+                kind == kRouteTopkSoftmax || kind == kRouteTopkSigmoid || kind == kRouteSparsemixer;
             if (logits[1] == 0.5f && ranks_logits) CHECK(r.ids[0] == 3);
         }
     }
@@ -210,8 +212,8 @@ TEST_CASE("pruning: a pruned expert is as if its router row were deleted; weight
 TEST_CASE("pruning: no family ever routes to a pruned expert; weights sum as unpruned", "[routing][prune]") {
     uint64_t state = 12345;
     const auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
-    for (int kind : {kRouteSoftmaxTopk, kRouteTopkSoftmax, kRouteSigmoidGroupTopk, kRouteSoftmaxGroupGreedy,
-                     kRouteTopkSigmoid}) {
+    for (int kind :
+         {kRouteSoftmaxTopk, kRouteTopkSoftmax, kRouteSigmoidGroupTopk, kRouteSoftmaxGroupGreedy, kRouteTopkSigmoid}) {
         for (int trial = 0; trial < 200; ++trial) {
             RouteParams p = params(kind, 16, kind == kRouteTopkSigmoid ? 1 : 4);
             p.norm_topk_prob = 1;

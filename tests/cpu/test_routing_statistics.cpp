@@ -4,9 +4,9 @@
 // taken.
 #include "backends/sim/sim_routing.hpp"
 #include "common/error.hpp"
-#include "model/phase_work.hpp"
 #include "config/run_config.hpp"
 #include "harness/runner.hpp"
+#include "model/phase_work.hpp"
 #include "workload/routing_statistics.hpp"
 #include "workload/sampling.hpp"
 
@@ -56,8 +56,8 @@ std::vector<int32_t> identity(int64_t n) {
 TEST_CASE("binomial draws have the binomial's mean and variance, exact and normal, and their maxima", "[stats]") {
     Rng rng(11);
     // (n, p): exact inversion (means below 16), the normal with skew (mean 60), and both flipped (p > 1/2).
-    for (const auto& [n, p] : std::vector<std::pair<int64_t, double>>{{10, 0.3}, {2000, 0.03}, {2000, 0.97}, {50, 0.9},
-                                                                      {64, 1.0 / 32}, {5000, 0.5}}) {
+    for (const auto& [n, p] : std::vector<std::pair<int64_t, double>>{
+             {10, 0.3}, {2000, 0.03}, {2000, 0.97}, {50, 0.9}, {64, 1.0 / 32}, {5000, 0.5}}) {
         INFO("n " << n << " p " << p);
         const BinomialDraw draw(n, p);
         std::vector<double> x(200000);
@@ -203,7 +203,9 @@ TEST_CASE("the largest rows a rank sends and receives: drawn as the per-token di
         layout.moe_ep = ep;
         const SimStatisticalRouting draws(model, shape, layout, node, {}, 42);
         std::map<std::string, std::vector<double>> drawn, counted;
-        const auto largest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+        const auto largest = [](const std::vector<double>& v) {
+            return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+        };
         for (int64_t i = 0; i < reps; ++i) {
             const SimLayerRouting r = draws.draw(i, {}, pl);
             drawn["intra_out"].push_back(largest(r.dispatch_rows.intra_out));
@@ -237,7 +239,8 @@ TEST_CASE("the largest rows a rank sends and receives: drawn as the per-token di
         }
         for (const auto& [kind, v] : counted) {
             const Moments a = moments(v), b = moments(drawn.at(kind));
-            INFO(kind << ": counted " << a.mean << " (se " << a.se() << "), drawn " << b.mean << " (se " << b.se() << ")");
+            INFO(kind << ": counted " << a.mean << " (se " << a.se() << "), drawn " << b.mean << " (se " << b.se()
+                      << ")");
             CHECK(std::abs(b.mean - a.mean) <= 4 * std::sqrt(a.var / a.n + b.var / b.n) + 0.005 * a.mean + 1e-9);
         }
     }
@@ -293,7 +296,8 @@ PathSamples samples(const std::string& routing, int64_t batch, int64_t ep, const
 // rows a rank sends). With 20 seeds per config the largest significant difference (|z| > 2) seen was 0.33%
 // (dispatch, hot, batch 1, EP 64); treating the rows a rank sends to different ranks as independent (no pair term)
 // made dispatch 1.4% slow at batch 2000, EP 64, which this fails.
-void check_agree(const std::string& what, const std::vector<double>& per_token, const std::vector<double>& statistical) {
+void check_agree(const std::string& what, const std::vector<double>& per_token,
+                 const std::vector<double>& statistical) {
     const Moments a = moments(per_token), b = moments(statistical);
     const double allowed = 4 * std::sqrt(a.var / a.n + b.var / b.n) + 0.005 * a.mean + 1e-9;
     INFO(what << ": per token " << a.mean << " (se " << a.se() << "), statistical " << b.mean << " (se " << b.se()
@@ -321,10 +325,16 @@ TEST_CASE("the statistical path models the per-token path's phase times and byte
             }
 }
 
-TEST_CASE("the statistical path is taken where the run allows it, and refused by name where it does not", "[stats][sim]") {
+TEST_CASE("the statistical path is taken where the run allows it, and refused by name where it does not",
+          "[stats][sim]") {
     auto point = [](json fields) {
-        json base = {{"backend", "sim"}, {"hardware", "h200-sxm"}, {"model", "mixtral-8x7b"}, {"layers", 2},
-                     {"batch", 16},      {"warmup", 0},            {"iters", 2}};
+        json base = {{"backend", "sim"},
+                     {"hardware", "h200-sxm"},
+                     {"model", "mixtral-8x7b"},
+                     {"layers", 2},
+                     {"batch", 16},
+                     {"warmup", 0},
+                     {"iters", 2}};
         for (auto& [k, v] : fields.items()) base[k] = v;
         return run_point(run_config_from_json(base, ""));
     };

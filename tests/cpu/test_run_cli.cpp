@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // 'moebench run' on bad input: exit 2 with a message naming the flag, the value and the fix; never a crash.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
 #include "config/model_config.hpp"
 #include "config/run_config.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -42,7 +42,8 @@ TEST_CASE("run: --first-layer picks where the layers run start; beyond the model
     expect_exit2("--backend cpu --first-layer -1", {"--first-layer", "-1"});
     expect_exit2("--backend cpu --first-layer 1 --layers 2", {"--layers", "2", "1 layers", "from layer 1 on"});
     // A run of the second layer alone: the report says which layer ran, and the axis tells it from layer 0's run.
-    auto r = run_cli("run --model " + kTiny + " --backend cpu --warmup 0 --iters 1 --batch 2 --first-layer 1 --layers 1 "
+    auto r = run_cli("run --model " + kTiny +
+                     " --backend cpu --warmup 0 --iters 1 --batch 2 --first-layer 1 --layers 1 "
                      "--check --json -");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -89,9 +90,7 @@ TEST_CASE("run: negative batch, zero iterations, negative context", "[run_cli]")
     expect_exit2("--backend cpu --mode sideways", {"--mode", "sideways"});
 }
 
-TEST_CASE("run: unknown and unbuilt backends", "[run_cli]") {
-    expect_exit2("--backend tpu", {"--backend", "tpu"});
-}
+TEST_CASE("run: unknown and unbuilt backends", "[run_cli]") { expect_exit2("--backend tpu", {"--backend", "tpu"}); }
 
 TEST_CASE("run: --backend sim is either not built (exit 2 saying so) or labelled modeled", "[run_cli]") {
     auto r = run_cli("run --model " + kTiny + " --backend sim --json - --warmup 0 --iters 1 --batch 2 --layers 1");
@@ -103,7 +102,7 @@ TEST_CASE("run: --backend sim is either not built (exit 2 saying so) or labelled
         REQUIRE(r.exit_code == 0);
         auto rep = nlohmann::json::parse(r.out);
         CHECK(rep["runs"][0]["backend"] == "sim");
-        CHECK(rep["runs"][0]["latency"]["source"] == "modeled");   // never presented as measured
+        CHECK(rep["runs"][0]["latency"]["source"] == "modeled");  // never presented as measured
         CHECK(rep["runs"][0]["throughput"]["source"] == "modeled");
         // Its steps are modeled, not measured, and a model has no measurement noise. Before: "measured": 1 and a
         // noise taken from the host time of computing the model; the summary said "1 measured".
@@ -123,7 +122,8 @@ TEST_CASE("run: --backend sim is either not built (exit 2 saying so) or labelled
 }
 
 TEST_CASE("run: --check on the cpu backend self-checks the reference path; sim has nothing to check", "[run_cli]") {
-    auto r = run_cli("run --model " + kTiny + " --backend cpu --check --json - --warmup 0 --iters 1 --batch 4 --layers 1");
+    auto r =
+        run_cli("run --model " + kTiny + " --backend cpu --check --json - --warmup 0 --iters 1 --batch 4 --layers 1");
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     auto rep = nlohmann::json::parse(r.out);
@@ -205,8 +205,10 @@ TEST_CASE("run: every shipped run config parses, validates and fits its model", 
 TEST_CASE("run --config REPORT re-runs what the report ran, without overwriting it", "[run_cli][hardening]") {
     const std::string dir = moebench::test::temp_dir("rerun");
     const std::string first = dir + "/first.json", second = dir + "/second.json";
-    auto r = run_cli("run --model " + kTiny + " --backend cpu --routing zipf:1.2 --seed 7 --batch 3 --layers 2 --warmup 0 "
-                     "--iters 2 --out " + first);
+    auto r = run_cli("run --model " + kTiny +
+                     " --backend cpu --routing zipf:1.2 --seed 7 --batch 3 --layers 2 --warmup 0 "
+                     "--iters 2 --out " +
+                     first);
     REQUIRE(r.exit_code == 0);
     const std::string before = moebench::test::read_text(first);
     r = run_cli("run --config " + first + " --out " + second);
@@ -234,8 +236,8 @@ TEST_CASE("run --config REPORT re-runs what the report ran, without overwriting 
 
 TEST_CASE("run --config of a sweep report or a report without its run config is exit 2", "[run_cli][hardening]") {
     const std::string dir = moebench::test::temp_dir("rerun-bad");
-    auto s = run_cli("sweep --model " + kTiny + " --backend sim --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " +
-                     dir + "/s.json");
+    auto s = run_cli("sweep --model " + kTiny +
+                     " --backend sim --batch 1,2 --set warmup=0 --set iters=1 --quiet --out " + dir + "/s.json");
     REQUIRE(s.exit_code == 0);
     auto r = run_cli("run --config " + dir + "/s.json");
     CHECK(r.exit_code == 2);

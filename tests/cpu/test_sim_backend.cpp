@@ -41,9 +41,9 @@ HardwareProfile toy_hw() {
 
 SimParams toy_params() {
     SimParams p;
-    p.compute_efficiency = 0.5;   // 0.5 GFLOP/s effective
-    p.memory_efficiency = 0.5;    // 0.5 GB/s effective
-    p.link_efficiency = 0.5;      // 0.5 GB/s per direction
+    p.compute_efficiency = 0.5;  // 0.5 GFLOP/s effective
+    p.memory_efficiency = 0.5;   // 0.5 GB/s effective
+    p.link_efficiency = 0.5;     // 0.5 GB/s per direction
     p.phase_overhead_us = 1.0;
     p.a2a_latency_us = 10.0;
     p.a2a_network_latency_us = 20.0;
@@ -176,9 +176,9 @@ TEST_CASE("sim: nvfp4 experts at the fp4 peak; a profile without one refuses the
     // No fp4 units: refused before anything is modeled, naming the flag, the format and the profile's field.
     hw.fp4_flops = 0;
     auto no_fp4 = make_sim_backend(hw, toy_params());
-    CHECK_THAT(test::config_error_of([&] { no_fp4->prepare(m, {0}, decode(2, 3), opt); }),
-               Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("nvfp4") &&
-                   Catch::Contains("fp4_tflops"));
+    CHECK_THAT(
+        test::config_error_of([&] { no_fp4->prepare(m, {0}, decode(2, 3), opt); }),
+        Catch::Contains("expert_dtype (--expert-dtype)") && Catch::Contains("nvfp4") && Catch::Contains("fp4_tflops"));
 }
 
 TEST_CASE("sim: the uniform router is seeded and the capacity factor drops tokens", "[sim]") {
@@ -285,9 +285,9 @@ TEST_CASE("sim: all-to-all across nodes uses the network and its latency", "[sim
 }
 
 TEST_CASE("sim: parameters from a profile's sim block, and bad input", "[sim]") {
-    SimParams p = sim_params_from_json(json{{"compute_efficiency", 0.6}, {"a2a_latency_us", 4}, {"dtype", "fp32"},
-                                            {"mla_form", "latent_expand"}},
-                                       "h.json: sim");
+    SimParams p = sim_params_from_json(
+        json{{"compute_efficiency", 0.6}, {"a2a_latency_us", 4}, {"dtype", "fp32"}, {"mla_form", "latent_expand"}},
+        "h.json: sim");
     CHECK(p.compute_efficiency == 0.6);
     CHECK(p.memory_efficiency == SimParams{}.memory_efficiency);
     CHECK(p.a2a_latency_us == 4);

@@ -2,8 +2,8 @@
 // What a run on the sim backend reports: its figures labelled modeled, where its routing ids came from, floors over
 // all ranks' ceilings under expert parallelism, a model of 20000 experts without an E x E table, and a warning when
 // the layers it models would not fit the profile's GPUs.
-#include "test_paths.hpp"
 #include "cli_helpers.hpp"
+#include "test_paths.hpp"
 
 #include "common/json_util.hpp"
 
@@ -46,7 +46,8 @@ TEST_CASE("the routing block says where ids came from on sim, and that router st
     const json c = json::parse(cpu.out)["runs"][0];
     CHECK_THAT(c["routing"]["ids_from"].get<std::string>(), Catch::Contains("router"));
     CHECK_THAT(c["expert_load"]["basis"].get<std::string>(), Catch::Contains("same seeded tokens"));
-    const auto zipf = run_cli("run --backend cpu --model " + kTiny + " --routing zipf:1.2 --iters 2 --warmup 0 --json -");
+    const auto zipf =
+        run_cli("run --backend cpu --model " + kTiny + " --routing zipf:1.2 --iters 2 --warmup 0 --json -");
     REQUIRE(zipf.exit_code == 0);
     CHECK_THAT(json::parse(zipf.out)["runs"][0]["expert_load"]["basis"].get<std::string>(),
                !Catch::Contains("same seeded tokens"));
@@ -55,8 +56,9 @@ TEST_CASE("the routing block says where ids came from on sim, and that router st
 TEST_CASE("with expert parallelism on sim the floors use all ranks' ceilings", "[sim]") {
     // Before: the whole step's work (all 8 ranks) was held to ONE GPU's bandwidth, so the modeled block came out at
     // 0.17x of its "floor", with a warning that a ceiling was under-measured (nothing is measured on sim).
-    const auto r = run_cli("run --backend sim --model deepseek-v3 --layers 4 --batch 256 --context 4096 --hardware b200 "
-                           "--ep 8 --dtype fp8 --iters 2 --warmup 0 --json -");
+    const auto r = run_cli(
+        "run --backend sim --model deepseek-v3 --layers 4 --batch 256 --context 4096 --hardware b200 "
+        "--ep 8 --dtype fp8 --iters 2 --warmup 0 --json -");
     REQUIRE(r.exit_code == 0);
     const json roof = json::parse(r.out)["runs"][0]["roofline"];
     CHECK(roof["ranks"] == 8);
@@ -91,8 +93,9 @@ TEST_CASE("the sim refuses a deployment that does not fit the profile's GPUs", "
     // and exit 0. Now refused, naming what would fit; --allow-no-fit models it anyway and says so.
     // Per GPU, as moebench plan counts it: at EP 16 the replicated weights of 61 layers, embedding and LM head plus
     // 1/16 of the routed experts.
-    const std::string one_b200 = "run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
-                                 "--warmup 0 --json -";
+    const std::string one_b200 =
+        "run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 8 --iters 1 "
+        "--warmup 0 --json -";
     const auto refused = run_cli(one_b200);
     CHECK(refused.exit_code == 2);
     CHECK_THAT(refused.err, Catch::Contains("1249.9 GiB per GPU") && Catch::Contains("1 GPU") &&
@@ -103,12 +106,13 @@ TEST_CASE("the sim refuses a deployment that does not fit the profile's GPUs", "
     CHECK(r1["fits"] == false);
     REQUIRE(r1.contains("sim_fit_warning"));
     CHECK_THAT(r1["sim_fit_warning"].get<std::string>(), Catch::Contains("1249.9 GiB per GPU") &&
-                                                                 Catch::Contains("1 GPU") &&
-                                                                 Catch::Contains("modeled times assume"));
+                                                             Catch::Contains("1 GPU") &&
+                                                             Catch::Contains("modeled times assume"));
     CHECK_THAT(one.err, Catch::Contains("warning: sim"));
     // EP 16 spreads the routed experts thin enough (moebench plan: 8 GPUs need TP 2 as well).
-    const auto ep16 = run_cli("run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 16 --ep 16 "
-                              "--iters 1 --warmup 0 --json -");
+    const auto ep16 = run_cli(
+        "run --backend sim --hardware b200 --model deepseek-v3 --layers 0 --batch 16 --ep 16 "
+        "--iters 1 --warmup 0 --json -");
     REQUIRE(ep16.exit_code == 0);
     CHECK_FALSE(json::parse(ep16.out)["runs"][0].contains("sim_fit_warning"));
     CHECK(json::parse(ep16.out)["runs"][0]["fits"] == true);
@@ -118,7 +122,8 @@ TEST_CASE("the sim refuses a deployment that does not fit the profile's GPUs", "
     CHECK_FALSE(json::parse(small.out)["runs"][0].contains("sim_fit_warning"));
 }
 
-TEST_CASE("a brief record leaves out the per-layer and per-expert tables and keeps every other figure", "[sim][report]") {
+TEST_CASE("a brief record leaves out the per-layer and per-expert tables and keeps every other figure",
+          "[sim][report]") {
     // The tables are most of a record (DeepSeek-V3 at EP 8: 140 KB of 165 KB, built and written per point); a sweep
     // of thousands of points asks for --record brief.
     const std::string dir = moebench::test::temp_dir("brief");
@@ -136,7 +141,8 @@ TEST_CASE("a brief record leaves out the per-layer and per-expert tables and kee
     CHECK_FALSE(b["expert_load"].contains("per_layer"));
     CHECK(b["expert_load"]["layers"] == 58);
     CHECK_FALSE(b["backend_info"]["ep_rank_load"].contains("per_layer"));
-    CHECK(b["backend_info"]["ep_rank_load"]["mean_max_over_mean"] == f["backend_info"]["ep_rank_load"]["mean_max_over_mean"]);
+    CHECK(b["backend_info"]["ep_rank_load"]["mean_max_over_mean"] ==
+          f["backend_info"]["ep_rank_load"]["mean_max_over_mean"]);
     // The same seeded draws: every other figure is the same.
     CHECK(b["latency"]["step"] == f["latency"]["step"]);
     CHECK(b["latency"]["phases"] == f["latency"]["phases"]);

@@ -32,7 +32,9 @@ json base_run() {
 // A record as run_point would give it, with a throughput that is a known function of the config.
 json fake_record(const RunConfig& c) {
     double step_us = 100.0 + 10.0 * static_cast<double>(c.shape.batch);
-    return json{{"status", "ok"}, {"batch", c.shape.batch}, {"context", c.shape.context},
+    return json{{"status", "ok"},
+                {"batch", c.shape.batch},
+                {"context", c.shape.context},
                 {"axes", {{"backend", "cpu"}, {"batch", c.shape.batch}, {"context", c.shape.context}}},
                 {"latency", {{"step", {{"mean_us", step_us}, {"p95_us", step_us * 1.1}}}}},
                 {"throughput", {{"tokens_per_s", static_cast<double>(c.shape.batch) / (step_us * 1e-6)}}}};
@@ -88,7 +90,7 @@ TEST_CASE("apply_point sets fields and rejects bad values", "[sweep]") {
 
 TEST_CASE("knee and golden point on a constructed series", "[sweep]") {
     // Throughput saturates: 1000, 1900, 3500, 6000, 7800, 8000 tok/s; p95 grows with batch.
-    std::vector<CurvePoint> s = {{0, 8, 1000, 1000}, {1, 16, 1900, 1100}, {2, 32, 3500, 1300},
+    std::vector<CurvePoint> s = {{0, 8, 1000, 1000},  {1, 16, 1900, 1100},  {2, 32, 3500, 1300},
                                  {3, 64, 6000, 1800}, {4, 128, 7800, 3000}, {5, 256, 8000, 5600}};
     // 90% of 8000 = 7200: the first batch reaching it is 128.
     REQUIRE(knee_index(s, 0.9) == 4u);
@@ -102,9 +104,13 @@ TEST_CASE("knee and golden point on a constructed series", "[sweep]") {
     // The same series as report records: reasoning names the share of peak and the p95 ratio.
     json runs = json::array();
     for (const auto& p : s)
-        runs.push_back({{"status", "ok"}, {"batch", p.batch}, {"axes", {{"batch", p.batch}, {"context", 0}}},
-                        {"throughput", {{"tokens_per_s", p.tokens_per_s}}}, {"latency", {{"step", {{"p95_us", p.p95_us}}}}}});
-    runs.push_back({{"status", "skipped"}, {"skip_reason", "does not fit"}, {"axes", {{"batch", 512}, {"context", 0}}}});
+        runs.push_back({{"status", "ok"},
+                        {"batch", p.batch},
+                        {"axes", {{"batch", p.batch}, {"context", 0}}},
+                        {"throughput", {{"tokens_per_s", p.tokens_per_s}}},
+                        {"latency", {{"step", {{"p95_us", p.p95_us}}}}}});
+    runs.push_back(
+        {{"status", "skipped"}, {"skip_reason", "does not fit"}, {"axes", {{"batch", 512}, {"context", 0}}}});
     json a = analyze_sweep(runs, std::nullopt, 0.9);
     REQUIRE(a["series"].size() == 1);
     CHECK(a["series"][0]["knee"]["batch"] == 128);
@@ -137,7 +143,8 @@ TEST_CASE("knee and golden point on a constructed series", "[sweep]") {
     json d = analyze_sweep(two, std::nullopt, 0.9);
     REQUIRE(d["series"].size() == 2);
     CHECK(d["source"] == "modeled");
-    CHECK(d["golden"]["reason"].get<std::string>().find("holding the peak throughput (context=0)") != std::string::npos);
+    CHECK(d["golden"]["reason"].get<std::string>().find("holding the peak throughput (context=0)") !=
+          std::string::npos);
     json e = analyze_sweep(two, 2.0, 0.9);
     CHECK(e["golden"]["reason"].get<std::string>().find("batch 64 (context=0): 6000 tok/s") != std::string::npos);
 }
@@ -147,7 +154,10 @@ TEST_CASE("journal: torn last line is dropped, other fingerprints are refused", 
     std::string path = dir + "/j.jsonl";
     append_journal(path, "f1", JournalEntry{"{\"batch\":1}", {{"batch", 1}}, {{"status", "ok"}}});
     append_journal(path, "f1", JournalEntry{"{\"batch\":2}", {{"batch", 2}}, {{"status", "ok"}}});
-    { std::ofstream(path, std::ios::app) << "{\"journal\":\"moebench.sweep-journal/1\",\"fingerprint\":\"f1\",\"key\":\"{\\\"ba"; }
+    {
+        std::ofstream(path, std::ios::app)
+            << "{\"journal\":\"moebench.sweep-journal/1\",\"fingerprint\":\"f1\",\"key\":\"{\\\"ba";
+    }
     bool repaired = false;
     auto e = load_journal(path, "f1", &repaired);
     CHECK(repaired);
@@ -174,7 +184,8 @@ TEST_CASE("journal writer: every line written at once, each record read back at 
         JournalWriter w(path, "f1");
         for (int b = 1; b <= 50; ++b) {
             records.push_back({{"status", "ok"}, {"batch", b}, {"text", std::string(static_cast<size_t>(b), 'x')}});
-            spans.push_back(w.append(JournalEntry{"{\"batch\":" + std::to_string(b) + "}", {{"batch", b}}, records.back()}));
+            spans.push_back(
+                w.append(JournalEntry{"{\"batch\":" + std::to_string(b) + "}", {{"batch", b}}, records.back()}));
             // Written already, before any sync: a reader (or a resume after a kill) sees every finished point.
             CHECK(load_journal(path, "f1", nullptr).size() == static_cast<size_t>(b) + 1);
         }
@@ -253,7 +264,8 @@ TEST_CASE("run_sweep: skipped points, journal, resume, time budget", "[sweep]") 
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a sweep's report is written from its journal: the same records, in order, and the same analysis", "[sweep][cli]") {
+TEST_CASE("a sweep's report is written from its journal: the same records, in order, and the same analysis",
+          "[sweep][cli]") {
     // The report no longer comes from records held in memory (a 10000-point sweep held gigabytes): each point's
     // record is read back from the journal where it was written.
     std::string dir = test::temp_dir("sweep-from-journal");
@@ -275,8 +287,10 @@ TEST_CASE("a sweep's report is written from its journal: the same records, in or
     CHECK(json::parse(again.out)["runs"] == report["runs"]);
     // The analysis made from the points' summaries is the one the whole records give, points that do not fit their
     // GPUs (DeepSeek-V3 in bf16 on 8 H200s) left out as before.
-    const auto fit = test::run_cli("sweep --backend sim --model deepseek-v3 --layers 4 --batch 1,64 --ep 8 "
-                                   "--dtype bf16,fp8 --iters 2 --warmup 0 --quiet --out " + dir + "/f.json");
+    const auto fit = test::run_cli(
+        "sweep --backend sim --model deepseek-v3 --layers 4 --batch 1,64 --ep 8 "
+        "--dtype bf16,fp8 --iters 2 --warmup 0 --quiet --out " +
+        dir + "/f.json");
     INFO(fit.err);
     REQUIRE(fit.exit_code == 0);
     const json f = load_json_file(dir + "/f.json");
@@ -289,7 +303,8 @@ TEST_CASE("a sweep's report is written from its journal: the same records, in or
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("modeled points run side by side give the same sweep as one by one; measured ones refuse --jobs", "[sweep][cli]") {
+TEST_CASE("modeled points run side by side give the same sweep as one by one; measured ones refuse --jobs",
+          "[sweep][cli]") {
     // A modeled point's times cannot be disturbed by a neighbour, so a sim sweep computes --jobs points at once (by
     // default this process's CPUs); the journal, the report and the analysis take them in expansion order.
     std::string dir = test::temp_dir("sweep-jobs");
@@ -313,8 +328,8 @@ TEST_CASE("modeled points run side by side give the same sweep as one by one; me
     REQUIRE(entries.size() == 28);
     for (size_t i = 0; i < entries.size(); ++i) CHECK(entries[i].point == b["runs"][i]["sweep_point"]);
     // Measured points run one at a time: --jobs 2 on the cpu backend is refused, naming the flag and why.
-    const auto cpu = test::run_cli("sweep --backend cpu --model " + kTinyModel + " --batch 1,2 --jobs 2 --quiet --out " +
-                                   dir + "/cpu.json");
+    const auto cpu = test::run_cli("sweep --backend cpu --model " + kTinyModel +
+                                   " --batch 1,2 --jobs 2 --quiet --out " + dir + "/cpu.json");
     CHECK(cpu.exit_code == 2);
     CHECK_THAT(cpu.err, Catch::Contains("--jobs") && Catch::Contains("one at a time"));
     std::filesystem::remove_all(dir);

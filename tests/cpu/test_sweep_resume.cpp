@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // End to end: `moebench sweep` on a tiny model is SIGKILLed mid-sweep once its journal holds a point, then resumed;
 // no finished point may be lost or run twice, and the final report must hold every point once.
-#include "test_paths.hpp"
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include "test_paths.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -44,9 +44,10 @@ TEST_CASE("sweep killed with SIGKILL mid-sweep resumes without losing or repeati
     const std::string model = std::string(MOEBENCH_TEST_DATA) + "/models/tiny-gqa.json";
     const std::string out = dir + "/sweep.json", journal = dir + "/sweep.jsonl";
     // 12 points; min_time keeps each point >= 40 ms so the kill lands mid-sweep.
-    const std::vector<std::string> args = {MOEBENCH_BIN, "sweep", "--model", model, "--backend", "cpu", "--batch", "1..8",
-                                           "--context", "0,16,32", "--set", "warmup=1", "--set", "iters=3",
-                                           "--set", "min_time_s=0.04", "--out", out, "--journal", journal, "--quiet"};
+    const std::vector<std::string> args = {
+        MOEBENCH_BIN, "sweep",           "--model", model,   "--backend", "cpu",   "--batch",
+        "1..8",       "--context",       "0,16,32", "--set", "warmup=1",  "--set", "iters=3",
+        "--set",      "min_time_s=0.04", "--out",   out,     "--journal", journal, "--quiet"};
     const size_t kPoints = 12;
 
     pid_t pid = ::fork();

@@ -92,8 +92,8 @@ TEST_CASE("tp: ring collectives move 2(n-1)/n (all-reduce) or (n-1)/n of the buf
 TEST_CASE("tp: a collective's time is latency + its ring bytes over one direction of its link", "[tp][sim]") {
     const HardwareProfile hw = toy_hw();
     const SimParams p = toy_params();
-    // In a node: 0.5 GB/s effective. All-reduce of 1000 B: n=2 1000 B -> 2 us; n=4 1500 B -> 3 us; n=8 1750 B -> 3.5 us;
-    // each + 10 us.
+    // In a node: 0.5 GB/s effective. All-reduce of 1000 B: n=2 1000 B -> 2 us; n=4 1500 B -> 3 us; n=8 1750 B -> 3.5
+    // us; each + 10 us.
     CHECK(sim_collective_us(Collective::all_reduce, 2, 1000, false, hw, p) == Approx(12.0));
     CHECK(sim_collective_us(Collective::all_reduce, 4, 1000, false, hw, p) == Approx(13.0));
     CHECK(sim_collective_us(Collective::all_reduce, 8, 1000, false, hw, p) == Approx(13.5));
@@ -119,8 +119,8 @@ TEST_CASE("tp: each layout's exchange and the phases of its layers", "[tp][engin
     CHECK(Layout{}.moe_exchange() == MoeExchange::local);
     CHECK(names(phases_for_layer(m, 0, ep_layout(2))) ==
           std::vector<std::string>{"attn_norm", "qkv_proj", "attention", "o_proj", "ffn_norm", "router_gemm", "topk",
-                                   "permute", "dispatch_a2a", "expert_up", "activation", "expert_down",
-                                   "shared_expert", "combine_a2a", "unpermute_reduce"});
+                                   "permute", "dispatch_a2a", "expert_up", "activation", "expert_down", "shared_expert",
+                                   "combine_a2a", "unpermute_reduce"});
     // TP 2 attention x EP 2 experts on 2 GPUs (vLLM's TP + EP): the attention output all-reduced over the TP group;
     // every GPU holds every token, so no all-to-all: its experts' partial outputs are all-reduced.
     const Layout tp_ep = layout_of(2, 0, 0, 2);
@@ -201,8 +201,8 @@ TEST_CASE("tp: one GPU's share of each phase, by hand", "[tp][phase_work]") {
     // MLA: the latent cache is kept whole on every TP rank, so attention reads it whole however many ranks split the
     // heads (the cost of TP attention on DeepSeek-V3 that data-parallel attention avoids).
     ModelConfig mla = m;
-    mla.attn = tiny_mla_attention({.num_heads = 4, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 2,
-                                   .v_head_dim = 4});
+    mla.attn = tiny_mla_attention(
+        {.num_heads = 4, .kv_lora_rank = 8, .qk_nope_head_dim = 4, .qk_rope_head_dim = 2, .v_head_dim = 4});
     PhaseWorkOptions absorbed_whole, absorbed_share;
     absorbed_whole.mla_form = absorbed_share.mla_form = MlaForm::absorbed;
     absorbed_share.layout = &tp2;
@@ -257,9 +257,9 @@ TEST_CASE("tp: the sim on TP x EP and TP x DP layouts, by hand", "[tp][sim]") {
 }
 
 TEST_CASE("tp: plan and the sim count the same weights per GPU under tensor-parallel layouts", "[tp][plan][sim][cli]") {
-    const std::vector<std::string> layouts = {"--model deepseek-v3 --tp 8 --ep 8", "--model deepseek-v3 --tp 8 --moe-tp 8",
-                                              "--model deepseek-v3 --tp 2 --attention-dp 4 --ep 8",
-                                              "--model qwen3-30b-a3b --tp 4"};
+    const std::vector<std::string> layouts = {
+        "--model deepseek-v3 --tp 8 --ep 8", "--model deepseek-v3 --tp 8 --moe-tp 8",
+        "--model deepseek-v3 --tp 2 --attention-dp 4 --ep 8", "--model qwen3-30b-a3b --tp 4"};
     for (const std::string& l : layouts) {
         const std::string point = "--hardware h200-sxm --dtype fp8 --batch 16 --context 2048 " + l;
         INFO(point);
@@ -279,18 +279,21 @@ TEST_CASE("tp: plan and the sim count the same weights per GPU under tensor-para
     // By hand: DeepSeek-V3's routed experts (58 x 256 x 3 x 7168 x 2048 = 653,908,770,816 weights) in fp8 over 8
     // GPUs, whether split as EP 8 or as expert TP 8: 81,738,596,352 bytes per GPU.
     for (const char* l : {"--tp 8 --ep 8", "--tp 8 --moe-tp 8"}) {
-        const CliResult r = run_cli("run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 "
-                                    "--layers 1 --iters 1 --warmup 0 --json - " + std::string(l));
+        const CliResult r = run_cli(
+            "run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 "
+            "--layers 1 --iters 1 --warmup 0 --json - " +
+            std::string(l));
         REQUIRE(r.exit_code == 0);
-        CHECK(json::parse(r.out)["runs"][0]["backend_info"]["memory_per_gpu"]["weights_by_component_bytes"]
-                                ["routed_experts"].get<double>() == Approx(81738596352.0));
+        CHECK(json::parse(
+                  r.out)["runs"][0]["backend_info"]["memory_per_gpu"]["weights_by_component_bytes"]["routed_experts"]
+                  .get<double>() == Approx(81738596352.0));
     }
 }
 
-TEST_CASE("tp: DeepSeek-V3 on 8 H200s: fp8 runs at EP 8 and at TP 8 x EP 8, bf16 is refused",
-          "[tp][sim][fit][cli]") {
-    const std::string base = "run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 "
-                             "--context 4096 --iters 1 --warmup 0 --json - ";
+TEST_CASE("tp: DeepSeek-V3 on 8 H200s: fp8 runs at EP 8 and at TP 8 x EP 8, bf16 is refused", "[tp][sim][fit][cli]") {
+    const std::string base =
+        "run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 "
+        "--context 4096 --iters 1 --warmup 0 --json - ";
     const CliResult ep = run_cli(base + "--dtype fp8 --ep 8");
     REQUIRE(ep.exit_code == 0);
     const json ep_run = json::parse(ep.out)["runs"][0];
@@ -337,8 +340,9 @@ TEST_CASE("tp: DeepSeek-V3 on 8 H200s: fp8 runs at EP 8 and at TP 8 x EP 8, bf16
 }
 
 TEST_CASE("tp: a KV cache that does not fit is refused with the batch that does", "[tp][sim][fit][cli]") {
-    const CliResult r = run_cli("run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 --ep 8 "
-                                "--first-layer 3 --layers 1 --batch 4096 --context 32768 --iters 1 --warmup 0 --json -");
+    const CliResult r = run_cli(
+        "run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 --ep 8 "
+        "--first-layer 3 --layers 1 --batch 4096 --context 32768 --iters 1 --warmup 0 --json -");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("--batch/--context") && Catch::Contains("KV cache") &&
                           Catch::Contains("--batch ") && Catch::Contains("or less"));
@@ -378,9 +382,10 @@ TEST_CASE("tp: a sweep marks points that do not fit and never picks one", "[tp][
     // Through the CLI: DeepSeek-V3's first MoE layer on 8 H200s in bf16 and fp8: the bf16 point is modeled, marked
     // and not golden.
     const std::string dir = temp_dir("tp-sweep");
-    const CliResult r = run_cli("sweep --backend sim --set hardware=h200-sxm --model deepseek-v3 --ep 8 "
-                                "--set first_layer=3 --layers 1 --batch 64 --iters 1 --warmup 0 --dtype bf16,fp8 --out " + dir +
-                                "/s.json --journal " + dir + "/s.jsonl");
+    const CliResult r = run_cli(
+        "sweep --backend sim --set hardware=h200-sxm --model deepseek-v3 --ep 8 "
+        "--set first_layer=3 --layers 1 --batch 64 --iters 1 --warmup 0 --dtype bf16,fp8 --out " +
+        dir + "/s.json --journal " + dir + "/s.jsonl");
     REQUIRE(r.exit_code == 0);
     const json s = json::parse(read_text(dir + "/s.json"));
     REQUIRE(s["runs"].size() == 2);
@@ -394,9 +399,11 @@ TEST_CASE("tp: a sweep marks points that do not fit and never picks one", "[tp][
 TEST_CASE("tp: the README's sim examples fit their GPUs", "[tp][sim][fit][cli]") {
     // README, "What would this cost on hardware I do not have?", the layouts row (--tp 8 added) and the skew row.
     for (const std::string& cmd :
-         {std::string("run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 --ep 8 --dtype fp8"),
-          std::string("run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 --ep 8 --dtype fp8 "
-                      "--tp 8"),
+         {std::string(
+              "run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 --ep 8 --dtype fp8"),
+          std::string(
+              "run --backend sim --hardware h200-sxm --model deepseek-v3 --layers 0 --batch 64 --ep 8 --dtype fp8 "
+              "--tp 8"),
           std::string("run --backend sim --hardware h200-sxm --model deepseek-v3 --dtype fp8 --ep 8 --mode prefill "
                       "--batch 8 --seq-len 4096 --first-layer 3 --layers 1")}) {
         INFO(cmd);

@@ -92,17 +92,25 @@ TEST_CASE("thread pool: oversubscribed (sleeping workers), every index once and 
         if (round % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));
         const int64_t n = 1 + (round * 131) % 2000;
         std::fill(hits.begin(), hits.end(), 0);
-        pool.parallel_for(n, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
-        }, 1 + round % 5, round % 7 == 0 ? 3 : 0);
+        pool.parallel_for(
+            n,
+            [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+            },
+            1 + round % 5, round % 7 == 0 ? 3 : 0);
         for (int64_t i = 0; i < 2000; ++i) REQUIRE(hits[static_cast<size_t>(i)] == (i < n ? 1 : 0));
     }
-    CHECK_THROWS_WITH(pool.parallel_for(256, [](int64_t b, int64_t) {
-        if (b >= 128) throw std::runtime_error("chunk failed");
-    }), "chunk failed");
+    CHECK_THROWS_WITH(pool.parallel_for(256,
+                                        [](int64_t b, int64_t) {
+                                            if (b >= 128) throw std::runtime_error("chunk failed");
+                                        }),
+                      "chunk failed");
     std::atomic<int64_t> sum{0};
-    pool.parallel_for(1000, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) sum += i;
-    }, 1, 1);  // one index per chunk: far more chunks than threads
+    pool.parallel_for(
+        1000,
+        [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) sum += i;
+        },
+        1, 1);  // one index per chunk: far more chunks than threads
     CHECK(sum == 499500);
 }

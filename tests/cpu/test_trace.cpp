@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Routing traces: round trip, import of the real Mixtral traces and of the text form, a file written by plain
 // Python, and the `moebench trace` commands (exit 2 on bad input).
-#include "test_paths.hpp"
 #include "common/error.hpp"
 #include "common/json_util.hpp"
 #include "common/tensor_file.hpp"
 #include "metrics/expert_load.hpp"
+#include "test_paths.hpp"
 #include "workload/trace.hpp"
 #include "workload/trace_import.hpp"
 
@@ -15,8 +15,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <functional>
 #include <filesystem>
+#include <functional>
 
 using namespace moebench;
 
@@ -69,7 +69,8 @@ TEST_CASE("trace round trip keeps ids, weights, tokens, sequences and metadata",
     // Invalid traces: ids beyond num_experts, contradicting metadata, bad sequence starts.
     RoutingTrace bad = t;
     bad.topk_ids[3] = 4;
-    CHECK(config_error_of([&] { write_trace(dir + "/bad.safetensors", bad); }).find("expert id 4") != std::string::npos);
+    CHECK(config_error_of([&] { write_trace(dir + "/bad.safetensors", bad); }).find("expert id 4") !=
+          std::string::npos);
     TensorFile raw = f;
     raw.metadata["num_experts"] = "3";
     write_safetensors(dir + "/e3.safetensors", raw);
@@ -120,8 +121,9 @@ TEST_CASE("real Mixtral JSONL traces import with their missing records counted",
 }
 
 TEST_CASE("JSONL import survives malformed, duplicate and missing records", "[trace]") {
-    std::string path = test::write_temp("x.jsonl",
-        R"({"problem_id": 0, "layer": 0, "experts": [1, 2], "gating_probs": [0.6, 0.4], "token_idx": 0}
+    std::string path =
+        test::write_temp("x.jsonl",
+                         R"({"problem_id": 0, "layer": 0, "experts": [1, 2], "gating_probs": [0.6, 0.4], "token_idx": 0}
 {"problem_id": 0, "layer": 1, "experts": [3, 0], "gating_probs": [0.7, 0.3], "token_idx": 0}
 not json at all
 {"problem_id": 0, "layer": 1, "experts": [3, 0, 1], "token_idx": 1}
@@ -153,11 +155,11 @@ not json at all
 
 TEST_CASE("text trace form: one line per token, layers separated by |", "[trace]") {
     std::string path = test::write_temp("t.txt",
-        "# two layers, top-2\n"
-        "0:0.75 1:0.25 | 2:0.5 3:0.5\n"
-        "1:1 2:0 | 3:0.6 0:0.4   # comment\n"
-        "\n"
-        "4:0.5 -1:0.5 | 0:0.9 1:0.1\n");
+                                        "# two layers, top-2\n"
+                                        "0:0.75 1:0.25 | 2:0.5 3:0.5\n"
+                                        "1:1 2:0 | 3:0.6 0:0.4   # comment\n"
+                                        "\n"
+                                        "4:0.5 -1:0.5 | 0:0.9 1:0.1\n");
     ImportSummary s;
     RoutingTrace t = import_trace(path, 0, &s);
     CHECK(s.format == "text");
@@ -179,8 +181,11 @@ TEST_CASE("a trace written by plain Python (scripts/record_routing.py) reads bac
         return;
     }
     std::string dir = test::temp_dir("pytrace");
-    std::string cmd = std::string("cd ") + MOEBENCH_SOURCE_DIR + "/scripts && python3 -c \"import record_routing as r; "
-                      "r.write_trace('" + dir + "/py.safetensors', [[[0, 3], [2, 1]], [[1, 2], [-1, 0]]], "
+    std::string cmd = std::string("cd ") + MOEBENCH_SOURCE_DIR +
+                      "/scripts && python3 -c \"import record_routing as r; "
+                      "r.write_trace('" +
+                      dir +
+                      "/py.safetensors', [[[0, 3], [2, 1]], [[1, 2], [-1, 0]]], "
                       "[[[0.75, 0.25], [0.5, 0.5]], [[0.6, 0.4], [0.0, 1.0]]], [0], 4, 'tiny', 'python', [5, 6])\"";
     REQUIRE(std::system(cmd.c_str()) == 0);
     RoutingTrace t = read_trace(dir + "/py.safetensors");
@@ -191,7 +196,8 @@ TEST_CASE("a trace written by plain Python (scripts/record_routing.py) reads bac
     CHECK(t.token_ids == std::vector<int32_t>{5, 6});
     CHECK(t.model == "tiny");
     // Without torch the recorder skips cleanly with exit 0; --help always works.
-    CHECK(std::system((std::string("python3 ") + MOEBENCH_SOURCE_DIR + "/scripts/record_routing.py --help >/dev/null").c_str()) == 0);
+    CHECK(std::system((std::string("python3 ") + MOEBENCH_SOURCE_DIR + "/scripts/record_routing.py --help >/dev/null")
+                          .c_str()) == 0);
     std::filesystem::remove_all(dir);
 }
 
@@ -218,7 +224,8 @@ TEST_CASE("moebench trace convert / info / gen, and exit 2 on bad input", "[trac
     // A generated trace of a model with a dense first layer labels its slots with the model's layers, as a run
     // report does (slot 0 = layer 1 of DeepSeek-V2-Lite).
     REQUIRE(test::run_cli("trace gen --model deepseek-v2-lite --routing uniform --tokens 16 --layers 3 -o " + dir +
-                          "/d.safetensors").exit_code == 0);
+                          "/d.safetensors")
+                .exit_code == 0);
     auto dinfo = test::run_cli("trace info " + dir + "/d.safetensors --format json");
     REQUIRE(dinfo.exit_code == 0);
     json dj = json::parse(dinfo.out);
@@ -248,13 +255,15 @@ TEST_CASE("moebench trace convert / info / gen, and exit 2 on bad input", "[trac
             o << "\n";
         }
     }
-    REQUIRE(test::run_cli("trace convert " + big_ids + " -o " + dir + "/big.safetensors --num-experts 16").exit_code == 0);
+    REQUIRE(test::run_cli("trace convert " + big_ids + " -o " + dir + "/big.safetensors --num-experts 16").exit_code ==
+            0);
     auto beyond = test::run_cli("trace gen --model " + kMixtralHf + " --routing trace:" + dir +
                                 "/big.safetensors --tokens 10 -o " + dir + "/x");
     CHECK(beyond.exit_code == 2);
     CHECK(beyond.err.find("beyond") != std::string::npos);
     REQUIRE(test::run_cli("trace gen --model " + kMixtralHf + " --routing uniform --layers 4 --tokens 10 -o " + dir +
-                          "/four.safetensors").exit_code == 0);
+                          "/four.safetensors")
+                .exit_code == 0);
     auto layers = test::run_cli("trace gen --model " + kMixtralHf + " --routing trace:" + dir +
                                 "/four.safetensors --tokens 10 -o " + dir + "/x");
     CHECK(layers.exit_code == 2);
@@ -262,11 +271,14 @@ TEST_CASE("moebench trace convert / info / gen, and exit 2 on bad input", "[trac
     std::string junk = test::write_temp("junk.safetensors", "this is not a safetensors file");
     CHECK(test::run_cli("trace info " + junk).exit_code == 2);
     CHECK(test::run_cli("trace info " + dir + "/g.safetensors --format xml").exit_code == 2);
-    CHECK(test::run_cli("trace gen --model " + kMixtralHf + " --routing router --tokens 10 -o " + dir + "/x").exit_code == 2);
+    CHECK(
+        test::run_cli("trace gen --model " + kMixtralHf + " --routing router --tokens 10 -o " + dir + "/x").exit_code ==
+        2);
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("trace info: the routing-decision cache's hit rate per layer (--cache-window, default 16)", "[trace][routing_cache]") {
+TEST_CASE("trace info: the routing-decision cache's hit rate per layer (--cache-window, default 16)",
+          "[trace][routing_cache]") {
     const std::string dir = test::temp_dir("cache");
     // Layer 0 repeats one set every token (hits 3 of 4), layer 1 never repeats within 2 tokens.
     const std::string txt = test::write_temp("c.txt", "0 1 | 0 1\n0 1 | 2 3\n1 0 | 0 2\n0 1 | 1 3\n");

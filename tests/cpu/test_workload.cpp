@@ -7,8 +7,8 @@
 
 #include "cli_helpers.hpp"
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -63,7 +63,8 @@ double loglog_slope(std::vector<int64_t> counts) {
 
 void check_distinct_rows(const std::vector<int32_t>& ids, int64_t k, int64_t num_experts) {
     for (size_t t = 0; t < ids.size(); t += static_cast<size_t>(k)) {
-        std::set<int32_t> s(ids.begin() + static_cast<std::ptrdiff_t>(t), ids.begin() + static_cast<std::ptrdiff_t>(t) + k);
+        std::set<int32_t> s(ids.begin() + static_cast<std::ptrdiff_t>(t),
+                            ids.begin() + static_cast<std::ptrdiff_t>(t) + k);
         REQUIRE(static_cast<int64_t>(s.size()) == k);
         REQUIRE(*s.begin() >= 0);
         REQUIRE(*s.rbegin() < num_experts);
@@ -83,9 +84,10 @@ TEST_CASE("routing specs parse, and malformed specs name the spec and the fix", 
     CHECK(parse_routing_spec("trace:/a/b:c.safetensors").trace_path == "/a/b:c.safetensors");
     CHECK(parse_routing_spec("powerlaw:0.5").kind == WorkloadKind::zipf);
     CHECK(parse_routing_spec("powerlaw:0.5").zipf_exponent == Approx(0.5));
-    for (const char* bad : {"zipf", "zipf:x", "zipf:-1", "powerlaw", "powerlaw:", "powerlaw:-0.5", "powerlaw:nan",
-                            "powerlaw:inf", "powerlaw:21", "powerlaw:1:2", "hot:4", "hot:0:0.5", "hot:4:1.5",
-                            "imbalance:0.5", "domains:0:0.1", "domains:4:2", "domains:4", "poisson", "uniform:3", "trace:", ""}) {
+    for (const char* bad :
+         {"zipf",          "zipf:x",      "zipf:-1",      "powerlaw", "powerlaw:", "powerlaw:-0.5", "powerlaw:nan",
+          "powerlaw:inf",  "powerlaw:21", "powerlaw:1:2", "hot:4",    "hot:0:0.5", "hot:4:1.5",     "imbalance:0.5",
+          "domains:0:0.1", "domains:4:2", "domains:4",    "poisson",  "uniform:3", "trace:",        ""}) {
         INFO(bad);
         try {
             parse_routing_spec(bad, "--routing");
@@ -106,13 +108,14 @@ TEST_CASE("routing specs parse, and malformed specs name the spec and the fix", 
         }
         return std::string();
     };
-    CHECK_THAT(error_of("powerlaw"), Catch::Contains("no default") && Catch::Contains("published") &&
-                                         Catch::Contains("powerlaw:ALPHA"));
+    CHECK_THAT(error_of("powerlaw"),
+               Catch::Contains("no default") && Catch::Contains("published") && Catch::Contains("powerlaw:ALPHA"));
     CHECK_THAT(error_of("powerlaw:-0.5"), Catch::Contains("power-law exponent must be in [0, 20]"));
     CHECK_THAT(error_of("powerlaw:21"), Catch::Contains("power-law exponent must be in [0, 20]"));
     CHECK_THAT(error_of("powerlaw:nan"), Catch::Contains("power-law exponent 'nan' is not a number"));
-    const auto cli = moebench::test::run_cli("run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 "
-                                             "--batch 8 --iters 1 --warmup 0 --routing powerlaw:-1");
+    const auto cli = moebench::test::run_cli(
+        "run --backend sim --hardware h200-sxm --model mixtral-8x7b --layers 1 "
+        "--batch 8 --iters 1 --warmup 0 --routing powerlaw:-1");
     CHECK(cli.exit_code == 2);
     CHECK_THAT(cli.err, Catch::Contains("routing (--routing)") && Catch::Contains("'powerlaw:-1'") &&
                             Catch::Contains("power-law exponent"));
@@ -120,14 +123,14 @@ TEST_CASE("routing specs parse, and malformed specs name the spec and the fix", 
 
 TEST_CASE("infeasible specs for a model are ConfigErrors", "[workload]") {
     ModelConfig m = synthetic_model(64, 2);
-    CHECK_THROWS_AS(make_workload("hot:1:0.6", m, 0), ConfigError);      // one expert can take at most 1/k = 0.5
-    CHECK_THROWS_AS(make_workload("hot:64:0.6", m, 0), ConfigError);     // no cold experts left
-    CHECK_THROWS_AS(make_workload("hot:32:0.4", m, 0), ConfigError);     // below the even share 32/64: not hot
+    CHECK_THROWS_AS(make_workload("hot:1:0.6", m, 0), ConfigError);   // one expert can take at most 1/k = 0.5
+    CHECK_THROWS_AS(make_workload("hot:64:0.6", m, 0), ConfigError);  // no cold experts left
+    CHECK_THROWS_AS(make_workload("hot:32:0.4", m, 0), ConfigError);  // below the even share 32/64: not hot
     CHECK_NOTHROW(make_workload("hot:32:0.6", m, 0));
-    CHECK_THROWS_AS(make_workload("imbalance:40", m, 0), ConfigError);   // above E/k = 32
+    CHECK_THROWS_AS(make_workload("imbalance:40", m, 0), ConfigError);  // above E/k = 32
     CHECK_NOTHROW(make_workload("imbalance:32", m, 0));
     auto w = make_workload("uniform", m, 0);
-    CHECK_THROWS_AS(w->next_step(4, {4}), ConfigError);                  // layer beyond the model
+    CHECK_THROWS_AS(w->next_step(4, {4}), ConfigError);  // layer beyond the model
     CHECK_THROWS_AS(w->check_layers({-1}), ConfigError);
 }
 
@@ -330,8 +333,8 @@ TEST_CASE("each workload's expected load is what a long stream shows", "[workloa
     ModelConfig m = synthetic_model(16, 2, 3);
     m.layer_is_moe = {0, 1, 1};
     const int64_t T = 60000;
-    for (const char* spec : {"uniform", "balanced", "zipf:1.2", "powerlaw:0.5", "hot:2:0.2", "imbalance:3",
-                             "domains:4:0.2"}) {
+    for (const char* spec :
+         {"uniform", "balanced", "zipf:1.2", "powerlaw:0.5", "hot:2:0.2", "imbalance:3", "domains:4:0.2"}) {
         INFO(spec);
         auto w = make_workload(spec, m, 21);
         CHECK(w->expected_load(0).empty());  // a dense layer
@@ -343,8 +346,7 @@ TEST_CASE("each workload's expected load is what a long stream shows", "[workloa
             const std::vector<int32_t> ids = layer_stream(*fresh, layer, T);
             const auto counts = count_tokens_per_expert(ids.data(), T, 2, 16);
             for (size_t e = 0; e < 16; ++e)
-                CHECK(static_cast<double>(counts[e]) / static_cast<double>(2 * T) ==
-                      Approx(load[e]).margin(0.01));
+                CHECK(static_cast<double>(counts[e]) / static_cast<double>(2 * T) == Approx(load[e]).margin(0.01));
         }
     }
     CHECK(make_workload("router", m, 21)->expected_load(1).empty());  // the model's router decides during the run

@@ -29,9 +29,14 @@ inline PermuteReference check_permutation(const std::vector<int32_t>& ids, const
     auto dw = upload(w);
     DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(A), pexp(A), spos(A), dropped(1), active(E + 1),
         tiles(E + 1), ws(kernels::permute_workspace_ints(A, E));
-    const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
-                                    .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
-                                    .active = active.get(), .tile_offsets = tiles.get()};
+    const kernels::PermuteMaps maps{.counts = counts.get(),
+                                    .offsets = offsets.get(),
+                                    .perm_slot = pslot.get(),
+                                    .perm_expert = pexp.get(),
+                                    .slot_pos = spos.get(),
+                                    .dropped = dropped.get(),
+                                    .active = active.get(),
+                                    .tile_offsets = tiles.get()};
     kernels::launch_permute_index(di.get(), dw.get(), T, k, E, cap, maps, ws.get(), stream);
 
     std::vector<int32_t> rid = ids;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The whole CUDA backend on tiny models: a full step through the engine's plan, then the MoE block recomputed on the
 // host from the dumped tensors (moe_in, weights, router logits) and compared with moe_out and the chosen experts.
-#include "backends/cuda/cuda_backend.hpp"
-#include "engine/engine.hpp"
 #include "../cpu/test_models.hpp"
-#include "gpu_test_util.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "core/moe_core.cuh"
+#include "engine/engine.hpp"
+#include "gpu_test_util.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -29,8 +29,12 @@ ModelConfig tiny_model(bool deepseek_like, bool grok_like = false) {
     m.max_position_embeddings = 4096;
     m.norm_eps = 1e-6;
     if (deepseek_like) {
-        m.attn = tiny_mla_attention({.num_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 48, .qk_nope_head_dim = 16,
-                                     .qk_rope_head_dim = 8, .v_head_dim = 16});
+        m.attn = tiny_mla_attention({.num_heads = 4,
+                                     .q_lora_rank = 32,
+                                     .kv_lora_rank = 48,
+                                     .qk_nope_head_dim = 16,
+                                     .qk_rope_head_dim = 8,
+                                     .v_head_dim = 16});
         m.moe.num_experts = 16;
         m.moe.top_k = 4;
         m.moe.expert_intermediate_size = 32;
@@ -123,8 +127,10 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
         const auto cur = find(t, "moe_out").as_f32();
         for (float v : cur) REQUIRE(std::isfinite(v));
         // Steps are identical: every step (eager, captured, replayed) produces the same MoE output.
-        if (step == 0) first_out = cur;
-        else CHECK(rel_l2(cur, first_out) < 1e-6);
+        if (step == 0)
+            first_out = cur;
+        else
+            CHECK(rel_l2(cur, first_out) < 1e-6);
     }
     const int64_t moe_slot = 1;
     const MoeLayerResult res = backend->moe_result(moe_slot);
@@ -173,7 +179,8 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
             const auto g = linear(&x[t * H], wg, I, H, e * I * H);
             const auto u = linear(&x[t * H], wu, I, H, e * I * H);
             std::vector<float> a(I);
-            for (int64_t i = 0; i < I; ++i) a[i] = round_bf(core::activate(act, round_bf(float(g[i])), round_bf(float(u[i])), 7.0f));
+            for (int64_t i = 0; i < I; ++i)
+                a[i] = round_bf(core::activate(act, round_bf(float(g[i])), round_bf(float(u[i])), 7.0f));
             const auto y = linear(a.data(), wd, H, I, e * H * I);
             for (int64_t c = 0; c < H; ++c) acc[c] += rw[j] * double(round_bf(float(y[c])));
         }
@@ -185,13 +192,15 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
             const auto g = linear(&x[t * H], sg, SI, H);
             const auto u = linear(&x[t * H], su, SI, H);
             std::vector<float> a(SI);
-            for (int64_t i = 0; i < SI; ++i) a[i] = round_bf(core::activate(act, round_bf(float(g[i])), round_bf(float(u[i])), 7.0f));
+            for (int64_t i = 0; i < SI; ++i)
+                a[i] = round_bf(core::activate(act, round_bf(float(g[i])), round_bf(float(u[i])), 7.0f));
             const auto y = linear(a.data(), sd, H, SI);
             for (int64_t c = 0; c < H; ++c) acc[c] += double(round_bf(float(y[c])));
         }
         for (int64_t c = 0; c < H; ++c) ref[t * H + c] = float(acc[c]);
     }
-    INFO("model " << m.name << " mode " << to_string(mode) << " expert_gemm " << expert_gemm << " graph " << cuda_graph);
+    INFO("model " << m.name << " mode " << to_string(mode) << " expert_gemm " << expert_gemm << " graph "
+                  << cuda_graph);
     CHECK(rel_l2(out, ref) < 2e-2);
     const json d = backend->describe();
     CHECK(d["kernel_variant"]["expert_gemm"].get<std::string>().rfind(expert_gemm, 0) == 0);
@@ -199,7 +208,8 @@ void run_and_check(bool deepseek_like, Mode mode, const std::string& expert_gemm
 
 }  // namespace
 
-TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block equals the host recomputation", "[gpu][backend][sanitize]") {
+TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block equals the host recomputation",
+          "[gpu][backend][sanitize]") {
     run_and_check(false, Mode::decode, "loop");
     run_and_check(false, Mode::decode, "grouped");
     run_and_check(false, Mode::decode, "gemv");
@@ -209,20 +219,23 @@ TEST_CASE("cuda backend step: Mixtral-like (GQA, top-k then softmax) MoE block e
     run_and_check(false, Mode::prefill, "tiled");
 }
 
-TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)", "[gpu][backend][sanitize]") {
+TEST_CASE("cuda backend step: DeepSeek-V3-like (MLA, sigmoid group top-k, shared expert, dense first layer)",
+          "[gpu][backend][sanitize]") {
     run_and_check(true, Mode::decode, "grouped");
     run_and_check(true, Mode::decode, "gemv");
     run_and_check(true, Mode::prefill, "loop");
     run_and_check(true, Mode::prefill, "tiled");
 }
 
-TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)", "[gpu][backend][sanitize]") {
+TEST_CASE("cuda backend step: Grok-like extras (post norms, LayerNorm bias, GeGLU, chunked local attention, sinks)",
+          "[gpu][backend][sanitize]") {
     run_and_check(false, Mode::decode, "loop", true);
     run_and_check(false, Mode::decode, "gemv", true);
     run_and_check(false, Mode::prefill, "grouped", true);
 }
 
-TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equal the eager one", "[gpu][backend][graph][sanitize]") {
+TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equal the eager one",
+          "[gpu][backend][graph][sanitize]") {
     run_and_check(false, Mode::decode, "loop", false, true);
     run_and_check(true, Mode::decode, "grouped", false, true);
     run_and_check(true, Mode::decode, "gemv", false, true);
@@ -231,72 +244,72 @@ TEST_CASE("cuda backend step under a CUDA graph: captured and replayed steps equ
 
 TEST_CASE("cuda graph with the own expert kernels replays a routing that changes every step; timing is consistent",
           "[gpu][backend][graph]") {
-  for (const char* variant : {"gemv", "tiled"}) {
-    INFO(variant);
-    // The gemv path keeps the expert list and offsets on the device, so a captured step must follow any routing:
-    // each step imposes a different one, and the replayed graph's output must equal an eager backend's.
-    const ModelConfig m = tiny_model(false);
-    StepShape shape;
-    shape.mode = Mode::decode;
-    shape.batch = 80;  // even steps send every token to expert 0: 80 rows, two 64-row tiles of the tiled kernel
-    shape.context = 300;
-    const int64_t T = shape.num_tokens(), K = m.moe.top_k, E = m.moe.num_experts;
-    RunOptions opt;
-    opt.seed = 11;
-    opt.expert_gemm = variant;
-    opt.cuda_graph = true;
-    RunOptions eager_opt = opt;
-    eager_opt.cuda_graph = false;
-    const std::vector<int64_t> layers = {0, 1};
-    auto graphed = make_cuda_backend();
-    auto eager = make_cuda_backend();
-    graphed->prepare(m, layers, shape, opt);
-    eager->prepare(m, layers, shape, eager_opt);
-    const auto plan = step_plan(m, layers, 1, true);
-    std::mt19937 g(5);
-    for (int step = 0; step < 6; ++step) {
-        StepRouting r;
-        for (size_t s = 0; s < layers.size(); ++s) {
-            LayerRouting lr;
-            lr.num_tokens = T;
-            lr.k = K;
-            for (int64_t t = 0; t < T; ++t) {
-                // Different at every step: all tokens to expert 0 first (even steps) or spread (odd), then another.
-                const int32_t a = step % 2 == 0 ? 0 : int32_t((t * (step + 1) + step) % E);
-                int32_t b = int32_t(g() % E);
-                if (b == a) b = (a + 1) % E;
-                lr.ids.push_back(a);
-                lr.ids.push_back(b);
-                lr.weights.push_back(0.7f);
-                lr.weights.push_back(0.3f);
+    for (const char* variant : {"gemv", "tiled"}) {
+        INFO(variant);
+        // The gemv path keeps the expert list and offsets on the device, so a captured step must follow any routing:
+        // each step imposes a different one, and the replayed graph's output must equal an eager backend's.
+        const ModelConfig m = tiny_model(false);
+        StepShape shape;
+        shape.mode = Mode::decode;
+        shape.batch = 80;  // even steps send every token to expert 0: 80 rows, two 64-row tiles of the tiled kernel
+        shape.context = 300;
+        const int64_t T = shape.num_tokens(), K = m.moe.top_k, E = m.moe.num_experts;
+        RunOptions opt;
+        opt.seed = 11;
+        opt.expert_gemm = variant;
+        opt.cuda_graph = true;
+        RunOptions eager_opt = opt;
+        eager_opt.cuda_graph = false;
+        const std::vector<int64_t> layers = {0, 1};
+        auto graphed = make_cuda_backend();
+        auto eager = make_cuda_backend();
+        graphed->prepare(m, layers, shape, opt);
+        eager->prepare(m, layers, shape, eager_opt);
+        const auto plan = step_plan(m, layers, 1, true);
+        std::mt19937 g(5);
+        for (int step = 0; step < 6; ++step) {
+            StepRouting r;
+            for (size_t s = 0; s < layers.size(); ++s) {
+                LayerRouting lr;
+                lr.num_tokens = T;
+                lr.k = K;
+                for (int64_t t = 0; t < T; ++t) {
+                    // Different at every step: all tokens to expert 0 first (even steps) or spread (odd), then another.
+                    const int32_t a = step % 2 == 0 ? 0 : int32_t((t * (step + 1) + step) % E);
+                    int32_t b = int32_t(g() % E);
+                    if (b == a) b = (a + 1) % E;
+                    lr.ids.push_back(a);
+                    lr.ids.push_back(b);
+                    lr.weights.push_back(0.7f);
+                    lr.weights.push_back(0.3f);
+                }
+                r.per_layer.push_back(lr);
             }
-            r.per_layer.push_back(lr);
+            graphed->set_routing_override(&r);
+            eager->set_routing_override(&r);
+            run_step(*graphed, plan);
+            run_step(*eager, plan);
+            INFO("step " << step);
+            const MoeLayerResult res = graphed->moe_result(1);
+            CHECK(std::vector<int32_t>(res.routing.ids.begin(), res.routing.ids.end()) == r.per_layer[1].ids);
+            const auto got = find(tensors(*graphed).moe_block_tensors(1), "moe_out").as_f32();
+            const auto want = find(tensors(*eager).moe_block_tensors(1), "moe_out").as_f32();
+            CHECK(rel_l2(got, want) < 1e-6);  // the same kernels on the same data
+            // --check's form: only the routed experts' weights come back, listed in routed_experts.
+            const auto ct = tensors(*graphed).moe_check_tensors(1);
+            const auto routed = find(ct, "routed_experts").as_i32();
+            std::set<int32_t> used(r.per_layer[1].ids.begin(), r.per_layer[1].ids.end());
+            CHECK(std::vector<int32_t>(used.begin(), used.end()) == routed);
+            CHECK(find(ct, "w_gate").shape[0] == static_cast<int64_t>(routed.size()));
         }
-        graphed->set_routing_override(&r);
-        eager->set_routing_override(&r);
-        run_step(*graphed, plan);
-        run_step(*eager, plan);
-        INFO("step " << step);
-        const MoeLayerResult res = graphed->moe_result(1);
-        CHECK(std::vector<int32_t>(res.routing.ids.begin(), res.routing.ids.end()) == r.per_layer[1].ids);
-        const auto got = find(tensors(*graphed).moe_block_tensors(1), "moe_out").as_f32();
-        const auto want = find(tensors(*eager).moe_block_tensors(1), "moe_out").as_f32();
-        CHECK(rel_l2(got, want) < 1e-6);  // the same kernels on the same data
-        // --check's form: only the routed experts' weights come back, listed in routed_experts.
-        const auto ct = tensors(*graphed).moe_check_tensors(1);
-        const auto routed = find(ct, "routed_experts").as_i32();
-        std::set<int32_t> used(r.per_layer[1].ids.begin(), r.per_layer[1].ids.end());
-        CHECK(std::vector<int32_t>(used.begin(), used.end()) == routed);
-        CHECK(find(ct, "w_gate").shape[0] == static_cast<int64_t>(routed.size()));
+        const json d = graphed->describe();
+        const json gj = d["cuda_graph"];
+        CHECK(gj["replays"].get<int64_t>() >= 4);
+        // Phase events inside the replayed graph cannot add up to more than the replay measured around it.
+        CHECK(gj["phase_sum_us_mean"].get<double>() <= 1.05 * gj["replay_us_mean"].get<double>() + 20.0);
+        CHECK(gj["phase_event_overhead"]["runs"].get<int64_t>() >= 1);
+        CHECK(d["expert_gemm_sync"].get<std::string>().rfind("none", 0) == 0);
     }
-    const json d = graphed->describe();
-    const json gj = d["cuda_graph"];
-    CHECK(gj["replays"].get<int64_t>() >= 4);
-    // Phase events inside the replayed graph cannot add up to more than the replay measured around it.
-    CHECK(gj["phase_sum_us_mean"].get<double>() <= 1.05 * gj["replay_us_mean"].get<double>() + 20.0);
-    CHECK(gj["phase_event_overhead"]["runs"].get<int64_t>() >= 1);
-    CHECK(d["expert_gemm_sync"].get<std::string>().rfind("none", 0) == 0);
-  }
 }
 
 TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split-context and latent kernels)",
@@ -305,8 +318,12 @@ TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split
     // expanded (the latents through kv_b into per-head k and v, then multi-head attention). Dims multiples of 16 so
     // the flash kernel takes the expanded form.
     ModelConfig m = tiny_model(true);
-    m.attn = tiny_mla_attention({.num_heads = 4, .q_lora_rank = 32, .kv_lora_rank = 48, .qk_nope_head_dim = 16,
-                                 .qk_rope_head_dim = 16, .v_head_dim = 32});
+    m.attn = tiny_mla_attention({.num_heads = 4,
+                                 .q_lora_rank = 32,
+                                 .kv_lora_rank = 48,
+                                 .qk_nope_head_dim = 16,
+                                 .qk_rope_head_dim = 16,
+                                 .v_head_dim = 32});
     const std::vector<int64_t> layers = {0, 1};
     const auto plan = step_plan(m, layers, 1, true);
     for (Mode mode : {Mode::prefill, Mode::decode}) {
@@ -325,14 +342,16 @@ TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split
             run_step(*b, plan);
             moe_in[kernel] = find(tensors(*b).moe_block_tensors(1), "moe_in").as_f32();
             // auto: expanded for prefill (16+ tokens per sequence), absorbed for decode.
-            const bool expanded = std::string(kernel) == "flash" || (std::string(kernel) == "auto" && mode == Mode::prefill);
+            const bool expanded =
+                std::string(kernel) == "flash" || (std::string(kernel) == "auto" && mode == Mode::prefill);
             INFO("mode " << to_string(mode) << " kernel " << kernel);
             // The prepared step says the form it runs (counted work); the traits stay as they were.
             CHECK((step.mla_form == MlaForm::latent_expand) == expanded);
             CHECK(step.kernel("mla") == (expanded ? "expanded" : "absorbed"));
             CHECK(b->traits().capabilities == cuda_backend_traits().capabilities);
             const json d = b->describe();
-            CHECK(d["kernel_variant"]["mla"].get<std::string>().rfind(expanded ? "expanded" : "weight-absorbed", 0) == 0);
+            CHECK(d["kernel_variant"]["mla"].get<std::string>().rfind(expanded ? "expanded" : "weight-absorbed", 0) ==
+                  0);
             // auto in decode: split (4 heads are fewer than the latent kernel's 16).
             const char* ran = expanded ? "flash" : std::string(kernel) == "latent" ? "latent" : "split";
             CHECK(d["kernel_variant"]["attention"].get<std::string>().rfind(ran, 0) == 0);
@@ -345,7 +364,8 @@ TEST_CASE("MLA: the expanded form (flash kernel) equals the absorbed form (split
     }
 }
 
-TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM variants before allocating", "[gpu][backend]") {
+TEST_CASE("cuda backend refuses expert parallelism and unknown expert GEMM variants before allocating",
+          "[gpu][backend]") {
     const ModelConfig m = tiny_model(false);
     StepShape shape;
     RunOptions opt;

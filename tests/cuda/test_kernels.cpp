@@ -2,10 +2,10 @@
 // Each own kernel against a plainly written host loop on small shapes (bf16 tolerance), top-k and permutation against
 // moe_core run on the host (exact ids), and cuBLAS GEMMs: row-major wrapper vs a loop, grouped vs per-expert loop.
 #include "backends/cuda/gemm.hpp"
+#include "core/moe_core.cuh"
 #include "gpu_test_util.hpp"
 #include "kernels/launch.hpp"
 #include "permute_check.hpp"
-#include "core/moe_core.cuh"
 
 #include <catch2/catch.hpp>
 
@@ -45,7 +45,8 @@ TEST_CASE("rmsnorm and layernorm match a host loop, including per-head rows", "[
     auto q = random_vec(toks * ld, 3);
     auto qn = random_vec(hd, 4, 0.5f, 1.5f);
     auto dq = upload_bf16(q), dqn = upload_bf16(qn);
-    kernels::launch_norm(dq.get(), ld, dqn.get(), nullptr, dq.get(), ld, toks * heads, hd, heads, 1e-6f, false, kStream);
+    kernels::launch_norm(dq.get(), ld, dqn.get(), nullptr, dq.get(), ld, toks * heads, hd, heads, 1e-6f, false,
+                         kStream);
     auto got = download_bf16(dq.get(), toks * ld);
     std::vector<float> ref = q;
     for (int64_t t = 0; t < toks; ++t)
@@ -154,7 +155,8 @@ std::vector<float> ref_attention(const kernels::AttentionArgs& a, const std::vec
 }
 }  // namespace
 
-TEST_CASE("split-context, flash and latent attention match a reference: decode, prefill, GQA, window, sinks, MLA", "[gpu][attention][sanitize]") {
+TEST_CASE("split-context, flash and latent attention match a reference: decode, prefill, GQA, window, sinks, MLA",
+          "[gpu][attention][sanitize]") {
     struct Case {
         int64_t tokens, tps, pos_base, heads, kv_heads, dk, dv, window;
         bool sinks;
@@ -163,21 +165,21 @@ TEST_CASE("split-context, flash and latent attention match a reference: decode, 
         bool shared_kv = false;   // values = the first dv columns of the key rows (MLA's latent cache)
     };
     const Case cases[] = {
-        {3, 1, 600, 4, 2, 64, 64, 0, false, 256, 0},   // decode: 3 sequences, 601 keys, 3 splits
-        {3, 1, 600, 4, 2, 64, 64, 100, true, 64, 0},   // sliding window + sinks
-        {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0},      // prefill: 2 sequences x 5 tokens, causal, tiny chunks
-        {2, 1, 40, 8, 1, 80, 64, 0, false, 16, 0},     // MLA-like: one shared kv head, dv < dk
-        {2, 1, 700, 4, 4, 64, 64, 0, false, 64, 256},  // Llama-4 chunked local attention: keys [512, 700]
-        {12, 6, 0, 2, 1, 32, 32, 0, false, 4, 4},      // prefill + local chunks of 4 (queries restart per chunk)
-        {2, 1, 300, 2, 2, 576, 512, 0, true, 128, 0},  // DeepSeek MLA sizes: dk = 576, dv = 512 (the limits)
-        {2, 1, 300, 16, 1, 576, 512, 0, true, 128, 0}, // MLA as DeepSeek runs it: 8 heads per block on one latent head
-        {3, 1, 600, 8, 2, 64, 64, 0, false, 256, 0},   // GQA groups of 4: 4 heads per block
-        {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0, 2},   // prefill in query tiles of 2 tokens (5 launches)
-        {3, 1, 600, 8, 2, 64, 64, 0, true, 256, 0, 1}, // decode, one query token per launch, 4 heads per block
+        {3, 1, 600, 4, 2, 64, 64, 0, false, 256, 0},    // decode: 3 sequences, 601 keys, 3 splits
+        {3, 1, 600, 4, 2, 64, 64, 100, true, 64, 0},    // sliding window + sinks
+        {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0},       // prefill: 2 sequences x 5 tokens, causal, tiny chunks
+        {2, 1, 40, 8, 1, 80, 64, 0, false, 16, 0},      // MLA-like: one shared kv head, dv < dk
+        {2, 1, 700, 4, 4, 64, 64, 0, false, 64, 256},   // Llama-4 chunked local attention: keys [512, 700]
+        {12, 6, 0, 2, 1, 32, 32, 0, false, 4, 4},       // prefill + local chunks of 4 (queries restart per chunk)
+        {2, 1, 300, 2, 2, 576, 512, 0, true, 128, 0},   // DeepSeek MLA sizes: dk = 576, dv = 512 (the limits)
+        {2, 1, 300, 16, 1, 576, 512, 0, true, 128, 0},  // MLA as DeepSeek runs it: 8 heads per block on one latent head
+        {3, 1, 600, 8, 2, 64, 64, 0, false, 256, 0},    // GQA groups of 4: 4 heads per block
+        {10, 5, 0, 4, 4, 32, 32, 0, false, 2, 0, 2},    // prefill in query tiles of 2 tokens (5 launches)
+        {3, 1, 600, 8, 2, 64, 64, 0, true, 256, 0, 1},  // decode, one query token per launch, 4 heads per block
         // Prefills the flash kernel takes (16+ queries per sequence, dims multiples of 16):
-        {200, 100, 0, 4, 2, 64, 64, 0, false, 512, 0},  // 2 sequences, a short second query tile (36 rows)
-        {130, 130, 0, 8, 2, 64, 64, 20, true, 512, 0},  // gpt-oss-like: window 20 (key tiles skipped), sinks
-        {150, 75, 0, 4, 1, 32, 32, 0, false, 512, 32},  // local chunks of 32 inside a query tile
+        {200, 100, 0, 4, 2, 64, 64, 0, false, 512, 0},    // 2 sequences, a short second query tile (36 rows)
+        {130, 130, 0, 8, 2, 64, 64, 20, true, 512, 0},    // gpt-oss-like: window 20 (key tiles skipped), sinks
+        {150, 75, 0, 4, 1, 32, 32, 0, false, 512, 32},    // local chunks of 32 inside a query tile
         {140, 70, 57, 4, 4, 128, 128, 0, false, 512, 0},  // chunked prefill: 57 cached keys before the queries
         {64, 64, 0, 32, 8, 128, 128, 0, false, 512, 0},   // Mixtral's heads (32 / 8, hd 128), one full tile
         {48, 16, 0, 2, 2, 256, 256, 0, true, 512, 0},     // hd 256 (Qwen3-Next): opt-in shared memory; 16 queries
@@ -231,8 +233,8 @@ TEST_CASE("split-context, flash and latent attention match a reference: decode, 
         // The automatic choice: flash for 16+ queries per sequence that fit it, else latent for 16+ heads.
         const auto chosen = kernels::attention_kernel_of(a);
         CHECK((chosen == kernels::AttentionKernel::flash) == (flash_fits && cs.tps >= 16));
-        CHECK((chosen == kernels::AttentionKernel::latent) == (!(flash_fits && cs.tps >= 16) && latent_fits &&
-                                                               cs.heads >= kernels::kLatentMinHeads));
+        CHECK((chosen == kernels::AttentionKernel::latent) ==
+              (!(flash_fits && cs.tps >= 16) && latent_fits && cs.heads >= kernels::kLatentMinHeads));
         for (kernels::AttentionKernel kernel : {kernels::AttentionKernel::automatic, kernels::AttentionKernel::split,
                                                 kernels::AttentionKernel::flash, kernels::AttentionKernel::latent}) {
             if (kernel == kernels::AttentionKernel::flash && !flash_fits) continue;
@@ -578,8 +580,12 @@ TEST_CASE("expert counts stay exact beyond 2^24 assignments", "[gpu][permute]") 
     DeviceBuffer<float> w(T);
     DeviceBuffer<int32_t> counts(E), offsets(E + 1), pslot(T), pexp(T), spos(T), dropped(1), active(E + 1),
         ws(kernels::permute_workspace_ints(T * k, E));
-    const kernels::PermuteMaps maps{.counts = counts.get(), .offsets = offsets.get(), .perm_slot = pslot.get(),
-                                    .perm_expert = pexp.get(), .slot_pos = spos.get(), .dropped = dropped.get(),
+    const kernels::PermuteMaps maps{.counts = counts.get(),
+                                    .offsets = offsets.get(),
+                                    .perm_slot = pslot.get(),
+                                    .perm_expert = pexp.get(),
+                                    .slot_pos = spos.get(),
+                                    .dropped = dropped.get(),
                                     .active = active.get()};
     kernels::launch_permute_index(di.get(), w.get(), T, k, E, -1, maps, ws.get(), kStream);
     auto gc = download(counts.get(), E);

@@ -148,8 +148,8 @@ TEST_CASE("router top-k at real shapes equals route_row on the host, near ties e
             DeviceBuffer<int32_t> ids(T * k);
             DeviceBuffer<float> w(T * k), scratch(T * kernels::topk_scratch_floats(E, cs.groups));
             const float* dcorr = cs.correction ? dc.get() : nullptr;
-            const std::string variant = kernels::launch_topk(dl.get(), cs.router_bias ? db.get() : nullptr, dcorr, p,
-                                                             T, ids.get(), w.get(), scratch.get(), kStream);
+            const std::string variant = kernels::launch_topk(dl.get(), cs.router_bias ? db.get() : nullptr, dcorr, p, T,
+                                                             ids.get(), w.get(), scratch.get(), kStream);
             CHECK(variant == cs.variant);
             const auto gi = download(ids.get(), size_t(T) * k);
             const auto gw = download(w.get(), size_t(T) * k);
@@ -274,7 +274,10 @@ struct DeviceMaps {
     HostMaps host;
     DeviceBuffer<int32_t> offsets, active, tiles, perm_slot;
     explicit DeviceMaps(HostMaps m)
-        : host(std::move(m)), offsets(upload(host.offsets)), active(upload(host.active)), tiles(upload(host.tiles)),
+        : host(std::move(m)),
+          offsets(upload(host.offsets)),
+          active(upload(host.active)),
+          tiles(upload(host.tiles)),
           perm_slot(upload(host.perm_slot.empty() ? std::vector<int32_t>{0} : host.perm_slot)) {}
 };
 
@@ -589,7 +592,8 @@ TEST_CASE("expert gemv: more than 8 rows per expert, k tails, partial column blo
     }
 }
 
-TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial column tiles", "[gpu][real_shapes_gemv][sanitize]") {
+TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial column tiles",
+          "[gpu][real_shapes_gemv][sanitize]") {
     // 100 tokens x 2 slots: expert 1 has 150 rows (tiles of 64, 64, 22), expert 3 forty-nine, expert 4 one; experts 0
     // and 2 none. (check_fused / check_down run the gemv kernel too, over 19 passes of 8 rows for expert 1.)
     const int64_t E = 5, T = 100, k = 2;
@@ -608,8 +612,8 @@ TEST_CASE("tiled expert GEMM: several 64-row tiles per expert, k tails, partial 
     };
     // k = 72: a 32-wide stage and a partial one (8 of 32); n_cols 40: a partial column tile (32 fused, 64 down).
     for (Shape sh : {Shape{40, 72}, Shape{96, 200}})
-        check_small_shape("tiled, n_cols " + std::to_string(sh.n_cols) + ", k " + std::to_string(sh.k), m, E,
-                          sh.n_cols, sh.k, T * k, 1500, grids);
+        check_small_shape("tiled, n_cols " + std::to_string(sh.n_cols) + ", k " + std::to_string(sh.k), m, E, sh.n_cols,
+                          sh.k, T * k, 1500, grids);
 }
 
 TEST_CASE("expert GEMM variants at real shapes: cuBLAS loop, cuBLAS grouped, gemv and tiled equal a double reference",

@@ -32,8 +32,8 @@ inline __attribute__((always_inline)) v16f act16(const v16f& gin, const v16f& ui
 }
 
 template <int Kind>
-inline __attribute__((always_inline)) void act_rows_kind(const float* gu, float* act, int64_t rb, int64_t re,
-                                                         int64_t n, float limit) {
+inline __attribute__((always_inline)) void act_rows_kind(const float* gu, float* act, int64_t rb, int64_t re, int64_t n,
+                                                         float limit) {
     for (int64_t r = rb; r < re; ++r) {
         const float* g = gu + r * 2 * n;
         const float* u = g + n;
@@ -51,9 +51,12 @@ inline __attribute__((always_inline)) void act_rows_kind(const float* gu, float*
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void act_rows(int kind, const float* gu, float* act, int64_t rb, int64_t re, int64_t n, float limit) {
-    if (kind == core::kActGeglu) act_rows_kind<core::kActGeglu>(gu, act, rb, re, n, limit);
-    else if (kind == core::kActSwigluOai) act_rows_kind<core::kActSwigluOai>(gu, act, rb, re, n, limit);
-    else act_rows_kind<core::kActSwiglu>(gu, act, rb, re, n, limit);
+    if (kind == core::kActGeglu)
+        act_rows_kind<core::kActGeglu>(gu, act, rb, re, n, limit);
+    else if (kind == core::kActSwigluOai)
+        act_rows_kind<core::kActSwigluOai>(gu, act, rb, re, n, limit);
+    else
+        act_rows_kind<core::kActSwiglu>(gu, act, rb, re, n, limit);
 }
 
 }  // namespace
@@ -62,15 +65,19 @@ void activate_rows(ThreadPool& pool, int kind, const float* gu, float* act, int6
     if (rows <= 0 || n <= 0) return;
     // Rows per task: at least ~16K elements so that small decode batches do not pay a wake-up per row.
     const int64_t min_rows = std::max<int64_t>(1, (int64_t(1) << 14) / n);
-    pool.parallel_for(rows, [&](int64_t b, int64_t e) { act_rows(kind, gu, act, b, e, n, limit); }, min_rows);
+    pool.parallel_for(
+        rows, [&](int64_t b, int64_t e) { act_rows(kind, gu, act, b, e, n, limit); }, min_rows);
 }
 
 void add_bias_rows(ThreadPool& pool, float* y, const float* bias, int64_t rows, int64_t n, int64_t ldy) {
     if (!ldy) ldy = n;
-    pool.parallel_for(rows, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r)
-            for (int64_t i = 0; i < n; ++i) y[r * ldy + i] += bias[i];
-    }, 16);
+    pool.parallel_for(
+        rows,
+        [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r)
+                for (int64_t i = 0; i < n; ++i) y[r * ldy + i] += bias[i];
+        },
+        16);
 }
 
 }  // namespace moebench::cpu

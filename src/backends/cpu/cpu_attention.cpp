@@ -29,13 +29,16 @@ void CpuBackend::phase_qkv(int64_t slot) {
         if (!w.b_qkv.empty()) add_bias_rows(*pool_, qkv_.data(), w.b_qkv.data(), T_, W);
         const float* src = qkv_.data();
         float *q = q_.data(), *k = k_.data(), *v = v_.data();
-        pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-            for (int64_t t = b; t < e; ++t) {
-                std::memcpy(q + t * qn, src + t * W, sizeof(float) * qn);
-                std::memcpy(k + t * kn, src + t * W + qn, sizeof(float) * kn);
-                std::memcpy(v + t * kn, src + t * W + qn + kn, sizeof(float) * kn);
-            }
-        }, 16);
+        pool_->parallel_for(
+            T_,
+            [&](int64_t b, int64_t e) {
+                for (int64_t t = b; t < e; ++t) {
+                    std::memcpy(q + t * qn, src + t * W, sizeof(float) * qn);
+                    std::memcpy(k + t * kn, src + t * W + qn, sizeof(float) * kn);
+                    std::memcpy(v + t * kn, src + t * W + qn + kn, sizeof(float) * kn);
+                }
+            },
+            16);
         if (!w.q_norm.empty()) {  // Qwen3: RMSNorm over each head's dims, before RoPE
             rmsnorm_rows(*pool_, q, w.q_norm.data(), q, T_ * nh, dq, eps);
             rmsnorm_rows(*pool_, k, w.k_norm.data(), k, T_ * nkv, dq, eps);
@@ -63,14 +66,17 @@ void CpuBackend::phase_qkv(int64_t slot) {
     rope_rows(*pool_, kv_a_.data(), T_, KA, 1, KA, C, R, rope_cs_.data(), positions_.data());
     const float *kvb = kvb_.data(), *kva = kv_a_.data();
     float *k = k_.data(), *v = v_.data();
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t)
-            for (int64_t h = 0; h < nh; ++h) {
-                std::memcpy(k + (t * nh + h) * dq, kvb + t * nh * BW + h * BW, sizeof(float) * nope);
-                std::memcpy(k + (t * nh + h) * dq + nope, kva + t * KA + C, sizeof(float) * R);
-                std::memcpy(v + (t * nh + h) * dv, kvb + t * nh * BW + h * BW + nope, sizeof(float) * dv);
-            }
-    }, 4);
+    pool_->parallel_for(
+        T_,
+        [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t)
+                for (int64_t h = 0; h < nh; ++h) {
+                    std::memcpy(k + (t * nh + h) * dq, kvb + t * nh * BW + h * BW, sizeof(float) * nope);
+                    std::memcpy(k + (t * nh + h) * dq + nope, kva + t * KA + C, sizeof(float) * R);
+                    std::memcpy(v + (t * nh + h) * dv, kvb + t * nh * BW + h * BW + nope, sizeof(float) * dv);
+                }
+        },
+        4);
 }
 
 void CpuBackend::phase_attention(int64_t slot) {
@@ -96,10 +102,14 @@ void CpuBackend::phase_attention(int64_t slot) {
         const int64_t W = d_.qkv_width, n = d_.nh * d_.qk_dim, gate_at = n + 2 * d_.nkv * d_.qk_dim;
         const float* qkv = qkv_.data();
         float* out = attn_out_.data();
-        pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-            for (int64_t t = b; t < e; ++t)
-                for (int64_t i = 0; i < n; ++i) out[t * n + i] *= 1.0f / (1.0f + std::exp(-qkv[t * W + gate_at + i]));
-        }, 16);
+        pool_->parallel_for(
+            T_,
+            [&](int64_t b, int64_t e) {
+                for (int64_t t = b; t < e; ++t)
+                    for (int64_t i = 0; i < n; ++i)
+                        out[t * n + i] *= 1.0f / (1.0f + std::exp(-qkv[t * W + gate_at + i]));
+            },
+            16);
     }
 }
 
@@ -115,9 +125,12 @@ void CpuBackend::phase_o_proj(int64_t slot) {
     if (!w.b_o.empty()) add_bias_rows(*pool_, tmp_h_.data(), w.b_o.data(), T_, H);
     if (!w.post_attn_norm_w.empty()) norm(tmp_h_.data(), w.post_attn_norm_w, FBuf{}, tmp_h_.data(), T_);
     float *x = x_.data(), *o = tmp_h_.data();
-    pool_->parallel_for(T_ * H, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) x[i] += o[i];
-    }, 1 << 14);
+    pool_->parallel_for(
+        T_ * H,
+        [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) x[i] += o[i];
+        },
+        1 << 14);
 }
 
 }  // namespace moebench::cpu

@@ -130,15 +130,18 @@ void attention_prefill(ThreadPool& pool, const AttnParams& p, int64_t batch, int
                 // scores[r, j] = q[i0 + r] . k[klo + j]
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, dq, p.scale, qb + i0 * ldq, ldq,
                             kb + klo * ldk, ldk, 0.0f, scores.data(), nk);
-                pool.parallel_for(rows, [&](int64_t rb, int64_t re) {
-                    for (int64_t r = rb; r < re; ++r) {
-                        const int64_t i = i0 + r, lo = first_key(p, i) - klo, hi = i - klo + 1;
-                        float* s = scores.data() + r * nk;
-                        for (int64_t j = 0; j < lo; ++j) s[j] = 0.0f;
-                        softmax_with_sink(s + lo, hi - lo, p.sinks ? p.sinks + h : nullptr);
-                        for (int64_t j = hi; j < nk; ++j) s[j] = 0.0f;
-                    }
-                }, 8);
+                pool.parallel_for(
+                    rows,
+                    [&](int64_t rb, int64_t re) {
+                        for (int64_t r = rb; r < re; ++r) {
+                            const int64_t i = i0 + r, lo = first_key(p, i) - klo, hi = i - klo + 1;
+                            float* s = scores.data() + r * nk;
+                            for (int64_t j = 0; j < lo; ++j) s[j] = 0.0f;
+                            softmax_with_sink(s + lo, hi - lo, p.sinks ? p.sinks + h : nullptr);
+                            for (int64_t j = hi; j < nk; ++j) s[j] = 0.0f;
+                        }
+                    },
+                    8);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dv, nk, 1.0f, scores.data(), nk,
                             vb + klo * ldv, ldv, 0.0f, ob + i0 * ldo, ldo);
             }

@@ -46,7 +46,8 @@ int64_t activation_floats(const ModelConfig& m, const std::vector<int64_t>& laye
     const Dims d = resolve_dims(m);
     const int64_t T = shape.num_tokens();
     int64_t n = 5 * T * d.H;  // x, x0, xn, fin, tmp
-    n += T * (d.qkv_width + d.nh * d.qk_dim + 2 * d.nkv * std::max(d.qk_dim, d.v_dim) + std::max(d.nh * d.v_dim, d.la_v));
+    n += T *
+         (d.qkv_width + d.nh * d.qk_dim + 2 * d.nkv * std::max(d.qk_dim, d.v_dim) + std::max(d.nh * d.v_dim, d.la_v));
     if (d.la_in > 0) n += T * (d.la_in + d.la_channels) + shape.batch * d.la_nv * d.la_dk * d.la_dv;
     if (d.mla) n += T * (d.q_lora + d.kv_lora + d.rot_dim + d.kv_lora + d.nh * (d.nope + d.v_dim));
     int64_t moe_slots = 0;
@@ -133,17 +134,20 @@ void CpuBackend::check_runnable(const ModelConfig& model, const std::vector<int6
                      "use e.g. " + flag_of("capacity_factor") + " 1.25");
     if (d_.E > 0) {
         if (d_.K < 1 || d_.K > d_.E)
-            config_error("moe.top_k", "top-k must be in [1, num_experts]", std::to_string(d_.K), fmt::format("use <= {}", d_.E));
+            config_error("moe.top_k", "top-k must be in [1, num_experts]", std::to_string(d_.K),
+                         fmt::format("use <= {}", d_.E));
         if (opt.soft_topn < 0 || opt.soft_topn > d_.E)
-            config_error("soft_topn", "must be in [0, num_experts]", std::to_string(opt.soft_topn), fmt::format("use <= {}", d_.E));
+            config_error("soft_topn", "must be in [0, num_experts]", std::to_string(opt.soft_topn),
+                         fmt::format("use <= {}", d_.E));
         const int64_t G = std::max<int64_t>(1, model.moe.num_groups);
         if (d_.E % G != 0 || model.moe.topk_groups > G || model.moe.topk_groups > 64 ||
             (G > 1 && model.moe.topk_groups < G && model.moe.topk_groups * (d_.E / G) < d_.K))
-            config_error("moe.topk_groups", "group-limited routing cannot select top_k experts", 
+            config_error("moe.topk_groups", "group-limited routing cannot select top_k experts",
                          fmt::format("{} of {} groups", model.moe.topk_groups, G), "fix num_groups/topk_groups");
     }
     if (shape.mode == Mode::decode && shape.context < 0)
-        config_error("context", "must be >= 0", std::to_string(shape.context), "use " + flag_of("context") + " 0 or more");
+        config_error("context", "must be >= 0", std::to_string(shape.context),
+                     "use " + flag_of("context") + " 0 or more");
 }
 
 // Weight layout: for products of few rows (decode-sized steps) the panel layout and its kernel (see cpu_ops.hpp);
@@ -159,8 +163,8 @@ void CpuBackend::plan_layout(const StepShape& shape, const StepShape& global, co
     lm_rows_ = lm_rows_for(shape);
     const int64_t T = global.num_tokens();
     PanelPlan& plan = plan_;
-    plan.experts = d_.E > 0 && (opt.expert_gemm == "panel" ||
-                                (opt.expert_gemm == "auto" && T * kmax_ <= kPanelMaxRows * d_.E));
+    plan.experts =
+        d_.E > 0 && (opt.expert_gemm == "panel" || (opt.expert_gemm == "auto" && T * kmax_ <= kPanelMaxRows * d_.E));
     plan.dense = T <= kPanelMaxRows;
     plan.lm_head = lm_rows_for(global) <= kPanelMaxRows;
 }
@@ -325,8 +329,7 @@ void CpuBackend::set_routing_override(const StepRouting* routing) {
         }
         if (r.num_tokens != T_ || static_cast<int64_t>(r.ids.size()) != r.num_tokens * r.k)
             config_error("routing", fmt::format("routing for layer slot {} has the wrong shape", s),
-                         fmt::format("{} tokens x k {}", r.num_tokens, r.k),
-                         fmt::format("the step has {} tokens", T_));
+                         fmt::format("{} tokens x k {}", r.num_tokens, r.k), fmt::format("the step has {} tokens", T_));
         for (int32_t id : r.ids)
             if (id < -1 || id >= d_.E)
                 config_error("routing", "expert id outside the model", std::to_string(id),
@@ -370,33 +373,38 @@ void CpuBackend::norm(const float* x, const FBuf& w, const FBuf& b, float* out, 
 void CpuBackend::run_phase(Phase phase, int64_t slot) {
     MOEBENCH_CHECK(pool_ != nullptr, "cpu backend: run_phase before prepare");
     switch (phase) {
-    case Phase::embed: phase_embed(); break;
-    case Phase::attn_norm: phase_attn_norm(slot); break;
-    case Phase::qkv_proj: phase_qkv(slot); break;
-    case Phase::attention: phase_attention(slot); break;
-    case Phase::linear_attention: phase_linear_attention(slot); break;
-    case Phase::o_proj: phase_o_proj(slot); break;
-    case Phase::ffn_norm: phase_ffn_norm(slot); break;
-    case Phase::router_gemm: phase_router(slot); break;
-    case Phase::topk: phase_topk(slot); break;
-    case Phase::permute: ep_on() ? ep_permute(slot) : phase_permute(slot); break;
-    case Phase::dispatch_a2a: if (ep_on()) ep_dispatch(slot); break;  // one process: nothing crosses ranks
-    case Phase::expert_fetch: phase_expert_fetch(slot); break;
-    case Phase::expert_up: phase_expert_up(slot); break;
-    case Phase::activation: phase_activation(slot); break;
-    case Phase::expert_down: phase_expert_down(slot); break;
-    case Phase::shared_expert: phase_shared(slot); break;
-    case Phase::combine_a2a: if (ep_on()) ep_combine(slot); break;
-    case Phase::unpermute_reduce: ep_on() ? ep_unpermute(slot) : phase_unpermute(slot); break;
-    case Phase::dense_mlp: phase_dense(slot); break;
-    case Phase::final_norm: phase_final_norm(); break;
-    case Phase::lm_head: phase_lm_head(); break;
-    case Phase::attn_allreduce:
-    case Phase::moe_allgather:
-    case Phase::moe_allreduce:
-    case Phase::dense_allreduce:  // tensor parallelism: traits().tensor_parallel is false, the harness refuses it first
-        MOEBENCH_CHECK(false, "cpu backend: {} needs tensor parallelism, which it does not run", phase_name(phase));
-    case Phase::count_: MOEBENCH_CHECK(false, "cpu backend: invalid phase");
+        case Phase::embed: phase_embed(); break;
+        case Phase::attn_norm: phase_attn_norm(slot); break;
+        case Phase::qkv_proj: phase_qkv(slot); break;
+        case Phase::attention: phase_attention(slot); break;
+        case Phase::linear_attention: phase_linear_attention(slot); break;
+        case Phase::o_proj: phase_o_proj(slot); break;
+        case Phase::ffn_norm: phase_ffn_norm(slot); break;
+        case Phase::router_gemm: phase_router(slot); break;
+        case Phase::topk: phase_topk(slot); break;
+        case Phase::permute: ep_on() ? ep_permute(slot) : phase_permute(slot); break;
+        case Phase::dispatch_a2a:
+            if (ep_on()) ep_dispatch(slot);
+            break;  // one process: nothing crosses ranks
+        case Phase::expert_fetch: phase_expert_fetch(slot); break;
+        case Phase::expert_up: phase_expert_up(slot); break;
+        case Phase::activation: phase_activation(slot); break;
+        case Phase::expert_down: phase_expert_down(slot); break;
+        case Phase::shared_expert: phase_shared(slot); break;
+        case Phase::combine_a2a:
+            if (ep_on()) ep_combine(slot);
+            break;
+        case Phase::unpermute_reduce: ep_on() ? ep_unpermute(slot) : phase_unpermute(slot); break;
+        case Phase::dense_mlp: phase_dense(slot); break;
+        case Phase::final_norm: phase_final_norm(); break;
+        case Phase::lm_head: phase_lm_head(); break;
+        case Phase::attn_allreduce:
+        case Phase::moe_allgather:
+        case Phase::moe_allreduce:
+        case Phase::dense_allreduce:  // tensor parallelism: traits().tensor_parallel is false, the harness refuses it
+                                      // first
+            MOEBENCH_CHECK(false, "cpu backend: {} needs tensor parallelism, which it does not run", phase_name(phase));
+        case Phase::count_: MOEBENCH_CHECK(false, "cpu backend: invalid phase");
     }
 }
 
@@ -404,10 +412,13 @@ void CpuBackend::phase_embed() {
     const int64_t H = d_.H;
     const float* table = w_.embed.data();
     float* x = x_.data();
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t)
-            std::memcpy(x + t * H, table + static_cast<int64_t>(token_ids_[t]) * H, sizeof(float) * H);
-    }, 16);
+    pool_->parallel_for(
+        T_,
+        [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t)
+                std::memcpy(x + t * H, table + static_cast<int64_t>(token_ids_[t]) * H, sizeof(float) * H);
+        },
+        16);
 }
 
 void CpuBackend::phase_final_norm() { norm(x_.data(), w_.final_norm_w, w_.final_norm_b, xn_.data(), T_); }
@@ -444,8 +455,8 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
         out.push_back(NamedTensor::f32("moe_out", {T, H}, st.moe_out.data()));
         return out;
     }
-    out.push_back(
-        NamedTensor::f32("router_weight", {E, H}, row_major(*pool_, w.router_w.data(), w.router_w.panels, E, H).data()));
+    out.push_back(NamedTensor::f32("router_weight", {E, H},
+                                   row_major(*pool_, w.router_w.data(), w.router_w.panels, E, H).data()));
     if (!w.router_b.empty()) out.push_back(NamedTensor::f32("router_bias", {E}, w.router_b.data()));
     if (!w.correction_b.empty()) out.push_back(NamedTensor::f32("e_score_correction_bias", {E}, w.correction_b.data()));
     // Unfuse [E, 2I, H] into w_gate / w_up [E, I, H] (from the panel layout first where the weights use it).
@@ -457,7 +468,10 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
     }
     out.push_back(NamedTensor::f32("w_gate", {E, I, H}, g.data()));
     out.push_back(NamedTensor::f32("w_up", {E, I, H}, u.data()));
-    g.clear(); g.shrink_to_fit(); u.clear(); u.shrink_to_fit();
+    g.clear();
+    g.shrink_to_fit();
+    u.clear();
+    u.shrink_to_fit();
     {
         std::vector<float> down(static_cast<size_t>(E * H * I));
         for (int64_t e = 0; e < E; ++e) {
@@ -483,7 +497,8 @@ std::vector<NamedTensor> CpuBackend::moe_block_tensors(int64_t slot) const {
         out.push_back(NamedTensor::f32("shared_w_up", {SI, H}, sgu.data() + SI * H));
         out.push_back(NamedTensor::f32("shared_w_down", {H, SI},
                                        row_major(*pool_, w.shared_down.data(), w.shared_down.panels, H, SI).data()));
-        if (!w.shared_gate_w.empty()) out.push_back(NamedTensor::f32("shared_gate_weight", {1, H}, w.shared_gate_w.data()));
+        if (!w.shared_gate_w.empty())
+            out.push_back(NamedTensor::f32("shared_gate_weight", {1, H}, w.shared_gate_w.data()));
     }
     const LayerRouting& r = st.result.routing;
     out.push_back(NamedTensor::i32("topk_ids", {r.num_tokens, r.k}, r.ids.data()));

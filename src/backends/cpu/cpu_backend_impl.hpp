@@ -17,10 +17,10 @@ namespace moebench::cpu {
 
 /// Per MoE layer slot: the block's input and output (kept for --dump-tensors) and what routing did.
 struct MoeSlotState {
-    FBuf moe_in;                 // [T, H] ffn_norm output
-    FBuf moe_out;                // [T, H] routed + shared, before the residual add
+    FBuf moe_in;   // [T, H] ffn_norm output
+    FBuf moe_out;  // [T, H] routed + shared, before the residual add
     MoeLayerResult result;
-    int64_t k = 0;               // k of the selection used in the last step (family k, soft top-N or override)
+    int64_t k = 0;  // k of the selection used in the last step (family k, soft top-N or override)
 };
 
 /// Expert parallelism over processes (prepare() with a Topology of world_size > 1): this rank runs its own
@@ -29,29 +29,29 @@ struct MoeSlotState {
 struct EpState {
     Communicator* comm = nullptr;
     int64_t rank = 0, world = 1;
-    int64_t first_token = 0;                 // global index of this rank's first token
-    int64_t global_tokens = 0;               // tokens of the whole step (every rank's)
+    int64_t first_token = 0;    // global index of this rank's first token
+    int64_t global_tokens = 0;  // tokens of the whole step (every rank's)
     ExpertPlacement placement;
-    std::vector<int32_t> experts;            // global ids held here, ascending: the weights' expert slots
+    std::vector<int32_t> experts;  // global ids held here, ascending: the weights' expert slots
     bool dedup = true;
     core::DispatchDtype dtype = core::DispatchDtype::fp32;
-    int64_t row_bytes = 0, meta_bytes = 0;   // per dispatched row on the wire
+    int64_t row_bytes = 0, meta_bytes = 0;  // per dispatched row on the wire
     // source side: the rows this rank's tokens send
-    std::vector<int64_t> send_rows;          // [dst rank]
-    std::vector<int64_t> row_of_slot;        // per-expert: [t * k + j] -> row (-1: dropped)
-    std::vector<int64_t> token_rows;         // dedup: rows of token t are token_rows[tok_off[t] .. tok_off[t+1])
+    std::vector<int64_t> send_rows;    // [dst rank]
+    std::vector<int64_t> row_of_slot;  // per-expert: [t * k + j] -> row (-1: dropped)
+    std::vector<int64_t> token_rows;   // dedup: rows of token t are token_rows[tok_off[t] .. tok_off[t+1])
     std::vector<int64_t> tok_off;
-    std::vector<uint8_t> send_payload;       // [rows, row_bytes + meta_bytes]: each row's payload, then metadata
-    std::vector<float> ret_recv;             // [sent rows, H]: expert outputs back from the expert ranks
+    std::vector<uint8_t> send_payload;  // [rows, row_bytes + meta_bytes]: each row's payload, then metadata
+    std::vector<float> ret_recv;        // [sent rows, H]: expert outputs back from the expert ranks
     // expert side: the rows that arrived
-    std::vector<int64_t> recv_rows;          // [src rank]
-    std::vector<uint8_t> recv_payload;       // likewise, as they arrived
-    std::vector<float> recv_x;               // [arrived rows, H] dequantised
+    std::vector<int64_t> recv_rows;                // [src rank]
+    std::vector<uint8_t> recv_payload;             // likewise, as they arrived
+    std::vector<float> recv_x;                     // [arrived rows, H] dequantised
     std::vector<int64_t> counts, offsets, cursor;  // per held expert
-    std::vector<int32_t> asg_row;            // expert-major assignment -> arrived row
+    std::vector<int32_t> asg_row;                  // expert-major assignment -> arrived row
     std::vector<float> asg_weight;
-    std::vector<float> ret_send;             // [arrived rows, H]
-    std::vector<double> expert_us;           // per held expert
+    std::vector<float> ret_send;    // [arrived rows, H]
+    std::vector<double> expert_us;  // per held expert
 };
 
 class CpuBackend final : public Backend, public CeilingProbe, public TensorAccess {
@@ -69,11 +69,11 @@ public:
     MoeLayerResult moe_result(int64_t layer_slot) const override;
     // The capabilities its traits list: tensors, ceilings (cpu_ceilings.cpp).
     std::vector<NamedTensor> moe_block_tensors(int64_t layer_slot) const override;
-    RooflineCeilings measure_ceilings(const RunOptions& opt) const override;     // cpu_ceilings.cpp
+    RooflineCeilings measure_ceilings(const RunOptions& opt) const override;  // cpu_ceilings.cpp
     void remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) const override;
 
     // For tests and tools.
-    const float* hidden() const { return x_.data(); }        // residual stream [T, H]
+    const float* hidden() const { return x_.data(); }  // residual stream [T, H]
     float* hidden_mut() { return x_.data(); }
     const float* lm_logits() const { return lm_logits_.data(); }  // [lm_rows, V]
     int64_t lm_rows() const { return lm_rows_; }
@@ -96,7 +96,7 @@ private:
     void phase_attn_norm(int64_t slot);
     void phase_qkv(int64_t slot);
     void phase_attention(int64_t slot);
-    void phase_linear_attention(int64_t slot);   // cpu_linear_attention.cpp
+    void phase_linear_attention(int64_t slot);  // cpu_linear_attention.cpp
     void phase_o_proj(int64_t slot);
     void phase_ffn_norm(int64_t slot);
     void phase_router(int64_t slot);
@@ -145,27 +145,27 @@ private:
     ModelWeights w_;
 
     // Activations, row-major. T = tokens of the step; Kmax = largest k a selection may have.
-    FBuf x_, xn_, fin_, tmp_h_;              // [T, H]
-    FBuf x0_;                                // [T, H] embedding output: each step starts from it
-    FBuf qkv_, q_, k_, v_, attn_out_;         // [T, qkv_width], [T, nh*dq], [T, nkv*dq], [T, nkv*dv], [T, nh*dv]
-    FBuf q_a_, kv_a_, kv_lat_, kvb_;         // MLA: [T, q_lora], [T, kv_lora+rope], [T, kv_lora], [T, nh*(nope+dv)]
-    FBuf la_proj_, la_conv_out_, la_run_;     // linear attention: [T, la_in], [T, channels], running states
-    FBuf logits_;                             // [T, E]
-    std::vector<int32_t> ids_;                // [T, Kmax]
-    std::vector<float> wts_;                  // [T, Kmax]
+    FBuf x_, xn_, fin_, tmp_h_;            // [T, H]
+    FBuf x0_;                              // [T, H] embedding output: each step starts from it
+    FBuf qkv_, q_, k_, v_, attn_out_;      // [T, qkv_width], [T, nh*dq], [T, nkv*dq], [T, nkv*dv], [T, nh*dv]
+    FBuf q_a_, kv_a_, kv_lat_, kvb_;       // MLA: [T, q_lora], [T, kv_lora+rope], [T, kv_lora], [T, nh*(nope+dv)]
+    FBuf la_proj_, la_conv_out_, la_run_;  // linear attention: [T, la_in], [T, channels], running states
+    FBuf logits_;                          // [T, E]
+    std::vector<int32_t> ids_;             // [T, Kmax]
+    std::vector<float> wts_;               // [T, Kmax]
     std::vector<int64_t> slot_of_, counts_, offsets_, cursor_;
     std::vector<int32_t> token_of_row_;
-    FBuf xperm_, gu_, act_, yperm_;           // [T*Kmax, H], [T*Kmax, 2I], [T*Kmax, I], [T*Kmax, H]
-    FBuf sgu_, sact_, sout_;                  // shared: [T, 2*SI], [T, SI], [T, H]
-    FBuf dgu_, dact_;                         // dense: [T, 2*Id], [T, Id]
-    FBuf lm_in_, lm_logits_;                  // [lm_rows, H], [lm_rows, V]
+    FBuf xperm_, gu_, act_, yperm_;  // [T*Kmax, H], [T*Kmax, 2I], [T*Kmax, I], [T*Kmax, H]
+    FBuf sgu_, sact_, sout_;         // shared: [T, 2*SI], [T, SI], [T, H]
+    FBuf dgu_, dact_;                // dense: [T, 2*Id], [T, Id]
+    FBuf lm_in_, lm_logits_;         // [lm_rows, H], [lm_rows, V]
     int64_t lm_rows_ = 0;
     int64_t kmax_ = 0;
-    PanelPlan plan_;                          // which weights are in panel layout (decided in prepare)
-    std::vector<int32_t> token_ids_;          // [T]
-    std::vector<int64_t> positions_;          // [T]
-    FBuf rope_cs_;                            // [num_positions, rot_dim]
-    std::vector<MoeSlotState> moe_;           // per layer slot (empty buffers for dense slots)
+    PanelPlan plan_;                  // which weights are in panel layout (decided in prepare)
+    std::vector<int32_t> token_ids_;  // [T]
+    std::vector<int64_t> positions_;  // [T]
+    FBuf rope_cs_;                    // [num_positions, rot_dim]
+    std::vector<MoeSlotState> moe_;   // per layer slot (empty buffers for dense slots)
     bool has_override_ = false;
     StepRouting override_;
     std::vector<std::chrono::steady_clock::time_point> marks_;

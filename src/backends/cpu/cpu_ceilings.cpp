@@ -40,11 +40,12 @@ void CpuBackend::remeasure_ceilings(RooflineCeilings& c, const RunOptions& opt) 
     const Ceiling after = measure_read_bandwidth(buf, 12);
     c.mem_bw_bytes_per_s = std::max(c.mem_bw_bytes_per_s, after.value);
     c.detail["mem_bw"]["value"] = c.mem_bw_bytes_per_s;
-    c.detail["mem_bw"]["method"] = c.detail["mem_bw"].value("method", std::string()) +
-                                   fmt::format(" before the weights, and best of 12 over {:.0f} MiB after the steps: "
-                                               "{:.2f} GB/s before, {:.2f} GB/s after, the higher kept",
-                                               bytes / 1048576.0, c.detail["mem_bw"].value("before", 0.0) / 1e9,
-                                               after.value / 1e9);
+    c.detail["mem_bw"]["method"] =
+        c.detail["mem_bw"].value("method", std::string()) +
+        fmt::format(
+            " before the weights, and best of 12 over {:.0f} MiB after the steps: "
+            "{:.2f} GB/s before, {:.2f} GB/s after, the higher kept",
+            bytes / 1048576.0, c.detail["mem_bw"].value("before", 0.0) / 1e9, after.value / 1e9);
     c.note = "cpu: streaming read bandwidth (before the weights and after the steps) and OpenBLAS sgemm rate (fp32)";
 }
 

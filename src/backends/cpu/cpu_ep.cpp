@@ -100,7 +100,8 @@ void CpuBackend::ep_permute(int64_t slot) {
     } else {
         // Expert-major within each destination: one pass into [destination][held expert] buckets.
         std::vector<std::vector<std::vector<Row>>> buckets(static_cast<size_t>(N));
-        for (int64_t r = 0; r < N; ++r) buckets[static_cast<size_t>(r)].resize(pl.experts_on_rank[static_cast<size_t>(r)].size());
+        for (int64_t r = 0; r < N; ++r)
+            buckets[static_cast<size_t>(r)].resize(pl.experts_on_rank[static_cast<size_t>(r)].size());
         for (int64_t a = 0; a < T_ * k; ++a)
             if (const int64_t r = dst[static_cast<size_t>(a)]; r >= 0)
                 buckets[static_cast<size_t>(r)][static_cast<size_t>(pl.local_index(r, ids[a]))].push_back({a / k, a});
@@ -138,40 +139,47 @@ void CpuBackend::ep_permute(int64_t slot) {
             ep_.token_rows[static_cast<size_t>(fill[static_cast<size_t>(t)]++)] = i;
         }
     } else {
-        for (int64_t i = 0; i < total; ++i) ep_.row_of_slot[static_cast<size_t>(rows[static_cast<size_t>(i)].assignment)] = i;
+        for (int64_t i = 0; i < total; ++i)
+            ep_.row_of_slot[static_cast<size_t>(rows[static_cast<size_t>(i)].assignment)] = i;
     }
     const float* src = ffn_in(slot);
     uint8_t* wire = ep_.send_payload.data();
     const int64_t row_bytes = ep_.row_bytes, meta_bytes = ep_.meta_bytes, stride = row_bytes + meta_bytes;
     const bool dedup = ep_.dedup;
-    pool_->parallel_for(total, [&](int64_t b, int64_t e) {
-        std::vector<float> scaled_row(static_cast<size_t>(H));
-        for (int64_t i = b; i < e; ++i) {
-            const Row& row = rows[static_cast<size_t>(i)];
-            const int64_t r = row_dst[static_cast<size_t>(i)];
-            const float* xr = src + row.token * H;
-            uint8_t* m = wire + i * stride + row_bytes;
-            if (dedup) {
-                for (int64_t j = 0; j < k; ++j) {
-                    const int64_t a = row.token * k + j;
-                    const int32_t local = dst[static_cast<size_t>(a)] == r ? static_cast<int32_t>(pl.local_index(r, ids[a])) : -1;
-                    std::memcpy(m + 8 * j, &local, 4);
-                    std::memcpy(m + 8 * j + 4, &wts[a], 4);
+    pool_->parallel_for(
+        total,
+        [&](int64_t b, int64_t e) {
+            std::vector<float> scaled_row(static_cast<size_t>(H));
+            for (int64_t i = b; i < e; ++i) {
+                const Row& row = rows[static_cast<size_t>(i)];
+                const int64_t r = row_dst[static_cast<size_t>(i)];
+                const float* xr = src + row.token * H;
+                uint8_t* m = wire + i * stride + row_bytes;
+                if (dedup) {
+                    for (int64_t j = 0; j < k; ++j) {
+                        const int64_t a = row.token * k + j;
+                        const int32_t local =
+                            dst[static_cast<size_t>(a)] == r ? static_cast<int32_t>(pl.local_index(r, ids[a])) : -1;
+                        std::memcpy(m + 8 * j, &local, 4);
+                        std::memcpy(m + 8 * j + 4, &wts[a], 4);
+                    }
+                } else {
+                    const int32_t local = static_cast<int32_t>(pl.local_index(r, ids[row.assignment]));
+                    std::memcpy(m, &local, 4);
+                    if (scale_in) {  // Llama-4: the expert's input is x * score, scaled where the row is made
+                        for (int64_t c = 0; c < H; ++c)
+                            scaled_row[static_cast<size_t>(c)] = xr[c] * wts[row.assignment];
+                        xr = scaled_row.data();
+                    }
                 }
-            } else {
-                const int32_t local = static_cast<int32_t>(pl.local_index(r, ids[row.assignment]));
-                std::memcpy(m, &local, 4);
-                if (scale_in) {  // Llama-4: the expert's input is x * score, scaled where the row is made
-                    for (int64_t c = 0; c < H; ++c) scaled_row[static_cast<size_t>(c)] = xr[c] * wts[row.assignment];
-                    xr = scaled_row.data();
-                }
+                core::encode_row(ep_.dtype, xr, H, wire + i * stride);
             }
-            core::encode_row(ep_.dtype, xr, H, wire + i * stride);
-        }
-    }, 16);
+        },
+        16);
 }
 
-// The exchange (the row counts, then one all-to-all-v of rows with their metadata), then the arrival layout: rows dequantised and laid out expert-major for the expert GEMMs.
+// The exchange (the row counts, then one all-to-all-v of rows with their metadata), then the arrival layout: rows
+// dequantised and laid out expert-major for the expert GEMMs.
 void CpuBackend::ep_dispatch(int64_t slot) {
     if (!lw(slot).is_moe) return;
     MoeSlotState& st = moe_[static_cast<size_t>(slot)];
@@ -192,8 +200,10 @@ void CpuBackend::ep_dispatch(int64_t slot) {
     tr.dispatch_payload_bytes.assign(static_cast<size_t>(N), 0.0);
     tr.dispatch_meta_bytes.assign(static_cast<size_t>(N), 0.0);
     for (int64_t r = 0; r < N; ++r) {
-        tr.dispatch_payload_bytes[static_cast<size_t>(r)] = static_cast<double>(ep_.send_rows[static_cast<size_t>(r)] * ep_.row_bytes);
-        tr.dispatch_meta_bytes[static_cast<size_t>(r)] = static_cast<double>(ep_.send_rows[static_cast<size_t>(r)] * ep_.meta_bytes);
+        tr.dispatch_payload_bytes[static_cast<size_t>(r)] =
+            static_cast<double>(ep_.send_rows[static_cast<size_t>(r)] * ep_.row_bytes);
+        tr.dispatch_meta_bytes[static_cast<size_t>(r)] =
+            static_cast<double>(ep_.send_rows[static_cast<size_t>(r)] * ep_.meta_bytes);
     }
     tr.rows_received = arrived;
 
@@ -202,9 +212,12 @@ void CpuBackend::ep_dispatch(int64_t slot) {
     const uint8_t* wire = ep_.recv_payload.data();
     float* rx = ep_.recv_x.data();
     const core::DispatchDtype dtype = ep_.dtype;
-    pool_->parallel_for(arrived, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) core::decode_row(dtype, wire + i * stride, H, rx + i * H);
-    }, 16);
+    pool_->parallel_for(
+        arrived,
+        [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) core::decode_row(dtype, wire + i * stride, H, rx + i * H);
+        },
+        16);
     const size_t held = ep_.experts.size();
     const int64_t slots = ep_.dedup ? k : 1;
     const uint8_t* meta = wire + ep_.row_bytes;  // row i's metadata at meta + i * stride
@@ -238,18 +251,21 @@ void CpuBackend::ep_dispatch(int64_t slot) {
         }
     const bool scale_in = ep_.dedup && core::route_scales_input(static_cast<int>(m_.moe.routing));
     float* xp = xperm_.data();
-    pool_->parallel_for(rows, [&](int64_t b, int64_t e) {
-        for (int64_t a = b; a < e; ++a) {
-            const float* xr = rx + static_cast<int64_t>(ep_.asg_row[static_cast<size_t>(a)]) * H;
-            float* d = xp + a * H;
-            if (scale_in) {
-                const float s = ep_.asg_weight[static_cast<size_t>(a)];
-                for (int64_t c = 0; c < H; ++c) d[c] = xr[c] * s;
-            } else {
-                std::memcpy(d, xr, sizeof(float) * H);
+    pool_->parallel_for(
+        rows,
+        [&](int64_t b, int64_t e) {
+            for (int64_t a = b; a < e; ++a) {
+                const float* xr = rx + static_cast<int64_t>(ep_.asg_row[static_cast<size_t>(a)]) * H;
+                float* d = xp + a * H;
+                if (scale_in) {
+                    const float s = ep_.asg_weight[static_cast<size_t>(a)];
+                    for (int64_t c = 0; c < H; ++c) d[c] = xr[c] * s;
+                } else {
+                    std::memcpy(d, xr, sizeof(float) * H);
+                }
             }
-        }
-    }, 16);
+        },
+        16);
     tr.expert_rows = rows;
     std::fill(ep_.expert_us.begin(), ep_.expert_us.end(), 0.0);
 }
@@ -288,7 +304,8 @@ void CpuBackend::ep_combine(int64_t slot) {
     tr.combine_exchange_us = us_since(t0);
     tr.combine_payload_bytes.assign(static_cast<size_t>(N), 0.0);
     for (int64_t r = 0; r < N; ++r)
-        tr.combine_payload_bytes[static_cast<size_t>(r)] = static_cast<double>(ep_.recv_rows[static_cast<size_t>(r)] * act_row_bytes);
+        tr.combine_payload_bytes[static_cast<size_t>(r)] =
+            static_cast<double>(ep_.recv_rows[static_cast<size_t>(r)] * act_row_bytes);
 }
 
 // Token side: shared experts + the returned rows (per-expert: weighted in slot order, as one process sums them;
@@ -302,17 +319,23 @@ void CpuBackend::ep_unpermute(int64_t slot) {
     const int64_t H = d_.H;
     const float *ret = ep_.ret_recv.data(), *so = d_.shared_I > 0 ? sout_.data() : nullptr;
     float* out = moe_[static_cast<size_t>(slot)].moe_out.data();
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-            float* o = out + t * H;
-            if (so) std::memcpy(o, so + t * H, sizeof(float) * H);
-            else std::memset(o, 0, sizeof(float) * H);
-            for (int64_t i = ep_.tok_off[static_cast<size_t>(t)]; i < ep_.tok_off[static_cast<size_t>(t + 1)]; ++i) {
-                const float* r = ret + ep_.token_rows[static_cast<size_t>(i)] * H;
-                for (int64_t c = 0; c < H; ++c) o[c] += r[c];
+    pool_->parallel_for(
+        T_,
+        [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t) {
+                float* o = out + t * H;
+                if (so)
+                    std::memcpy(o, so + t * H, sizeof(float) * H);
+                else
+                    std::memset(o, 0, sizeof(float) * H);
+                for (int64_t i = ep_.tok_off[static_cast<size_t>(t)]; i < ep_.tok_off[static_cast<size_t>(t + 1)];
+                     ++i) {
+                    const float* r = ret + ep_.token_rows[static_cast<size_t>(i)] * H;
+                    for (int64_t c = 0; c < H; ++c) o[c] += r[c];
+                }
             }
-        }
-    }, 4);
+        },
+        4);
     add_block_output(slot);
 }
 

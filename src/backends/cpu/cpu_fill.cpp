@@ -10,10 +10,13 @@ namespace moebench::cpu {
 
 void fill_uniform(ThreadPool& pool, float* dst, int64_t n, uint64_t base, uint64_t first_index, float scale,
                   float offset) {
-    pool.parallel_for(n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-            dst[i] = offset + scale * core::uniform_pm1(base, first_index + static_cast<uint64_t>(i));
-    }, 1 << 16);
+    pool.parallel_for(
+        n,
+        [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i)
+                dst[i] = offset + scale * core::uniform_pm1(base, first_index + static_cast<uint64_t>(i));
+        },
+        1 << 16);
 }
 
 }  // namespace moebench::cpu

@@ -27,9 +27,9 @@ using namespace simd;  // NOLINT: the 16-lane helpers (cpu_simd.hpp)
 void gemm_xwt(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta, int64_t ldx,
               int64_t ldw, int64_t ldy) {
     if (m <= 0 || n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(ldx ? ldx : k), w, static_cast<int>(ldw ? ldw : k),
-                beta, y, static_cast<int>(ldy ? ldy : n));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                1.0f, x, static_cast<int>(ldx ? ldx : k), w, static_cast<int>(ldw ? ldw : k), beta, y,
+                static_cast<int>(ldy ? ldy : n));
 }
 
 namespace {
@@ -73,10 +73,10 @@ inline __attribute__((always_inline)) void tile_rows(int64_t m, int64_t h, int64
     int64_t i = 0;
     for (; i + 4 <= m; i += 4) tile<4, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta);
     switch (m - i) {
-    case 3: tile<3, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
-    case 2: tile<2, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
-    case 1: tile<1, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
-    default: break;
+        case 3: tile<3, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
+        case 2: tile<2, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
+        case 1: tile<1, RJ>(h, k, x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, beta); break;
+        default: break;
     }
 }
 
@@ -183,9 +183,12 @@ void skinny_rows(int64_t m, int64_t jb, int64_t je, int64_t k, const float* x, i
             // one; after the block's last chunk it re-touches the current chunk (already cached, harmless).
             const float* pf[4];
             for (int r = 0; r < 4; ++r) {
-                if (c1 < kv) pf[r] = wj + r * ldw + kc;
-                else if (j + 8 <= je) pf[r] = wj + (4 + r) * ldw + h - c0;
-                else pf[r] = wj + r * ldw;
+                if (c1 < kv)
+                    pf[r] = wj + r * ldw + kc;
+                else if (j + 8 <= je)
+                    pf[r] = wj + (4 + r) * ldw + h - c0;
+                else
+                    pf[r] = wj + r * ldw;
             }
             // X rows in groups of up to 6 (balanced: 16 rows -> 6+5+5, 8 -> 4+4): a 6 x 4 tile keeps 24 sums in
             // registers and needs 10 loads per 24 FMAs instead of 8 per 16.
@@ -193,12 +196,12 @@ void skinny_rows(int64_t m, int64_t jb, int64_t je, int64_t k, const float* x, i
                 const int64_t ri = (m - i + (groups - gi) - 1) / (groups - gi);
                 const float* xi = x + i * ldx;
                 switch (ri) {
-                case 6: group_chunk<6>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
-                case 5: group_chunk<5>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
-                case 4: group_chunk<4>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
-                case 3: group_chunk<3>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
-                case 2: group_chunk<2>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
-                default: group_chunk<1>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
+                    case 6: group_chunk<6>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
+                    case 5: group_chunk<5>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
+                    case 4: group_chunk<4>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
+                    case 3: group_chunk<3>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
+                    case 2: group_chunk<2>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
+                    default: group_chunk<1>(xi, ldx, wj, ldw, c0, c1, pf, gi, groups, part + i); break;
                 }
                 i += ri;
             }
@@ -368,8 +371,8 @@ void transpose_groups(int64_t m, int64_t k, const float* x, int64_t ldx, float* 
 // after transpose_groups (used with AVX-512; the plain path reads x). With several row groups k runs in chunks
 // over all the panels of the item, so that a panel's chunk streams from memory once and the later groups find it
 // in L2; with one group each panel streams whole.
-void panel_rows(int64_t m, int64_t pb, int64_t pe, int64_t n, int64_t k, const float* x, int64_t ldx,
-                const float* xt, const float* wp, float* y, int64_t ldy, float beta) {
+void panel_rows(int64_t m, int64_t pb, int64_t pe, int64_t n, int64_t k, const float* x, int64_t ldx, const float* xt,
+                const float* wp, float* y, int64_t ldy, float beta) {
     const int64_t per_panel = m * kPanelCols;
     thread_local std::vector<float> part;  // [pe - pb][m][kPanelCols] sums
     if (static_cast<int64_t>(part.size()) < (pe - pb) * per_panel)
@@ -481,9 +484,12 @@ void gemm_xwt_skinny(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const fl
     const int64_t rows = skinny_block_rows(k);
     const uint64_t call_id = ++g_gemm_calls;
     const int64_t blocks = (n + rows - 1) / rows;
-    pool.parallel_for(blocks, [&](int64_t bb, int64_t be) {
-        skinny_rows(m, bb * rows, std::min(n, be * rows), k, x, ldx, w, ldw, y, ldy, beta, call_id);
-    }, 1);
+    pool.parallel_for(
+        blocks,
+        [&](int64_t bb, int64_t be) {
+            skinny_rows(m, bb * rows, std::min(n, be * rows), k, x, ldx, w, ldw, y, ldy, beta, call_id);
+        },
+        1);
 }
 
 void gemm_auto(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, float beta,
@@ -544,19 +550,22 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
             }
         if (static_cast<int64_t>(xt_all.size()) < xt_floats) xt_all.resize(static_cast<size_t>(xt_floats));
         xt_base = xt_all.data();
-        pool.parallel_for(static_cast<int64_t>(panel_probs.size()), [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
-                const int32_t p = panel_probs[static_cast<size_t>(i)];
-                const XwtProblem& q = probs[p];
-                const auto t0 = times_us ? Clock::now() : Clock::time_point{};
-                transpose_groups(q.m, q.k, q.x, q.ldx ? q.ldx : q.k, xt_base + xt_off[static_cast<size_t>(p)]);
-                if (times_us) {
-                    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-                    std::lock_guard<std::mutex> lk(mu);
-                    busy_us[static_cast<size_t>(p)] += us;
+        pool.parallel_for(
+            static_cast<int64_t>(panel_probs.size()),
+            [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) {
+                    const int32_t p = panel_probs[static_cast<size_t>(i)];
+                    const XwtProblem& q = probs[p];
+                    const auto t0 = times_us ? Clock::now() : Clock::time_point{};
+                    transpose_groups(q.m, q.k, q.x, q.ldx ? q.ldx : q.k, xt_base + xt_off[static_cast<size_t>(p)]);
+                    if (times_us) {
+                        const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+                        std::lock_guard<std::mutex> lk(mu);
+                        busy_us[static_cast<size_t>(p)] += us;
+                    }
                 }
-            }
-        }, 1);
+            },
+            1);
     }
 #endif
     // Items in falling order of rows, claimed one at a time from both ends: even slots take the front (the most
@@ -574,11 +583,10 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
         const auto t0 = times_us ? Clock::now() : Clock::time_point{};
         if (q.w_panels) {
             const int64_t pe = std::min((q.n + kPanelCols - 1) / kPanelCols, j + kPanelsPerItem);
-            panel_rows(q.m, j, pe, q.n, q.k, q.x, ldx, xt_base + xt_off[static_cast<size_t>(p)], q.w, q.y,
-                       ldy, beta);
+            panel_rows(q.m, j, pe, q.n, q.k, q.x, ldx, xt_base + xt_off[static_cast<size_t>(p)], q.w, q.y, ldy, beta);
         } else {
-            skinny_rows(q.m, j, std::min(q.n, j + skinny_block_rows(q.k)), q.k, q.x, ldx, q.w, ldw, q.y, ldy,
-                        beta, call_id);
+            skinny_rows(q.m, j, std::min(q.n, j + skinny_block_rows(q.k)), q.k, q.x, ldx, q.w, ldw, q.y, ldy, beta,
+                        call_id);
         }
         if (times_us) {
             const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -587,18 +595,21 @@ void gemm_xwt_many(ThreadPool& pool, const XwtProblem* probs, int64_t num_probs,
         }
     };
     const int64_t slots = std::min<int64_t>(pool.size(), static_cast<int64_t>(items.size()));
-    pool.parallel_for(slots, [&](int64_t sb, int64_t se) {
-        for (int64_t slot = sb; slot < se; ++slot)
-            for (;;) {
-                int64_t it;
-                {
-                    std::lock_guard<std::mutex> lk(mu);
-                    if (front >= back) break;
-                    it = slot % 2 == 0 ? front++ : --back;
+    pool.parallel_for(
+        slots,
+        [&](int64_t sb, int64_t se) {
+            for (int64_t slot = sb; slot < se; ++slot)
+                for (;;) {
+                    int64_t it;
+                    {
+                        std::lock_guard<std::mutex> lk(mu);
+                        if (front >= back) break;
+                        it = slot % 2 == 0 ? front++ : --back;
+                    }
+                    run_item(it);
                 }
-                run_item(it);
-            }
-    }, 1, 1);
+        },
+        1, 1);
     // Busy time of a product's blocks over all threads, divided by the threads: its share of the pass.
     if (times_us)
         for (int64_t p = 0; p < num_probs; ++p)

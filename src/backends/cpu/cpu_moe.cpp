@@ -4,8 +4,8 @@
 #include "backends/cpu/cpu_backend_impl.hpp"
 
 #include "backends/cpu/cpu_ops.hpp"
-#include "model/route_params.hpp"
 #include "core/moe_core.cuh"
+#include "model/route_params.hpp"
 
 #include <chrono>
 #include <cstring>
@@ -79,17 +79,21 @@ void CpuBackend::phase_topk(int64_t slot) {
     int32_t* ids = ids_.data();
     float* wts = wts_.data();
     // 1. The family's routing (or soft top-N) on every token row; runs even when an override follows.
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        std::vector<float> scratch(static_cast<size_t>(core::route_scratch_floats(E, rp.num_groups)));
-        std::vector<int> row_ids(static_cast<size_t>(k));
-        for (int64_t t = b; t < e; ++t) {
-            if (soft > 0)
-                core::soft_topn_row(logits + t * E, E, static_cast<int>(k), scratch.data(), row_ids.data(), wts + t * k);
-            else
-                core::route_row(rp, logits + t * E, corr, scratch.data(), row_ids.data(), wts + t * k);
-            for (int64_t j = 0; j < k; ++j) ids[t * k + j] = row_ids[static_cast<size_t>(j)];
-        }
-    }, 8);
+    pool_->parallel_for(
+        T_,
+        [&](int64_t b, int64_t e) {
+            std::vector<float> scratch(static_cast<size_t>(core::route_scratch_floats(E, rp.num_groups)));
+            std::vector<int> row_ids(static_cast<size_t>(k));
+            for (int64_t t = b; t < e; ++t) {
+                if (soft > 0)
+                    core::soft_topn_row(logits + t * E, E, static_cast<int>(k), scratch.data(), row_ids.data(),
+                                        wts + t * k);
+                else
+                    core::route_row(rp, logits + t * E, corr, scratch.data(), row_ids.data(), wts + t * k);
+                for (int64_t j = 0; j < k; ++j) ids[t * k + j] = row_ids[static_cast<size_t>(j)];
+            }
+        },
+        8);
     // 2. A workload's routing replaces the selection.
     if (has_override_ && slot < static_cast<int64_t>(override_.per_layer.size()) &&
         override_.per_layer[static_cast<size_t>(slot)].k > 0) {
@@ -131,20 +135,23 @@ void CpuBackend::phase_permute(int64_t slot) {
     float* dst = xperm_.data();
     const int64_t* slot_of = slot_of_.data();
     const float* wts = wts_.data();
-    pool_->parallel_for(T_ * k, [&](int64_t b, int64_t e) {
-        for (int64_t a = b; a < e; ++a) {
-            const int64_t row = slot_of[a];
-            if (row < 0) continue;
-            const float* xr = src + (a / k) * H;
-            float* dr = dst + row * H;
-            if (scale_in) {  // Llama-4: routed_in = x * router score
-                const float s = wts[a];
-                for (int64_t i = 0; i < H; ++i) dr[i] = xr[i] * s;
-            } else {
-                std::memcpy(dr, xr, sizeof(float) * H);
+    pool_->parallel_for(
+        T_ * k,
+        [&](int64_t b, int64_t e) {
+            for (int64_t a = b; a < e; ++a) {
+                const int64_t row = slot_of[a];
+                if (row < 0) continue;
+                const float* xr = src + (a / k) * H;
+                float* dr = dst + row * H;
+                if (scale_in) {  // Llama-4: routed_in = x * router score
+                    const float s = wts[a];
+                    for (int64_t i = 0; i < H; ++i) dr[i] = xr[i] * s;
+                } else {
+                    std::memcpy(dr, xr, sizeof(float) * H);
+                }
             }
-        }
-    }, 16);
+        },
+        16);
 }
 
 void CpuBackend::phase_expert_up(int64_t slot) {
@@ -191,14 +198,17 @@ void CpuBackend::phase_shared(int64_t slot) {
     if (!w.shared_gate_w.empty()) {  // Qwen2-MoE: sigmoid(x . w_gate) scales the shared output
         const float* gw = w.shared_gate_w.data();
         float* so = sout_.data();
-        pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-            for (int64_t t = b; t < e; ++t) {
-                double z = 0.0;
-                for (int64_t i = 0; i < H; ++i) z += static_cast<double>(xin[t * H + i]) * gw[i];
-                const float g = core::sigmoidf_(static_cast<float>(z));
-                for (int64_t i = 0; i < H; ++i) so[t * H + i] *= g;
-            }
-        }, 4);
+        pool_->parallel_for(
+            T_,
+            [&](int64_t b, int64_t e) {
+                for (int64_t t = b; t < e; ++t) {
+                    double z = 0.0;
+                    for (int64_t i = 0; i < H; ++i) z += static_cast<double>(xin[t * H + i]) * gw[i];
+                    const float g = core::sigmoidf_(static_cast<float>(z));
+                    for (int64_t i = 0; i < H; ++i) so[t * H + i] *= g;
+                }
+            },
+            4);
     }
 }
 
@@ -214,20 +224,25 @@ void CpuBackend::sum_slots(int64_t slot, const int64_t* row_of_slot, const float
     const bool shared = d_.shared_I > 0;
     const float *wts = wts_.data(), *so = shared ? sout_.data() : nullptr;
     float* out = st.moe_out.data();
-    pool_->parallel_for(T_, [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-            float* o = out + t * H;
-            if (so) std::memcpy(o, so + t * H, sizeof(float) * H);
-            else std::memset(o, 0, sizeof(float) * H);
-            for (int64_t j = 0; j < k; ++j) {  // slot order, so the sum order is fixed
-                const int64_t row = row_of_slot[t * k + j];
-                if (row < 0) continue;  // dropped by capacity
-                const float s = scale_in ? 1.0f : wts[t * k + j];
-                const float* yr = rows + row * H;
-                for (int64_t i = 0; i < H; ++i) o[i] += s * yr[i];
+    pool_->parallel_for(
+        T_,
+        [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t) {
+                float* o = out + t * H;
+                if (so)
+                    std::memcpy(o, so + t * H, sizeof(float) * H);
+                else
+                    std::memset(o, 0, sizeof(float) * H);
+                for (int64_t j = 0; j < k; ++j) {  // slot order, so the sum order is fixed
+                    const int64_t row = row_of_slot[t * k + j];
+                    if (row < 0) continue;  // dropped by capacity
+                    const float s = scale_in ? 1.0f : wts[t * k + j];
+                    const float* yr = rows + row * H;
+                    for (int64_t i = 0; i < H; ++i) o[i] += s * yr[i];
+                }
             }
-        }
-    }, 4);
+        },
+        4);
     add_block_output(slot);
 }
 
@@ -242,9 +257,12 @@ void CpuBackend::add_block_output(int64_t slot) {
         add = tmp_h_.data();
     }
     float* x = x_.data();
-    pool_->parallel_for(T_ * H, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) x[i] += add[i];
-    }, 1 << 14);
+    pool_->parallel_for(
+        T_ * H,
+        [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) x[i] += add[i];
+        },
+        1 << 14);
 }
 
 void CpuBackend::phase_dense(int64_t slot) {
@@ -263,9 +281,12 @@ void CpuBackend::phase_dense(int64_t slot) {
     gemm_w(*pool_, T_, H, Id, dact_.data(), w.dense_down.data(), w.dense_down.panels, tmp_h_.data());
     norm(tmp_h_.data(), w.post_ffn_norm_w, FBuf{}, tmp_h_.data(), T_);
     float *x = x_.data(), *o = tmp_h_.data();
-    pool_->parallel_for(T_ * H, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) x[i] += o[i];
-    }, 1 << 14);
+    pool_->parallel_for(
+        T_ * H,
+        [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) x[i] += o[i];
+        },
+        1 << 14);
 }
 
 }  // namespace moebench::cpu

@@ -25,9 +25,10 @@ void CpuBackend::offload_setup() {
     if (policy.offline || policy.prefetches)
         config_error(run_field_label("", "offload_policy"),
                      "is not run by the cpu backend, which sees the routing one step at a time", policy.name,
-                     "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name + " replays a whole trace");
-    offload_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), d_.E, opt_.layout.resident_of(d_.E),
-                                                  policy);
+                     "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name +
+                         " replays a whole trace");
+    offload_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), d_.E,
+                                                  opt_.layout.resident_of(d_.E), policy);
     // One slot per expert a token selects: a layer's fetches cycle through them.
     fetch_slots_ = std::max<int64_t>(d_.K, 1);
     fetch_buf_.alloc(fetch_slots_ * expert_floats());
@@ -60,8 +61,9 @@ void CpuBackend::phase_expert_fetch(int64_t slot) {
 json CpuBackend::offload_json() const {
     if (!offload_) return nullptr;
     return {{"source", "counted"},
-            {"what", "host analogue: expert_fetch is a memcpy of each missed expert's fp32 weights between two regions "
-                     "of host memory (a fetch buffer of k expert slots), measured by host clocks; not a PCIe copy"},
+            {"what",
+             "host analogue: expert_fetch is a memcpy of each missed expert's fp32 weights between two regions "
+             "of host memory (a fetch buffer of k expert slots), measured by host clocks; not a PCIe copy"},
             {"policy", opt_.layout.offload_policy},
             {"resident_experts", offload_->resident()},
             {"num_experts", d_.E},

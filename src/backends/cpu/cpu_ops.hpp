@@ -79,10 +79,10 @@ void rope_table(float* cos_sin, int64_t num_positions, int64_t rot_dim, double t
 /// v_dim]; out: [T, num_heads, v_dim] (all contiguous). Query head h reads kv head h / (num_heads / num_kv_heads).
 struct AttnParams {
     int64_t num_heads = 0, num_kv_heads = 0, qk_dim = 0, v_dim = 0;
-    float scale = 1.0f;           // usually 1/sqrt(qk_dim)
-    const float* sinks = nullptr; // [num_heads] gpt-oss sink logits: join the softmax denominator, carry no value
-    int64_t window = 0;           // sliding window (keys with q_pos - k_pos < window); 0 = none
-    int64_t chunk = 0;            // chunked local attention (keys in the query's chunk); 0 = none
+    float scale = 1.0f;            // usually 1/sqrt(qk_dim)
+    const float* sinks = nullptr;  // [num_heads] gpt-oss sink logits: join the softmax denominator, carry no value
+    int64_t window = 0;            // sliding window (keys with q_pos - k_pos < window); 0 = none
+    int64_t chunk = 0;             // chunked local attention (keys in the query's chunk); 0 = none
 };
 
 /// Prefill: `batch` sequences of `seq_len` tokens (T = batch * seq_len), causal within each sequence.

@@ -78,10 +78,10 @@ public:
 
     static Segment seg(int64_t count, uint32_t id, Init init, int64_t fan_in = 1, uint64_t first_index = 0) {
         switch (init) {
-        case Init::linear: return {count, id, first_index, core::linear_init_scale(fan_in), 0.0f};
-        case Init::norm: return {count, id, first_index, 0.1f, 1.0f};  // 1 +- 0.1: exercises the weight
-        case Init::bias: return {count, id, first_index, 0.1f, 0.0f};
-        case Init::unit: return {count, id, first_index, std::sqrt(3.0f), 0.0f};  // variance 1
+            case Init::linear: return {count, id, first_index, core::linear_init_scale(fan_in), 0.0f};
+            case Init::norm: return {count, id, first_index, 0.1f, 1.0f};  // 1 +- 0.1: exercises the weight
+            case Init::bias: return {count, id, first_index, 0.1f, 0.0f};
+            case Init::unit: return {count, id, first_index, std::sqrt(3.0f), 0.0f};  // variance 1
         }
         return {count, id, first_index, 1.0f, 0.0f};
     }
@@ -164,13 +164,15 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
         gen_linear_attention(g, d, w, batch, context, slice);
     } else if (!d.mla) {
         const int64_t qn = d.nh * d.qk_dim, kn = d.nkv * d.qk_dim;
-        std::vector<Segment> qkv = {Gen::seg(qn * H, core::kWQ, Init::linear, H), Gen::seg(kn * H, core::kWK, Init::linear, H),
+        std::vector<Segment> qkv = {Gen::seg(qn * H, core::kWQ, Init::linear, H),
+                                    Gen::seg(kn * H, core::kWK, Init::linear, H),
                                     Gen::seg(kn * H, core::kWV, Init::linear, H)};
         if (d.out_gate) qkv.push_back(Gen::seg(qn * H, core::kWQGate, Init::linear, H));
         g.tensor(w.w_qkv, L, qkv);
         if (a.qkv_bias)
-            g.tensor(w.b_qkv, L, {Gen::seg(qn, core::kWQBias, Init::bias), Gen::seg(kn, core::kWKBias, Init::bias),
-                                  Gen::seg(kn, core::kWVBias, Init::bias)});
+            g.tensor(w.b_qkv, L,
+                     {Gen::seg(qn, core::kWQBias, Init::bias), Gen::seg(kn, core::kWKBias, Init::bias),
+                      Gen::seg(kn, core::kWVBias, Init::bias)});
         if (a.qk_norm) {
             g.one(w.q_norm, L, d.qk_dim, core::kWQNorm, Init::norm);
             g.one(w.k_norm, L, d.qk_dim, core::kWKNorm, Init::norm);
@@ -193,9 +195,13 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
     g.one(w.w_o, L, H * o_in, core::kWO, Init::linear, o_in);
     if (a.o_bias && !w.is_linear) g.one(w.b_o, L, H, core::kWOBias, Init::bias);
     if (context > 0 && !w.is_linear) {  // the caches of sequences first_sequence .. first_sequence + batch - 1
-        const auto first = [&](int64_t dim) { return static_cast<uint64_t>(slice.first_sequence * d.nkv * context * dim); };
-        g.tensor(w.k_cache, L, {Gen::seg(batch * d.nkv * context * d.qk_dim, core::kWKCache, Init::unit, 1, first(d.qk_dim))});
-        g.tensor(w.v_cache, L, {Gen::seg(batch * d.nkv * context * d.v_dim, core::kWVCache, Init::unit, 1, first(d.v_dim))});
+        const auto first = [&](int64_t dim) {
+            return static_cast<uint64_t>(slice.first_sequence * d.nkv * context * dim);
+        };
+        g.tensor(w.k_cache, L,
+                 {Gen::seg(batch * d.nkv * context * d.qk_dim, core::kWKCache, Init::unit, 1, first(d.qk_dim))});
+        g.tensor(w.v_cache, L,
+                 {Gen::seg(batch * d.nkv * context * d.v_dim, core::kWVCache, Init::unit, 1, first(d.v_dim))});
     }
 
     if (w.is_moe) {
@@ -224,15 +230,17 @@ void gen_layer(Gen& g, const ModelConfig& m, const Dims& d, LayerWeights& w, int
         }
         if (d.shared_I > 0) {
             const int64_t SI = d.shared_I;
-            g.tensor(w.shared_gu, L, {Gen::seg(SI * H, core::kWSharedGate, Init::linear, H),
-                                      Gen::seg(SI * H, core::kWSharedUp, Init::linear, H)});
+            g.tensor(w.shared_gu, L,
+                     {Gen::seg(SI * H, core::kWSharedGate, Init::linear, H),
+                      Gen::seg(SI * H, core::kWSharedUp, Init::linear, H)});
             g.one(w.shared_down, L, H * SI, core::kWSharedDown, Init::linear, SI);
             if (mo.shared_expert_gate) g.one(w.shared_gate_w, L, H, core::kWSharedGateWeight, Init::linear, H);
         }
     } else {
         const int64_t Id = d.dense_I;
-        g.tensor(w.dense_gu, L, {Gen::seg(Id * H, core::kWDenseGate, Init::linear, H),
-                                 Gen::seg(Id * H, core::kWDenseUp, Init::linear, H)});
+        g.tensor(
+            w.dense_gu, L,
+            {Gen::seg(Id * H, core::kWDenseGate, Init::linear, H), Gen::seg(Id * H, core::kWDenseUp, Init::linear, H)});
         g.one(w.dense_down, L, H * Id, core::kWDenseDown, Init::linear, Id);
     }
 }
@@ -264,9 +272,8 @@ int64_t weight_floats(const ModelConfig& m, const std::vector<int64_t>& layers, 
     return g.floats;
 }
 
-ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan,
-                          const WeightSlice& slice) {
+ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch,
+                          int64_t context, uint64_t seed, const PanelPlan& plan, const WeightSlice& slice) {
     Gen g(&pool, seed);
     ModelWeights w;
     gen_model(g, m, layers, batch, context, slice, w);

@@ -32,15 +32,15 @@ struct Dims {
     int64_t H = 0, V = 0;
     // attention
     bool mla = false;
-    int64_t nh = 0, nkv = 0, qk_dim = 0, v_dim = 0;   // per head; MLA: nkv == nh after kv_b expansion
-    int64_t rot_dim = 0, rot_offset = 0;              // RoPE part of each q/k head
-    int64_t q_lora = 0, kv_lora = 0, nope = 0;        // MLA
-    int64_t qkv_width = 0;                            // GQA fused q|k|v (|gate with output_gate) width
-    bool out_gate = false;                            // Qwen3-Next: a per-head sigmoid gate after q|k|v
+    int64_t nh = 0, nkv = 0, qk_dim = 0, v_dim = 0;  // per head; MLA: nkv == nh after kv_b expansion
+    int64_t rot_dim = 0, rot_offset = 0;             // RoPE part of each q/k head
+    int64_t q_lora = 0, kv_lora = 0, nope = 0;       // MLA
+    int64_t qkv_width = 0;                           // GQA fused q|k|v (|gate with output_gate) width
+    bool out_gate = false;                           // Qwen3-Next: a per-head sigmoid gate after q|k|v
     // linear attention (hybrid layers): projections q|k|v|z|b|a (gated DeltaNet) or q|k|v|gate (lightning)
-    bool la_delta = false;                            // gated DeltaNet (else lightning)
+    bool la_delta = false;  // gated DeltaNet (else lightning)
     int64_t la_nk = 0, la_nv = 0, la_dk = 0, la_dv = 0, la_conv = 0;
-    int64_t la_in = 0, la_channels = 0, la_v = 0;     // projection width, conv channels (q|k|v), Nv * Dv
+    int64_t la_in = 0, la_channels = 0, la_v = 0;  // projection width, conv channels (q|k|v), Nv * Dv
     // FFN
     int64_t E = 0, K = 0, I = 0, shared_I = 0, dense_I = 0;  // shared_I = S * Is (shared experts concatenated)
 };
@@ -56,7 +56,7 @@ struct LayerWeights {
     FBuf w_qkv, b_qkv, q_norm, k_norm, sinks;
     // MLA
     FBuf w_q_a, q_a_norm, w_q_b, w_q, w_kv_a, kv_a_norm, w_kv_b;
-    FBuf w_o, b_o;                           // o_proj; on linear layers out_proj [H, Nv*Dv]
+    FBuf w_o, b_o;  // o_proj; on linear layers out_proj [H, Nv*Dv]
     // linear attention (is_linear): in_proj [la_in, H], conv [channels, kernel], dt_bias / A_log [Nv], norm
     // [Dv] (gated DeltaNet) or [Nv*Dv] (lightning); decode: each sequence's state [B, Nv, Dk, Dv] and conv window
     // [B, channels, kernel - 1] as after `context` earlier tokens (random)
@@ -64,17 +64,17 @@ struct LayerWeights {
     FBuf la_in, la_conv, la_dt_bias, la_a_log, la_norm, la_state, la_conv_state;
     // MoE
     FBuf router_w, router_b, correction_b;
-    FBuf w_gu, w_down, b_gu, b_down;         // [E, 2I, H], [E, H, I], [E, 2I], [E, H]
+    FBuf w_gu, w_down, b_gu, b_down;             // [E, 2I, H], [E, H, I], [E, 2I], [E, H]
     FBuf shared_gu, shared_down, shared_gate_w;  // [2*S*Is, H], [H, S*Is], [H]
     // dense FFN
-    FBuf dense_gu, dense_down;               // [2*Id, H], [H, Id]
+    FBuf dense_gu, dense_down;  // [2*Id, H], [H, Id]
     // decode KV cache of `context` random tokens per sequence: [B, nkv, L, qk_dim], [B, nkv, L, v_dim]
     FBuf k_cache, v_cache;
 };
 
 struct ModelWeights {
-    FBuf embed;          // [V, H]
-    FBuf lm_head;        // [V, H]; empty when tied (embed is used)
+    FBuf embed;    // [V, H]
+    FBuf lm_head;  // [V, H]; empty when tied (embed is used)
     FBuf final_norm_w, final_norm_b;
     std::vector<LayerWeights> layers;
 };
@@ -98,9 +98,8 @@ struct PanelPlan {
 
 /// Generates all weights in parallel from `seed` (the values depend on the logical [out, in] index only), then
 /// packs those of `plan` into panel layout.
-ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers,
-                          int64_t batch, int64_t context, uint64_t seed, const PanelPlan& plan = {},
-                          const WeightSlice& slice = {});
+ModelWeights make_weights(ThreadPool& pool, const ModelConfig& m, const std::vector<int64_t>& layers, int64_t batch,
+                          int64_t context, uint64_t seed, const PanelPlan& plan = {}, const WeightSlice& slice = {});
 /// A linear weight [n, k] (one expert's or a dense one) as a row-major copy, whatever its layout.
 std::vector<float> row_major(ThreadPool& pool, const float* w, bool panels, int64_t n, int64_t k);
 

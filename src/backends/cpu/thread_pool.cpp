@@ -193,10 +193,11 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
     // Wake only as many sleepers as there are chunks and free CPUs for (the caller holds one): a wake-up costs
     // ~20 us, and more runnable threads than CPUs only take turns. Spinning workers see the generation anyway.
-    const int64_t helpers = std::min({(n + chunk_ - 1) / chunk_ - 1, parallelism_ - 1,
-                                      static_cast<int64_t>(threads_.size())});
+    const int64_t helpers =
+        std::min({(n + chunk_ - 1) / chunk_ - 1, parallelism_ - 1, static_cast<int64_t>(threads_.size())});
     lk.unlock();
-    if (helpers >= static_cast<int64_t>(threads_.size())) cv_work_.notify_all();
+    if (helpers >= static_cast<int64_t>(threads_.size()))
+        cv_work_.notify_all();
     else
         for (int64_t i = 0; i < helpers; ++i) cv_work_.notify_one();
     lk.lock();
@@ -218,4 +219,3 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 }
 
 }  // namespace moebench::cpu
-

@@ -76,15 +76,17 @@ std::string CudaBackend::attention_variant() const {
             return "flash (tensor cores, 64 queries x 64 keys per tile, running softmax in shared memory, no "
                    "workspace; each K/V tile read once per 64 queries of a head)";
         case kernels::AttentionKernel::latent:
-            return fmt::format("latent (tensor cores over MLA's latent cache: 64 heads of a token as the rows of a "
-                               "tile, key tiles of 32 read once for them, values from the same rows; split over the "
-                               "context in chunks of {} + merge)",
-                               attn_chunk_);
+            return fmt::format(
+                "latent (tensor cores over MLA's latent cache: 64 heads of a token as the rows of a "
+                "tile, key tiles of 32 read once for them, values from the same rows; split over the "
+                "context in chunks of {} + merge)",
+                attn_chunk_);
         case kernels::AttentionKernel::split:
-            return fmt::format("split_context(chunk={}) + merge; one block per (token, up to 8 heads sharing a kv head, "
-                               "chunk): each cached row read once for them; many queries run in query tiles whose "
-                               "split workspace fits {} MiB (K/V re-read per query)",
-                               attn_chunk_, kernels::kAttnWorkspaceBudgetBytes >> 20);
+            return fmt::format(
+                "split_context(chunk={}) + merge; one block per (token, up to 8 heads sharing a kv head, "
+                "chunk): each cached row read once for them; many queries run in query tiles whose "
+                "split workspace fits {} MiB (K/V re-read per query)",
+                attn_chunk_, kernels::kAttnWorkspaceBudgetBytes >> 20);
         case kernels::AttentionKernel::automatic: break;
     }
     return "none (no attention layer run yet)";

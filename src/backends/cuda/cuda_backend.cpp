@@ -60,25 +60,26 @@ json CudaBackend::describe() const {
     }
     d["precision"] = "bf16 weights and activations, fp32 accumulation (cuBLAS CUBLAS_COMPUTE_32F), fp32 router logits";
     d["weights"] = "generated on the device from the seed (moe_core counter-based RNG), no host copies";
-    d["kernel_variant"] = {{"expert_gemm", expert_variant_},
-                           {"expert_gemm_requested", opt_.expert_gemm},
-                           {"expert_gemm_choice", expert_choice_},
-                           {"topk", topk_variant_},
-                           {"attention", attention_variant()},
-                           {"attention_requested", opt_.attention_kernel},
-                           {"mla", mla_expand_
-                                       ? "expanded (as DeepSeek's prefill): each step, the latent cache through kv_b "
-                                         "into per-head k_nope and v (head-batched GEMMs), the rope key copied to "
-                                         "every head, then multi-head flash attention (dk = nope + rope, dv = v_head_dim)"
-                                       : "weight-absorbed (as DeepSeek's decode: q_nope W_UK, latent cache kv_lora + "
-                                         "rope, W_UV after attention); the latent rows are read once per block of "
-                                         "heads (64 with the latent kernel, up to 8 with split)"},
-                           {"permute", "tile histogram + one scan + stable warp scatter, O(T k) (moe_core order)"},
-                           {"gather_combine", "16-byte loads when hidden % 8 == 0"}};
-    d["expert_gemm_sync"] = device_sized() ? "none: the expert kernel reads the expert list, offsets and tile map on "
-                                             "the device"
-                                  : "per-expert token counts are copied to the host (one stream sync in permute): "
-                                    "cuBLAS takes GEMM sizes on the host";
+    d["kernel_variant"] = {
+        {"expert_gemm", expert_variant_},
+        {"expert_gemm_requested", opt_.expert_gemm},
+        {"expert_gemm_choice", expert_choice_},
+        {"topk", topk_variant_},
+        {"attention", attention_variant()},
+        {"attention_requested", opt_.attention_kernel},
+        {"mla", mla_expand_ ? "expanded (as DeepSeek's prefill): each step, the latent cache through kv_b "
+                              "into per-head k_nope and v (head-batched GEMMs), the rope key copied to "
+                              "every head, then multi-head flash attention (dk = nope + rope, dv = v_head_dim)"
+                            : "weight-absorbed (as DeepSeek's decode: q_nope W_UK, latent cache kv_lora + "
+                              "rope, W_UV after attention); the latent rows are read once per block of "
+                              "heads (64 with the latent kernel, up to 8 with split)"},
+        {"permute", "tile histogram + one scan + stable warp scatter, O(T k) (moe_core order)"},
+        {"gather_combine", "16-byte loads when hidden % 8 == 0"}};
+    d["expert_gemm_sync"] = device_sized()
+                                ? "none: the expert kernel reads the expert list, offsets and tile map on "
+                                  "the device"
+                                : "per-expert token counts are copied to the host (one stream sync in permute): "
+                                  "cuBLAS takes GEMM sizes on the host";
     d["expert_times"] = opt_.expert_times;
     d["lm_head_rows"] = shape_.mode == Mode::decode ? "every token" : "last token of each sequence";
     d["expert_parallel"] = "not supported on the cuda backend (one GPU): ep_size > 1 is refused before the run";
@@ -95,12 +96,13 @@ json CudaBackend::describe() const {
         g["phase_sum_us_mean"] = phase_sum.mean_us;
         g["phase_sum_us_median"] = phase_sum.p50_us;
         g["source"] = "measured";
-        g["note"] = device_sized() ? "the first step runs eagerly, the second is captured and launched; every step from then on "
-                            "replays the graph (the expert kernel reads the routing on the device: it may change). "
-                            "replay_us = events around cudaGraphLaunch"
-                          : "the first step runs eagerly (to learn the expert token counts the cuBLAS variants bake "
-                            "in), the second is captured and launched; every step from then on replays the graph "
-                            "(a change of the counts stops the run). replay_us = events around cudaGraphLaunch";
+        g["note"] = device_sized()
+                        ? "the first step runs eagerly, the second is captured and launched; every step from then on "
+                          "replays the graph (the expert kernel reads the routing on the device: it may change). "
+                          "replay_us = events around cudaGraphLaunch"
+                        : "the first step runs eagerly (to learn the expert token counts the cuBLAS variants bake "
+                          "in), the second is captured and launched; every step from then on replays the graph "
+                          "(a change of the counts stops the run). replay_us = events around cudaGraphLaunch";
         json o;
         if (!plain_us_.empty()) {
             const TimingStats with = summarize(paired_replay_us_), without = summarize(plain_us_);
@@ -214,7 +216,8 @@ std::vector<double> CudaBackend::end_step() {
             graph_ = nullptr;
             graph_exec_ = nullptr;
             throw UnsupportedError(fmt::format("{}: capturing the step failed ({}: {}); run without cuda_graph",
-                                               flag_of("cuda_graph"), cudaGetErrorName(inst), cudaGetErrorString(inst)));
+                                               flag_of("cuda_graph"), cudaGetErrorName(inst),
+                                               cudaGetErrorString(inst)));
         }
         graph_state_ = GraphState::replaying;
         // The capture step is a warm-up step (the second of a run): the event-overhead pairs run here, so that no
@@ -236,9 +239,10 @@ std::vector<double> CudaBackend::end_step() {
             // The phase marks of a replay are event-record nodes of the graph; should a driver not time them,
             // say so plainly instead of inventing numbers.
             cudaGetLastError();
-            throw UnsupportedError(fmt::format("{}: the phase events recorded inside the graph cannot be timed on this "
-                                               "driver ({}); run without cuda_graph",
-                                               flag_of("cuda_graph"), cudaGetErrorString(err)));
+            throw UnsupportedError(
+                fmt::format("{}: the phase events recorded inside the graph cannot be timed on this "
+                            "driver ({}); run without cuda_graph",
+                            flag_of("cuda_graph"), cudaGetErrorString(err)));
         }
         MOEBENCH_CUDA_CHECK(err);
         us.push_back(static_cast<double>(ms) * 1e3);
@@ -270,8 +274,9 @@ void CudaBackend::capture_plain_graph() {
     if (plain_exec_ || captured_phases_.empty()) return;
     // cold L2: the extra replays would warm it; expert_times: both graphs would hold the per-expert events.
     if (opt_.cold_l2 || opt_.expert_times) {
-        plain_error_ = opt_.cold_l2 ? "not measured with " + flag_of("cold_l2") + " (the extra replays would warm L2)"
-                                    : "not measured with " + flag_of("expert_times") + " (its events are in both graphs)";
+        plain_error_ = opt_.cold_l2
+                           ? "not measured with " + flag_of("cold_l2") + " (the extra replays would warm L2)"
+                           : "not measured with " + flag_of("expert_times") + " (its events are in both graphs)";
         return;
     }
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));  // an error here is the step's own, not the extra's

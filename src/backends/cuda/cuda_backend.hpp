@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend (built only with MOEBENCH_HAS_CUDA; its traits always): bf16 weights, cuBLAS GEMMs, own kernels, CUDA events per phase.
+// The CUDA backend (built only with MOEBENCH_HAS_CUDA; its traits always): bf16 weights, cuBLAS GEMMs, own kernels,
+// CUDA events per phase.
 #pragma once
 #include "engine/backend.hpp"
 

@@ -36,7 +36,7 @@ struct Layer {
     bool moe = false;
     bool sliding = false;
     DeviceBuffer<bf16> attn_norm, ffn_norm, attn_norm_b, ffn_norm_b;  // biases: LayerNorm with norm_bias only
-    DeviceBuffer<bf16> post_attn_norm, post_ffn_norm;                // norms_per_layer >= 4 (Grok-1)
+    DeviceBuffer<bf16> post_attn_norm, post_ffn_norm;                 // norms_per_layer >= 4 (Grok-1)
     // GQA: w_qkv [(Hq + 2 Hkv) * hd, H] = [q; k; v]; w_o [H, Hq * hd].
     DeviceBuffer<bf16> w_qkv, qkv_bias, w_o, o_bias, q_norm, k_norm;
     DeviceBuffer<float> sinks;
@@ -56,11 +56,11 @@ struct Layer {
     DeviceBuffer<bf16> moe_in, moe_out;
     DeviceBuffer<float> logits, weights;
     DeviceBuffer<int32_t> ids, counts, offsets, perm_slot, perm_expert, slot_pos, dropped, active, tile_offsets;
-    PinnedBuffer<int32_t> counts_host, offsets_host;     // E and E+1, filled in permute
-    PinnedBuffer<int32_t> ovr_ids;                       // routing override staging, per layer (a captured graph
-    PinnedBuffer<float> ovr_weights;                     // re-reads it at every replay)
-    std::vector<int32_t> graph_counts;                   // counts baked into a captured graph
-    bool graph_override = false;                         // whether the captured graph copies an override in
+    PinnedBuffer<int32_t> counts_host, offsets_host;  // E and E+1, filled in permute
+    PinnedBuffer<int32_t> ovr_ids;                    // routing override staging, per layer (a captured graph
+    PinnedBuffer<float> ovr_weights;                  // re-reads it at every replay)
+    std::vector<int32_t> graph_counts;                // counts baked into a captured graph
+    bool graph_override = false;                      // whether the captured graph copies an override in
     PinnedBuffer<const void*> ptr_host_up, ptr_host_down;
     DeviceBuffer<const void*> ptr_dev_up, ptr_dev_down;
     std::vector<CudaEvent> up_events, down_events;
@@ -119,7 +119,9 @@ private:
     bool capturing() const { return graph_state_ == GraphState::capturing; }
 
     // Weights (cuda_weights.cpp).
-    uint64_t base(int64_t layer, uint32_t id) const { return core::rng_base(opt_.seed, core::weight_stream(layer, id)); }
+    uint64_t base(int64_t layer, uint32_t id) const {
+        return core::rng_base(opt_.seed, core::weight_stream(layer, id));
+    }
     void fill(DeviceBuffer<bf16>& b, int64_t n, int64_t layer, uint32_t id, float scale, float offset = 0.0f,
               uint64_t first = 0);
     void fill_f32(DeviceBuffer<float>& b, int64_t n, int64_t layer, uint32_t id, float scale, float offset = 0.0f);
@@ -147,7 +149,7 @@ private:
     // Attention and the model's ends (cuda_attention.cpp).
     kernels::AttentionArgs attention_args() const;
     int64_t qk_dim_mla() const { return m_.attn.qk_nope_head_dim + m_.attn.qk_rope_head_dim; }
-    void mla_expand_kv(const Layer& L);  // mla_kv_ from the layer's latent cache (expanded form)
+    void mla_expand_kv(const Layer& L);     // mla_kv_ from the layer's latent cache (expanded form)
     std::string attention_variant() const;  // kernel_variant.attention: the kernel the last layer ran, and why
     /// Split-attention workspace for the largest call (same shape in every layer; a window only shrinks it).
     int64_t attention_ws_bytes() const;
@@ -184,11 +186,13 @@ private:
     void phase_dense(Layer& L);
     bool use_grouped(const Layer& L) const;
     bool run_expert_gemms(Layer& L, ExpertGemmArgs g, PinnedBuffer<const void*>& ptr_host,
-                          DeviceBuffer<const void*>& ptr_dev, std::vector<CudaEvent>& events, std::vector<int>& experts);
+                          DeviceBuffer<const void*>& ptr_dev, std::vector<CudaEvent>& events,
+                          std::vector<int>& experts);
     /// The own expert kernels' operands for expert_up (fused gate/up) or expert_down of L.
     kernels::ExpertKernelArgs expert_args(const Layer& L, bool up) const;
     /// The expert kernel for this run (prepare): one of moebench's own, which read the sizes on the device (the step
-    /// never waits for the host), or cuBLAS (loop or grouped, per step by tiles against SMs; the counts go to the host).
+    /// never waits for the host), or cuBLAS (loop or grouped, per step by tiles against SMs; the counts go to the
+    /// host).
     void choose_expert_kernel();
     /// Whether the expert GEMMs take their sizes on the device (no host sync; a graph follows any routing).
     bool device_sized() const { return expert_path_ != ExpertPath::cublas; }
@@ -204,8 +208,8 @@ private:
     int num_sms_ = 0;
     int64_t planned_bytes_ = 0;
     ExpertPath expert_path_ = ExpertPath::cublas;  // see choose_expert_kernel
-    int own_grid_ = 0;               // the own kernel's persistent grid (asked of the device once, in prepare)
-    std::string expert_choice_;      // why: reported as kernel_variant.expert_gemm_choice
+    int own_grid_ = 0;           // the own kernel's persistent grid (asked of the device once, in prepare)
+    std::string expert_choice_;  // why: reported as kernel_variant.expert_gemm_choice
 
     std::unique_ptr<CudaStream> stream_;
     DeviceBuffer<uint8_t> cublas_ws_;  // declared before the handle: destroyed after it

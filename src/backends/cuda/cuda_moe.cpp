@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// CudaBackend's FFN phases: router, top-k, permute, expert GEMMs (own decode kernel, cuBLAS loop or grouped), activation,
-// shared, combine, dense.
+// CudaBackend's FFN phases: router, top-k, permute, expert GEMMs (own decode kernel, cuBLAS loop or grouped),
+// activation, shared, combine, dense.
 #include "backends/cuda/cuda_backend_impl.hpp"
 
 #include <algorithm>
@@ -41,14 +41,15 @@ void CudaBackend::phase_topk(Layer& L, int64_t slot_idx) {
     const auto& moe = m_.moe;
     const kernels::RoutingParams p{.route = route_params(m_), .soft_topn = static_cast<int>(opt_.soft_topn)};
     // The router bias is already in the logits (phase_router_gemm).
-    topk_variant_ = kernels::launch_topk(L.logits.get(), nullptr, moe.router_correction_bias ? L.correction.get() : nullptr,
-                                         p, T_, L.ids.get(), L.weights.get(), topk_scratch_.get(), s());
+    topk_variant_ =
+        kernels::launch_topk(L.logits.get(), nullptr, moe.router_correction_bias ? L.correction.get() : nullptr, p, T_,
+                             L.ids.get(), L.weights.get(), topk_scratch_.get(), s());
     // An imposed routing replaces the selection after the router ran (the router's cost stays in the step).
     const bool staged = stage_override(L, slot_idx);
     if (capturing()) L.graph_override = staged;
     if (staged) {
-        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.ids.get(), L.ovr_ids.get(), T_ * k_ * sizeof(int32_t),
-                                            cudaMemcpyHostToDevice, s()));
+        MOEBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(L.ids.get(), L.ovr_ids.get(), T_ * k_ * sizeof(int32_t), cudaMemcpyHostToDevice, s()));
         MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.weights.get(), L.ovr_weights.get(), T_ * k_ * sizeof(float),
                                             cudaMemcpyHostToDevice, s()));
     }
@@ -70,8 +71,8 @@ void CudaBackend::phase_permute(Layer& L) {
     kernels::launch_permute_index(L.ids.get(), L.weights.get(), T_, k_, E, cap, maps, perm_ws_.get(), s());
     if (!device_sized()) {
         // cuBLAS takes GEMM sizes on the host: bring the counts back (the structural sync of the cuBLAS variants).
-        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.counts_host.get(), L.counts.get(), E * sizeof(int32_t),
-                                            cudaMemcpyDeviceToHost, s()));
+        MOEBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(L.counts_host.get(), L.counts.get(), E * sizeof(int32_t), cudaMemcpyDeviceToHost, s()));
         MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(L.offsets_host.get(), L.offsets.get(), (E + 1) * sizeof(int32_t),
                                             cudaMemcpyDeviceToHost, s()));
         if (capturing()) {
@@ -165,14 +166,16 @@ kernels::ExpertKernelArgs CudaBackend::expert_args(const Layer& L, bool up) cons
 void CudaBackend::phase_expert_up(Layer& L) {
     if (expert_path_ == ExpertPath::gemv) {
         kernels::launch_expert_gemv(expert_args(L, true), s());
-        expert_variant_ = "gemv (own decode kernel: device-side expert list and offsets, activation fused into "
-                          "expert_up, no host sync)";
+        expert_variant_ =
+            "gemv (own decode kernel: device-side expert list and offsets, activation fused into "
+            "expert_up, no host sync)";
         return;
     }
     if (expert_path_ == ExpertPath::tiled) {
         kernels::launch_expert_tiled(expert_args(L, true), s());
-        expert_variant_ = "tiled (own tensor-core kernel over the device-side tile map of 64-row tiles, activation "
-                          "fused into expert_up, no host sync)";
+        expert_variant_ =
+            "tiled (own tensor-core kernel over the device-side tile map of 64-row tiles, activation "
+            "fused into expert_up, no host sync)";
         return;
     }
     ExpertGemmArgs g;

@@ -26,12 +26,15 @@ void CudaBackend::offload_setup() {
     if (policy.offline || policy.prefetches)
         config_error(run_field_label("", "offload_policy"),
                      "is not run by the cuda backend, which sees the routing one step at a time", policy.name,
-                     "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name + " replays a whole trace");
+                     "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name +
+                         " replays a whole trace");
     if (opt_.cuda_graph)
-        config_error(run_field_label("", "cuda_graph"), "cannot capture expert offload (the host reads each layer's "
-                     "routing to choose the copies)", "true", "drop " + flag_of("cuda_graph") + ", or drop the offload");
-    offload_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), E, opt_.layout.resident_of(E),
-                                                  policy);
+        config_error(run_field_label("", "cuda_graph"),
+                     "cannot capture expert offload (the host reads each layer's "
+                     "routing to choose the copies)",
+                     "true", "drop " + flag_of("cuda_graph") + ", or drop the offload");
+    offload_ =
+        std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), E, opt_.layout.resident_of(E), policy);
     copy_stream_ = std::make_unique<CudaStream>();
     int64_t per_expert = 0;
     for (const auto& L : layers_) {
@@ -57,7 +60,8 @@ void CudaBackend::offload_setup() {
 void CudaBackend::phase_expert_fetch(Layer& L, int64_t slot_idx) {
     if (!L.moe || !offload_) return;
     const int64_t n = T_ * k_;
-    MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(offload_ids_.get(), L.ids.get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, s()));
+    MOEBENCH_CUDA_CHECK(
+        cudaMemcpyAsync(offload_ids_.get(), L.ids.get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, s()));
     MOEBENCH_CUDA_CHECK(cudaStreamSynchronize(s()));
     const std::vector<int32_t> ids(offload_ids_.get(), offload_ids_.get() + n);
     const std::vector<int32_t> fetched = offload_->access(slot_idx, ids);
@@ -67,9 +71,10 @@ void CudaBackend::phase_expert_fetch(Layer& L, int64_t slot_idx) {
     MOEBENCH_CUDA_CHECK(cudaEventRecord(copy_ready_.get(), s()));
     MOEBENCH_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_->get(), copy_ready_.get(), 0));
     for (size_t i = 0; i < fetched.size(); ++i)
-        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(fetch_dev_.get() + static_cast<int64_t>(i % static_cast<size_t>(fetch_slots_)) * expert_elems_,
-                                            host.get() + fetched[i] * expert_elems_, expert_elems_ * sizeof(bf16),
-                                            cudaMemcpyHostToDevice, copy_stream_->get()));
+        MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(
+            fetch_dev_.get() + static_cast<int64_t>(i % static_cast<size_t>(fetch_slots_)) * expert_elems_,
+            host.get() + fetched[i] * expert_elems_, expert_elems_ * sizeof(bf16), cudaMemcpyHostToDevice,
+            copy_stream_->get()));
     MOEBENCH_CUDA_CHECK(cudaEventRecord(copy_done_.get(), copy_stream_->get()));
     MOEBENCH_CUDA_CHECK(cudaStreamWaitEvent(s(), copy_done_.get(), 0));
     fetched_experts_ += static_cast<int64_t>(fetched.size());
@@ -78,8 +83,9 @@ void CudaBackend::phase_expert_fetch(Layer& L, int64_t slot_idx) {
 json CudaBackend::offload_json() const {
     if (!offload_) return nullptr;
     return {{"source", "counted"},
-            {"what", "expert_fetch: cudaMemcpyAsync of each missed expert's bf16 weights from pinned host memory into a "
-                     "device fetch buffer on a copy stream, timed by the phase's events (measured)"},
+            {"what",
+             "expert_fetch: cudaMemcpyAsync of each missed expert's bf16 weights from pinned host memory into a "
+             "device fetch buffer on a copy stream, timed by the phase's events (measured)"},
             {"policy", opt_.layout.offload_policy},
             {"resident_experts", offload_->resident()},
             {"num_experts", m_.moe.num_experts},

@@ -14,8 +14,7 @@ void CudaBackend::fill(DeviceBuffer<bf16>& b, int64_t n, int64_t layer, uint32_t
     kernels::launch_fill_bf16(b.get(), n, base(layer, id), first, scale, offset, s());
 }
 
-void CudaBackend::fill_f32(DeviceBuffer<float>& b, int64_t n, int64_t layer, uint32_t id, float scale,
-                           float offset) {
+void CudaBackend::fill_f32(DeviceBuffer<float>& b, int64_t n, int64_t layer, uint32_t id, float scale, float offset) {
     b.resize(n);
     kernels::launch_fill_f32(b.get(), n, base(layer, id), 0, scale, offset, s());
 }
@@ -53,14 +52,15 @@ int64_t CudaBackend::plan_bytes() const {
         if (L->moe) {
             w += E * H_ + E * 3 * I * H_ + (moe.expert_bias ? E * (2 * I + H_) : 0);
             w += moe.num_shared_experts * moe.shared_intermediate_size * 3 * H_ + H_;
-            w += 2 * T_ * H_;                                           // moe_in, moe_out
+            w += 2 * T_ * H_;  // moe_in, moe_out
             // logits, ids, weights, perm_slot, perm_expert, slot_pos, counts/offsets/active/tiles (4-byte = 2 bf16)
             w += (T_ * E + 5 * T_ * k_) * 2 + 4 * (E + 1) * 2;
         } else {
             w += 3 * m_.dense_intermediate_size * H_;
         }
     }
-    // Shared activations: x0, tmp, hidden, normed, qkv, attention out, MoE permuted buffers, shared and dense FFN, head.
+    // Shared activations: x0, tmp, hidden, normed, qkv, attention out, MoE permuted buffers, shared and dense FFN,
+    // head.
     w += 4 * T_ * H_ + T_ * std::max<int64_t>(qkv_width_, H_) + T_ * attn_out_width_;
     w += max_act_rows * (2 * H_ + 3 * I);
     // Shared-expert scratch (h, a, out) and the dense FFN's: both exist when a run has dense and MoE layers.
@@ -80,8 +80,8 @@ int64_t CudaBackend::plan_bytes() const {
     return bytes;
 }
 
-PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers,
-                                  const StepShape& shape, const RunOptions& opt,
+PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<int64_t>& layers, const StepShape& shape,
+                                  const RunOptions& opt,
                                   const Topology& /*topo: one GPU; expert parallelism is issue 16*/) {
     m_ = model;
     shape_ = shape;
@@ -92,7 +92,8 @@ PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<in
     if (opt.layout.moe_ep > 1)
         throw UnsupportedError(fmt::format(
             "{} {}: the cuda backend runs on one GPU and does not implement expert-parallel all-to-all; use {} 1 "
-            "(or the sim backend to model expert parallelism)", flag_of("ep"), opt.layout.moe_ep, flag_of("ep")));
+            "(or the sim backend to model expert parallelism)",
+            flag_of("ep"), opt.layout.moe_ep, flag_of("ep")));
     if (opt.expert_gemm != "auto" && opt.expert_gemm != "gemv" && opt.expert_gemm != "tiled" &&
         opt.expert_gemm != "grouped" && opt.expert_gemm != "loop")
         config_error(flag_of("expert_gemm"), "unknown expert GEMM variant", opt.expert_gemm,
@@ -126,8 +127,8 @@ PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<in
         const int64_t qhd = a.qk_nope_head_dim + a.qk_rope_head_dim;
         qkv_width_ = a.num_heads * qhd;
         // attn_out_ also holds the latent projection [T, kv_lora + rope] during qkv_proj (it is free until attention).
-        attn_out_width_ = std::max(a.num_heads * std::max(a.kv_lora_rank, a.v_head_dim),
-                                   a.kv_lora_rank + a.qk_rope_head_dim);
+        attn_out_width_ =
+            std::max(a.num_heads * std::max(a.kv_lora_rank, a.v_head_dim), a.kv_lora_rank + a.qk_rope_head_dim);
     } else {
         qkv_width_ = (a.num_heads + 2 * a.num_kv_heads) * a.head_dim;
         attn_out_width_ = a.num_heads * a.head_dim;
@@ -153,8 +154,9 @@ PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<in
                      "use " + flag_of("attention_kernel") + " auto or split");
     if (opt.attention_kernel == "latent" &&
         (a.kind != AttentionKind::mla || !kernels::latent_attention_fits(attention_args())))
-        config_error(flag_of("attention_kernel"), "runs MLA's latent cache (one kv head whose values are its keys' first dv "
-                                           "columns; dk <= 576, dk and dv multiples of 16)",
+        config_error(flag_of("attention_kernel"),
+                     "runs MLA's latent cache (one kv head whose values are its keys' first dv "
+                     "columns; dk <= 576, dk and dv multiples of 16)",
                      fmt::format("latent with {} kv heads, dk={} dv={}", attention_args().num_kv_heads,
                                  attention_args().dk, attention_args().dv),
                      "use " + flag_of("attention_kernel") + " auto or split");
@@ -191,7 +193,8 @@ PreparedStep CudaBackend::prepare(const ModelConfig& model, const std::vector<in
     if (m_.norm == NormKind::layernorm && m_.norm_bias) fill(final_norm_b_, H_, -1, core::kWFinalNormBias, 0.1f);
     if (!m_.tie_word_embeddings) fill(lm_head_w_, m_.vocab_size * H_, -1, core::kWLmHead, core::linear_init_scale(H_));
     // RoPE's table for the positions this step writes (pos_base_ .. + tokens per sequence), as the CPU's.
-    const int64_t rot = a.kind == AttentionKind::mla ? a.qk_rope_head_dim : (a.rotary_dim > 0 ? a.rotary_dim : a.head_dim);
+    const int64_t rot =
+        a.kind == AttentionKind::mla ? a.qk_rope_head_dim : (a.rotary_dim > 0 ? a.rotary_dim : a.head_dim);
     rope_cs_.resize(std::max<int64_t>(1, tps_ * rot));
     kernels::launch_rope_table(rope_cs_.get(), pos_base_, tps_, rot, a.rope_theta, s());
     token_ids_.resize(T_);
@@ -398,7 +401,8 @@ void CudaBackend::choose_expert_kernel() {
         if (!fits)
             config_error(flag_of("expert_gemm"), "the " + v + " kernel reads rows of 8 bf16 at a time", v,
                          fmt::format("hidden {} and expert intermediate {} must be multiples of 8; use auto, grouped "
-                                     "or loop", H_, I));
+                                     "or loop",
+                                     H_, I));
         expert_path_ = v == "gemv" ? ExpertPath::gemv : ExpertPath::tiled;
         expert_choice_ = "forced: " + flag_of("expert_gemm") + " " + v;
         return;
@@ -419,8 +423,9 @@ void CudaBackend::choose_expert_kernel() {
     if (gemv) expert_path_ = ExpertPath::gemv;
     expert_choice_ = fmt::format("auto: {} rows per touched expert ({} assignments over up to {} experts) {} {} -> {}",
                                  rows, assignments, E, gemv ? "<=" : ">", kGemvMaxRows,
-                                 gemv ? "gemv" : "cuBLAS (grouped when an expert's GEMM has fewer 128x128 tiles than "
-                                                 "SMs, else the per-expert loop; per step)");
+                                 gemv ? "gemv"
+                                      : "cuBLAS (grouped when an expert's GEMM has fewer 128x128 tiles than "
+                                        "SMs, else the per-expert loop; per step)");
     if (!fits) expert_choice_ += "; gemv needs hidden and intermediate sizes that are multiples of 8";
 }
 

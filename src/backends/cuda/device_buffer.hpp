@@ -60,11 +60,7 @@ public:
         count_ = count;
     }
     T* get() const { return ptr_; }
-    T& operator[](int64_t i) const
-        requires Memory::host_visible
-    {
-        return ptr_[i];
-    }
+    T& operator[](int64_t i) const requires Memory::host_visible { return ptr_[i]; }
     int64_t size() const { return count_; }
     size_t bytes() const { return static_cast<size_t>(count_) * sizeof(T); }
 

@@ -3,9 +3,9 @@
 #include "backends/cuda/device_info.hpp"
 
 #include "backends/cuda/cuda_backend.hpp"
-#include "kernels/cuda_check.hpp"
 #include "backends/cuda/device_buffer.hpp"
 #include "backends/cuda/nvml.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/launch.hpp"
 
 #include <cublasLt.h>
@@ -100,7 +100,8 @@ json device_json_impl(int index) {
     d["memory_clock_max_mhz"] = mem_khz / 1000;
     d["memory_bus_width_bits"] = bus_bits;
     // Double data rate: two transfers per memory clock. From the driver's attributes, not measured.
-    d["memory_bw_theoretical_bytes_per_s"] = 2.0 * static_cast<double>(mem_khz) * 1e3 * static_cast<double>(bus_bits) / 8.0;
+    d["memory_bw_theoretical_bytes_per_s"] =
+        2.0 * static_cast<double>(mem_khz) * 1e3 * static_cast<double>(bus_bits) / 8.0;
     d["memory_bw_theoretical_source"] = "counted (memory clock x bus width x 2 from CUDA device attributes)";
     size_t free_b = 0, total_b = 0;
     MOEBENCH_CUDA_CHECK(cudaSetDevice(index));

@@ -11,8 +11,8 @@ int to_i(int64_t v) {
 }
 }  // namespace
 
-void gemm_xwt(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const bf16* x, int64_t ldx, const bf16* w,
-              int64_t ldw, void* y, cudaDataType_t y_type, int64_t ldy, float beta) {
+void gemm_xwt(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw,
+              void* y, cudaDataType_t y_type, int64_t ldy, float beta) {
     if (m <= 0 || n <= 0) return;
     const float alpha = 1.0f;
     MOEBENCH_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, to_i(n), to_i(m), to_i(k), &alpha, w, CUDA_R_16BF,
@@ -25,11 +25,12 @@ void gemm_batched(cublasHandle_t h, bool w_transposed, int64_t m, int64_t n, int
                   int64_t stride_y, int64_t batch) {
     if (m <= 0 || n <= 0 || batch <= 0) return;
     const float alpha = 1.0f, beta = 0.0f;
-    // W_b [n, k] row-major is column-major [k, n]: op T gives [n, k]. W_b [k, n] row-major is column-major [n, k]: op N.
-    MOEBENCH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        h, w_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, to_i(n), to_i(m), to_i(k), &alpha, w, CUDA_R_16BF,
-        to_i(ldw), stride_w, x, CUDA_R_16BF, to_i(ldx), stride_x, &beta, y, CUDA_R_16BF, to_i(ldy), stride_y,
-        to_i(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // W_b [n, k] row-major is column-major [k, n]: op T gives [n, k]. W_b [k, n] row-major is column-major [n, k]: op
+    // N.
+    MOEBENCH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, w_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, to_i(n),
+                                                     to_i(m), to_i(k), &alpha, w, CUDA_R_16BF, to_i(ldw), stride_w, x,
+                                                     CUDA_R_16BF, to_i(ldx), stride_x, &beta, y, CUDA_R_16BF, to_i(ldy),
+                                                     stride_y, to_i(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void expert_gemm_loop(cublasHandle_t h, cudaStream_t stream, const ExpertGemmArgs& a,
@@ -82,13 +83,12 @@ void expert_gemm_grouped(cublasHandle_t h, cudaStream_t stream, const ExpertGemm
     }
     if (g == 0) return;
     // The pointer arrays must be in device memory (shared notes 1.3): one H2D copy of the 3 x E table.
-    MOEBENCH_CUDA_CHECK(cudaMemcpyAsync(ptr_dev, ptr_host, 3 * a.num_experts * sizeof(void*), cudaMemcpyHostToDevice,
-                                        stream));
+    MOEBENCH_CUDA_CHECK(
+        cudaMemcpyAsync(ptr_dev, ptr_host, 3 * a.num_experts * sizeof(void*), cudaMemcpyHostToDevice, stream));
     MOEBENCH_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
         h, ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(), ptr_dev, CUDA_R_16BF, lda.data(),
-        ptr_dev + a.num_experts, CUDA_R_16BF, ldb.data(), beta.data(),
-        const_cast<void**>(ptr_dev + 2 * a.num_experts), CUDA_R_16BF,
-        ldc.data(), g, group_size.data(), CUBLAS_COMPUTE_32F));
+        ptr_dev + a.num_experts, CUDA_R_16BF, ldb.data(), beta.data(), const_cast<void**>(ptr_dev + 2 * a.num_experts),
+        CUDA_R_16BF, ldc.data(), g, group_size.data(), CUBLAS_COMPUTE_32F));
 }
 
 }  // namespace moebench

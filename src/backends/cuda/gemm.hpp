@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // cuBLAS GEMMs in row-major terms (PyTorch Linear layout: W is [out, in]), bf16 inputs, fp32 accumulation; and the
-// expert GEMMs: a per-expert cublasGemmEx loop (baseline) or one cublasGemmGroupedBatchedEx call (device pointer arrays).
+// expert GEMMs: a per-expert cublasGemmEx loop (baseline) or one cublasGemmGroupedBatchedEx call (device pointer
+// arrays).
 #pragma once
 #include "backends/cuda/device_buffer.hpp"
 #include "kernels/launch.hpp"
@@ -17,8 +18,8 @@ using kernels::bf16;
 
 /// Y[m, n] = X[m, k] . W[n, k]^T + beta * Y. Y is bf16 (y_type CUDA_R_16BF) or fp32 (CUDA_R_32F). Leading dimensions
 /// are row strides in elements. Synchronous only in the stream sense (enqueued on the handle's stream).
-void gemm_xwt(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const bf16* x, int64_t ldx, const bf16* w,
-              int64_t ldw, void* y, cudaDataType_t y_type, int64_t ldy, float beta = 0.0f);
+void gemm_xwt(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw,
+              void* y, cudaDataType_t y_type, int64_t ldy, float beta = 0.0f);
 
 /// Batched over `batch` heads with element strides between consecutive heads:
 /// Y_b[m, n] = X_b[m, k] . W_b^T (w_transposed = true, W_b is [n, k]) or X_b . W_b (false, W_b is [k, n]).

@@ -46,7 +46,8 @@ constexpr unsigned long long kReasonSwPowerCap = 0x4, kReasonHwSlowdown = 0x8, k
 constexpr unsigned kFieldNvlinkThroughputDataTx = 138;  // KiB, cumulative
 constexpr unsigned kFieldNvlinkThroughputDataRx = 139;
 // Value types of nvmlFieldValue_t.valueType.
-constexpr int kValDouble = 0, kValUInt = 1, kValULong = 2, kValULongLong = 3, kValSLongLong = 4, kValSInt = 5, kValUShort = 6;
+constexpr int kValDouble = 0, kValUInt = 1, kValULong = 2, kValULongLong = 3, kValSLongLong = 4, kValSInt = 5,
+              kValUShort = 6;
 
 struct Nvml {
     bool ok = false;
@@ -86,17 +87,23 @@ const Nvml& nvml() {
         n.init = reinterpret_cast<nvmlReturn_t (*)()>(init);
         n.error_string = reinterpret_cast<const char* (*)(nvmlReturn_t)>(sym("nvmlErrorString"));
         n.driver_version = reinterpret_cast<nvmlReturn_t (*)(char*, unsigned)>(sym("nvmlSystemGetDriverVersion"));
-        n.by_pci = reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
+        n.by_pci =
+            reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
         n.clock = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*)>(sym("nvmlDeviceGetClockInfo"));
-        n.max_clock = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*)>(sym("nvmlDeviceGetMaxClockInfo"));
+        n.max_clock =
+            reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*)>(sym("nvmlDeviceGetMaxClockInfo"));
         n.power = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(sym("nvmlDeviceGetPowerUsage"));
-        n.power_limit = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(sym("nvmlDeviceGetEnforcedPowerLimit"));
-        n.temperature = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*)>(sym("nvmlDeviceGetTemperature"));
-        n.field_values = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*)>(sym("nvmlDeviceGetFieldValues"));
+        n.power_limit =
+            reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(sym("nvmlDeviceGetEnforcedPowerLimit"));
+        n.temperature =
+            reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*)>(sym("nvmlDeviceGetTemperature"));
+        n.field_values =
+            reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*)>(sym("nvmlDeviceGetFieldValues"));
         void* reasons = sym("nvmlDeviceGetCurrentClocksEventReasons");
         if (!reasons) reasons = sym("nvmlDeviceGetCurrentClocksThrottleReasons");  // the pre-12.2 name
         n.event_reasons = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)>(reasons);
-        n.energy = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)>(sym("nvmlDeviceGetTotalEnergyConsumption"));
+        n.energy = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)>(
+            sym("nvmlDeviceGetTotalEnergyConsumption"));
         if (!n.init || !n.by_pci) {
             n.why = "not available: libnvidia-ml.so.1 lacks nvmlInit/nvmlDeviceGetHandleByPciBusId_v2";
             return;
@@ -127,8 +134,10 @@ json field_value_json(const nvmlFieldValue_t& v, const Nvml& n) {
 
 std::string throttle_reason_names(unsigned long long bits) {
     std::string out;
-    for (auto [bit, name] : {std::pair{kReasonSwPowerCap, "software power cap"}, {kReasonHwSlowdown, "hardware slowdown"},
-                             {kReasonSwThermal, "software thermal slowdown"}, {kReasonHwThermal, "hardware thermal slowdown"},
+    for (auto [bit, name] : {std::pair{kReasonSwPowerCap, "software power cap"},
+                             {kReasonHwSlowdown, "hardware slowdown"},
+                             {kReasonSwThermal, "software thermal slowdown"},
+                             {kReasonHwThermal, "hardware thermal slowdown"},
                              {kReasonHwPowerBrake, "power brake"}})
         if (bits & bit) out += (out.empty() ? "" : ", ") + std::string(name);
     return out;
@@ -141,7 +150,8 @@ json nvml_counters(const std::string& pci_bus_id) {
     if (!n.ok) return json{{"available", false}, {"reason", n.why}};
     nvmlDevice_t dev = nullptr;
     const nvmlReturn_t r = n.by_pci(pci_bus_id.c_str(), &dev);
-    if (r != kNvmlSuccess) return json{{"available", false}, {"reason", "nvmlDeviceGetHandleByPciBusId_v2: " + n.err(r)}};
+    if (r != kNvmlSuccess)
+        return json{{"available", false}, {"reason", "nvmlDeviceGetHandleByPciBusId_v2: " + n.err(r)}};
     json c = {{"available", true}};
     unsigned mhz = 0, temp = 0;
     unsigned long long bits = 0, mj = 0;
@@ -154,8 +164,11 @@ json nvml_counters(const std::string& pci_bus_id) {
 
 json nvml_conditions(const json& before, const json& after, int64_t tokens) {
     if (!before.value("available", false) || !after.value("available", false))
-        return json{{"source", "counter"}, {"throttled", nullptr}, {"note", "NVML not available: throttling unknown"},
-                    {"energy", {{"available", false}, {"reason", before.value("reason", std::string("NVML not available"))}}}};
+        return json{
+            {"source", "counter"},
+            {"throttled", nullptr},
+            {"note", "NVML not available: throttling unknown"},
+            {"energy", {{"available", false}, {"reason", before.value("reason", std::string("NVML not available"))}}}};
     json d = {{"source", "counter"}};
     if (before.contains("sm_clock_mhz") && after.contains("sm_clock_mhz"))
         d["sm_clock_mhz"] = {{"start", before["sm_clock_mhz"]}, {"end", after["sm_clock_mhz"]}};
@@ -175,9 +188,12 @@ json nvml_conditions(const json& before, const json& after, int64_t tokens) {
     }
     if (before.contains("energy_mj") && after.contains("energy_mj") && tokens > 0) {
         const double joules = static_cast<double>(after["energy_mj"].get<unsigned long long>() -
-                                                  before["energy_mj"].get<unsigned long long>()) * 1e-3;
-        d["energy"] = {{"source", "counter"}, {"scope", "the whole GPU (nvmlDeviceGetTotalEnergyConsumption)"},
-                       {"joules", joules}, {"joules_per_token", joules / static_cast<double>(tokens)}};
+                                                  before["energy_mj"].get<unsigned long long>()) *
+                              1e-3;
+        d["energy"] = {{"source", "counter"},
+                       {"scope", "the whole GPU (nvmlDeviceGetTotalEnergyConsumption)"},
+                       {"joules", joules},
+                       {"joules_per_token", joules / static_cast<double>(tokens)}};
     } else {
         d["energy"] = {{"available", false}, {"reason", "nvmlDeviceGetTotalEnergyConsumption not supported here"}};
     }
@@ -206,7 +222,8 @@ json nvml_device_json(const std::string& pci_bus_id) {
     nvmlDevice_t dev = nullptr;
     nvmlReturn_t r = n.by_pci(pci_bus_id.c_str(), &dev);
     if (r != kNvmlSuccess) {
-        return json{{"available", false}, {"reason", "nvmlDeviceGetHandleByPciBusId_v2(" + pci_bus_id + "): " + n.err(r)}};
+        return json{{"available", false},
+                    {"reason", "nvmlDeviceGetHandleByPciBusId_v2(" + pci_bus_id + "): " + n.err(r)}};
     }
     out["available"] = true;
     out["source"] = "counter";

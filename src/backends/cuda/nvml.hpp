@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // NVML through dlopen("libnvidia-ml.so.1"): no nvml.h on the build machine, and the binary must start without a driver.
-// Declarations transcribed from NVML 13.0 (see shared notes cuda-13.md section 3); every call degrades to "not available".
+// Declarations transcribed from NVML 13.0 (see shared notes cuda-13.md section 3); every call degrades to "not
+// available".
 #pragma once
 #include "common/json_util.hpp"
 

@@ -56,18 +56,20 @@ public:
         json by_component = json::object();
         for (int c = 0; c < kNumComponents; ++c)
             by_component[std::string(kComponentNames[c])] = memory_.weights_by_component_bytes[static_cast<size_t>(c)];
-        return {{"source", "modeled"},
-                {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever " +
-                              flag_of("layers") + " ran) under the run's layout and number formats (block scales "
-                              "included), the KV cache and activations of the step's batch and context"},
-                {"capacity_bytes", memory_.capacity_bytes},
-                {"weights_bytes", memory_.weights_bytes},
-                {"weights_by_component_bytes", by_component},
-                {"kv_cache_bytes", memory_.kv_cache_bytes},
-                {"activation_bytes", memory_.activation_bytes},
-                {"free_bytes", memory_.free_bytes},
-                {"weights_fit", memory_.weights_fit},
-                {"fits", memory_.fits}};
+        return {
+            {"source", "modeled"},
+            {"basis", "model/memory_plan.cpp, as moebench plan counts it: the whole model (MTP excluded, whatever " +
+                          flag_of("layers") +
+                          " ran) under the run's layout and number formats (block scales "
+                          "included), the KV cache and activations of the step's batch and context"},
+            {"capacity_bytes", memory_.capacity_bytes},
+            {"weights_bytes", memory_.weights_bytes},
+            {"weights_by_component_bytes", by_component},
+            {"kv_cache_bytes", memory_.kv_cache_bytes},
+            {"activation_bytes", memory_.activation_bytes},
+            {"free_bytes", memory_.free_bytes},
+            {"weights_fit", memory_.weights_fit},
+            {"fits", memory_.fits}};
     }
 
     json describe() const override {
@@ -85,17 +87,18 @@ public:
                     {"a2a_latency_us", p_.a2a_latency_us},
                     {"a2a_network_latency_us", p_.a2a_network_latency_us},
                     {"parallel_layout", layout_json()},
-                    {"ep_layout", opt_.layout.moe_ep <= 1 ? json(nullptr)
-                                  : json((placement_.source == "contiguous" ? std::string("experts contiguous per rank")
-                                                                            : "experts placed by " + placement_.source) +
-                                         (opt_.layout.moe_exchange() == MoeExchange::all_to_all
-                                              ? "; sequences spread over ranks (data-parallel attention); " +
-                                                    flag_of("a2a") + " " + std::string(to_string(opt_.layout.a2a)) +
-                                                    ", dispatch rows of " + fmt::format("{:g}", dispatch_row_bytes_) +
-                                                    " bytes, combine rows of " +
-                                                    fmt::format("{:g}", combine_row_bytes_) + " bytes (payload only)"
-                                              : "; every GPU computes its experts for the step's tokens (no "
-                                                "all-to-all: see parallel_layout)"))},
+                    {"ep_layout",
+                     opt_.layout.moe_ep <= 1
+                         ? json(nullptr)
+                         : json((placement_.source == "contiguous" ? std::string("experts contiguous per rank")
+                                                                   : "experts placed by " + placement_.source) +
+                                (opt_.layout.moe_exchange() == MoeExchange::all_to_all
+                                     ? "; sequences spread over ranks (data-parallel attention); " + flag_of("a2a") +
+                                           " " + std::string(to_string(opt_.layout.a2a)) + ", dispatch rows of " +
+                                           fmt::format("{:g}", dispatch_row_bytes_) + " bytes, combine rows of " +
+                                           fmt::format("{:g}", combine_row_bytes_) + " bytes (payload only)"
+                                     : "; every GPU computes its experts for the step's tokens (no "
+                                       "all-to-all: see parallel_layout)"))},
                     {"routing", routing_source_},
                     {"routing_path", routing_path_},
                     {"ep_rank_load", rank_load_json()},
@@ -111,19 +114,22 @@ public:
         const MoeExchange x = L.moe_exchange();
         json collectives = json::array();
         if (L.attn_tp > 1)
-            collectives.push_back(fmt::format("attn_allreduce (and dense_allreduce on dense layers): ring all-reduce "
-                                              "over each attention TP group of {} GPUs of its replica's tokens x "
-                                              "hidden in the activation format{}",
-                                              L.attn_tp, tp_groups_span_nodes(L, hw_.gpus_per_node)
-                                                             ? ", over the network (the group spans nodes)" : ""));
+            collectives.push_back(fmt::format(
+                "attn_allreduce (and dense_allreduce on dense layers): ring all-reduce "
+                "over each attention TP group of {} GPUs of its replica's tokens x "
+                "hidden in the activation format{}",
+                L.attn_tp,
+                tp_groups_span_nodes(L, hw_.gpus_per_node) ? ", over the network (the group spans nodes)" : ""));
         if (x == MoeExchange::all_to_all)
-            collectives.push_back("dispatch_a2a / combine_a2a: all-to-all of the rows each rank's tokens send to the "
-                                  "ranks holding their experts (see ep_layout)");
-        const std::string all_link =
-            L.num_gpus() > hw_.gpus_per_node ? ", over the network (the GPUs span nodes)" : "";
+            collectives.push_back(
+                "dispatch_a2a / combine_a2a: all-to-all of the rows each rank's tokens send to the "
+                "ranks holding their experts (see ep_layout)");
+        const std::string all_link = L.num_gpus() > hw_.gpus_per_node ? ", over the network (the GPUs span nodes)" : "";
         if (x == MoeExchange::gather && L.attn_dp > 1)
-            collectives.push_back(fmt::format("moe_allgather: ring all-gather over the {} GPUs of the step's token "
-                                              "rows (dispatch format){}", L.num_gpus(), all_link));
+            collectives.push_back(
+                fmt::format("moe_allgather: ring all-gather over the {} GPUs of the step's token "
+                            "rows (dispatch format){}",
+                            L.num_gpus(), all_link));
         if (x == MoeExchange::gather)
             collectives.push_back(
                 L.attn_dp == 1 ? fmt::format("moe_allreduce: ring all-reduce over the {} GPUs of the experts' (and "
@@ -160,15 +166,19 @@ public:
                 {"policy", opt_.layout.offload_policy},
                 {"resident_experts", caches_->resident()},
                 {"num_experts", model_.moe.num_experts},
-                {"start", "experts 0..N-1 resident in every layer (the routing is not known ahead); warm-up steps "
-                          "fill the caches"},
+                {"start",
+                 "experts 0..N-1 resident in every layer (the routing is not known ahead); warm-up steps "
+                 "fill the caches"},
                 {"accesses", caches_->accesses()},
                 {"hits", caches_->hits()},
-                {"hit_rate", caches_->accesses() > 0 ? static_cast<double>(caches_->hits()) /
-                                                           static_cast<double>(caches_->accesses())
-                                                     : 0.0},
+                {"hit_rate", caches_->accesses() > 0
+                                 ? static_cast<double>(caches_->hits()) / static_cast<double>(caches_->accesses())
+                                 : 0.0},
                 {"fetched_experts_per_step",
-                 {{"steps", per_step.size()}, {"p50", at(0.5)}, {"p95", at(0.95)}, {"p99", at(0.99)},
+                 {{"steps", per_step.size()},
+                  {"p50", at(0.5)},
+                  {"p95", at(0.95)},
+                  {"p99", at(0.99)},
                   {"max", per_step.empty() ? 0.0 : per_step.back()}}},
                 {"expert_bytes", expert_bytes_},
                 {"pricing", fmt::format("expert_fetch (modeled): per fetched expert {:g} bytes / ({:g} GB/s pcie_bw x "
@@ -191,12 +201,14 @@ public:
             per_layer.push_back({{"layer", l}, {"rule", pl.source}, {"replicas", added}});
         }
         return {{"count", opt_.layout.redundant_experts},
-                {"rule", "per layer, one replica at a time by each of moebench place's two rules ('load per copy': the "
-                         "expert with the most expected load per copy onto the least-loaded rank with a free slot, "
-                         "EPLB's; 'heaviest rank': one of the busiest rank's experts where it leaves that rank "
-                         "lightest), keeping the one whose busiest rank expects less load"},
-                {"load", "the workload's expected load of the layer (docs/workloads.md), its tokens spread over the "
-                         "ranks as the step's sequences are"},
+                {"rule",
+                 "per layer, one replica at a time by each of moebench place's two rules ('load per copy': the "
+                 "expert with the most expected load per copy onto the least-loaded rank with a free slot, "
+                 "EPLB's; 'heaviest rank': one of the busiest rank's experts where it leaves that rank "
+                 "lightest), keeping the one whose busiest rank expects less load"},
+                {"load",
+                 "the workload's expected load of the layer (docs/workloads.md), its tokens spread over the "
+                 "ranks as the step's sequences are"},
                 {"replicas_per_layer", per_layer}};
     }
 
@@ -225,8 +237,9 @@ public:
                 per_layer.push_back({{"layer", sl.layer}, {"assignments_per_rank", rows}, {"max_over_mean", ratio}});
         }
         json j = {{"source", routing_path_ == "statistical" ? "modeled" : "counted"},
-                  {"basis", "assignments the experts of each modeled rank compute in the last step (replicas chosen "
-                            "as ExpertPlacement::dest_rank chooses), max over mean of the ranks"},
+                  {"basis",
+                   "assignments the experts of each modeled rank compute in the last step (replicas chosen "
+                   "as ExpertPlacement::dest_rank chooses), max over mean of the ranks"},
                   {"mean_max_over_mean", layers == 0 ? 0.0 : sum / static_cast<double>(layers)}};
         if (opt_.per_layer_detail) j[keys::kPerLayer] = per_layer;  // record brief: the mean alone
         return j;
@@ -236,14 +249,15 @@ public:
                          const RunOptions& opt, const Topology& topo = Topology{}) override {  // models every rank
         const int64_t ep = opt.layout.moe_ep, gpus = opt.layout.num_gpus();
         if (shape.batch < 1 || (shape.mode == Mode::prefill && shape.seq_len < 1) || shape.context < 0)
-            config_error("batch", "the step shape is empty", fmt::format("batch {}, seq_len {}", shape.batch,
-                         shape.seq_len), "use batch >= 1 (and seq_len >= 1 for prefill)");
+            config_error("batch", "the step shape is empty",
+                         fmt::format("batch {}, seq_len {}", shape.batch, shape.seq_len),
+                         "use batch >= 1 (and seq_len >= 1 for prefill)");
         if (ep > 1) {
             if (!model.is_moe_model())
                 config_error("ep", "expert parallelism needs a MoE model", std::to_string(ep), "use ep 1");
             if (model.moe.num_experts % ep != 0)
-                config_error("ep", fmt::format("must divide the {} experts", model.moe.num_experts),
-                             std::to_string(ep), "use a divisor of the expert count");
+                config_error("ep", fmt::format("must divide the {} experts", model.moe.num_experts), std::to_string(ep),
+                             "use a divisor of the expert count");
         }
         if (gpus > 1) {  // the GPUs' collectives need links: scale-up in a node, the network beyond
             const std::string key = ep > 1 ? "ep" : "tp";
@@ -251,11 +265,13 @@ public:
             if (gpus > hw_.gpus_per_node && hw_.network_bw_bytes_per_s <= 0)
                 config_error(run_field_label("", key),
                              fmt::format("makes {} GPUs, more than a node of hardware {}, which has no "
-                                         "network_bw_gbps", gpus, hw_.name),
+                                         "network_bw_gbps",
+                                         gpus, hw_.name),
                              given, fmt::format("use at most {} GPUs or a profile with a network", hw_.gpus_per_node));
             if (hw_.scaleup_bw_bytes_per_s <= 0 && hw_.pcie_bw_bytes_per_s <= 0)
-                config_error(run_field_label("", key), fmt::format("hardware {} has no scale-up or PCIe bandwidth", hw_.name),
-                             given, "add scaleup_bw_gbps or pcie_bw_gbps to the profile");
+                config_error(run_field_label("", key),
+                             fmt::format("hardware {} has no scale-up or PCIe bandwidth", hw_.name), given,
+                             "add scaleup_bw_gbps or pcie_bw_gbps to the profile");
         }
         // The peak of each format the step computes in; a format the profile has no peak for is refused by name.
         peaks_ = compute_peaks(hw_, opt.precision);
@@ -269,9 +285,10 @@ public:
         memory_ = plan_memory(model, hw_, deployment);
         deployment_ = deployment;
         if (opt.soft_topn > 0)
-            throw UnsupportedError(fmt::format("sim: {} is not modeled (the sim has no router probabilities); use the "
-                                               "cpu or cuda backend, or drop {}", flag_of("soft_topn"),
-                                               flag_of("soft_topn")));
+            throw UnsupportedError(
+                fmt::format("sim: {} is not modeled (the sim has no router probabilities); use the "
+                            "cpu or cuda backend, or drop {}",
+                            flag_of("soft_topn"), flag_of("soft_topn")));
         model_ = model;
         layers_ = layers;
         shape_ = shape;
@@ -294,8 +311,9 @@ public:
         for (int64_t r = 0; r < dp; ++r) {
             rank_batch_[static_cast<size_t>(r)] = sequences_on_rank(shape_, r, dp);
             rank_tokens_[static_cast<size_t>(r)] = tokens_on_rank(shape_, r, dp);
-            if (std::none_of(batch_classes_.begin(), batch_classes_.end(),
-                             [&](int64_t c) { return rank_batch_[static_cast<size_t>(c)] == rank_batch_[static_cast<size_t>(r)]; }))
+            if (std::none_of(batch_classes_.begin(), batch_classes_.end(), [&](int64_t c) {
+                    return rank_batch_[static_cast<size_t>(c)] == rank_batch_[static_cast<size_t>(r)];
+                }))
                 batch_classes_.push_back(r);
         }
         PreparedStep step;
@@ -327,15 +345,15 @@ public:
         const OffloadPolicy& policy = offload_policy(opt_.layout.offload_policy, run_field_label("", "offload_policy"));
         if (policy.offline || policy.prefetches)
             config_error(run_field_label("", "offload_policy"),
-                         "is not modeled by the sim, which sees the routing one step at a time",
-                         policy.name, "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name +
-                                          " replays a whole trace");
+                         "is not modeled by the sim, which sees the routing one step at a time", policy.name,
+                         "use lru or lfu here; moebench offload " + flag_of("policy") + " " + policy.name +
+                             " replays a whole trace");
         if (!(hw_.pcie_bw_bytes_per_s > 0))
-            config_error(run_field_label("", "resident_experts"),
-                         fmt::format("needs the host link of hardware {} (pcie_bw_gbps) to price expert_fetch",
-                                     hw_.name),
-                         std::to_string(opt_.layout.resident_of(model_.moe.num_experts)),
-                         "add pcie_bw_gbps to the profile, or drop the offload");
+            config_error(
+                run_field_label("", "resident_experts"),
+                fmt::format("needs the host link of hardware {} (pcie_bw_gbps) to price expert_fetch", hw_.name),
+                std::to_string(opt_.layout.resident_of(model_.moe.num_experts)),
+                "add pcie_bw_gbps to the profile, or drop the offload");
         expert_bytes_ = static_cast<double>(routed_expert_params(model_)) * opt_.precision.expert_weight_bytes();
         caches_ = std::make_unique<StepExpertCaches>(static_cast<int64_t>(layers_.size()), model_.moe.num_experts,
                                                      opt_.layout.resident_of(model_.moe.num_experts), policy);
@@ -437,6 +455,7 @@ public:
         MOEBENCH_CHECK(slot >= 0 && slot < static_cast<int64_t>(slots_.size()), "sim: bad layer slot {}", slot);
         return slots_[static_cast<size_t>(slot)].result;
     }
+
 private:
     struct Slot {
         int64_t layer = 0;
@@ -480,7 +499,8 @@ private:
         // A token's attention replica (home_rows) and, for the replica an expert copy is chosen by, its rank among
         // the expert-parallel ranks (the same rank under --ep N's all-to-all: dp = ep).
         for (int64_t t = 0; t < T; ++t) {
-            const int64_t home = token_home_rank(shape_, t, dp), ep_home = dp == ep ? home : token_home_rank(shape_, t, ep);
+            const int64_t home = token_home_rank(shape_, t, dp),
+                          ep_home = dp == ep ? home : token_home_rank(shape_, t, ep);
             for (int64_t j = 0; j < r.k; ++j) {
                 const int32_t e = r.ids[static_cast<size_t>(t * r.k + j)];
                 if (e < 0) continue;
@@ -601,10 +621,13 @@ private:
         lin.per_expert = {one.flops - lin.per_row.flops, one.weight_bytes - lin.per_row.weight_bytes,
                           one.activation_bytes - lin.per_row.activation_bytes};
         const PhaseWork check = work(phase, layer, shape_, {3, 0, 5});  // 2 experts, 8 rows
-        const auto near = [](double got, double want) { return std::abs(got - want) <= 1e-9 * std::max(1.0, std::abs(want)); };
-        lin.linear = near(check.flops, 2 * lin.per_expert.flops + 8 * lin.per_row.flops) &&
-                     near(check.weight_bytes, 2 * lin.per_expert.weight_bytes + 8 * lin.per_row.weight_bytes) &&
-                     near(check.activation_bytes, 2 * lin.per_expert.activation_bytes + 8 * lin.per_row.activation_bytes);
+        const auto near = [](double got, double want) {
+            return std::abs(got - want) <= 1e-9 * std::max(1.0, std::abs(want));
+        };
+        lin.linear =
+            near(check.flops, 2 * lin.per_expert.flops + 8 * lin.per_row.flops) &&
+            near(check.weight_bytes, 2 * lin.per_expert.weight_bytes + 8 * lin.per_row.weight_bytes) &&
+            near(check.activation_bytes, 2 * lin.per_expert.activation_bytes + 8 * lin.per_row.activation_bytes);
         return expert_linear_.emplace(key, lin).first->second;
     }
 
@@ -624,9 +647,11 @@ private:
         if (phase == Phase::expert_fetch) {  // the missed experts over the host link, one copy each
             if (sl.fetched_experts == 0) return 0.0;
             return static_cast<double>(sl.fetched_experts) *
-                   (expert_bytes_ / (hw_.pcie_bw_bytes_per_s * p_.host_link_efficiency) * 1e6 + p_.host_copy_latency_us);
+                   (expert_bytes_ / (hw_.pcie_bw_bytes_per_s * p_.host_link_efficiency) * 1e6 +
+                    p_.host_copy_latency_us);
         }
-        if (phase == Phase::dispatch_a2a) return sim_a2a_us(sl.routing.dispatch_rows.scaled(dispatch_row_bytes_), hw_, p_);
+        if (phase == Phase::dispatch_a2a)
+            return sim_a2a_us(sl.routing.dispatch_rows.scaled(dispatch_row_bytes_), hw_, p_);
         if (phase == Phase::combine_a2a)
             return sim_a2a_us(sl.routing.dispatch_rows.transposed().scaled(combine_row_bytes_), hw_, p_);
         const Layout& L = opt_.layout;
@@ -638,21 +663,22 @@ private:
         const double replica_rows = static_cast<double>(replica_tokens) * H;
         const bool tp_spans = tp_groups_span_nodes(L, hw_.gpus_per_node), all_span = L.num_gpus() > hw_.gpus_per_node;
         switch (phase) {
-        case Phase::attn_allreduce:
-        case Phase::dense_allreduce:
-            return sim_collective_us(Collective::all_reduce, L.attn_tp, replica_rows * a, tp_spans, hw_, p_);
-        case Phase::moe_allgather:
-            return sim_collective_us(Collective::all_gather, L.num_gpus(), T * dispatch_row_bytes_, all_span, hw_, p_);
-        case Phase::moe_allreduce:
-            if (L.attn_dp == 1)  // one TP group: the partial outputs summed on every GPU
-                return sim_collective_us(Collective::all_reduce, L.num_gpus(), T * H * combine, all_span, hw_, p_);
-            // Summed and scattered to the replicas' GPUs, then gathered within each replica's TP group.
-            return sim_collective_us(Collective::reduce_scatter, L.num_gpus(), T * H * combine, all_span, hw_, p_) +
-                   sim_collective_us(Collective::all_gather, L.attn_tp, replica_rows * combine, tp_spans, hw_, p_);
-        default: break;
+            case Phase::attn_allreduce:
+            case Phase::dense_allreduce:
+                return sim_collective_us(Collective::all_reduce, L.attn_tp, replica_rows * a, tp_spans, hw_, p_);
+            case Phase::moe_allgather:
+                return sim_collective_us(Collective::all_gather, L.num_gpus(), T * dispatch_row_bytes_, all_span, hw_,
+                                         p_);
+            case Phase::moe_allreduce:
+                if (L.attn_dp == 1)  // one TP group: the partial outputs summed on every GPU
+                    return sim_collective_us(Collective::all_reduce, L.num_gpus(), T * H * combine, all_span, hw_, p_);
+                // Summed and scattered to the replicas' GPUs, then gathered within each replica's TP group.
+                return sim_collective_us(Collective::reduce_scatter, L.num_gpus(), T * H * combine, all_span, hw_, p_) +
+                       sim_collective_us(Collective::all_gather, L.attn_tp, replica_rows * combine, tp_spans, hw_, p_);
+            default: break;
         }
-        throw UnsupportedError(fmt::format("sim: phase {} is bound by a link the sim has no traffic model for yet",
-                                           phase_name(phase)));
+        throw UnsupportedError(
+            fmt::format("sim: phase {} is bound by a link the sim has no traffic model for yet", phase_name(phase)));
     }
 
     double phase_us(Phase phase, int64_t slot) {
@@ -684,7 +710,8 @@ private:
         if (home != nullptr && !home_rows_by_tokens(*home)) return home_side_us(phase, sl.layer, home);
         const auto key = std::make_pair(static_cast<int>(phase), layer_work_class(model_, sl.layer));
         auto it = token_side_by_class_.find(key);
-        if (it == token_side_by_class_.end()) it = token_side_by_class_.emplace(key, home_side_us(phase, sl.layer, home)).first;
+        if (it == token_side_by_class_.end())
+            it = token_side_by_class_.emplace(key, home_side_us(phase, sl.layer, home)).first;
         return it->second;
     }
 
@@ -706,22 +733,22 @@ private:
     PlanInput deployment_;           // what memory_ counts: the formats, layout, batch and context of the step
     std::array<double, kNumPhases> head_us_{};
     std::map<std::pair<int, int64_t>, ExpertLinear> expert_linear_;  // (phase, layer)
-    std::map<std::pair<int, int64_t>, double> token_side_by_class_;   // (phase, layer_work_class): token-side times
+    std::map<std::pair<int, int64_t>, double> token_side_by_class_;  // (phase, layer_work_class): token-side times
     std::string routing_path_ = "per-token";
-    std::vector<int64_t> rank_batch_;     // [attention replica]: its sequences
-    std::vector<int64_t> rank_tokens_;    // [attention replica]: its tokens
-    std::vector<int64_t> batch_classes_;  // one replica per distinct count of sequences
-    mutable std::vector<double> rank_us_;                 // scratch of the pricing
-    mutable std::vector<std::array<double, 3>> seen_;     // scratch of home_side_us
-    mutable std::vector<int64_t> tpe_;                    // scratch of home_side_us
+    std::vector<int64_t> rank_batch_;                             // [attention replica]: its sequences
+    std::vector<int64_t> rank_tokens_;                            // [attention replica]: its tokens
+    std::vector<int64_t> batch_classes_;                          // one replica per distinct count of sequences
+    mutable std::vector<double> rank_us_;                         // scratch of the pricing
+    mutable std::vector<std::array<double, 3>> seen_;             // scratch of home_side_us
+    mutable std::vector<int64_t> tpe_;                            // scratch of home_side_us
     mutable const std::vector<int64_t>* by_tokens_of_ = nullptr;  // home_rows_by_tokens' last question and answer
     mutable bool by_tokens_ = false;
     double clock_us_ = 0;
     std::vector<double> marks_;
     std::unique_ptr<StepExpertCaches> caches_;  // expert offload: one cache per layer slot (null: none)
-    double expert_bytes_ = 0;                    // one routed expert's weights in the expert format
-    int64_t pending_fetched_ = 0;                // fetched since the last step began (the next step's routing)
-    std::vector<int64_t> fetched_per_step_;      // experts fetched in each step, warm-up included
+    double expert_bytes_ = 0;                   // one routed expert's weights in the expert format
+    int64_t pending_fetched_ = 0;               // fetched since the last step began (the next step's routing)
+    std::vector<int64_t> fetched_per_step_;     // experts fetched in each step, warm-up included
 };
 
 }  // namespace
@@ -743,43 +770,90 @@ enum class SimFieldKind {
 struct SimField {
     const char* key;
     SimFieldKind kind;
-    double SimParams::*number;                       // fraction, microseconds
-    std::vector<std::string> choices;                // choice
-    void (*set)(SimParams&, const std::string&);     // choice: the member from one of `choices`
-    std::string (*get)(const SimParams&);            // choice: the member's name
+    double SimParams::*number;                    // fraction, microseconds
+    std::vector<std::string> choices;             // choice
+    void (*set)(SimParams&, const std::string&);  // choice: the member from one of `choices`
+    std::string (*get)(const SimParams&);         // choice: the member's name
     const char* meaning;
 };
 
 const std::vector<SimField> kSimFields = {
-    {"compute_efficiency", SimFieldKind::fraction, &SimParams::compute_efficiency, {}, nullptr, nullptr,
+    {"compute_efficiency",
+     SimFieldKind::fraction,
+     &SimParams::compute_efficiency,
+     {},
+     nullptr,
+     nullptr,
      "fraction of the dense tensor-core peak a GEMM phase reaches (large cuBLAS bf16 GEMMs on Hopper typically land "
      "at 70-80% of the dense peak; small ones less)"},
-    {"memory_efficiency", SimFieldKind::fraction, &SimParams::memory_efficiency, {}, nullptr, nullptr,
+    {"memory_efficiency",
+     SimFieldKind::fraction,
+     &SimParams::memory_efficiency,
+     {},
+     nullptr,
+     nullptr,
      "fraction of the HBM bandwidth a streaming phase reaches (device copy kernels typically reach 85-90% of the "
      "datasheet figure)"},
-    {"link_efficiency", SimFieldKind::fraction, &SimParams::link_efficiency, {}, nullptr, nullptr,
+    {"link_efficiency",
+     SimFieldKind::fraction,
+     &SimParams::link_efficiency,
+     {},
+     nullptr,
+     nullptr,
      "fraction of the per-direction link bandwidth an all-to-all reaches"},
-    {"phase_overhead_us", SimFieldKind::microseconds, &SimParams::phase_overhead_us, {}, nullptr, nullptr,
+    {"phase_overhead_us",
+     SimFieldKind::microseconds,
+     &SimParams::phase_overhead_us,
+     {},
+     nullptr,
+     nullptr,
      "per phase: kernel launch and tail, added to the roofline time"},
-    {"a2a_latency_us", SimFieldKind::microseconds, &SimParams::a2a_latency_us, {}, nullptr, nullptr,
+    {"a2a_latency_us",
+     SimFieldKind::microseconds,
+     &SimParams::a2a_latency_us,
+     {},
+     nullptr,
+     nullptr,
      "fixed cost of one all-to-all inside a node"},
-    {"a2a_network_latency_us", SimFieldKind::microseconds, &SimParams::a2a_network_latency_us, {}, nullptr, nullptr,
+    {"a2a_network_latency_us",
+     SimFieldKind::microseconds,
+     &SimParams::a2a_network_latency_us,
+     {},
+     nullptr,
+     nullptr,
      "fixed cost of one all-to-all whose ranks span nodes"},
-    {"host_link_efficiency", SimFieldKind::fraction, &SimParams::host_link_efficiency, {}, nullptr, nullptr,
+    {"host_link_efficiency",
+     SimFieldKind::fraction,
+     &SimParams::host_link_efficiency,
+     {},
+     nullptr,
+     nullptr,
      "fraction of the profile's pcie_bw_gbps a copy of pinned host memory to the GPU reaches (expert_fetch); default "
      "0.78: 24.8 GB/s measured by nvbandwidth on a 32 GB/s PCIe 4.0 x16 A100 link (NVIDIA developer forum, "
      "docs/offload.md)"},
-    {"host_copy_latency_us", SimFieldKind::microseconds, &SimParams::host_copy_latency_us, {}, nullptr, nullptr,
+    {"host_copy_latency_us",
+     SimFieldKind::microseconds,
+     &SimParams::host_copy_latency_us,
+     {},
+     nullptr,
+     nullptr,
      "fixed cost of one copy from host memory (one fetched expert: launch and synchronisation); 10 us is an "
      "assumption, not a measurement"},
-    {"dtype", SimFieldKind::choice, nullptr, {"bf16", "fp32"},
+    {"dtype",
+     SimFieldKind::choice,
+     nullptr,
+     {"bf16", "fp32"},
      [](SimParams& p, const std::string& v) { p.dtype = *dtype_named(v); },
      [](const SimParams& p) { return std::string(to_string(p.dtype)); },
      "bf16: 2-byte weights and activations, bf16 peak; fp32: 4 bytes, fp32 peak (the cpu backend's precision)"},
-    {"mla_form", SimFieldKind::choice, nullptr, {"absorbed", "latent_expand", "expanded_cache"},
+    {"mla_form",
+     SimFieldKind::choice,
+     nullptr,
+     {"absorbed", "latent_expand", "expanded_cache"},
      [](SimParams& p, const std::string& v) {
-         p.mla_form = v == "absorbed" ? MlaForm::absorbed : v == "latent_expand" ? MlaForm::latent_expand
-                                                                                 : MlaForm::expanded_cache;
+         p.mla_form = v == "absorbed"        ? MlaForm::absorbed
+                      : v == "latent_expand" ? MlaForm::latent_expand
+                                             : MlaForm::expanded_cache;
      },
      [](const SimParams& p) { return std::string(to_string(p.mla_form)); },
      "how MLA attention is counted (docs/sim-backend.md, \"MLA\"); absorbed is how the cuda backend runs decode"},
@@ -793,9 +867,9 @@ std::string joined(const std::vector<std::string>& v, const std::string& sep, co
 
 std::string accepted_text(const SimField& f) {
     switch (f.kind) {
-    case SimFieldKind::fraction: return "0.01 to 1";       // kFractionMin, kFractionMax
-    case SimFieldKind::microseconds: return "0 to 1e6 us";  // kMicrosecondsMax
-    case SimFieldKind::choice: return joined(f.choices, ", ", ", ");
+        case SimFieldKind::fraction: return "0.01 to 1";        // kFractionMin, kFractionMax
+        case SimFieldKind::microseconds: return "0 to 1e6 us";  // kMicrosecondsMax
+        case SimFieldKind::choice: return joined(f.choices, ", ", ", ");
     }
     return "";
 }
@@ -818,12 +892,10 @@ void read_sim_field(const JsonReader& r, const SimField& f, SimParams& p) {
     }
     const double v = r.req_double(key);
     if (f.kind == SimFieldKind::fraction && (!std::isfinite(v) || v < kFractionMin || v > kFractionMax))
-        config_error(r.field(key), "must be a fraction in [0.01, 1]",
-                     json_brief(r.raw().at(key)),
+        config_error(r.field(key), "must be a fraction in [0.01, 1]", json_brief(r.raw().at(key)),
                      "use e.g. 0.8 for 80% of the datasheet figure");
     if (f.kind == SimFieldKind::microseconds && (!std::isfinite(v) || v < 0 || v > kMicrosecondsMax))
-        config_error(r.field(key), "must be between 0 and 1e6 microseconds",
-                     json_brief(r.raw().at(key)),
+        config_error(r.field(key), "must be between 0 and 1e6 microseconds", json_brief(r.raw().at(key)),
                      "give the fixed cost of the operation in microseconds (launch latencies are 1-50)");
     p.*f.number = v;
 }
@@ -848,8 +920,8 @@ std::string sim_fields_table(const std::string& format) {
     if (format == "json") {
         json a = json::array();
         for (const SimField& f : kSimFields)
-            a.push_back({{"key", f.key}, {"default", default_text(f)}, {"accepted", accepted_text(f)},
-                         {"meaning", f.meaning}});
+            a.push_back(
+                {{"key", f.key}, {"default", default_text(f)}, {"accepted", accepted_text(f)}, {"meaning", f.meaning}});
         return a.dump(2) + "\n";
     }
     std::string out;
@@ -904,7 +976,9 @@ void reprice_sim(Backend& backend, const SimParams& p) {
     sim->reprice(p);
 }
 
-double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) { return peak_flops_for(hw, p.dtype, "sim.dtype"); }
+double sim_peak_flops(const HardwareProfile& hw, const SimParams& p) {
+    return peak_flops_for(hw, p.dtype, "sim.dtype");
+}
 
 double sim_phase_us(const PhaseWork& w, double peak_flops, const HardwareProfile& hw, const SimParams& p) {
     const double compute_s = w.flops / (peak_flops * p.compute_efficiency);
@@ -941,13 +1015,15 @@ A2aLinkBytes A2aLinkBytes::scaled(double f) const {
 
 double sim_a2a_us(const A2aLinkBytes& l, const HardwareProfile& hw, const SimParams& p) {
     const int64_t node = std::max<int64_t>(hw.gpus_per_node, 1);
-    const double intra_bw = (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s) *
-                            p.link_efficiency;
+    const double intra_bw =
+        (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s) * p.link_efficiency;
     const double inter_bw = hw.network_bw_bytes_per_s * p.link_efficiency;
     // Each direction of each link carries its own bytes: sending and receiving bound a rank separately, and the
     // scale-up links and the network work side by side, so the slowest rank's time is the largest of the four kinds'
     // largest entries, each over its link.
-    const auto largest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+    const auto largest = [](const std::vector<double>& v) {
+        return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    };
     const double intra = std::max(largest(l.intra_out), largest(l.intra_in));
     const double inter = std::max(largest(l.inter_out), largest(l.inter_in));
     double worst_s = 0;
@@ -970,9 +1046,9 @@ bool tp_groups_span_nodes(const Layout& l, int64_t gpus_per_node) {
 double sim_collective_us(Collective c, int64_t n, double buffer_bytes, bool spans_nodes, const HardwareProfile& hw,
                          const SimParams& p) {
     if (n <= 1) return 0.0;
-    const double link_bw = spans_nodes ? hw.network_bw_bytes_per_s
-                                       : (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s
-                                                                        : hw.pcie_bw_bytes_per_s);
+    const double link_bw = spans_nodes
+                               ? hw.network_bw_bytes_per_s
+                               : (hw.scaleup_bw_bytes_per_s > 0 ? hw.scaleup_bw_bytes_per_s : hw.pcie_bw_bytes_per_s);
     const double bytes = ring_bytes_per_gpu(c, n, buffer_bytes);
     return bytes / (link_bw * p.link_efficiency) * 1e6 + (spans_nodes ? p.a2a_network_latency_us : p.a2a_latency_us);
 }

@@ -17,16 +17,16 @@ namespace moebench {
 /// Efficiencies and fixed costs of the model. Defaults are stated (and justified) in docs/sim-backend.md; a hardware
 /// profile may override any of them in an optional "sim" object.
 struct SimParams {
-    double compute_efficiency = 0.75;     // fraction of the dtype's dense peak a GEMM phase reaches
-    double memory_efficiency = 0.85;      // fraction of the HBM bandwidth a streaming phase reaches
-    double link_efficiency = 0.80;        // fraction of the per-direction link bandwidth an all-to-all reaches
-    double phase_overhead_us = 3.0;       // per phase: kernel launch and tail, added to the roofline time
-    double a2a_latency_us = 10.0;         // per all-to-all within one node (scale-up links)
-    double a2a_network_latency_us = 25.0; // per all-to-all that crosses nodes
-    double host_link_efficiency = 0.78;   // fraction of pcie_bw_gbps a host-to-device copy of pinned memory reaches
-    double host_copy_latency_us = 10.0;   // per copy from host memory (one fetched expert): launch and sync
-    DType dtype = DType::bf16;            // the native format ("auto" of --dtype): bf16, or fp32 (a profile's sim.dtype)
-    MlaForm mla_form = MlaForm::absorbed; // MLA attention as the cuda backend runs it
+    double compute_efficiency = 0.75;      // fraction of the dtype's dense peak a GEMM phase reaches
+    double memory_efficiency = 0.85;       // fraction of the HBM bandwidth a streaming phase reaches
+    double link_efficiency = 0.80;         // fraction of the per-direction link bandwidth an all-to-all reaches
+    double phase_overhead_us = 3.0;        // per phase: kernel launch and tail, added to the roofline time
+    double a2a_latency_us = 10.0;          // per all-to-all within one node (scale-up links)
+    double a2a_network_latency_us = 25.0;  // per all-to-all that crosses nodes
+    double host_link_efficiency = 0.78;    // fraction of pcie_bw_gbps a host-to-device copy of pinned memory reaches
+    double host_copy_latency_us = 10.0;    // per copy from host memory (one fetched expert): launch and sync
+    DType dtype = DType::bf16;  // the native format ("auto" of --dtype): bf16, or fp32 (a profile's sim.dtype)
+    MlaForm mla_form = MlaForm::absorbed;  // MLA attention as the cuda backend runs it
 };
 
 /// Reads the optional "sim" object of a hardware profile (`path` names it in errors); missing keys keep defaults.
@@ -80,7 +80,10 @@ bool tp_groups_span_nodes(const Layout& l, int64_t gpus_per_node);
 struct A2aLinkBytes {
     A2aLinkBytes() = default;
     explicit A2aLinkBytes(int64_t ranks)
-        : num_ranks(ranks), intra_out(static_cast<size_t>(ranks), 0.0), intra_in(intra_out), inter_out(intra_out),
+        : num_ranks(ranks),
+          intra_out(static_cast<size_t>(ranks), 0.0),
+          intra_in(intra_out),
+          inter_out(intra_out),
           inter_in(intra_out) {}
     int64_t num_ranks = 1;  // the ranks of the exchange (its latency: one node or several)
     std::vector<double> intra_out, intra_in, inter_out, inter_in;

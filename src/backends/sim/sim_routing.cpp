@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The sim's statistical routing path: one MoE layer's per-rank state drawn from the workload's shares (sim_routing.hpp).
+// The sim's statistical routing path: one MoE layer's per-rank state drawn from the workload's shares
+// (sim_routing.hpp).
 #include "backends/sim/sim_routing.hpp"
 
 #include "common/error.hpp"
@@ -79,9 +80,14 @@ SimLayerRouting SimStatisticalRouting::draw_dispatch(Rng& rng, SimLayerRouting& 
 
 SimStatisticalRouting::SimStatisticalRouting(const ModelConfig& model, const StepShape& shape, const Layout& layout,
                                              int64_t gpus_per_node, std::vector<double> shares_by_rank, uint64_t seed)
-    : E_(model.moe.num_experts), k_(model.moe.top_k), ep_(std::max<int64_t>(layout.moe_ep, 1)),
-      dp_(std::max<int64_t>(layout.attn_dp, 1)), node_(std::max<int64_t>(gpus_per_node, 1)),
-      a2a_(layout.moe_exchange() == MoeExchange::all_to_all), dedup_(layout.a2a == A2aMode::dedup), seed_(seed),
+    : E_(model.moe.num_experts),
+      k_(model.moe.top_k),
+      ep_(std::max<int64_t>(layout.moe_ep, 1)),
+      dp_(std::max<int64_t>(layout.attn_dp, 1)),
+      node_(std::max<int64_t>(gpus_per_node, 1)),
+      a2a_(layout.moe_exchange() == MoeExchange::all_to_all),
+      dedup_(layout.a2a == A2aMode::dedup),
+      seed_(seed),
       shape_(shape) {
     if (shares_by_rank.empty()) shares_by_rank.assign(static_cast<size_t>(E_), 1.0 / static_cast<double>(E_));
     MOEBENCH_CHECK(static_cast<int64_t>(shares_by_rank.size()) == E_, "sim: {} shares for {} experts",
@@ -194,8 +200,8 @@ SimLayerRouting SimStatisticalRouting::draw(int64_t layer, const std::vector<int
             intra_in[q] = {true, node_tokens_[q] - tokens_[q], h};
             inter_in[q] = {true, total_tokens_ - node_tokens_[q], h};
             intra_out[q] = sends(tokens_[q], node_size - 1, node_h[q] - h, node_m[q] - m, node_m2[q] - m * m);
-            inter_out[q] = sends(tokens_[q], ep_ - node_size, all_h - node_h[q], all_m - node_m[q],
-                                 all_m2 - node_m2[q]);
+            inter_out[q] =
+                sends(tokens_[q], ep_ - node_size, all_h - node_h[q], all_m - node_m[q], all_m2 - node_m2[q]);
             cross += h * (T - static_cast<double>(tokens_[q]));
         }
         laws_.miss = miss;

@@ -39,21 +39,22 @@ struct RowsLaw {
 
 /// One MoE layer of one step, per rank.
 struct SimLayerRouting {
-    std::vector<int64_t> home_rows;               // [rank]: kept assignments of the rank's tokens
-    std::vector<int64_t> slot_rows;               // each rank's expert slots, rank after rank: assignments each computes
-    std::vector<int64_t> rank_first;              // [rank + 1]: rank q's slots are [rank_first[q], rank_first[q + 1])
+    std::vector<int64_t> home_rows;   // [rank]: kept assignments of the rank's tokens
+    std::vector<int64_t> slot_rows;   // each rank's expert slots, rank after rank: assignments each computes
+    std::vector<int64_t> rank_first;  // [rank + 1]: rank q's slots are [rank_first[q], rank_first[q + 1])
     /// The slots of rank q as a vector (what phase_work reads).
     std::vector<int64_t> rank_rows(int64_t q) const {
-        return {slot_rows.begin() + rank_first[static_cast<size_t>(q)], slot_rows.begin() + rank_first[static_cast<size_t>(q) + 1]};
+        return {slot_rows.begin() + rank_first[static_cast<size_t>(q)],
+                slot_rows.begin() + rank_first[static_cast<size_t>(q) + 1]};
     }
     /// Empty ranks (a dense layer).
     void no_slots(int64_t ranks) {
         slot_rows.clear();
         rank_first.assign(static_cast<size_t>(ranks) + 1, 0);
     }
-    std::vector<int64_t> tokens_per_expert;       // [E] after drops
-    A2aLinkBytes dispatch_rows;                   // the dispatch's rows per rank and link (combine: transposed)
-    double cross_rank_rows = 0;                   // dispatch rows that cross ranks (the combine returns them)
+    std::vector<int64_t> tokens_per_expert;  // [E] after drops
+    A2aLinkBytes dispatch_rows;              // the dispatch's rows per rank and link (combine: transposed)
+    double cross_rank_rows = 0;              // dispatch rows that cross ranks (the combine returns them)
 };
 
 /// The statistical path's draws for one prepared step: the shares' setups made once, then one draw per MoE layer from
@@ -78,8 +79,8 @@ class SimStatisticalRouting {
 public:
     /// `shares_by_rank` empty: uniform (the sim's own router). The layout's attention replicas hold the tokens (home
     /// rows), its expert-parallel ranks the experts; the dispatch is drawn under an all-to-all exchange (dp = ep).
-    SimStatisticalRouting(const ModelConfig& model, const StepShape& shape, const Layout& layout,
-                          int64_t gpus_per_node, std::vector<double> shares_by_rank, uint64_t seed);
+    SimStatisticalRouting(const ModelConfig& model, const StepShape& shape, const Layout& layout, int64_t gpus_per_node,
+                          std::vector<double> shares_by_rank, uint64_t seed);
     /// Layer `layer`'s draw under its placement (one copy of each expert); `perm` empty: the identity.
     SimLayerRouting draw(int64_t layer, const std::vector<int32_t>& perm, const ExpertPlacement& placement) const;
 
