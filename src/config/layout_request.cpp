@@ -80,7 +80,7 @@ Layout resolve_layout(const LayoutRequest& r) {
     const std::string redundant = label("redundant_experts");
     if (r.redundant_experts < 0)
         config_error(redundant, "must be >= 0 (0 = no replicas)", std::to_string(r.redundant_experts),
-                     fmt::format("use 0 or a multiple of the expert-parallel size ({})", l.moe_ep));
+                     "use 0, or N such that the experts plus N share the expert-parallel ranks evenly");
     if (r.redundant_experts > kMaxRedundantExperts)
         config_error(redundant, fmt::format("is beyond {} expert slots", kMaxRedundantExperts),
                      std::to_string(r.redundant_experts), "use a few per rank (DeepSeek-V3: 32 over 32 ranks)");
@@ -88,14 +88,6 @@ Layout resolve_layout(const LayoutRequest& r) {
         config_error(redundant, "replicates experts on other expert-parallel ranks; this layout has one",
                      std::to_string(r.redundant_experts),
                      fmt::format("add {} N, or drop {}", flag_of("ep"), flag_of("redundant_experts")));
-    if (r.redundant_experts % l.moe_ep != 0)
-        config_error(redundant,
-                     fmt::format("must be a multiple of the expert-parallel size {} (every rank holds as many expert "
-                                 "slots)",
-                                 l.moe_ep),
-                     std::to_string(r.redundant_experts),
-                     fmt::format("use {} or {}", r.redundant_experts / l.moe_ep * l.moe_ep,
-                                 (r.redundant_experts / l.moe_ep + 1) * l.moe_ep));
     l.redundant_experts = r.redundant_experts;
     // Expert offload: one GPU's cache of resident experts (the policy's name is checked where its table is known).
     if (r.resident_experts < 0)
@@ -143,10 +135,28 @@ void check_layout_for_model(const ModelConfig& m, const Layout& l) {
     if (!m.is_moe_model() && l.moe_ep > 1)
         config_error(label(ep_key), "expert parallelism needs a MoE model", std::to_string(l.moe_ep),
                      m.name + " has no routed experts; use " + flag_of("tp") + " for a dense model");
-    if (m.is_moe_model() && m.moe.num_experts % l.moe_ep != 0)
-        config_error(label(ep_key),
-                     fmt::format("does not divide the {} routed experts of {}", m.moe.num_experts, m.name),
-                     std::to_string(l.moe_ep), "use one of: " + divisors(m.moe.num_experts));
+    // Every expert-parallel rank holds as many expert slots: (E + redundant experts) / moe_ep, the short ranks of the
+    // contiguous base placement filled by replicas where moe_ep does not divide E (DeepSeek-V3's decode: 256 + 32
+    // slots on 144 GPUs).
+    const int64_t E = m.moe.num_experts, R = l.redundant_experts, ep = l.moe_ep;
+    if (m.is_moe_model() && ep > E)
+        config_error(label(ep_key), fmt::format("is more ranks than the {} routed experts of {}", E, m.name),
+                     std::to_string(ep), "use one of: " + divisors(E));
+    if (m.is_moe_model() && (E + R) % ep != 0) {
+        const int64_t up = R + ep - (E + R) % ep, down = R - (E + R) % ep;  // the nearest R that share evenly
+        if (R == 0)
+            config_error(label(ep_key), fmt::format("does not divide the {} routed experts of {}", E, m.name),
+                         std::to_string(ep),
+                         fmt::format("use one of: {}; or keep it with {} {} ({} + {} = {} slots, {} per rank)",
+                                     divisors(E), flag_of("redundant_experts"), up, E, up, E + up, (E + up) / ep));
+        config_error(
+            label("redundant_experts"),
+            fmt::format("makes {} + {} = {} expert slots, which {} expert-parallel ranks cannot hold evenly "
+                        "(every rank holds as many)",
+                        E, R, E + R, ep),
+            std::to_string(R),
+            down > 0 || (down == 0 && E % ep == 0) ? fmt::format("use {} or {}", down, up) : fmt::format("use {}", up));
+    }
     if (m.is_moe_model() && l.redundant_experts > m.moe.num_experts * (l.moe_ep - 1))
         config_error(
             label("redundant_experts"),

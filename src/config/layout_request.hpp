@@ -32,13 +32,14 @@ struct LayoutRequest {
 /// The request as a Layout: GPUs = max(tp x attention_dp, moe_tp x moe_ep) over the given factors; attention_dp and
 /// moe_tp, when not given, take what is left (GPUs / tp, GPUs / moe_ep). ConfigError naming the field when a factor
 /// is out of range, the two sides cannot cover the same GPUs, ep and moe_ep disagree, a2a is unknown, or
-/// redundant_experts is negative, not a multiple of the expert-parallel size (every rank holds as many slots) or given
-/// without expert parallelism.
+/// redundant_experts is negative or given without expert parallelism. Whether the experts plus redundant_experts
+/// share the expert-parallel ranks evenly needs the model: check_layout_for_model.
 Layout resolve_layout(const LayoutRequest& r);
 /// The resolved layout written back as a request whose every factor is given (what a report records, so that a
 /// re-run resolves to the same layout).
 LayoutRequest layout_request_of(const Layout& l);
-/// The layout against the model: the expert-parallel size divides the routed experts (and is 1 on a dense model),
+/// The layout against the model: the expert-parallel ranks share the routed experts plus the redundant ones evenly
+/// (and are 1 on a dense model),
 /// the attention tensor-parallel size divides the attention heads, the expert tensor-parallel size divides each
 /// expert's width, the redundant experts are at most a copy of every expert on every other rank. ConfigError naming
 /// the field, with the sizes that would.

@@ -74,8 +74,8 @@ const std::vector<RunField> kRunFields = {
     {"placement", "--placement", "Expert placement file from `moebench place` (default: contiguous blocks)", false,
      false, MOEBENCH_FIELD(layout.placement)},
     {"redundant_experts", "--redundant-experts",
-     "Extra expert slots per MoE layer (a multiple of the expert-parallel size): replicas of the layer's hottest "
-     "experts by the workload's expected load, on the least-loaded ranks (EPLB; 0 = none)",
+     "Extra expert slots per MoE layer (experts + N a multiple of the expert-parallel size): replicas of the layer's "
+     "hottest experts by the workload's expected load, on the least-loaded ranks (EPLB; 0 = none)",
      true, true, MOEBENCH_FIELD(layout.redundant_experts)},
     {"resident_experts", "--resident-experts",
      "Expert offload (one GPU): routed experts per MoE layer kept on the GPU, the rest fetched from host memory on a "

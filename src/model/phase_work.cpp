@@ -423,9 +423,7 @@ double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes
 }
 
 int64_t expert_rank(int64_t expert, int64_t num_experts, int64_t ep_size) {
-    MOEBENCH_CHECK(ep_size >= 1 && num_experts % ep_size == 0, "expert_rank: ep {} does not divide {} experts", ep_size,
-                   num_experts);
-    return expert / (num_experts / ep_size);
+    return contiguous_rank(expert, num_experts, ep_size);
 }
 
 int64_t token_home_rank(const StepShape& shape, int64_t token, int64_t ep_size) {

@@ -98,14 +98,14 @@ double phase_floor_us(const PhaseWork& w, double peak_flops, double mem_bw_bytes
 
 // ---------------------------------------------------------------------------------------------------------------
 // Expert-parallel placement and all-to-all traffic.
-// Experts are placed contiguously (expert e on rank e / (E / ep)) unless a placement says otherwise. Tokens live
-// where their sequence's attention runs (data-parallel attention): sequence b on rank b * ep / batch (contiguous
-// blocks, as even as the batch allows). A kept (token, expert) assignment whose expert is on another rank sends a
-// row in dispatch_a2a and receives one back in combine_a2a: one per assignment, or with dedup one per (token,
+// Experts are placed contiguously (expert e on rank e / (E / ep) where ep divides E) unless a placement says otherwise.
+// Tokens live where their sequence's attention runs (data-parallel attention): sequence b on rank b * ep / batch
+// (contiguous blocks, as even as the batch allows). A kept (token, expert) assignment whose expert is on another rank
+// sends a row in dispatch_a2a and receives one back in combine_a2a: one per assignment, or with dedup one per (token,
 // remote rank).
 // ---------------------------------------------------------------------------------------------------------------
 
-/// Rank holding expert `expert` (experts split contiguously over ep_size ranks; ep_size must divide E).
+/// Rank holding expert `expert` (experts split contiguously over ep_size ranks: contiguous_placement's rule).
 int64_t expert_rank(int64_t expert, int64_t num_experts, int64_t ep_size);
 /// Rank holding token `token` (0 <= token < shape.num_tokens()).
 int64_t token_home_rank(const StepShape& shape, int64_t token, int64_t ep_size);

@@ -50,17 +50,24 @@ int64_t ExpertPlacement::max_experts_per_rank() const {
     return static_cast<int64_t>(m);
 }
 
+int64_t contiguous_rank(int64_t expert, int64_t num_experts, int64_t num_ranks) {
+    MOEBENCH_CHECK(num_ranks >= 1 && num_ranks <= num_experts && expert >= 0 && expert < num_experts,
+                   "contiguous rank of expert {} of {} on {} ranks", expert, num_experts, num_ranks);
+    const int64_t per = num_experts / num_ranks, longer = num_experts % num_ranks;  // ranks [0, longer) hold per + 1
+    const int64_t in_longer = longer * (per + 1);
+    return expert < in_longer ? expert / (per + 1) : longer + (expert - in_longer) / per;
+}
+
 ExpertPlacement contiguous_placement(int64_t num_experts, int64_t num_ranks) {
-    MOEBENCH_CHECK(num_ranks >= 1 && num_experts % num_ranks == 0, "contiguous placement: {} ranks for {} experts",
+    MOEBENCH_CHECK(num_ranks >= 1 && num_ranks <= num_experts, "contiguous placement: {} ranks for {} experts",
                    num_ranks, num_experts);
     ExpertPlacement p;
     p.num_experts = num_experts;
     p.num_ranks = num_ranks;
-    const int64_t per = num_experts / num_ranks;
     p.experts_on_rank.resize(static_cast<size_t>(num_ranks));
-    for (int64_t r = 0; r < num_ranks; ++r)
-        for (int64_t e = r * per; e < (r + 1) * per; ++e)
-            p.experts_on_rank[static_cast<size_t>(r)].push_back(static_cast<int32_t>(e));
+    for (int64_t e = 0; e < num_experts; ++e)
+        p.experts_on_rank[static_cast<size_t>(contiguous_rank(e, num_experts, num_ranks))].push_back(
+            static_cast<int32_t>(e));
     index_replicas(p);
     return p;
 }

@@ -30,8 +30,12 @@ struct ExpertPlacement {
     int64_t max_experts_per_rank() const;
 };
 
-/// Experts [r E/N, (r+1) E/N) on rank r; N must divide E.
+/// Experts in contiguous blocks, as even as E and N allow: the first E mod N ranks hold ceil(E/N) experts, the others
+/// floor(E/N) (N divides E but with redundant experts, whose replicas fill the short ranks' free slots: DeepSeek-V3's
+/// 256 + 32 slots on 144 ranks). Expert e's rank: contiguous_rank.
 ExpertPlacement contiguous_placement(int64_t num_experts, int64_t num_ranks);
+/// The rank of expert `expert` under contiguous_placement(num_experts, num_ranks).
+int64_t contiguous_rank(int64_t expert, int64_t num_experts, int64_t num_ranks);
 /// From a placement document (`moebench place`): {"schema": "moebench.placement/1", "num_experts": E,
 /// "num_ranks": N, "experts_on_rank": [[ids...], ...]}. Every expert on at least one rank, ids in [0, E), no id
 /// twice on one rank. ConfigError naming `where` otherwise, and when E or N disagree with the run's.

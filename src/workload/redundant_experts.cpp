@@ -35,9 +35,19 @@ std::vector<double> expected_rank_load(const ExpertPlacement& p, const std::vect
 ExpertPlacement with_redundant_experts(const ExpertPlacement& base, const Workload& workload, const ModelConfig& model,
                                        const std::vector<int64_t>& layers, const StepShape& shape, int64_t replicas) {
     const int64_t E = base.num_experts, N = base.num_ranks;
-    MOEBENCH_CHECK(E == model.moe.num_experts && N > 1 && replicas > 0 && replicas % N == 0,
+    MOEBENCH_CHECK(E == model.moe.num_experts && N > 1 && replicas > 0 && (E + replicas) % N == 0,
                    "redundant experts: {} over {} experts on {} ranks", replicas, E, N);
     const std::string field = run_field_label("", "redundant_experts");
+    const int64_t slots = (E + replicas) / N;  // every rank's, replicas filling what the base leaves
+    for (int64_t r = 0; r < N; ++r)
+        if (static_cast<int64_t>(base.experts_on_rank[static_cast<size_t>(r)].size()) > slots)
+            config_error(run_field_label("", "placement"),
+                         fmt::format("puts {} experts on rank {}, more than the {} slots each rank has with {} {}",
+                                     base.experts_on_rank[static_cast<size_t>(r)].size(), r, slots,
+                                     flag_of("redundant_experts"), replicas),
+                         base.source,
+                         fmt::format("use a placement with at most {} experts per rank, or drop {}", slots,
+                                     flag_of("redundant_experts")));
     std::vector<int32_t> rank_of(static_cast<size_t>(E), -1);
     for (int64_t e = 0; e < E; ++e) {
         const auto& holders = base.ranks_of_expert[static_cast<size_t>(e)];

@@ -279,9 +279,11 @@ TEST_CASE("redundant experts: bad values are refused naming the field, the value
     CHECK_THAT(
         test::config_error_of([&] { resolve_layout(r); }),
         Catch::Contains("redundant_experts (--redundant-experts)") && Catch::Contains("-4") && Catch::Contains(">= 0"));
+    // 8 experts + 6 replicas on 4 ranks: 14 slots do not share evenly; 4 or 8 replicas do (the model decides).
     r.redundant_experts = 6;
-    CHECK_THAT(test::config_error_of([&] { resolve_layout(r); }),
-               Catch::Contains("multiple of the expert-parallel size 4") && Catch::Contains("use 4 or 8"));
+    CHECK_NOTHROW(resolve_layout(r));
+    CHECK_THAT(test::config_error_of([&] { check_layout_for_model(moe_model(8, 2, 1), resolve_layout(r)); }),
+               Catch::Contains("8 + 6 = 14 expert slots") && Catch::Contains("use 4 or 8"));
     r.ep = 1;
     r.redundant_experts = 4;
     CHECK_THAT(test::config_error_of([&] { resolve_layout(r); }),
@@ -322,4 +324,78 @@ TEST_CASE("redundant experts: bad values are refused naming the field, the value
     const CliResult plan = run_cli("plan --model mixtral-8x7b --ep 2 --redundant-experts 3");
     CHECK(plan.exit_code == 2);
     CHECK_THAT(plan.err, Catch::Contains("redundant_experts (--redundant-experts)"));
+}
+
+TEST_CASE("redundant experts: an expert-parallel size that does not divide the experts, when the replicas fill it",
+          "[ep][redundant_experts][cli]") {
+    // DeepSeek-V3's decode deployment: 256 experts + 32 replicas = 288 slots on 144 GPUs, 2 per GPU. The contiguous
+    // base puts 2 experts on ranks 0..111 and 1 on ranks 112..143; the replicas fill the 32 short ranks.
+    const ExpertPlacement base = contiguous_placement(256, 144);
+    for (int64_t r = 0; r < 144; ++r) {
+        INFO(r);
+        CHECK(base.experts_on_rank[static_cast<size_t>(r)].size() == (r < 112 ? 2u : 1u));
+    }
+    for (int64_t e = 0; e < 256; ++e) {  // expert_rank, plan's traffic rule, agrees with the placement
+        INFO(e);
+        REQUIRE(base.ranks_of_expert[static_cast<size_t>(e)].size() == 1);
+        CHECK(expert_rank(e, 256, 144) == base.ranks_of_expert[static_cast<size_t>(e)].front());
+    }
+    CHECK(expert_rank(223, 256, 144) == 111);
+    CHECK(expert_rank(224, 256, 144) == 112);
+    CHECK(expert_rank(255, 256, 144) == 143);
+    // Where the experts divide, the rule is unchanged: e / (E / ep).
+    for (int64_t e = 0; e < 256; ++e) CHECK(expert_rank(e, 256, 32) == e / 8);
+
+    // Without the replicas EP 144 is refused, naming the count that makes it fit; with 33 the nearest counts.
+    LayoutRequest r;
+    r.ep = 144;
+    const ModelConfig m = moe_model(256, 8, 1);
+    CHECK_THAT(test::config_error_of([&] { check_layout_for_model(m, resolve_layout(r)); }),
+               Catch::Contains("does not divide the 256 routed experts") && Catch::Contains("--redundant-experts 32") &&
+                   Catch::Contains("288 slots, 2 per rank"));
+    r.redundant_experts = 33;
+    CHECK_THAT(test::config_error_of([&] { check_layout_for_model(m, resolve_layout(r)); }),
+               Catch::Contains("256 + 33 = 289 expert slots") && Catch::Contains("use 32 or 176"));
+    r.redundant_experts = 32;
+    CHECK_NOTHROW(check_layout_for_model(m, resolve_layout(r)));
+
+    // The sim runs it: every rank of every layer holds exactly 2 slots, no rank holds an expert twice, and the
+    // memory plan counts 2 experts per GPU (288 / 256 of the routed weights over 144 GPUs).
+    const std::string dir = moebench::test::temp_dir("redundant_uneven");
+    const std::string args = "--model deepseek-v3 --hardware h800 --dtype fp8-block --ep 144 --redundant-experts 32 ";
+    const CliResult run =
+        run_cli("run --backend sim " + args +
+                "--routing powerlaw:0.5 --first-layer 3 --layers 2 --batch 1152 --context 1024 --iters 1 "
+                "--warmup 0 --out " +
+                dir + "/r.json");
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    const json rec = load_json_file(dir + "/r.json")["runs"][0];
+    CHECK(rec["layout"]["redundant_experts"] == 32);
+    CHECK_THAT(rec["backend_info"]["parallel_layout"]["per_gpu"].get<std::string>(),
+               Catch::Contains("2 expert slots (the 256 experts and 32 replicas over 144 ranks)"));
+    const json& per_layer = rec["backend_info"]["redundant_experts"]["replicas_per_layer"];
+    REQUIRE(per_layer.size() == 2);
+    for (const json& layer : per_layer) {
+        std::vector<int> slots(144, 0);
+        for (int64_t e = 0; e < 256; ++e) ++slots[static_cast<size_t>(expert_rank(e, 256, 144))];
+        for (const json& rep : layer["replicas"]) {
+            const int64_t expert = rep[0].get<int64_t>(), rank = rep[1].get<int64_t>();
+            CHECK(expert_rank(expert, 256, 144) != rank);  // a replica never sits beside its original
+            ++slots[static_cast<size_t>(rank)];
+        }
+        CHECK(std::all_of(slots.begin(), slots.end(), [](int n) { return n == 2; }));
+    }
+    const CliResult plan = run_cli("plan " + args + "--format json --batch 8 --context 1024");
+    INFO(plan.err);
+    REQUIRE(plan.exit_code == 0);
+    const CliResult plan0 = run_cli(
+        "plan --model deepseek-v3 --hardware h800 --dtype fp8-block --ep 128 --format json "
+        "--batch 8 --context 1024");
+    REQUIRE(plan0.exit_code == 0);
+    // 2 expert slots per GPU either way: 288 / 256 of the routed weights over 144 GPUs = 1 / 128 of them.
+    const auto routed_per_gpu = [](const std::string& out) {
+        return json::parse(out)["memory"]["per_gpu"]["weights_by_component_bytes"]["routed_experts"].get<double>();
+    };
+    CHECK(routed_per_gpu(plan.out) == Approx(routed_per_gpu(plan0.out)).epsilon(1e-9));
 }

@@ -143,14 +143,20 @@ public:
                 {"moe_exchange", to_string(x)},
                 {"per_gpu", fmt::format("attention, dense layers, shared experts, embedding and LM head: 1/{} of the "
                                         "heads and widths, for 1/{} of the sequences{}",
-                                        L.attn_tp, L.attn_dp,
-                                        model_.is_moe_model()
-                                            ? fmt::format("; routed experts: {} of the {} experts, 1/{} of each one's "
-                                                          "width",
-                                                          model_.moe.num_experts / std::max<int64_t>(L.moe_ep, 1),
-                                                          model_.moe.num_experts, L.moe_tp)
-                                            : std::string())},
+                                        L.attn_tp, L.attn_dp, routed_experts_per_gpu(L))},
                 {"collectives", collectives}};
+    }
+
+    // "; routed experts: 2 of the 8 experts, 1/1 of each one's width" (with replicas: the slots and what fills them).
+    std::string routed_experts_per_gpu(const Layout& L) const {
+        if (!model_.is_moe_model()) return "";
+        const int64_t E = model_.moe.num_experts, R = L.redundant_experts, ep = std::max<int64_t>(L.moe_ep, 1);
+        if (R == 0)
+            return fmt::format("; routed experts: {} of the {} experts, 1/{} of each one's width", E / ep, E, L.moe_tp);
+        return fmt::format(
+            "; routed experts: {} expert slots (the {} experts and {} replicas over {} ranks), 1/{} of "
+            "each one's width",
+            (E + R) / ep, E, R, ep, L.moe_tp);
     }
 
     // Expert offload: the caches replayed over the run's routing (warm-up steps included) and how expert_fetch is
@@ -255,9 +261,11 @@ public:
         if (ep > 1) {
             if (!model.is_moe_model())
                 config_error("ep", "expert parallelism needs a MoE model", std::to_string(ep), "use ep 1");
-            if (model.moe.num_experts % ep != 0)
-                config_error("ep", fmt::format("must divide the {} experts", model.moe.num_experts), std::to_string(ep),
-                             "use a divisor of the expert count");
+            if ((model.moe.num_experts + opt.layout.redundant_experts) % ep != 0)
+                config_error("ep",
+                             fmt::format("must divide the {} experts plus {} redundant ones", model.moe.num_experts,
+                                         opt.layout.redundant_experts),
+                             std::to_string(ep), "use a divisor of the expert slots");
         }
         if (gpus > 1) {  // the GPUs' collectives need links: scale-up in a node, the network beyond
             const std::string key = ep > 1 ? "ep" : "tp";
