@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "serving/step_pricer.hpp"
 
+#include "config/layout_request.hpp"
 #include "core/report_keys.hpp"
 #include "harness/runner.hpp"
+
+#include <algorithm>
 
 namespace moebench {
 
 SimStepPricer::SimStepPricer(RunConfig base, int64_t isl, int64_t osl)
-    : base_(std::move(base)), isl_(isl), context_(isl + osl / 2) {
+    : base_(std::move(base)), isl_(isl), context_(isl + osl / 2), attn_dp_(resolve_layout(base_.layout).attn_dp) {
     base_.backend = "sim";
     base_.layers = 0;  // the whole model
     base_.first_layer = 0;
@@ -54,24 +57,41 @@ namespace {
 constexpr Phase kContextPhases[] = {Phase::attention, Phase::linear_attention};
 }
 
+double SimStepPricer::prompts_on_busiest_replica(double share) const {
+    return share <= 1 ? share : std::max(1.0, share / static_cast<double>(attn_dp_));
+}
+
 PhaseTimes SimStepPricer::mixed(int64_t decode_batch, int64_t prefill_tokens) {
     if (prefill_tokens <= 0) return decode(decode_batch);
     // The chunk's attention: its share of the whole prompt's (the chunks of one prompt see, together, the pairs of
-    // one causal prefill of isl tokens).
+    // one causal prefill of isl tokens). More than a prompt's tokens are other requests' prompts, which attention data
+    // parallelism spreads over its replicas (an engine schedules a request on one): the busiest replica computes
+    // the attention of share / attn_dp prompts, at least one.
     const PhaseTimes whole_prompt = prompt(isl_);
     const double share = static_cast<double>(prefill_tokens) / static_cast<double>(isl_);
     PhaseTimes t;
     if (decode_batch <= 0) {
         if (prefill_tokens == isl_) return whole_prompt;
-        t = prompt(prefill_tokens);
-        for (Phase p : kContextPhases) t.us[static_cast<size_t>(p)] = whole_prompt.us[static_cast<size_t>(p)] * share;
+        // Whole prompts: the sim's own prefill step of that many sequences, spread over the replicas as the sim
+        // spreads any batch (one sequence of all their tokens would put them on one replica).
+        if (prefill_tokens % isl_ == 0) return priced(Mode::prefill, prefill_tokens / isl_, isl_, 0);
+        if (prefill_tokens < isl_) {
+            t = prompt(prefill_tokens);
+            for (Phase p : kContextPhases)
+                t.us[static_cast<size_t>(p)] = whole_prompt.us[static_cast<size_t>(p)] * share;
+            return t;
+        }
+        t = decode(prefill_tokens);  // the tokens' phases, spread over the replicas
+        for (Phase p : kContextPhases)
+            t.us[static_cast<size_t>(p)] = whole_prompt.us[static_cast<size_t>(p)] * prompts_on_busiest_replica(share);
+        t.us[static_cast<size_t>(Phase::lm_head)] = whole_prompt.us[static_cast<size_t>(Phase::lm_head)];
         return t;
     }
     t = decode(decode_batch + prefill_tokens);  // every phase that sees the step's tokens, not their contexts
     const PhaseTimes alone = decode(decode_batch);
     for (Phase p : kContextPhases)
-        t.us[static_cast<size_t>(p)] =
-            alone.us[static_cast<size_t>(p)] + whole_prompt.us[static_cast<size_t>(p)] * share;
+        t.us[static_cast<size_t>(p)] = alone.us[static_cast<size_t>(p)] +
+                                       whole_prompt.us[static_cast<size_t>(p)] * prompts_on_busiest_replica(share);
     // The LM head computes the decoding sequences' next tokens (a prompt chunk's rows need none but the last).
     t.us[static_cast<size_t>(Phase::lm_head)] = alone.us[static_cast<size_t>(Phase::lm_head)];
     return t;

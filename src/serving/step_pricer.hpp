@@ -31,8 +31,11 @@ public:
 
 private:
     PhaseTimes priced(Mode mode, int64_t batch, int64_t seq_len, int64_t context);
+    /// Of a step's `share` prompts (its prompt tokens / isl), those whose attention the busiest attention replica
+    /// computes: a chunk of one prompt whole on one replica, more spread over attn_dp.
+    double prompts_on_busiest_replica(double share) const;
     RunConfig base_;
-    int64_t isl_, context_;
+    int64_t isl_, context_, attn_dp_;
     std::map<std::tuple<int, int64_t, int64_t, int64_t>, PhaseTimes> memo_;
 };
 

@@ -355,3 +355,21 @@ TEST_CASE("deploy --disagg: a prefill pool that caps arrivals leaves the decode 
     // Throughput: the arrivals' tokens over both pools' GPUs.
     CHECK(d["output_tokens_per_s_per_gpu"].get<double>() == Approx(arrivals * 16 / 2));
 }
+
+TEST_CASE(
+    "deploy --disagg: a prefill step of several whole prompts is the sim's prefill of that batch, spread over "
+    "the attention replicas",
+    "[deploy]") {
+    // Budget 4 x 512 tokens: each prefill step carries 4 whole prompts, which the EP 4 pool's 4 attention replicas
+    // hold one each; the pool's input rate is 2048 tokens over the sim's own prefill step of batch 4.
+    const json d = cli_json(kPoint +
+                            "--isl 512 --osl 64 --concurrency 64 --max-prefill-tokens 2048 --disagg --prefill-gpus 4 "
+                            "--prefill-layout ep=4 --decode-gpus 2 --decode-layout ep=2");
+    const double step_ms =
+        sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --ep 4 --mode prefill --batch 4 --seq-len 512");
+    CHECK(d["prefill_pool"]["input_tokens_per_s"].get<double>() == Approx(2048 / (step_ms / 1e3)).epsilon(1e-9));
+    // One sequence of 2048 tokens on one replica is what this replaced: slower than the 4 prompts spread.
+    const double one_sequence_ms =
+        sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --ep 4 --mode prefill --batch 1 --seq-len 2048");
+    CHECK(one_sequence_ms > step_ms);
+}
