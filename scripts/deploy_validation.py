@@ -724,6 +724,22 @@ def render_doc(done, skipped, failed, runner_name, fitted, sources, old_doc, com
             p, n = fitted[name]
             add(f"| {name} | {n} | {p['memory_efficiency']} | {p['phase_overhead_us']} |")
         add("")
+        carried = []  # profiles whose `sim` values a source line says were carried over from a fitted profile
+        for name, prof in load_profiles().items():
+            for line in prof.get("sources", []):
+                m = re.match(r"sim: .*carried over from ([\w.-]+)'s fit", line)
+                if m and isinstance(prof.get("sim"), dict):
+                    carried.append((name, m.group(1), prof["sim"]))
+        if carried:
+            add("Carried over, not fitted: a profile without its own fit takes the values of the fitted profile of the same")
+            add("chip or generation (its `sources` say which and why); its rows were in no fit and stay held out, so they test")
+            add("whether a calibration transfers.")
+            add("")
+            add("| profile | values of | memory_efficiency | phase_overhead_us |")
+            add("| --- | --- | --- | --- |")
+            for name, src, sim in carried:
+                add(f"| {name} | {src} | {sim.get('memory_efficiency')} | {sim.get('phase_overhead_us')} |")
+            add("")
     add("## Summary")
     add("")
     add(f"Targets (issue 32): TPOT within {TARGET_TPOT_MEDIAN:.0f}% median absolute error and within {TARGET_WITHIN:.0f}% on at")
