@@ -110,11 +110,11 @@ const char* to_string(DocKind kind) {
     switch (kind) {
         case DocKind::report: return "report";
         case DocKind::plan: return "plan";
-        case DocKind::bench_moe: return "bench moe";
-        case DocKind::bench_a2a: return "bench a2a";
+        case DocKind::bench_moe: return "bench moe document";
+        case DocKind::bench_a2a: return "bench a2a document";
         case DocKind::comparison: return "comparison";
-        case DocKind::trace_info: return "trace info";
-        case DocKind::devices: return "devices";
+        case DocKind::trace_info: return "trace summary";
+        case DocKind::devices: return "device list";
         case DocKind::placement: return "placement";
         case DocKind::hardware_fields: return "hardware field table";
         case DocKind::deploy: return "deploy document";

@@ -29,8 +29,9 @@ enum class DocKind {
     hardware_profile,  // moebench.hardware/1 (`devices --cpu-profile` writes one)
     calibration,       // moebench.calibration/1 (`calibrate`)
 };
-/// "report", "plan", "bench moe", "bench a2a", "comparison", "trace info", "devices", "placement", "hardware field
-/// table", "deploy document", "cache replay", "hardware profile", "calibration": how messages name a kind.
+/// "report", "plan", "bench moe document", "bench a2a document", "comparison", "trace summary", "device list",
+/// "placement", "hardware field table", "deploy document", "cache replay", "hardware profile", "calibration": how
+/// messages name a kind ("a device list has no md view").
 const char* to_string(DocKind kind);
 
 using Renderer = std::string (*)(const json& doc);
