@@ -118,8 +118,12 @@ void run_convert(const ConvertArgs& a) {
     if (!a.model.empty()) {
         try {
             model = load_model(a.model);
-        } catch (const ConfigError&) {
+        } catch (const ConfigError& e) {  // a name only; said, so that a near-miss does not pass unnoticed
             model.reset();
+            std::cerr << "moebench: note: --model " << a.model
+                      << " is stored as the trace's model name only: it does not resolve to a model, so the dump is "
+                         "read without one ("
+                      << e.what() << ")\n";
         }
     }
     const std::string kind = engine_dump_kind(a.in);

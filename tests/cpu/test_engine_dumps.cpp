@@ -90,6 +90,13 @@ TEST_CASE("trace convert: every engine's dump round-trips to the routing it enco
     const auto r = run_cli("trace convert " + kDumps + "vllm_r3_completion_response.json -o " + dir + "/n.safetensors");
     REQUIRE(r.exit_code == 0);
     expect_trace_is_r(read_trace(dir + "/n.safetensors"));
+    // --model that resolves to no model: stored as the name, and said, with the names it nearly matches.
+    const auto named = run_cli("trace convert " + kDumps + "vllm_r3_completion_response.json --model mixtral -o " +
+                               dir + "/m.safetensors");
+    REQUIRE(named.exit_code == 0);
+    CHECK(read_trace(dir + "/m.safetensors").model == "mixtral");
+    CHECK_THAT(named.err, Catch::Contains("--model mixtral is stored as the trace's model name only") &&
+                              Catch::Contains("did you mean mixtral-8x7b or mixtral-8x22b?"));
 }
 
 TEST_CASE("trace convert: a dump's dense-layer rows are dropped by the model, not by the data", "[engine_dumps]") {
