@@ -54,7 +54,7 @@ const char* const kLayoutFields[] = {"ep", "tp", "attention_dp", "moe_tp", "moe_
 struct DeployFlags {
     int64_t isl = 0, osl = 0, max_prefill_tokens = kDefaultMaxPrefillTokens;
     std::string concurrency, gpus, format = "text", out;
-    double price = -1, ttft_ms = 0, tpot_ms = 0;
+    double price = -1, ttft_ms = 0, tpot_ms = 0, request_overhead_ms = 0;
     bool disagg = false;
     int64_t prefill_gpus = 0, decode_gpus = 0;
     std::string prefill_layout, decode_layout;
@@ -101,6 +101,7 @@ void deploy_command(const DeployFlags& f, const RunFieldFlags& fields) {
     req.isl = f.isl;
     req.osl = f.osl;
     req.max_prefill_tokens = f.max_prefill_tokens;
+    req.request_overhead_ms = f.request_overhead_ms;
     if (f.price_given) req.price_per_gpu_hour = f.price;  // checked with the load (serving/deploy.cpp check_load)
     json doc;
     if (f.gpus_given) {  // search
@@ -210,6 +211,8 @@ void add_deploy_command(CLI::App& app) {
                      "Prompt tokens one step may carry (the chunk budget; default 8192)");
     auto* o_price =
         add_decimal_option(cmd, "--price", f->price, "USD per GPU-hour (default: the profile's price_per_gpu_hour)");
+    add_decimal_option(cmd, "--request-overhead-ms", f->request_overhead_ms,
+                       "The server's own time per request, added to TTFT (HTTP, tokenizing, scheduling; default 0)");
     cmd->add_option("--format", f->format,
                     "Output: " + format_names_help(DocKind::deploy) + " (default text; json schema moebench.deploy/1)")
         ->type_name("FORMAT");

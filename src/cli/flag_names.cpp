@@ -38,6 +38,7 @@ constexpr std::pair<const char*, const char*> kOwnFlags[] = {
     {"concurrency", "--concurrency"},
     {"max_prefill_tokens", "--max-prefill-tokens"},
     {"price", "--price"},
+    {"request_overhead_ms", "--request-overhead-ms"},
     {"gpus", "--gpus"},
     {"ttft_ms", "--ttft-ms"},
     {"tpot_ms", "--tpot-ms"},

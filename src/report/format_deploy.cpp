@@ -36,7 +36,11 @@ std::string point_label(const json& p) {
 
 std::string figures_text(const json& p) {
     std::string s;
-    s += fmt::format("  TTFT          {} ms\n", fixed(num(p, "ttft_ms"), 1));
+    const double overhead_ms = num(p, "request_overhead_ms");
+    s += fmt::format("  TTFT          {} ms{}\n", fixed(num(p, "ttft_ms"), 1),
+                     overhead_ms > 0
+                         ? fmt::format(" (of which {} ms {})", fixed(overhead_ms, 1), flag_of("request_overhead_ms"))
+                         : std::string());
     s += fmt::format("  TPOT          {} ms mean, {} ms p90 ({} tokens/s/user)\n", fixed(num(p, "tpot_ms"), 2),
                      fixed(num(p, "tpot_p90_ms"), 2), fixed(num(p, "output_tokens_per_s_per_user"), 1));
     s += fmt::format("  throughput    {} output tokens/s/GPU, {} input tokens/s/GPU\n",

@@ -43,6 +43,8 @@ const std::vector<std::string>& assumptions() {
     static const std::vector<std::string> a = {
         "steps priced by the sim backend (docs/sim-backend.md): no overlap of communication with compute, no CUDA "
         "graphs or launch savings beyond its per-phase overhead, no scheduler or sampling overhead between steps",
+        "a request's time outside the steps (HTTP, tokenizing, scheduling, streaming the first token) is " +
+            flag_of("request_overhead_ms") + ", added to TTFT as given (default 0: not modeled)",
         "steady state: every request is replaced by a new one when it finishes (closed loop, C in flight); no "
         "speculative decoding, no MTP, no prefix caching, no preemption",
         "decode contexts spread uniformly over isl .. isl + osl, priced at their mean (isl + osl / 2)",
@@ -186,7 +188,7 @@ json aggregated_figures(const Deployment& d, const DeployRequest& r, const Memor
     j["num_gpus"] = gpus;
     j["layout"] = layout_json(d.layout);
     j["concurrency"] = r.concurrency;
-    j["ttft_ms"] = s.ttft_us / 1e3;
+    j["ttft_ms"] = s.ttft_us / 1e3 + r.request_overhead_ms;
     j["tpot_ms"] = s.tpot_us / 1e3;
     j["tpot_p90_ms"] = s.tpot_p90_us / 1e3;
     j["output_tokens_per_s_per_gpu"] = s.output_tokens_per_s / static_cast<double>(gpus);
@@ -219,6 +221,7 @@ json document_head(const std::string& kind, const DeployRequest& r, const std::s
             {"isl", r.isl},
             {"osl", r.osl},
             {"max_prefill_tokens", r.max_prefill_tokens},
+            {"request_overhead_ms", r.request_overhead_ms},
             {"routing", r.base.routing}};
 }
 
@@ -240,6 +243,12 @@ void check_load(const DeployRequest& r) {
         if (v > kMaxTokens)
             config_error(flag(key), fmt::format("is beyond {} (2^24)", kMaxTokens), std::to_string(v),
                          "use a smaller value");
+    if (!(r.request_overhead_ms >= 0 && r.request_overhead_ms <= 1e6))
+        config_error(flag("request_overhead_ms"), "must be a number of ms from 0 to 1e6",
+                     fmt::format("{}", r.request_overhead_ms),
+                     "give the server's own time per request, e.g. the TTFT of a short prompt at concurrency 1 "
+                     "minus its prefill: " +
+                         flag("request_overhead_ms") + " 100");
     if (r.price_per_gpu_hour && !(*r.price_per_gpu_hour >= 0 && std::isfinite(*r.price_per_gpu_hour)))
         config_error(flag("price"), "must be a finite number of USD per GPU-hour, >= 0",
                      fmt::format("{}", *r.price_per_gpu_hour), "e.g. " + flag("price") + " 2.5");
@@ -549,7 +558,7 @@ json deploy_disagg(const DisaggRequest& r) {
     doc["hardware"] = dec.hw.name;
     doc["num_gpus"] = gpus;
     doc["concurrency"] = C;
-    doc["ttft_ms"] = (prefill_us + kv_us) / 1e3;
+    doc["ttft_ms"] = (prefill_us + kv_us) / 1e3 + r.base.request_overhead_ms;
     doc["tpot_ms"] = tpot_us / 1e3;
     doc["tpot_p90_ms"] = tpot_us / 1e3;  // every decode step of the pool is the same
     doc["output_tokens_per_s_per_gpu"] = out_per_s / static_cast<double>(gpus);

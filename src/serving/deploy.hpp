@@ -24,6 +24,8 @@ struct DeployRequest {
     int64_t concurrency = 0;
     int64_t max_prefill_tokens = kDefaultMaxPrefillTokens;
     std::optional<double> price_per_gpu_hour;  // none: the profile's
+    double request_overhead_ms = 0;  // added to every TTFT: the server's own time per request (HTTP, tokenizing,
+                                     // scheduling, the first token's sampling and streaming), which no step holds
 };
 
 /// One layout (kind "point"). A point whose memory does not fit is refused (ConfigError naming what fits) unless

@@ -195,6 +195,8 @@ TEST_CASE("deploy on bad input: exit 2 naming the flag, the value and the fix", 
     refused("--isl 8 --osl 8 --concurrency 1 --disagg --prefill-gpus 1 --decode-gpus 1 --decode-layout pp=1",
             {"--decode-layout", "pp=1"});
     refused("--isl 8 --osl 8 --concurrency 1 --price -1", {"--price", "-1"});
+    refused("--isl 8 --osl 8 --concurrency 1 --request-overhead-ms -5", {"--request-overhead-ms", "-5", "0 to 1e6"});
+    refused("--isl 8 --osl 8 --concurrency 1 --request-overhead-ms nan", {"--request-overhead-ms", "nan"});
     refused("--isl 8 --osl 8 --concurrency 1 --max-prefill-tokens 0", {"--max-prefill-tokens", "0"});
     refused("--isl 8 --osl 8 --gpus 0", {"--gpus", "0"});
     refused("--isl 8 --osl 8 --concurrency 1 --disagg", {"--prefill-gpus"});
@@ -372,4 +374,25 @@ TEST_CASE(
     const double one_sequence_ms =
         sim_step_ms("--model olmoe-1b-7b --hardware h200-sxm --ep 4 --mode prefill --batch 1 --seq-len 2048");
     CHECK(one_sequence_ms > step_ms);
+}
+
+TEST_CASE("deploy --request-overhead-ms: added to every TTFT as given, nothing else moves", "[deploy]") {
+    const auto figures = [](const std::string& extra) {
+        return cli_json(kPoint + "--isl 512 --osl 64 --concurrency 8 " + extra);
+    };
+    const json base = figures(""), over = figures("--request-overhead-ms 150");
+    CHECK(base["request_overhead_ms"] == 0.0);
+    CHECK(over["request_overhead_ms"] == 150.0);
+    const auto text = run_cli(kPoint.substr(0, kPoint.find("--format")) +
+                              "--isl 512 --osl 64 --concurrency 8 "
+                              "--request-overhead-ms 150");
+    CHECK(text.out.find("(of which 150.0 ms --request-overhead-ms)") != std::string::npos);
+    CHECK(over["ttft_ms"].get<double>() == Approx(base["ttft_ms"].get<double>() + 150.0).epsilon(1e-12));
+    for (const char* k : {"tpot_ms", "tpot_p90_ms", "output_tokens_per_s_per_gpu", "input_tokens_per_s_per_gpu"})
+        CHECK(over[k].get<double>() == base[k].get<double>());
+    // Disaggregated: the prompt, the KV transfer and the overhead.
+    const std::string disagg = "--disagg --prefill-gpus 1 --prefill-layout tp=1 --decode-gpus 2 --decode-layout ep=2";
+    const json d0 = figures(disagg), d1 = figures(disagg + " --request-overhead-ms 40");
+    CHECK(d1["ttft_ms"].get<double>() == Approx(d0["ttft_ms"].get<double>() + 40.0).epsilon(1e-12));
+    CHECK(d1["tpot_ms"].get<double>() == d0["tpot_ms"].get<double>());
 }
