@@ -169,14 +169,7 @@ void deploy_command(const DeployFlags& f, const RunFieldFlags& fields) {
             doc = deploy_point(req);
         }
     }
-    const std::string view = render_view(doc, DocKind::deploy, format);
-    if (f.out.empty() || f.out == "-") {
-        std::cout << view;
-        std::cout.flush();
-    } else {
-        write_file_atomic(f.out, view);
-        std::cerr << "moebench: wrote " << f.out << "\n";
-    }
+    emit_view(render_view(doc, DocKind::deploy, format), f.out);
 }
 
 }  // namespace

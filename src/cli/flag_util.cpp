@@ -2,6 +2,7 @@
 #include "cli/flag_util.hpp"
 
 #include "cli/set_flags.hpp"
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/overloaded.hpp"
 #include "common/read_file.hpp"
@@ -15,6 +16,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 
 namespace moebench::cli {
 
@@ -184,6 +186,16 @@ RoutingTrace load_any_trace(const std::string& path, int64_t num_experts, const 
     if (head.size() >= 9 && looks_like_safetensors(head, bytes)) return read_trace(path);
     ImportSummary summary;
     return import_trace(path, num_experts, &summary);
+}
+
+void emit_view(const std::string& view, const std::string& out) {
+    if (out.empty() || out == "-") {
+        std::cout << view;
+        std::cout.flush();
+    } else {
+        write_file_atomic(out, view);
+        std::cerr << "moebench: wrote " << out << "\n";
+    }
 }
 
 }  // namespace moebench::cli

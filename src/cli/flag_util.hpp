@@ -102,4 +102,8 @@ private:
 /// in errors (`place`, `offload`).
 RoutingTrace load_any_trace(const std::string& path, int64_t num_experts, const std::string& flag);
 
+/// A command's rendered view to stdout (`out` empty or "-"), else to the file `out`, written atomically and said on
+/// stderr ("moebench: wrote FILE").
+void emit_view(const std::string& view, const std::string& out);
+
 }  // namespace moebench::cli

@@ -97,13 +97,7 @@ void run_offload(const OffloadArgs& a) {
     ctx.num_sequences = static_cast<int64_t>(trace.seq_starts.size());
     std::vector<OffloadReplay> replays;
     for (int64_t n : a.resident) replays.push_back(replay_offload(trace, n, policy));
-    const std::string text = render_view(offload_document(ctx, replays), DocKind::offload, format);
-    if (a.out.empty() || a.out == "-") {
-        std::cout << text;
-    } else {
-        write_file_atomic(a.out, text);
-        std::cerr << "moebench: wrote " << a.out << "\n";
-    }
+    emit_view(render_view(offload_document(ctx, replays), DocKind::offload, format), a.out);
 }
 
 }  // namespace

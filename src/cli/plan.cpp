@@ -59,14 +59,7 @@ void run_plan(const PlanArgs& a, const RunFieldFlags& fields) {
     r.hardware = resolve_config("hardware", cfg.hardware, "--hardware");
     refuse_output_over_input({{"--out", a.out}}, {{"--model", r.model}, {"--hardware", r.hardware}});
 
-    const json doc = plan_document(r);
-    const std::string text = render_view(doc, DocKind::plan, format);
-    if (a.out.empty() || a.out == "-") {
-        std::cout << text;
-    } else {
-        write_file_atomic(a.out, text);
-        std::cerr << "moebench: wrote " << a.out << "\n";
-    }
+    emit_view(render_view(plan_document(r), DocKind::plan, format), a.out);
 }
 
 }  // namespace

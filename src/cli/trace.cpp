@@ -94,13 +94,7 @@ void run_info(const InfoArgs& a) {
     check_trace_info_request(request);
     refuse_output_over_input({{"-o", a.out}}, {{"FILE", a.file}});
     const RoutingTrace t = read_trace(a.file);
-    const std::string text = render_view(trace_info_document(t, request), DocKind::trace_info, format);
-    if (a.out.empty() || a.out == "-") {
-        std::cout << text;
-    } else {
-        write_file_atomic(a.out, text);
-        std::cerr << "moebench: wrote " << a.out << "\n";
-    }
+    emit_view(render_view(trace_info_document(t, request), DocKind::trace_info, format), a.out);
 }
 
 void run_convert(const ConvertArgs& a) {
